@@ -1,1 +1,33 @@
-"""sts_core."""
+"""sts_core: sentence embeddings for Semantic Textual Similarity on the Hugging Face stack.
+
+The names below load lazily, so ``import sts_core`` stays fast and imports neither
+torch nor transformers until one of them is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "SentenceEncoder": "sts_core.encoder",
+    "POOLING_MODES": "sts_core.pooling",
+    "PROMPT_TEMPLATES": "sts_core.prompts",
+    "STSEvaluator": "sts_core.evaluation.sts",
+    "PairSimilarityEvaluator": "sts_core.evaluation.sts",
+    "STS_TASKS": "sts_core.evaluation.sts",
+    "BaseConfig": "sts_core.training",
+    "BaseTrainer": "sts_core.training",
+    "ModelArguments": "sts_core.training",
+    "DataArguments": "sts_core.training",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sts_core' has no attribute {name!r}")

@@ -1,0 +1,459 @@
+"""``SentenceEncoder``: any Hugging Face backbone plus pooling (and an optional prompt).
+
+The saved folder is at once
+
+- a transformers model folder (``AutoModel.from_pretrained(dir)`` works),
+- a sentence-transformers folder (``SentenceTransformer(dir)`` works: ``modules.json``,
+  ``1_Pooling/config.json``, ``sentence_bert_config.json``) for the pooling modes
+  sentence-transformers has (mean, cls, max, last_token) and no prompt template,
+- and this project's folder (``sts_encoder_config.json`` with pooling, prompt, max
+  length, normalisation and the library versions that wrote it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import platform
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
+from sts_core.prompts import apply_prompt, resolve_prompt
+
+logger = logging.getLogger(__name__)
+
+ENCODER_CONFIG_NAME = "sts_encoder_config.json"
+EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
+ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
+DEFAULT_MAX_LENGTH = 512
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries that matter for reproducing an embedding."""
+    versions = {"python": platform.python_version()}
+    for dist in ("sts-core", "torch", "transformers", "sentence-transformers"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _looks_like_local_path(name_or_path: str) -> bool:
+    if name_or_path.startswith(("/", ".", "~")):
+        return True
+    return name_or_path.count("/") > 1 or "\\" in name_or_path
+
+
+def check_model_location(name_or_path: str | os.PathLike) -> str:
+    """Return the model location as a string; fail early on a local folder that is missing."""
+    text = str(name_or_path)
+    if Path(text).expanduser().exists():
+        path = Path(text).expanduser()
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model folder {path} has no config.json: not a Hugging Face model"
+            )
+        return str(path)
+    if _looks_like_local_path(text):
+        raise FileNotFoundError(f"model folder {text} does not exist")
+    return text
+
+
+def _hub_error(name: str, error: Exception) -> OSError:
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    why = "HF_HUB_OFFLINE is set" if offline else f"{type(error).__name__}: {error}"
+    return OSError(
+        f"could not load model {name!r}: no local folder by that name, and the Hugging Face hub "
+        f"did not provide it ({why}). Pass a local model folder (see STS_MODELS_DIR)."
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
+    """Pooling, normalisation and max length of a sentence-transformers folder, if it is one."""
+    modules = _read_json(folder / "modules.json")
+    if not modules:
+        return {}
+    settings: dict[str, Any] = {"normalize": any(m["type"].endswith("Normalize") for m in modules)}
+    pooling_dirs = [m["path"] for m in modules if m["type"].endswith("Pooling")]
+    pooling_config = _read_json(folder / pooling_dirs[0] / "config.json") if pooling_dirs else None
+    if pooling_config:
+        settings["pooling"] = _st_pooling_to_ours(pooling_config)
+    bert_config = _read_json(folder / "sentence_bert_config.json") or {}
+    if bert_config.get("max_seq_length"):
+        settings["max_length"] = int(bert_config["max_seq_length"])
+    return settings
+
+
+def _st_pooling_to_ours(config: dict[str, Any]) -> str:
+    mode = config.get("pooling_mode")
+    if mode is None:
+        legacy = {
+            "pooling_mode_cls_token": "cls",
+            "pooling_mode_max_tokens": "max",
+            "pooling_mode_mean_tokens": "mean",
+            "pooling_mode_lasttoken": "last_token",
+        }
+        active = [ours for key, ours in legacy.items() if config.get(key)]
+        return active[0] if len(active) == 1 else "mean"
+    reverse = {theirs: ours for ours, theirs in ST_POOLING_NAMES.items()}
+    if mode not in reverse:
+        raise ValueError(f"sentence-transformers pooling {mode!r} has no equivalent here")
+    return reverse[mode]
+
+
+def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
+    """Encoder settings stored in a local folder: ours first, else sentence-transformers'."""
+    path = Path(folder)
+    if not path.is_dir():
+        return {}
+    ours = _read_json(path / ENCODER_CONFIG_NAME)
+    if ours is not None:
+        return {k: ours[k] for k in ("pooling", "prompt", "max_length", "normalize") if k in ours}
+    return _settings_from_sentence_transformers(path)
+
+
+class SentenceEncoder(nn.Module):
+    """A backbone (encoder or decoder) followed by pooling into one vector a sentence.
+
+    Args:
+        backbone: a transformers base model (``AutoModel``), e.g. BertModel or LlamaModel.
+        tokenizer: its tokenizer. A decoder tokenizer without a pad token gets its EOS.
+        pooling: one of ``mean``, ``cls``, ``max``, ``first_last_avg``, ``last_token``.
+        prompt: a template name (``prompteol``, ``promptsth``, ``promptsum``) or a string
+            with one ``[X]`` slot; applied to every sentence before tokenisation.
+        max_length: truncation length in tokens (default: the tokenizer's, capped at 512).
+        normalize: L2-normalise the output vectors.
+    """
+
+    accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer: Any,
+        pooling: str = "mean",
+        prompt: str | None = None,
+        max_length: int | None = None,
+        normalize: bool = False,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooling = check_pooling_mode(pooling)
+        self.prompt = resolve_prompt(prompt)
+        self.max_length = max_length or self._default_max_length()
+        self.normalize = normalize
+        if getattr(tokenizer, "pad_token", None) is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        accepted = inspect.signature(backbone.forward).parameters
+        self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
+        self._takes_use_cache = "use_cache" in accepted
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        pooling: str | None = None,
+        prompt: str | None = None,
+        max_length: int | None = None,
+        normalize: bool | None = None,
+        padding_side: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        **model_kwargs: Any,
+    ) -> SentenceEncoder:
+        """Load a backbone and its tokenizer; settings saved in the folder are the defaults.
+
+        ``dtype`` defaults to float32 (weights to train); pass ``"bfloat16"`` or ``"auto"``
+        to load otherwise. Extra keyword arguments go to ``AutoModel.from_pretrained``.
+        """
+        from transformers import AutoModel, AutoTokenizer
+
+        location = check_model_location(name_or_path)
+        stored = saved_settings(location)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(location)
+            backbone = AutoModel.from_pretrained(
+                location, dtype=_resolve_dtype(dtype), **model_kwargs
+            )
+        except OSError as error:
+            if Path(location).exists():
+                raise OSError(f"could not load model folder {location}: {error}") from error
+            raise _hub_error(location, error) from error
+        if padding_side is not None:
+            tokenizer.padding_side = padding_side
+        return cls(
+            backbone,
+            tokenizer,
+            pooling=pooling or stored.get("pooling", "mean"),
+            prompt=prompt if prompt is not None else stored.get("prompt"),
+            max_length=max_length or stored.get("max_length"),
+            normalize=normalize if normalize is not None else stored.get("normalize", False),
+        )
+
+    def _default_max_length(self) -> int:
+        candidates = [DEFAULT_MAX_LENGTH, getattr(self.tokenizer, "model_max_length", None)]
+        positions = getattr(getattr(self.backbone, "config", None), "max_position_embeddings", None)
+        candidates.append(positions)
+        return min(int(c) for c in candidates if isinstance(c, int | float) and c > 0)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def config(self) -> Any:
+        """The backbone's transformers config (what the Trainer and PEFT look for)."""
+        return self.backbone.config
+
+    @property
+    def dimension(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "pooling": self.pooling,
+            "prompt": self.prompt,
+            "max_length": self.max_length,
+            "normalize": self.normalize,
+        }
+
+    def gradient_checkpointing_enable(
+        self, gradient_checkpointing_kwargs: dict | None = None
+    ) -> None:
+        """Delegate to the backbone (called by the Trainer when ``gradient_checkpointing``)."""
+        self.backbone.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs=gradient_checkpointing_kwargs
+        )
+
+    # ----------------------------------------------------------------- forward
+    def tokenize(self, sentences: Sequence[str], padding: bool | str = True) -> Any:
+        """Apply the prompt, tokenize with truncation and pad (``return_tensors="pt"``)."""
+        texts = [apply_prompt(self.prompt, s) for s in sentences]
+        return self.tokenizer(
+            texts,
+            padding=padding,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt" if padding else None,
+        )
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **features: Any
+    ) -> torch.Tensor:
+        """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
+        if self._takes_use_cache:
+            inputs["use_cache"] = False
+        hidden = needs_hidden_states(self.pooling)
+        outputs = self.backbone(**inputs, output_hidden_states=hidden, return_dict=True)
+        embeddings = pool(
+            self.pooling,
+            outputs.last_hidden_state,
+            attention_mask,
+            outputs.hidden_states if hidden else None,
+        )
+        if self.normalize:
+            embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
+        return embeddings
+
+    # ----------------------------------------------------------------- encode
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 64,
+        show_progress_bar: bool = True,
+        normalize: bool | None = None,
+    ) -> np.ndarray:
+        """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
+
+        Each distinct sentence is encoded once; sentences are sorted by token length
+        (longest first) so each batch is padded only to its own longest member; runs
+        under ``torch.inference_mode`` on the module's device.
+        """
+        single = isinstance(sentences, str)
+        items = [sentences] if single else list(sentences)
+        distinct = list(dict.fromkeys(items))
+        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar)
+        if normalize:
+            vectors = nn.functional.normalize(vectors, p=2, dim=-1)
+        position = {sentence: i for i, sentence in enumerate(distinct)}
+        result = vectors[[position[s] for s in items]].numpy()
+        return result[0] if single else result
+
+    def _encode_distinct(
+        self, sentences: list[str], batch_size: int, progress: bool
+    ) -> torch.Tensor:
+        if not sentences:
+            return torch.empty(0, self.dimension, dtype=torch.float32)
+        encoded = self.tokenize(sentences, padding=False)
+        lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+        order = np.argsort(-lengths, kind="stable")
+        keys = list(encoded.keys())
+        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32)
+        was_training = self.training
+        self.eval()
+        device = self.device
+        batches = range(0, len(order), batch_size)
+        with torch.inference_mode():
+            for start in tqdm(batches, desc="Encoding", disable=not progress or len(batches) < 2):
+                index = order[start : start + batch_size]
+                rows = [{key: encoded[key][i] for key in keys} for i in index]
+                batch = self.tokenizer.pad(rows, padding=True, return_tensors="pt").to(device)
+                output[torch.as_tensor(index)] = self(**batch).float().cpu()
+        self.train(was_training)
+        return output
+
+    # ----------------------------------------------------------------- saving
+    def save_pretrained(
+        self,
+        output_dir: str | os.PathLike,
+        state_dict: dict[str, torch.Tensor] | None = None,
+        model_card: str | None = None,
+        safe_serialization: bool = True,
+    ) -> None:
+        """Write a folder that loads here, with ``AutoModel`` and with ``SentenceTransformer``.
+
+        ``state_dict`` (keys of this module, e.g. gathered by DeepSpeed) replaces the live
+        weights when given. Parameters outside the backbone (heads added by a method) go to
+        ``sts_extra_modules.safetensors``.
+        """
+        folder = Path(output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = state_dict if state_dict is not None else self.state_dict()
+        backbone_state = {
+            k[len("backbone.") :]: v for k, v in state.items() if k.startswith("backbone.")
+        }
+        extra_state = {k: v for k, v in state.items() if not k.startswith("backbone.")}
+        self.backbone.save_pretrained(
+            folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
+        )
+        self.tokenizer.save_pretrained(folder)
+        if extra_state:
+            from safetensors.torch import save_file
+
+            save_file(
+                {k: v.contiguous() for k, v in extra_state.items()}, folder / EXTRA_WEIGHTS_NAME
+            )
+        config = {**self.settings(), "versions": library_versions()}
+        (folder / ENCODER_CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+        self._write_sentence_transformers_files(folder)
+        if model_card is not None:
+            (folder / "README.md").write_text(model_card, encoding="utf-8")
+
+    def _write_sentence_transformers_files(self, folder: Path) -> None:
+        if self.pooling not in ST_POOLING_NAMES or self.prompt is not None:
+            logger.warning(
+                "sentence-transformers has no equivalent of pooling=%s with prompt=%r: the folder "
+                "loads with AutoModel and SentenceEncoder, not with SentenceTransformer",
+                self.pooling,
+                self.prompt,
+            )
+            for stale in ("modules.json", "sentence_bert_config.json"):
+                (folder / stale).unlink(missing_ok=True)
+            return
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling",
+            },
+        ]
+        if self.normalize:
+            modules.append(
+                {
+                    "idx": 2,
+                    "name": "2",
+                    "path": "2_Normalize",
+                    "type": "sentence_transformers.models.Normalize",
+                }
+            )
+            (folder / "2_Normalize").mkdir(exist_ok=True)
+        _write_json(folder / "modules.json", modules)
+        (folder / "1_Pooling").mkdir(exist_ok=True)
+        _write_json(folder / "1_Pooling" / "config.json", self._st_pooling_config())
+        _write_json(
+            folder / "sentence_bert_config.json",
+            {"max_seq_length": self.max_length, "do_lower_case": False},
+        )
+        _write_json(
+            folder / "config_sentence_transformers.json",
+            {
+                "__version__": library_versions(),
+                "prompts": {},
+                "default_prompt_name": None,
+                "similarity_fn_name": "cosine",
+            },
+        )
+
+    def _st_pooling_config(self) -> dict[str, Any]:
+        theirs = ST_POOLING_NAMES[self.pooling]
+        return {
+            "word_embedding_dimension": self.dimension,
+            "pooling_mode_cls_token": theirs == "cls",
+            "pooling_mode_mean_tokens": theirs == "mean",
+            "pooling_mode_max_tokens": theirs == "max",
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": theirs == "lasttoken",
+            "include_prompt": True,
+        }
+
+    def load_weights(self, folder: str | os.PathLike) -> None:
+        """Load the weights of a folder written by :meth:`save_pretrained` (strict)."""
+        from transformers import AutoModel
+
+        path = Path(folder)
+        reloaded = AutoModel.from_pretrained(path, dtype=next(self.backbone.parameters()).dtype)
+        state = {f"backbone.{k}": v for k, v in reloaded.state_dict().items()}
+        extra = path / EXTRA_WEIGHTS_NAME
+        if extra.is_file():
+            from safetensors.torch import load_file
+
+            state.update(load_file(extra))
+        self.load_state_dict(state, strict=True)
+
+
+def _write_json(path: Path, content: Any) -> None:
+    path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None) -> str | torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(names)} or auto")
+    return names[dtype]

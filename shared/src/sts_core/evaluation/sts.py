@@ -1,0 +1,306 @@
+"""The STS evaluator: cosine similarity of embeddings against gold scores.
+
+Two protocols (see the README, "Evaluation protocols"):
+
+``senteval`` — as SentEval runs inside SimCSE's evaluation script, the protocol of the
+papers. STS12–16: Spearman ×100 over all subsets of a year concatenated ("all"), plus
+SentEval's "mean" (plain average over subsets) and "wmean" (average weighted by subset
+size); STS-B and SICK-R on their test splits (one subset, so all = mean = wmean). The
+headline is the plain mean of the seven "all" numbers. Data variant ``senteval``
+(Moses-tokenized; lower-cased except SICK) by default.
+
+``mteb`` — as MTEB scores these tasks: one Spearman of cosine similarity per task over
+its whole test split, raw text; MTEB's SICK-R "test" is all 9,927 SICK pairs (train +
+trial + test), not SentEval's 4,927-pair test split.
+
+Pearson is reported beside Spearman everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sts_core.evaluation.metrics import pearson, spearman
+
+logger = logging.getLogger(__name__)
+
+STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+TASK_TITLES = {
+    "sts12": "STS12",
+    "sts13": "STS13",
+    "sts14": "STS14",
+    "sts15": "STS15",
+    "sts16": "STS16",
+    "stsb": "STS-B",
+    "sickr": "SICK-R",
+}
+PROTOCOLS = ("senteval", "mteb")
+AGGREGATES = ("all", "mean", "wmean")
+
+Encode = Callable[[Sequence[str]], np.ndarray]
+
+
+def cosine_scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two ``(n, d)`` arrays, in float64."""
+    left = np.asarray(left, dtype=np.float64)
+    right = np.asarray(right, dtype=np.float64)
+    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
+    return (left * right).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+@dataclass
+class SubsetScore:
+    """Correlations (×100) of one subset."""
+
+    name: str
+    size: int
+    spearman: float
+    pearson: float
+
+
+@dataclass
+class TaskResult:
+    """One task's scores under one protocol and data variant (all numbers ×100)."""
+
+    task: str
+    protocol: str
+    variant: str
+    size: int
+    spearman: dict[str, float]
+    pearson: dict[str, float]
+    subsets: list[SubsetScore] = field(default_factory=list)
+
+
+@dataclass
+class STSReport:
+    """Every task's result and the averages over tasks."""
+
+    protocol: str
+    variant: str
+    model: str
+    results: dict[str, TaskResult]
+    seconds: float = 0.0
+
+    def average(self, aggregate: str = "all", metric: str = "spearman") -> float:
+        values = [getattr(r, metric)[aggregate] for r in self.results.values()]
+        return float(np.mean(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        averages = {
+            f"{metric}_{agg}": self.average(agg, metric)
+            for metric in ("spearman", "pearson")
+            for agg in self._aggregates()
+        }
+        return {
+            "protocol": self.protocol,
+            "variant": self.variant,
+            "model": self.model,
+            "seconds": round(self.seconds, 2),
+            "average": averages,
+            "tasks": {name: asdict(result) for name, result in self.results.items()},
+        }
+
+    def _aggregates(self) -> tuple[str, ...]:
+        return AGGREGATES if self.protocol == "senteval" else ("all",)
+
+    def table_rows(self) -> list[tuple[str, list[str]]]:
+        rows = []
+        for metric in ("spearman", "pearson"):
+            for agg in self._aggregates():
+                cells = [f"{getattr(r, metric)[agg]:.2f}" for r in self.results.values()]
+                cells.append(f"{self.average(agg, metric):.2f}")
+                rows.append((f"{metric} {agg}", cells))
+        return rows
+
+    def header(self) -> list[str]:
+        return ["", *(TASK_TITLES.get(t, t) for t in self.results), "Avg."]
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"Model `{self.model}`, protocol `{self.protocol}`, data variant `{self.variant}` "
+            "(correlation of cosine similarity with gold × 100)",
+            "",
+            "| " + " | ".join(self.header()) + " |",
+            "|" + "---|" * len(self.header()),
+        ]
+        lines += ["| " + " | ".join([name, *cells]) + " |" for name, cells in self.table_rows()]
+        return "\n".join(lines) + "\n"
+
+    def to_text(self) -> str:
+        header = self.header()
+        rows = [header] + [[name, *cells] for name, cells in self.table_rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        text = [f"{self.model} — protocol {self.protocol}, data {self.variant}"]
+        for row in rows:
+            text.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+        return "\n".join(text) + "\n"
+
+    def save(self, output: str | os.PathLike) -> tuple[Path, Path]:
+        """Write ``<output>.json`` and ``<output>.md`` (``output`` may end in .json)."""
+        base = Path(output)
+        base = base.with_suffix("") if base.suffix in (".json", ".md") else base
+        base.parent.mkdir(parents=True, exist_ok=True)
+        json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
+        json_path.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        md_path.write_text(self.to_markdown(), encoding="utf-8")
+        return json_path, md_path
+
+
+def score_subsets(
+    gold: np.ndarray, predicted: np.ndarray, subsets: Sequence[str] | None
+) -> tuple[dict[str, float], dict[str, float], list[SubsetScore]]:
+    """'all', 'mean' and 'wmean' of Spearman and Pearson (×100) from pair scores."""
+    names = list(subsets) if subsets is not None else ["all"] * len(gold)
+    labels = np.asarray(names)
+    parts = []
+    for name in dict.fromkeys(names):
+        mask = labels == name
+        parts.append(
+            SubsetScore(
+                name=name,
+                size=int(mask.sum()),
+                spearman=100 * spearman(predicted[mask], gold[mask]),
+                pearson=100 * pearson(predicted[mask], gold[mask]),
+            )
+        )
+    sizes = np.array([p.size for p in parts], dtype=np.float64)
+    result = {}
+    for metric, correlate in (("spearman", spearman), ("pearson", pearson)):
+        values = np.array([getattr(p, metric) for p in parts])
+        result[metric] = {
+            "all": 100 * correlate(predicted, gold),
+            "mean": float(values.mean()),
+            "wmean": float((values * sizes).sum() / sizes.sum()),
+        }
+    return result["spearman"], result["pearson"], parts
+
+
+def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None):
+    """The evaluation pairs of one task under a protocol (a ``datasets.Dataset``)."""
+    from datasets import concatenate_datasets
+
+    from sts_core.data import load_named
+
+    if protocol == "mteb" and task == "sickr":
+        splits = [
+            load_named("sickr", s, data_dir=data_dir, variant=variant)
+            for s in ("train", "dev", "test")
+        ]
+        return concatenate_datasets(
+            [s.select_columns(["sentence1", "sentence2", "score"]) for s in splits]
+        )
+    return load_named(task, "test", data_dir=data_dir, variant=variant)
+
+
+class STSEvaluator:
+    """Evaluate sentence embeddings on the seven STS tasks (or a subset of them).
+
+    Args:
+        data_dir: the benchmark folder (default: ``$STS_DATA_DIR``).
+        tasks: task names from ``STS_TASKS``.
+        protocol: ``senteval`` (the papers') or ``mteb``.
+        variant: ``senteval`` (tokenized files) or ``raw`` (official releases); default
+            ``senteval`` for the senteval protocol and ``raw`` for mteb.
+        batch_size: encoding batch size.
+        datasets: preloaded task → Dataset (``sentence1``, ``sentence2``, ``score`` and
+            optionally ``subset``), bypassing the data folder.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike | None = None,
+        tasks: Sequence[str] = STS_TASKS,
+        protocol: str = "senteval",
+        variant: str | None = None,
+        batch_size: int = 64,
+        datasets: Mapping[str, Any] | None = None,
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+        unknown = [
+            t for t in tasks if t not in STS_TASKS and (datasets is None or t not in datasets)
+        ]
+        if unknown:
+            raise ValueError(f"unknown STS task(s) {unknown}; choose from {', '.join(STS_TASKS)}")
+        self.protocol = protocol
+        self.variant = variant or ("senteval" if protocol == "senteval" else "raw")
+        self.batch_size = batch_size
+        self.tasks = list(tasks)
+        self.data = (
+            dict(datasets)
+            if datasets is not None
+            else {
+                task: load_task_pairs(task, protocol, self.variant, data_dir) for task in self.tasks
+            }
+        )
+
+    def evaluate(self, encode: Any, model_name: str = "model") -> STSReport:
+        """Score ``encode`` (a SentenceEncoder, or any callable sentences → array)."""
+        encode_fn = _as_encode_fn(encode, self.batch_size)
+        start = time.perf_counter()
+        results = {task: self._evaluate_task(task, encode_fn) for task in self.tasks}
+        report = STSReport(self.protocol, self.variant, model_name, results)
+        report.seconds = time.perf_counter() - start
+        return report
+
+    __call__ = evaluate
+
+    def _evaluate_task(self, task: str, encode_fn: Encode) -> TaskResult:
+        data = self.data[task]
+        sentences1, sentences2 = list(data["sentence1"]), list(data["sentence2"])
+        vectors = encode_fn(sentences1 + sentences2)
+        predicted = cosine_scores(vectors[: len(sentences1)], vectors[len(sentences1) :])
+        gold = np.asarray(data["score"], dtype=np.float64)
+        keep_subsets = self.protocol == "senteval" and "subset" in data.column_names
+        spearman_, pearson_, parts = score_subsets(
+            gold, predicted, data["subset"] if keep_subsets else None
+        )
+        return TaskResult(task, self.protocol, self.variant, len(gold), spearman_, pearson_, parts)
+
+
+def _as_encode_fn(encoder: Any, batch_size: int) -> Encode:
+    if hasattr(encoder, "encode"):
+        return lambda sentences: np.asarray(encoder.encode(sentences, batch_size=batch_size))
+    if callable(encoder):
+        return lambda sentences: np.asarray(encoder(sentences))
+    raise TypeError("evaluate() needs an object with encode(sentences) or a callable")
+
+
+class PairSimilarityEvaluator:
+    """Spearman/Pearson (×100) of cosine similarity on one labelled pair set, for training.
+
+    Follows the ``primary_metric`` / ``greater_is_better`` contract: results are keyed
+    ``<name>_spearman`` and ``<name>_pearson``; the Trainer prefixes them with ``eval_``,
+    so ``metric_for_best_model: stsb_dev_spearman`` selects on STS-B dev.
+    """
+
+    greater_is_better = True
+
+    def __init__(self, dataset: Any, name: str = "stsb_dev", batch_size: int = 64) -> None:
+        self.name = name
+        self.batch_size = batch_size
+        self.sentences1 = list(dataset["sentence1"])
+        self.sentences2 = list(dataset["sentence2"])
+        self.gold = np.asarray(dataset["score"], dtype=np.float64)
+
+    @property
+    def primary_metric(self) -> str:
+        return f"{self.name}_spearman"
+
+    def __call__(self, encoder: Any) -> dict[str, float]:
+        encode_fn = _as_encode_fn(encoder, self.batch_size)
+        vectors = encode_fn(self.sentences1 + self.sentences2)
+        predicted = cosine_scores(vectors[: len(self.sentences1)], vectors[len(self.sentences1) :])
+        return {
+            f"{self.name}_spearman": 100 * spearman(predicted, self.gold),
+            f"{self.name}_pearson": 100 * pearson(predicted, self.gold),
+        }

@@ -1,0 +1,28 @@
+"""Training: base config and argument parsing, collator, base Trainer, distributed helpers."""
+
+from sts_core.training.collator import SentenceCollator, split_features
+from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.distributed import all_gather_with_grad, gathered_loss_scale, world_size
+from sts_core.training.losses import cosine_mse_loss
+from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
+from sts_core.training.run import build_encoder, make_parser, run_training
+from sts_core.training.trainer import BaseTrainer
+
+__all__ = [
+    "BaseConfig",
+    "BaseTrainer",
+    "ConfigError",
+    "ConfigParser",
+    "DataArguments",
+    "ModelArguments",
+    "SentenceCollator",
+    "all_gather_with_grad",
+    "build_encoder",
+    "cosine_mse_loss",
+    "gathered_loss_scale",
+    "make_parser",
+    "read_recipe",
+    "run_training",
+    "split_features",
+    "world_size",
+]

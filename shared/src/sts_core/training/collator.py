@@ -1,0 +1,51 @@
+"""Batch collation: tokenize sentences, pairs and triplets with dynamic padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+TEXT_COLUMNS = ("sentence", "sentence1", "sentence2", "hard_negative")
+
+
+class SentenceCollator:
+    """Turn rows of text columns into tokenized tensors, padded to the batch's longest.
+
+    Each text column ``c`` present in the rows (``sentence``, ``sentence1``, ``sentence2``,
+    ``hard_negative``) becomes ``c_input_ids``, ``c_attention_mask`` (and
+    ``c_token_type_ids`` when the tokenizer makes them); the label column becomes a float
+    tensor ``labels``. Keys are flat so every Trainer code path (DDP, DeepSpeed,
+    gradient accumulation) moves them to the device unchanged. The encoder's prompt
+    template and max length apply.
+
+    Args:
+        encoder: a SentenceEncoder (its ``tokenize`` is used).
+        label_column: column to read as labels (absent columns give no ``labels``).
+    """
+
+    def __init__(self, encoder: Any, label_column: str = "score") -> None:
+        self.encoder = encoder
+        self.label_column = label_column
+
+    def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch: dict[str, torch.Tensor] = {}
+        for column in TEXT_COLUMNS:
+            if column in rows[0]:
+                tokens = self.encoder.tokenize([row[column] for row in rows])
+                batch.update({f"{column}_{key}": value for key, value in tokens.items()})
+        if self.label_column in rows[0]:
+            batch["labels"] = torch.tensor([float(row[self.label_column]) for row in rows])
+        return batch
+
+
+def split_features(inputs: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """Group flat collated keys back into one feature dict per text column."""
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in inputs.items():
+        for column in TEXT_COLUMNS:
+            if key.startswith(f"{column}_"):
+                groups.setdefault(column, {})[key[len(column) + 1 :]] = value
+                break
+    return groups

@@ -1,0 +1,168 @@
+"""Arguments: ``ModelArguments``, ``DataArguments`` and ``BaseConfig(TrainingArguments)``.
+
+A method package subclasses ``BaseConfig`` with only its own fields (each with
+``metadata={"help": ...}``), in the manner of TRL's ``*Config`` classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+
+@dataclass
+class ModelArguments:
+    """What to train: the backbone and how its token states become a sentence vector."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Model folder or hub id (a transformers, sentence-transformers or saved "
+            "SentenceEncoder folder). Required."
+        },
+    )
+    pooling: str | None = field(
+        default=None,
+        metadata={
+            "help": "mean, cls, max, first_last_avg or last_token (default: what the folder "
+            "records, else mean)."
+        },
+    )
+    prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "Prompt template for decoder LLMs: prompteol, promptsth, promptsum or a "
+            "string with one [X]."
+        },
+    )
+    max_seq_length: int | None = field(
+        default=None,
+        metadata={"help": "Truncation length in tokens (default: the model's, ≤ 512)."},
+    )
+    normalize_embeddings: bool | None = field(
+        default=None, metadata={"help": "L2-normalise the sentence vectors."}
+    )
+    padding_side: str | None = field(
+        default=None,
+        metadata={"help": "Tokenizer padding side, left or right (default: the tokenizer's)."},
+    )
+    model_dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "dtype the backbone weights load in: float32 (default), bfloat16, float16 "
+            "or auto. For mixed precision keep float32 and set bf16: true."
+        },
+    )
+    use_lora: bool = field(
+        default=False, metadata={"help": "Train LoRA adapters (needs sts-core[peft])."}
+    )
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] | None = field(
+        default=None,
+        metadata={"help": "Module names LoRA wraps (default: peft's for the architecture)."},
+    )
+    load_in_4bit: bool = field(
+        default=False,
+        metadata={
+            "help": "QLoRA: load the backbone in 4-bit NF4 (needs a CUDA GPU and "
+            "sts-core[bitsandbytes]; implies use_lora)."
+        },
+    )
+
+
+@dataclass
+class DataArguments:
+    """What to train and select on."""
+
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Benchmark data folder (default: $STS_DATA_DIR)."}
+    )
+    train_datasets: list[str] = field(
+        default_factory=lambda: ["stsb"],
+        metadata={
+            "help": "Training sets: registry names (stsb, sickr, nli-triplets, …), "
+            "name:split, or file paths. Several are concatenated."
+        },
+    )
+    train_format: str | None = field(
+        default=None,
+        metadata={"help": "Format of training files given by path, when the name does not say."},
+    )
+    eval_dataset: str | None = field(
+        default="stsb:dev",
+        metadata={"help": "Dev set for model selection (name:split or a path); none to skip."},
+    )
+    data_variant: str = field(
+        default="senteval", metadata={"help": "senteval (tokenized) or raw data files."}
+    )
+    filter_test_overlap: bool = field(
+        default=False,
+        metadata={
+            "help": "Drop training pairs that appear (either order) in the STS12–16, STS-B or "
+            "SICK-R test sets (regression paper, Appendix A)."
+        },
+    )
+    sick_to_sts_scale: bool = field(
+        default=True,
+        metadata={
+            "help": "Rescale SICK scores 1–5 to 0–5 by 5·(x−1)/4 when SICK is a training set."
+        },
+    )
+    score_range: list[float] | None = field(
+        default=None,
+        metadata={"help": "Rescale training and dev scores from this [low, high] range to [0, 1]."},
+    )
+    max_train_samples: int | None = field(
+        default=None,
+        metadata={"help": "Keep the first N training pairs (after shuffling with the seed)."},
+    )
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Keep the first N dev pairs."}
+    )
+    final_sts_tasks: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "STS tasks to evaluate the final model on (e.g. sts12 … sickr); the table "
+            "goes to metrics.json."
+        },
+    )
+
+
+def _default(value: object, help_text: str):
+    return field(default=value, metadata={"help": help_text})
+
+
+@dataclass
+class BaseConfig(TrainingArguments):
+    """``TrainingArguments`` with this project's defaults.
+
+    Defaults that differ from ``TrainingArguments``: output_dir ``outputs/run``;
+    learning_rate 2e-5; weight_decay 0.01; warmup_steps 0.1 (a ratio: 10 % of the steps);
+    per_device_train_batch_size 16; per_device_eval_batch_size 64 (the dev evaluator's
+    encoding batch); num_train_epochs 1; logging_steps 10; eval_strategy and save_strategy
+    ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
+    better); remove_unused_columns false (the collator needs the text columns).
+    """
+
+    output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
+    learning_rate: float = _default(2e-5, "Peak learning rate (AdamW).")
+    weight_decay: float = _default(0.01, "Weight decay.")
+    warmup_steps: float = _default(0.1, "Warm-up: steps (≥ 1) or a ratio of all steps (< 1).")
+    per_device_train_batch_size: int = _default(16, "Training batch size per process.")
+    per_device_eval_batch_size: int = _default(64, "Encoding batch size of the dev evaluator.")
+    num_train_epochs: float = _default(1.0, "Epochs.")
+    logging_steps: float = _default(10, "Log every N steps.")
+    eval_strategy: str = _default("epoch", "When to evaluate on the dev set: no, steps, epoch.")
+    save_strategy: str = _default("epoch", "When to save a checkpoint: no, steps, epoch, best.")
+    save_total_limit: int | None = _default(2, "Checkpoints kept (the best one is never deleted).")
+    metric_for_best_model: str | None = _default("stsb_dev_spearman", "Dev metric for selection.")
+    greater_is_better: bool | None = _default(True, "Whether a larger dev metric is better.")
+    remove_unused_columns: bool = _default(
+        False, "Must stay false: the collator reads text columns."
+    )
+    label_column: str = _default(
+        "score", "Dataset column the loss reads as labels (score or label)."
+    )

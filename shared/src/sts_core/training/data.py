@@ -1,0 +1,102 @@
+"""Build the training set and the dev evaluator from ``DataArguments``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from datasets import Dataset
+
+from sts_core.data import (
+    filter_test_overlap,
+    list_datasets,
+    load_named,
+    load_pairs,
+    load_test_sets,
+    merge_datasets,
+    rescale_scores,
+    sick_to_sts,
+)
+from sts_core.training.config import DataArguments
+
+logger = logging.getLogger(__name__)
+
+
+def split_reference(reference: str, default_split: str) -> tuple[str, str]:
+    """``"stsb:dev"`` → ``("stsb", "dev")``; a name or path alone takes ``default_split``."""
+    name, sep, split = reference.rpartition(":")
+    if sep and name and name in _registry_names() and split:
+        return name, split
+    return reference, default_split
+
+
+def _registry_names() -> set[str]:
+    return {spec.name for spec in list_datasets()}
+
+
+def load_reference(
+    reference: str, default_split: str, data_args: DataArguments
+) -> tuple[str, Dataset]:
+    """Load a recipe's dataset reference: a registry name (``name[:split]``) or a path."""
+    name, split = split_reference(reference, default_split)
+    if name in _registry_names():
+        dataset = load_named(
+            name, split, data_dir=data_args.data_dir, variant=data_args.data_variant
+        )
+    else:
+        dataset = load_pairs(name, split, data_dir=data_args.data_dir, fmt=data_args.train_format)
+    if name == "sickr" and data_args.sick_to_sts_scale:
+        dataset = sick_to_sts(dataset)
+    return name, dataset
+
+
+def build_train_dataset(data_args: DataArguments, seed: int = 42) -> tuple[Dataset, dict[str, Any]]:
+    """Load, merge, filter and rescale the training sets; return them and a summary."""
+    loaded = [load_reference(ref, "train", data_args) for ref in data_args.train_datasets]
+    summary: dict[str, Any] = {"sources": {name: len(ds) for name, ds in loaded}}
+    if len(loaded) == 1:
+        train = loaded[0][1]
+    else:
+        common = [
+            c for c in loaded[0][1].column_names if all(c in ds.column_names for _, ds in loaded)
+        ]
+        train = merge_datasets(
+            *(ds for _, ds in loaded), names=[n for n, _ in loaded], columns=common
+        )
+    if data_args.filter_test_overlap:
+        train, report = filter_test_overlap(
+            train, load_test_sets(data_args.data_dir, data_args.data_variant)
+        )
+        summary["filter"] = report.to_dict()
+    if data_args.score_range:
+        train = rescale_scores(train, _score_range(data_args.score_range))
+    if data_args.max_train_samples is not None and data_args.max_train_samples < len(train):
+        logger.info(
+            "max_train_samples: keeping %d of %d training pairs",
+            data_args.max_train_samples,
+            len(train),
+        )
+        train = train.shuffle(seed=seed).select(range(data_args.max_train_samples))
+    summary["train_pairs"] = len(train)
+    return train, summary
+
+
+def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
+    """The dev set for model selection, or None when ``eval_dataset`` is empty/none."""
+    reference = data_args.eval_dataset
+    if not reference or reference.lower() == "none":
+        return None
+    name, dataset = load_reference(reference, "dev", data_args)
+    if data_args.score_range:
+        dataset = rescale_scores(dataset, _score_range(data_args.score_range))
+    if data_args.max_eval_samples is not None:
+        dataset = dataset.select(range(min(data_args.max_eval_samples, len(dataset))))
+    _, split = split_reference(reference, "dev")
+    label = f"{name}_{split}" if name in _registry_names() else "dev"
+    return label.replace("-", "_"), dataset
+
+
+def _score_range(values: list[float]) -> tuple[float, float]:
+    if len(values) != 2 or values[0] >= values[1]:
+        raise ValueError(f"score_range must be [low, high] with low < high, got {values}")
+    return float(values[0]), float(values[1])

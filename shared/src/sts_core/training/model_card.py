@@ -1,0 +1,50 @@
+"""The README written into every saved model folder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _dev_score_lines(log_history: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for entry in log_history:
+        scores = {k: v for k, v in entry.items() if k.startswith("eval_") and k != "eval_runtime"}
+        if scores:
+            text = ", ".join(f"{k} {v:.4g}" for k, v in scores.items())
+            lines.append(f"- step {entry.get('step')}: {text}")
+    return lines or ["(none recorded)"]
+
+
+def render_model_card(
+    trainer_name: str, paper: dict[str, str], encoder: Any, card_data: dict[str, Any], state: Any
+) -> str:
+    """Markdown with front matter: method and citation, base model, settings, data, dev scores."""
+    base_model = card_data.get("base_model") or getattr(encoder.config, "_name_or_path", "unknown")
+    settings = encoder.settings()
+    lines = [
+        "---",
+        "library_name: sentence-transformers",
+        "pipeline_tag: sentence-similarity",
+        f"tags: [sentence-transformers, sentence-similarity, sts, {trainer_name}]",
+        "---",
+        "",
+        f"# {card_data.get('model_name', 'Sentence encoder')}",
+        "",
+        f"Trained with `{trainer_name}` ({paper.get('name', '')}) from `{base_model}`.",
+        "",
+        "- Encoder: " + ", ".join(f"{k} `{v}`" for k, v in settings.items()),
+        f"- Training data: {card_data.get('train_data', 'unknown')}",
+        f"- Steps: {state.global_step}; epochs: {state.epoch}",
+        "",
+        "## Dev scores",
+        "",
+        *_dev_score_lines(state.log_history),
+        "",
+        "## Citation",
+        "",
+        "```bibtex",
+        paper.get("citation", ""),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""``main()`` shared by every ``train.py``: parse, build, train, save, evaluate, write metrics.
+
+A method's ``train.py`` is then three lines::
+
+    from sts_core.training import run_training
+    from sts_cosent import CoSENTConfig, CoSENTTrainer
+    def main(argv=None): return run_training(CoSENTConfig, CoSENTTrainer, argv)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import set_seed
+
+from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.parser import ConfigParser
+from sts_core.training.trainer import BaseTrainer
+
+logger = logging.getLogger(__name__)
+METRICS_NAME = "metrics.json"
+
+
+def build_encoder(model_args: ModelArguments) -> Any:
+    """The SentenceEncoder described by ``model_args`` (LoRA/QLoRA applied when asked)."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.training.peft_utils import apply_lora, quantization_kwargs
+
+    encoder = SentenceEncoder.from_pretrained(
+        model_args.model_name_or_path,
+        pooling=model_args.pooling,
+        prompt=model_args.prompt,
+        max_length=model_args.max_seq_length,
+        normalize=model_args.normalize_embeddings,
+        padding_side=model_args.padding_side,
+        dtype=model_args.model_dtype,
+        **quantization_kwargs(model_args),
+    )
+    if model_args.use_lora or model_args.load_in_4bit:
+        apply_lora(encoder, model_args)
+    return encoder
+
+
+def make_parser(
+    config_class: type[BaseConfig] = BaseConfig, description: str | None = None
+) -> ConfigParser:
+    return ConfigParser(config_class, description=description)
+
+
+def run_training(
+    config_class: type[BaseConfig] = BaseConfig,
+    trainer_class: type[BaseTrainer] = BaseTrainer,
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Train as the recipe and flags say; return (and write) the metrics."""
+    from sts_core.evaluation.sts import PairSimilarityEvaluator
+    from sts_core.training.data import build_dev_set, build_train_dataset
+
+    model_args, data_args, config = make_parser(config_class, description).parse(argv)
+    logging.basicConfig(
+        level=logging.INFO if config.should_log else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    set_seed(config.seed)
+    encoder = build_encoder(model_args)
+    train_dataset, data_summary = build_train_dataset(data_args, seed=config.seed)
+    dev = build_dev_set(data_args)
+    evaluator = None
+    if dev is not None:
+        evaluator = PairSimilarityEvaluator(
+            dev[1], name=dev[0], batch_size=config.per_device_eval_batch_size
+        )
+    trainer = trainer_class(
+        model=encoder, args=config, train_dataset=train_dataset, evaluator=evaluator
+    )
+    trainer.model_card_data.update(
+        base_model=model_args.model_name_or_path, train_data=", ".join(data_args.train_datasets)
+    )
+    train_output = trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.save_model(config.output_dir)
+    metrics = {"train": train_output.metrics, "data": data_summary, "dev": trainer.evaluate()}
+    if data_args.final_sts_tasks:
+        metrics["sts"] = _final_sts(trainer, data_args, config)
+    if trainer.is_world_process_zero():
+        _write_metrics(Path(config.output_dir), metrics)
+    return metrics
+
+
+def _final_sts(
+    trainer: BaseTrainer, data_args: DataArguments, config: BaseConfig
+) -> dict[str, Any]:
+    from sts_core.evaluation.sts import STSEvaluator
+
+    evaluator = STSEvaluator(
+        data_dir=data_args.data_dir,
+        tasks=data_args.final_sts_tasks,
+        variant=data_args.data_variant,
+        batch_size=config.per_device_eval_batch_size,
+    )
+    report = evaluator.evaluate(
+        trainer.accelerator.unwrap_model(trainer.model), model_name=config.output_dir
+    )
+    if trainer.is_world_process_zero():
+        print(report.to_text())
+        report.save(Path(config.output_dir) / "sts_results")
+    return report.to_dict()
+
+
+def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / METRICS_NAME).write_text(
+        json.dumps(metrics, indent=2, default=str), encoding="utf-8"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check)."""
+    from sts_core.training.parser import ConfigError
+
+    try:
+        run_training(
+            BaseConfig, BaseTrainer, argv, description="Train a sentence encoder with cosine MSE."
+        )
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,148 @@
+"""``BaseTrainer(Trainer)``: what every method's trainer shares.
+
+A method overrides :meth:`BaseTrainer.compute_loss` (encode with :meth:`embed`, call its
+loss, log the parts with :meth:`log_loss_parts`) and sets ``_paper`` for the model card.
+Evaluation runs the dev evaluator (Spearman on STS-B dev by default) so
+``metric_for_best_model`` and ``load_best_model_at_end`` work unchanged; saving goes
+through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``AutoModel``,
+``SentenceEncoder`` and ``SentenceTransformer``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import defaultdict
+from typing import Any, ClassVar
+
+import torch
+from transformers import Trainer
+
+from sts_core.training.collator import SentenceCollator, split_features
+from sts_core.training.losses import cosine_mse_loss
+from sts_core.training.model_card import render_model_card
+
+logger = logging.getLogger(__name__)
+
+TRAINING_ARGS_NAME = "training_args.bin"
+
+
+class BaseTrainer(Trainer):
+    """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
+
+    Args:
+        model: the SentenceEncoder to train.
+        args: a ``BaseConfig`` (or a method's subclass).
+        evaluator: a callable ``encoder -> {metric: value}`` with ``primary_metric``
+            (e.g. ``PairSimilarityEvaluator`` on STS-B dev); ``None`` disables evaluation.
+        Other arguments go to ``transformers.Trainer``.
+    """
+
+    _paper: ClassVar[dict[str, str]] = {
+        "name": "Cosine-similarity MSE (sentence-transformers CosineSimilarityLoss)",
+        "citation": "@inproceedings{reimers-2019-sentence-bert,\n  title={Sentence-BERT: Sentence "
+        "Embeddings using Siamese BERT-Networks},\n  author={Reimers, Nils and Gurevych, Iryna},\n"
+        "  booktitle={EMNLP-IJCNLP},\n  year={2019}\n}",
+    }
+    loss_is_scaled_for_ga = False  # our losses are per-batch means
+
+    def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "data_collator",
+            SentenceCollator(model, label_column=getattr(args, "label_column", "score")),
+        )
+        kwargs.setdefault("processing_class", model.tokenizer)
+        if evaluator is not None and kwargs.get("eval_dataset") is None:
+            kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
+        super().__init__(model=model, args=args, **kwargs)
+        self.evaluator = evaluator
+        self.model_card_data: dict[str, Any] = {}
+        self._loss_parts: dict[str, list[float]] = defaultdict(list)
+
+    # ------------------------------------------------------------------ loss
+    def embed(self, model: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``."""
+        return {column: model(**features) for column, features in split_features(inputs).items()}
+
+    def compute_loss(
+        self,
+        model: Any,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs: Any,
+    ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Cosine MSE on (sentence1, sentence2, labels); methods override this."""
+        embeddings = self.embed(model, inputs)
+        loss = cosine_mse_loss(embeddings["sentence1"], embeddings["sentence2"], inputs["labels"])
+        return (loss, embeddings) if return_outputs else loss
+
+    def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
+        """Record named parts of a loss; they are averaged into the next log line."""
+        for name, value in parts.items():
+            self._loss_parts[name].append(float(value.detach().float().item()))
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._loss_parts:
+            logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
+            self._loss_parts.clear()
+        super().log(logs, start_time)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Run the dev evaluator on the model; keys are ``<prefix>_<metric>``."""
+        if self.evaluator is None:
+            return {}
+        start = time.perf_counter()
+        encoder = self.accelerator.unwrap_model(self.model)
+        raw = self.evaluator(encoder)
+        metrics = {f"{metric_key_prefix}_{key}": float(value) for key, value in raw.items()}
+        metrics[f"{metric_key_prefix}_runtime"] = round(time.perf_counter() - start, 4)
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(
+            self.args, self.state, self.control, metrics
+        )
+        return metrics
+
+    # ------------------------------------------------------------------ saving / loading
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        if not self.args.should_save:
+            return
+        encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        encoder.save_pretrained(
+            output_dir, state_dict=state_dict, model_card=self.model_card_text()
+        )
+        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        target = model if model is not None else self.model
+        self.accelerator.unwrap_model(target).load_weights(resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_best_model()
+        logger.info(
+            "Loading best model from %s (score: %s).",
+            self.state.best_model_checkpoint,
+            self.state.best_metric,
+        )
+        self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
+
+    def model_card_text(self) -> str:
+        """A README for the saved folder: method, citation, base model, data and scores."""
+        return render_model_card(
+            trainer_name=self.__class__.__name__,
+            paper=self._paper,
+            encoder=self.accelerator.unwrap_model(self.model),
+            card_data=self.model_card_data,
+            state=self.state,
+        )
