@@ -1,0 +1,87 @@
+"""Data layer: readers for each benchmark file format, a registry of named datasets,
+and test-overlap filtering / label rescaling.
+
+Column conventions: pair datasets have ``sentence1``, ``sentence2`` (str) and
+``score`` (float64), plus ``label`` (int64) or ``hard_negative`` (str) where the
+format has them; single-sentence datasets have ``sentence`` (+ ``label``).
+Every malformed file raises :class:`DataFormatError` (``"<path>:<line>: <problem>"``).
+"""
+
+from .errors import DataConfigError, DataError, DataFileNotFoundError, DataFormatError
+from .filtering import (
+    TEST_SETS,
+    FilterReport,
+    filter_test_overlap,
+    load_filtered_stsb_sick,
+    load_test_sets,
+    merge_datasets,
+    rescale_scores,
+    sick_to_sts,
+)
+from .formats import FORMATS, guess_format, read_path
+from .nli import (
+    NLI_LABELS,
+    NLI_SCORES,
+    read_nli_csv,
+    read_nli_jsonl,
+    read_nli_senteval,
+    read_nli_triplets,
+)
+from .readers import (
+    read_cosent_tsv,
+    read_mrpc,
+    read_quora,
+    read_sentences,
+    read_senteval_sts,
+    read_sick,
+    read_sst,
+    read_stsb_csv,
+    read_wikiqa,
+)
+from .registry import (
+    DatasetSpec,
+    get_spec,
+    list_datasets,
+    load_named,
+    load_pairs,
+    resolve_data_dir,
+)
+
+__all__ = [
+    "FORMATS",
+    "TEST_SETS",
+    "DatasetSpec",
+    "FilterReport",
+    "filter_test_overlap",
+    "get_spec",
+    "guess_format",
+    "list_datasets",
+    "load_filtered_stsb_sick",
+    "load_named",
+    "load_pairs",
+    "load_test_sets",
+    "merge_datasets",
+    "read_path",
+    "rescale_scores",
+    "resolve_data_dir",
+    "sick_to_sts",
+    "NLI_LABELS",
+    "NLI_SCORES",
+    "DataConfigError",
+    "DataError",
+    "DataFileNotFoundError",
+    "DataFormatError",
+    "read_cosent_tsv",
+    "read_mrpc",
+    "read_nli_csv",
+    "read_nli_jsonl",
+    "read_nli_senteval",
+    "read_nli_triplets",
+    "read_quora",
+    "read_senteval_sts",
+    "read_sentences",
+    "read_sick",
+    "read_sst",
+    "read_stsb_csv",
+    "read_wikiqa",
+]

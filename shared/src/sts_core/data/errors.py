@@ -1,0 +1,45 @@
+"""Exceptions raised by the data layer.
+
+Every problem with a data file is a :class:`DataFormatError` whose message reads
+``"<path>:<line>: <problem>"`` (``"<path>: <problem>"`` for whole-file problems
+such as a missing file), so callers catch one type and users can jump to the line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["DataConfigError", "DataError", "DataFileNotFoundError", "DataFormatError"]
+
+
+class DataError(ValueError):
+    """Base class of every error raised by :mod:`sts_core.data`."""
+
+
+class DataFormatError(DataError):
+    """A data file is malformed (or missing); the message names file, line and problem.
+
+    Attributes:
+        path: the offending file or folder.
+        line: 1-based line number, or ``None`` for whole-file problems.
+        problem: the problem alone, without the location.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, line: int | None = None):
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        location = f"{self.path}" if line is None else f"{self.path}:{line}"
+        super().__init__(f"{location}: {problem}")
+
+    def __reduce__(self):  # keep pickling (multiprocessing) working with the custom __init__
+        return (type(self), (self.path, self.problem, self.line))
+
+
+class DataFileNotFoundError(DataFormatError, FileNotFoundError):
+    """A data file or folder does not exist; also a :class:`FileNotFoundError`."""
+
+
+class DataConfigError(DataError):
+    """A request the data layer cannot serve: unknown dataset, split, format or data folder."""

@@ -1,0 +1,183 @@
+"""Test-overlap filtering, label rescaling and merging of training sets.
+
+The filter follows Appendix A of the regression paper (translated ReLU / smooth
+K2): a training pair is dropped when ``(s1, s2)`` or ``(s2, s1)`` equals a pair of
+a test set (STS12-16, STS-B, SICK-R), whatever the scores. Sentences are compared
+exactly, as the readers return them (stripped of surrounding whitespace).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from datasets import Dataset, Features, Value, concatenate_datasets
+
+from ._io import PathLike
+from .registry import DEFAULT_VARIANT, load_named
+
+__all__ = [
+    "TEST_SETS",
+    "FilterReport",
+    "filter_test_overlap",
+    "load_filtered_stsb_sick",
+    "load_test_sets",
+    "merge_datasets",
+    "rescale_scores",
+    "sick_to_sts",
+]
+
+logger = logging.getLogger("sts_core.data")
+
+#: the seven STS test sets of the SentEval protocol
+TEST_SETS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class FilterReport:
+    """Outcome of :func:`filter_test_overlap`.
+
+    Attributes:
+        kept: training rows kept.
+        removed: training rows removed (each counted once).
+        removed_by_source: test set name -> removed rows matching it (a row matching
+            several test sets counts under each).
+    """
+
+    kept: int
+    removed: int
+    removed_by_source: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Rows before filtering."""
+        return self.kept + self.removed
+
+    def to_dict(self) -> dict:
+        """Plain dict (JSON-serialisable), with ``total`` added."""
+        return {**asdict(self), "total": self.total}
+
+    def __str__(self) -> str:
+        by_source = ", ".join(f"{name}: {n}" for name, n in self.removed_by_source.items())
+        return (
+            f"kept {self.kept} of {self.total} training pairs, removed {self.removed} "
+            f"found in test sets ({by_source or 'none'})"
+        )
+
+
+def _test_pair_index(test_sets: Mapping[str, Dataset]) -> dict[Pair, set[str]]:
+    """Map every test pair, in both orders, to the names of the test sets holding it."""
+    index: dict[Pair, set[str]] = {}
+    for name, ds in test_sets.items():
+        for s1, s2 in zip(ds["sentence1"], ds["sentence2"], strict=True):
+            index.setdefault((s1, s2), set()).add(name)
+            index.setdefault((s2, s1), set()).add(name)
+    return index
+
+
+def filter_test_overlap(
+    train: Dataset, test_sets: Mapping[str, Dataset]
+) -> tuple[Dataset, FilterReport]:
+    """Drop training pairs that occur, in either order, in any of ``test_sets``.
+
+    Returns:
+        the kept rows (order preserved) and a :class:`FilterReport` (also logged).
+    """
+    index = _test_pair_index(test_sets)
+    by_source = dict.fromkeys(test_sets, 0)
+    keep: list[int] = []
+    pairs = zip(train["sentence1"], train["sentence2"], strict=True)
+    for row, pair in enumerate(pairs):
+        sources = index.get(pair)
+        if sources is None:
+            keep.append(row)
+            continue
+        for name in sources:
+            by_source[name] += 1
+    report = FilterReport(len(keep), len(train) - len(keep), by_source)
+    logger.info("test-overlap filter: %s", report)
+    return train.select(keep), report
+
+
+def load_test_sets(
+    data_dir: PathLike | None = None, variant: str = DEFAULT_VARIANT
+) -> dict[str, Dataset]:
+    """The seven STS test sets (STS12-16, STS-B test, SICK-R test) by registry name."""
+    return {name: load_named(name, "test", data_dir, variant) for name in TEST_SETS}
+
+
+def rescale_scores(
+    ds: Dataset,
+    source_range: tuple[float, float],
+    target_range: tuple[float, float] = (0.0, 1.0),
+) -> Dataset:
+    """Map ``score`` linearly from ``source_range`` onto ``target_range``.
+
+    Raises:
+        ValueError: an empty source range, or a score outside ``source_range``.
+    """
+    (lo, hi), (new_lo, new_hi) = source_range, target_range
+    if hi <= lo:
+        raise ValueError(f"source range {source_range} is empty")
+    scores = np.asarray(ds["score"], dtype=np.float64)
+    outside = (scores < lo) | (scores > hi)
+    if outside.any():
+        first = int(np.argmax(outside))
+        raise ValueError(
+            f"row {first}: score {scores[first]:g} outside source range {source_range}"
+        )
+    rescaled = new_lo + (scores - lo) * ((new_hi - new_lo) / (hi - lo))
+    columns = ds.column_names
+    return ds.remove_columns("score").add_column("score", rescaled).select_columns(columns)
+
+
+def sick_to_sts(ds: Dataset) -> Dataset:
+    """SICK relatedness 1-5 onto the STS scale 0-5: ``5 * (x - 1) / 4``."""
+    return rescale_scores(ds, (1.0, 5.0), (0.0, 5.0))
+
+
+def merge_datasets(
+    *datasets: Dataset,
+    names: Sequence[str] | None = None,
+    columns: Sequence[str] = ("sentence1", "sentence2", "score"),
+) -> Dataset:
+    """Concatenate datasets on their common ``columns`` plus a ``source`` column.
+
+    ``source`` is ``names[i]`` for the i-th dataset (default ``"0"``, ``"1"``, ...),
+    or the dataset's own ``source`` values when it already has that column.
+    """
+    names = list(names) if names is not None else [str(i) for i in range(len(datasets))]
+    if len(names) != len(datasets):
+        raise ValueError(f"{len(datasets)} datasets but {len(names)} names")
+    features = Features(
+        {c: Value("float64" if c == "score" else "string") for c in (*columns, "source")}
+    )
+    parts = []
+    for name, ds in zip(names, datasets, strict=True):
+        missing = [c for c in columns if c not in ds.column_names]
+        if missing:
+            raise ValueError(f"dataset {name!r} lacks column(s) {missing}")
+        if "source" not in ds.column_names:
+            ds = ds.add_column("source", [name] * len(ds))
+        ds = ds.select_columns([*columns, "source"])
+        parts.append(ds if ds.features == features else ds.cast(features))
+    return concatenate_datasets(parts)
+
+
+def load_filtered_stsb_sick(
+    data_dir: PathLike | None = None, variant: str = DEFAULT_VARIANT
+) -> tuple[Dataset, FilterReport]:
+    """STS-B train + SICK-R train (rescaled to 0-5), minus pairs of the seven test sets.
+
+    Returns:
+        the merged, filtered training set (``source`` is ``"stsb"`` or ``"sickr"``) and
+        the :class:`FilterReport`.
+    """
+    stsb = load_named("stsb", "train", data_dir, variant)
+    sick = sick_to_sts(load_named("sickr", "train", data_dir, variant))
+    train = merge_datasets(stsb, sick, names=("stsb", "sickr"))
+    return filter_test_overlap(train, load_test_sets(data_dir, variant))
