@@ -91,13 +91,12 @@ WORDS = [
 ]
 
 
-def _write_vocab(folder: Path) -> Path:
+def _vocab() -> dict[str, int]:
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     chars = list(string.ascii_lowercase + string.digits + string.punctuation)
-    tokens = specials + chars + [f"##{c}" for c in string.ascii_lowercase + string.digits] + WORDS
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(dict.fromkeys(tokens)) + "\n", encoding="utf-8")
-    return vocab
+    pieces = [f"##{c}" for c in string.ascii_lowercase + string.digits]
+    tokens = dict.fromkeys(specials + chars + pieces + WORDS)
+    return {token: index for index, token in enumerate(tokens)}
 
 
 def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
@@ -106,7 +105,7 @@ def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = BertTokenizerFast(vocab_file=str(_write_vocab(folder)), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=32,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -123,8 +122,6 @@ def load_encoder(args: argparse.Namespace):
 def eval_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-eval``."""
     args = make_eval_parser().parse_args(argv)
-    if args.quiet:
-        os.environ["TQDM_DISABLE"] = "1"
     from sts_core.evaluation.sts import STSEvaluator
 
     start = time.perf_counter()
@@ -135,6 +132,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             protocol=args.protocol,
             variant=args.variant,
             batch_size=args.batch_size,
+            show_progress_bar=not args.quiet,
         )
         encoder = load_encoder(args)
     except (OSError, ValueError) as error:

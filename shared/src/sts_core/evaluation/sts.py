@@ -168,8 +168,8 @@ def score_subsets(
             SubsetScore(
                 name=name,
                 size=int(mask.sum()),
-                spearman=100 * spearman(predicted[mask], gold[mask]),
-                pearson=100 * pearson(predicted[mask], gold[mask]),
+                spearman=_subset_correlation(spearman, predicted[mask], gold[mask], name),
+                pearson=_subset_correlation(pearson, predicted[mask], gold[mask], name),
             )
         )
     sizes = np.array([p.size for p in parts], dtype=np.float64)
@@ -182,6 +182,17 @@ def score_subsets(
             "wmean": float((values * sizes).sum() / sizes.sum()),
         }
     return result["spearman"], result["pearson"], parts
+
+
+def _subset_correlation(
+    correlate: Callable, predicted: np.ndarray, gold: np.ndarray, name: str
+) -> float:
+    """×100 correlation of one subset; NaN (logged) when undefined (under 2 pairs or constant)."""
+    try:
+        return 100 * correlate(predicted, gold)
+    except ValueError as error:
+        logger.warning("subset %s: correlation undefined (%s); its mean/wmean are NaN", name, error)
+        return float("nan")
 
 
 def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None):
@@ -223,6 +234,7 @@ class STSEvaluator:
         variant: str | None = None,
         batch_size: int = 64,
         datasets: Mapping[str, Any] | None = None,
+        show_progress_bar: bool = True,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
@@ -234,6 +246,7 @@ class STSEvaluator:
         self.protocol = protocol
         self.variant = variant or ("senteval" if protocol == "senteval" else "raw")
         self.batch_size = batch_size
+        self.show_progress_bar = show_progress_bar
         self.tasks = list(tasks)
         self.data = (
             dict(datasets)
@@ -245,7 +258,7 @@ class STSEvaluator:
 
     def evaluate(self, encode: Any, model_name: str = "model") -> STSReport:
         """Score ``encode`` (a SentenceEncoder, or any callable sentences → array)."""
-        encode_fn = _as_encode_fn(encode, self.batch_size)
+        encode_fn = _as_encode_fn(encode, self.batch_size, self.show_progress_bar)
         start = time.perf_counter()
         results = {task: self._evaluate_task(task, encode_fn) for task in self.tasks}
         report = STSReport(self.protocol, self.variant, model_name, results)
@@ -267,9 +280,11 @@ class STSEvaluator:
         return TaskResult(task, self.protocol, self.variant, len(gold), spearman_, pearson_, parts)
 
 
-def _as_encode_fn(encoder: Any, batch_size: int) -> Encode:
+def _as_encode_fn(encoder: Any, batch_size: int, progress: bool = False) -> Encode:
     if hasattr(encoder, "encode"):
-        return lambda sentences: np.asarray(encoder.encode(sentences, batch_size=batch_size))
+        return lambda sentences: np.asarray(
+            encoder.encode(sentences, batch_size=batch_size, show_progress_bar=progress)
+        )
     if callable(encoder):
         return lambda sentences: np.asarray(encoder(sentences))
     raise TypeError("evaluate() needs an object with encode(sentences) or a callable")

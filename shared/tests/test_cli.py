@@ -1,0 +1,98 @@
+"""Command-line tools: fast start, the evaluation table and files, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sts_core.cli import data_main, eval_main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "data"
+HEAVY = (
+    "torch",
+    "transformers",
+    "datasets",
+    "sentence_transformers",
+    "peft",
+    "deepspeed",
+    "bitsandbytes",
+    "faiss",
+    "stanza",
+    "spacy",
+    "sklearn",
+)
+
+
+def test_import_and_help_load_no_heavy_library():
+    code = (
+        "import sys, sts_core, sts_core.cli\n"
+        "sts_core.cli.make_eval_parser().format_help()\n"
+        "sts_core.cli.make_data_parser().format_help()\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+    assert result.stderr == ""
+
+
+def test_sts_eval_help_runs_as_a_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "sts_core.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "--protocol" in result.stdout and "--data-dir" in result.stdout
+    assert result.stderr == ""
+
+
+def test_sts_eval_writes_table_json_and_markdown(tiny_bert_dir, tmp_path, capsys):
+    output = tmp_path / "results" / "tiny"
+    code = eval_main(
+        [
+            "--model", str(tiny_bert_dir),
+            "--data-dir", str(FIXTURES),
+            "--tasks", "sts13,stsb,sickr",
+            "--output", str(output),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "STS-B" in printed and "SICK-R" in printed and "wall time" in printed
+    saved = json.loads(output.with_suffix(".json").read_text())
+    assert list(saved["tasks"]) == ["sts13", "stsb", "sickr"]
+    assert saved["protocol"] == "senteval" and saved["variant"] == "senteval"
+    assert saved["tasks"]["stsb"]["size"] == len(
+        (FIXTURES / "senteval/STS/STSBenchmark/sts-test.csv").read_text().splitlines()
+    )
+    assert output.with_suffix(".md").read_text().startswith("Model `")
+
+
+def test_sts_eval_missing_model_is_a_clear_error(tmp_path, capsys):
+    missing = tmp_path / "no-such-model"
+    code = eval_main(["--model", str(missing), "--data-dir", str(FIXTURES), "--tasks", "stsb"])
+    assert code == 2
+    assert str(missing) in capsys.readouterr().err
+
+
+def test_sts_eval_missing_data_dir_is_a_clear_error(tiny_bert_dir, tmp_path, capsys):
+    code = eval_main(["--model", str(tiny_bert_dir), "--data-dir", str(tmp_path / "nope")])
+    assert code == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_sts_data_filter_prints_counts(tmp_path, capsys):
+    out = tmp_path / "kept.jsonl"
+    assert data_main(["filter", "--data-dir", str(FIXTURES), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(printed[: printed.rindex("}") + 1])
+    assert report["kept"] == len(out.read_text().splitlines())
+    assert report["removed"] >= 1
+
+
+def test_sts_data_list(capsys):
+    assert data_main(["list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"sts12", "stsb", "sickr", "nli-triplets", "stsb-zh", "wiki"} <= set(names)
