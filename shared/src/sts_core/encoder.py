@@ -111,8 +111,12 @@ def _st_pooling_to_ours(config: dict[str, Any]) -> str:
             "pooling_mode_mean_tokens": "mean",
             "pooling_mode_lasttoken": "last_token",
         }
+        unsupported = [k for k in config if k.startswith("pooling_mode_") and config[k]]
+        unsupported = [k for k in unsupported if k not in legacy]
         active = [ours for key, ours in legacy.items() if config.get(key)]
-        return active[0] if len(active) == 1 else "mean"
+        if unsupported or len(active) > 1:
+            raise ValueError(f"sentence-transformers pooling {config} has no equivalent here")
+        return active[0] if active else "mean"
     reverse = {theirs: ours for ours, theirs in ST_POOLING_NAMES.items()}
     if mode not in reverse:
         raise ValueError(f"sentence-transformers pooling {mode!r} has no equivalent here")
@@ -191,7 +195,10 @@ class SentenceEncoder(nn.Module):
         location = check_model_location(name_or_path)
         stored = saved_settings(location)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(location)
+            # padding_side as a tokenizer argument (not set afterwards), so that
+            # tokenizer.save_pretrained records it and a reloaded folder pads the same way
+            sides = {} if padding_side is None else {"padding_side": padding_side}
+            tokenizer = AutoTokenizer.from_pretrained(location, **sides)
             backbone = AutoModel.from_pretrained(
                 location, dtype=_resolve_dtype(dtype), **model_kwargs
             )
@@ -199,8 +206,6 @@ class SentenceEncoder(nn.Module):
             if Path(location).exists():
                 raise OSError(f"could not load model folder {location}: {error}") from error
             raise _hub_error(location, error) from error
-        if padding_side is not None:
-            tokenizer.padding_side = padding_side
         return cls(
             backbone,
             tokenizer,
@@ -312,17 +317,25 @@ class SentenceEncoder(nn.Module):
         order = np.argsort(-lengths, kind="stable")
         keys = list(encoded.keys())
         output = torch.empty(len(sentences), self.dimension, dtype=torch.float32)
-        was_training = self.training
+        # restore each submodule's own mode afterwards: a freshly loaded encoder is in train
+        # mode while its backbone is in eval mode, and self.train(True) would turn dropout on
+        modes = {module: module.training for module in self.modules()}
         self.eval()
         device = self.device
         batches = range(0, len(order), batch_size)
-        with torch.inference_mode():
-            for start in tqdm(batches, desc="Encoding", disable=not progress or len(batches) < 2):
-                index = order[start : start + batch_size]
-                rows = [{key: encoded[key][i] for key in keys} for i in index]
-                batch = self.tokenizer.pad(rows, padding=True, return_tensors="pt").to(device)
-                output[torch.as_tensor(index)] = self(**batch).float().cpu()
-        self.train(was_training)
+        try:
+            with torch.inference_mode():
+                progress_bar = tqdm(
+                    batches, desc="Encoding", disable=not progress or len(batches) < 2
+                )
+                for start in progress_bar:
+                    index = order[start : start + batch_size]
+                    rows = [{key: encoded[key][i] for key in keys} for i in index]
+                    batch = self.tokenizer.pad(rows, padding=True, return_tensors="pt").to(device)
+                    output[torch.as_tensor(index)] = self(**batch).float().cpu()
+        finally:
+            for module, training in modes.items():
+                module.training = training
         return output
 
     # ----------------------------------------------------------------- saving
