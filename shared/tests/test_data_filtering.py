@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+
 from sts_core.data import (
     TEST_SETS,
     FilterReport,

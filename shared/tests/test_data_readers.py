@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from sts_core.data import (
     DataFileNotFoundError,
     DataFormatError,

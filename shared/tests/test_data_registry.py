@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-import sts_core.data.hub as hub
 from datasets import ClassLabel, Dataset, Features, Value
+
+import sts_core.data.hub as hub
 from sts_core.data import (
     DataConfigError,
     DataFileNotFoundError,

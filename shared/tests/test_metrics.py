@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.metrics import average_precision_score, ndcg_score
+
 from sts_core.evaluation.metrics import (
     apply_threshold,
     best_accuracy_threshold,

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from transformers import HfArgumentParser
+from transformers.hf_argparser import string_to_bool
 
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 
@@ -42,6 +43,42 @@ def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
     return content
 
 
+def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
+    """One recipe value converted to the argparse ``type`` of its field (scalars only)."""
+    if isinstance(value, dict | list | tuple):
+        return value
+    try:
+        if kind is float and not isinstance(value, bool):
+            return float(value)
+        if kind is int and not isinstance(value, bool):
+            if isinstance(value, str):
+                try:
+                    return int(value)
+                except ValueError:
+                    value = float(value)  # "1e3"
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if kind is string_to_bool:
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            return string_to_bool(value)
+        if kind is str:
+            if value is False:
+                return "no"  # YAML 1.1 reads no/off/false as a boolean
+            if value is True:
+                raise ValueError(value)
+            return str(value)
+    except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as error:
+        expected = getattr(kind, "__name__", "the field's type").replace("string_to_bool", "bool")
+        raise ConfigError(
+            f"{source}: {key}: cannot read {value!r} as {expected} (quote it if YAML misreads it)"
+        ) from error
+    if kind in (float, int) and isinstance(value, bool):
+        raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
+    return value
+
+
 class ConfigParser:
     """Parse (ModelArguments, DataArguments, <config class>) from a YAML recipe and flags."""
 
@@ -54,6 +91,16 @@ class ConfigParser:
             default=None,
             help="YAML recipe: its keys are defaults, command-line flags override them",
         )
+        self._initial_defaults = {id(a): a.default for a in self.parser._actions}
+        self._initial_parser_defaults = dict(self.parser._defaults)
+
+    def _reset_defaults(self) -> None:
+        """Forget the defaults an earlier ``parse`` took from its recipe."""
+        self.parser._defaults.clear()
+        self.parser._defaults.update(self._initial_parser_defaults)
+        for action in self.parser._actions:
+            if id(action) in self._initial_defaults:
+                action.default = self._initial_defaults[id(action)]
 
     def known_keys(self) -> set[str]:
         return {f.name for cls in self.dataclass_types for f in fields(cls) if f.init}
@@ -73,6 +120,32 @@ class ConfigParser:
             ]
             raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}")
 
+    def coerce_values(self, values: dict[str, Any], source: str) -> dict[str, Any]:
+        """Give recipe values their fields' types, as flags would get them.
+
+        argparse converts only *string* defaults, so without this ``num_train_epochs: 3``
+        stays an int, ``score_range: [0, 5]`` a list of ints and a scalar given for a list
+        field (``train_datasets: data.csv``) a string that is later iterated by character.
+        YAML 1.1 reads ``no``/``off`` as false: for a text field (``eval_strategy: no``)
+        that becomes ``"no"``.
+        """
+        actions = {
+            action.dest: action
+            for action in self.parser._actions
+            if f"--{action.dest}" in action.option_strings
+        }
+        coerced = {}
+        for key, value in values.items():
+            action = actions.get(key)
+            if action is None or value is None:
+                coerced[key] = value
+            elif action.nargs in ("+", "*"):
+                items = value if isinstance(value, list | tuple) else [value]
+                coerced[key] = [_coerce(action.type, item, source, key) for item in items]
+            else:
+                coerced[key] = _coerce(action.type, value, source, key)
+        return coerced
+
     def parse(
         self, argv: Sequence[str] | None = None
     ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
@@ -80,13 +153,17 @@ class ConfigParser:
         pre = argparse.ArgumentParser(add_help=False)
         pre.add_argument("--config", default=None)
         known, _ = pre.parse_known_args(argv)
+        self._reset_defaults()
         if known.config:
             values = read_recipe(known.config)
             self.check_keys(values, str(known.config))
-            self.parser.set_defaults(**values)
-        model_args, data_args, config, *_ = self.parser.parse_args_into_dataclasses(
-            args=argv, look_for_args_file=False
+            self.parser.set_defaults(**self.coerce_values(values, str(known.config)))
+        *parsed, remaining = self.parser.parse_args_into_dataclasses(
+            args=argv, look_for_args_file=False, return_remaining_strings=True
         )
+        if remaining:
+            raise ConfigError(f"unknown command-line argument(s): {' '.join(remaining)}")
+        model_args, data_args, config = parsed[:3]
         if not model_args.model_name_or_path:
             raise ConfigError(
                 "model_name_or_path is required: set it in the recipe or pass --model_name_or_path"

@@ -13,13 +13,15 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from transformers import set_seed
+from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
-from sts_core.training.parser import ConfigParser
+from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
 logger = logging.getLogger(__name__)
@@ -67,8 +69,6 @@ def run_training(
         level=logging.INFO if config.should_log else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    set_seed(config.seed)
-    encoder = build_encoder(model_args)
     train_dataset, data_summary = build_train_dataset(data_args, seed=config.seed)
     dev = build_dev_set(data_args)
     evaluator = None
@@ -76,6 +76,9 @@ def run_training(
         evaluator = PairSimilarityEvaluator(
             dev[1], name=dev[0], batch_size=config.per_device_eval_batch_size
         )
+    align_with_dev_set(config, evaluator, data_args.eval_dataset)
+    set_seed(config.seed)
+    encoder = build_encoder(model_args)
     trainer = trainer_class(
         model=encoder, args=config, train_dataset=train_dataset, evaluator=evaluator
     )
@@ -90,6 +93,46 @@ def run_training(
     if trainer.is_world_process_zero():
         _write_metrics(Path(config.output_dir), metrics)
     return metrics
+
+
+def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | None) -> None:
+    """Make the selection settings agree with the dev set, before any training.
+
+    - No dev set (``eval_dataset: none``): evaluation is switched off (the default
+      ``eval_strategy: epoch`` would otherwise make the Trainer refuse to start);
+      ``load_best_model_at_end`` or ``save_strategy: best`` are then errors.
+    - A dev set given by path is named ``dev`` (metrics ``dev_spearman``, …): the
+      class's default ``metric_for_best_model`` (``stsb_dev_spearman``) follows the
+      evaluator's primary metric; a metric set by hand that the dev set does not give is
+      an error here rather than a KeyError after the first epoch.
+    """
+    if evaluator is None:
+        if config.load_best_model_at_end or config.save_strategy == SaveStrategy.BEST:
+            raise ConfigError(
+                f"eval_dataset is {eval_dataset!r}: load_best_model_at_end and "
+                "save_strategy: best need a dev set"
+            )
+        if config.eval_strategy != IntervalStrategy.NO:
+            logger.info("No dev set: evaluation during training is off.")
+            config.eval_strategy = IntervalStrategy.NO
+            config.do_eval = False
+        return
+    metric = config.metric_for_best_model
+    if metric is None:
+        return
+    primary = evaluator.primary_metric
+    known = [primary, f"{evaluator.name}_pearson"]
+    if metric.removeprefix("eval_") in known:
+        return
+    default = {f.name: f.default for f in fields(type(config))}.get("metric_for_best_model")
+    if metric == default:
+        logger.info("metric_for_best_model: %s (the dev set %s)", primary, eval_dataset)
+        config.metric_for_best_model = primary
+        return
+    raise ConfigError(
+        f"metric_for_best_model {metric!r} is not a metric of the dev set {eval_dataset!r}; "
+        f"it gives {', '.join(known)}"
+    )
 
 
 def _final_sts(
@@ -120,14 +163,18 @@ def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check)."""
-    from sts_core.training.parser import ConfigError
+    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check).
+
+    A bad recipe or data file (ConfigError, DataError: the message names the file) is one
+    line on stderr and exit status 2.
+    """
+    from sts_core.data import DataError
 
     try:
         run_training(
             BaseConfig, BaseTrainer, argv, description="Train a sentence encoder with cosine MSE."
         )
-    except ConfigError as error:
+    except (ConfigError, DataError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,56 @@
+"""all_gather_with_grad: identity in one process; with two gloo processes the gathered,
+scaled loss gives the same loss and (DDP-averaged) gradients as one process on the batch."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from sts_core.training import all_gather_with_grad, distributed, gathered_loss_scale, world_size
+
+WORKER_DIR = Path(__file__).parent / "fixtures" / "training"
+CASES = [[4, 4], [5, 3], [1, 6]]  # batch size of rank 0 and rank 1; last batches differ
+
+
+def test_single_process_is_identity() -> None:
+    tensor = torch.randn(3, 4, requires_grad=True)
+    assert world_size() == 1 and gathered_loss_scale() == 1.0
+    gathered = all_gather_with_grad(tensor)
+    assert gathered is tensor
+    gathered.sum().backward()
+    assert torch.equal(tensor.grad, torch.ones(3, 4))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_processes_match_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    monkeypatch.syspath_prepend(str(WORKER_DIR))  # spawned children get the parent's sys.path
+    import gather_worker
+
+    mp.spawn(
+        gather_worker.worker,
+        args=(2, free_port(), CASES, distributed.__file__, str(tmp_path)),
+        nprocs=2,
+        join=True,
+    )
+    for index, sizes in enumerate(CASES):
+        reference = gather_worker.single_process(sum(sizes))
+        for rank in range(2):
+            result = torch.load(tmp_path / f"case{index}_rank{rank}.pt")
+            assert int(result["world_size"]) == 2 and float(result["scale"]) == 2.0
+            assert int(result["gathered_rows"]) == sum(sizes)
+            torch.testing.assert_close(result["loss"], reference["loss"], rtol=1e-5, atol=1e-6)
+            for name in ("weight", "bias"):
+                torch.testing.assert_close(
+                    result[name], reference[name], rtol=1e-4, atol=1e-6, msg=f"{sizes} {name}"
+                )

@@ -1,0 +1,242 @@
+"""run_training() / main() end to end on fixture files in the STS-B format and a tiny BERT."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.training import run_training
+from sts_core.training.run import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "training"
+TRAIN = FIXTURES / "sts-train.csv"  # genre, file, year, id, score, sentence1, sentence2
+DEV = FIXTURES / "sts-dev.csv"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models train many times faster on one thread, above all on a loaded machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
+    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
+    """A recipe of YAML lines; ``overrides`` replace or add lines (values are YAML text)."""
+    lines = {
+        "model_name_or_path": str(model),
+        "train_datasets": f"[{TRAIN}]",
+        "eval_dataset": str(DEV),
+        "score_range": "[0, 5]",
+        "max_steps": "4",
+        "per_device_train_batch_size": "8",
+        "learning_rate": "1e-3",  # a string for PyYAML (YAML 1.1)
+        "warmup_steps": "0",
+        "logging_steps": "1",
+        "eval_strategy": "steps",
+        "eval_steps": "2",
+        "save_strategy": "steps",
+        "save_steps": "2",
+        "output_dir": str(output_dir),
+        "report_to": "none",
+        "disable_tqdm": "true",
+        "dataloader_pin_memory": "false",
+        "seed": "0",
+    }
+    lines.update(overrides)
+    text = "# cosine MSE on fixture STS-B files\n"
+    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in lines.items()), encoding="utf-8")
+    return path
+
+
+def test_fixture_files_are_in_the_stsb_format() -> None:
+    for path in (TRAIN, DEV):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines and all(len(line.split("\t")) == 7 for line in lines)
+        assert all(0 <= float(line.split("\t")[4]) <= 5 for line in lines)
+
+
+@pytest.fixture(scope="module")
+def finished_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("run")
+    output_dir = root / "out"
+    recipe = write_recipe(root / "recipe.yaml", bert_dir, output_dir)
+    metrics = run_training(argv=["--config", str(recipe)])
+    return {"metrics": metrics, "output_dir": output_dir}
+
+
+def test_run_training_writes_metrics_json(finished_run: dict) -> None:
+    output_dir = finished_run["output_dir"]
+    written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert math.isfinite(written["train"]["train_loss"])
+    assert written["data"]["train_pairs"] == 16
+    assert written["data"]["sources"] == {str(TRAIN): 16}
+    spearman = written["dev"]["eval_dev_spearman"]
+    assert -100 <= spearman <= 100
+    assert "eval_dev_pearson" in written["dev"]
+    returned = finished_run["metrics"]
+    assert returned["dev"]["eval_dev_spearman"] == pytest.approx(spearman)
+    assert returned["train"]["train_loss"] == pytest.approx(written["train"]["train_loss"])
+
+
+def test_run_training_selects_on_the_dev_set_and_saves_the_model(finished_run: dict) -> None:
+    output_dir = finished_run["output_dir"]
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    evaluations = [e for e in state["log_history"] if "eval_dev_spearman" in e]
+    assert [e["step"] for e in evaluations] == [2, 4]
+    assert state["best_metric"] == max(e["eval_dev_spearman"] for e in evaluations)
+    losses = [e["loss"] for e in state["log_history"] if "loss" in e]
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
+
+    encoder = SentenceEncoder.from_pretrained(output_dir)
+    sentences = ["a man plays the piano", "a dog is swimming"]
+    vectors = encoder.encode(sentences, show_progress_bar=False)
+    assert vectors.shape == (2, 32) and np.isfinite(vectors).all()
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "BaseTrainer" in card and str(TRAIN) in card
+
+
+def test_dev_scores_are_rescaled_like_training_scores(bert_dir: Path, tmp_path: Path) -> None:
+    """score_range rescales the dev set too; spearman does not change, the model's scores do."""
+    from sts_core.data import load_pairs
+    from sts_core.training.config import DataArguments
+    from sts_core.training.data import build_dev_set, build_train_dataset
+
+    args = DataArguments(train_datasets=[str(TRAIN)], eval_dataset=str(DEV), score_range=[0, 5])
+    name, dev = build_dev_set(args)
+    assert name == "dev"
+    raw = load_pairs(DEV, "dev")
+    np.testing.assert_allclose(dev["score"], np.asarray(raw["score"]) / 5)
+    train, summary = build_train_dataset(args)
+    assert max(train["score"]) <= 1 and summary["train_pairs"] == 16
+
+
+def test_main_returns_2_on_an_unknown_key(
+    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = write_recipe(tmp_path / "bad.yaml", bert_dir, tmp_path / "out", learnig_rate="1")
+    assert main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("error: ") and str(recipe) in err
+    assert "learnig_rate" in err and "learning_rate" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_main_returns_2_on_a_missing_recipe(tmp_path: Path, capsys) -> None:
+    assert main(["--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_main_trains_and_returns_0(bert_dir: Path, tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        bert_dir,
+        tmp_path / "out",
+        train_datasets=str(TRAIN),  # a scalar for a list field
+        max_steps="2",
+        eval_strategy="no",  # YAML 1.1 reads no as false
+        save_strategy="no",
+    )
+    assert main(["--config", str(recipe), "--max_steps", "1"]) == 0
+    written = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert written["train"]["epoch"] == pytest.approx(0.5)  # 1 step of 8 pairs out of 16
+    assert "eval_dev_spearman" in written["dev"]  # the final evaluation still runs
+    assert not list((tmp_path / "out").glob("checkpoint-*"))
+    SentenceEncoder.from_pretrained(tmp_path / "out")
+
+
+def test_without_dev_set_evaluation_is_off(bert_dir: Path, tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml", bert_dir, tmp_path / "out", eval_dataset="none", max_steps="2"
+    )  # eval_strategy stays "steps" in the recipe
+    metrics = run_training(argv=["--config", str(recipe)])
+    assert metrics["dev"] == {}
+    assert math.isfinite(metrics["train"]["train_loss"])
+    assert (tmp_path / "out" / "checkpoint-2").is_dir()
+
+
+def test_load_best_model_without_dev_set_is_a_config_error(
+    bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        bert_dir,
+        tmp_path / "out",
+        eval_dataset="none",
+        load_best_model_at_end="true",
+    )
+    assert main(["--config", str(recipe)]) == 2
+    assert "load_best_model_at_end" in capsys.readouterr().err
+
+
+def test_metric_the_dev_set_does_not_give_fails_before_training(
+    bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml", bert_dir, tmp_path / "out", metric_for_best_model="sickr_spearman"
+    )
+    assert main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "sickr_spearman" in err and "dev_spearman" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_load_best_model_at_end_on_a_dev_file(bert_dir: Path, tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        bert_dir,
+        tmp_path / "out",
+        eval_steps="1",
+        save_steps="1",
+        max_steps="3",
+        load_best_model_at_end="true",
+        metric_for_best_model="dev_pearson",
+    )
+    metrics = run_training(argv=["--config", str(recipe)])
+    state = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())
+    history = state["log_history"]
+    scores = {e["step"]: e["eval_dev_pearson"] for e in history if "eval_dev_pearson" in e}
+    best_step = max(scores, key=scores.get)
+    assert sorted(scores) == [1, 2, 3] and state["best_metric"] == scores[best_step]
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{best_step}")
+    # the final model is the best checkpoint: its dev score is the best one
+    assert metrics["dev"]["eval_dev_pearson"] == pytest.approx(scores[best_step], abs=1e-4)
+
+
+def test_main_returns_2_on_a_bad_data_file(bert_dir: Path, tmp_path: Path, capsys) -> None:
+    broken = tmp_path / "sts-train.csv"
+    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    lines[2] = "\t".join(lines[2].split("\t")[:5])  # score but no sentences
+    broken.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    recipe = write_recipe(
+        tmp_path / "r.yaml", bert_dir, tmp_path / "out", train_datasets=str(broken)
+    )
+    assert main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{broken}:3" in err
+
+    missing = tmp_path / "nowhere" / "sts-train.csv"
+    recipe = write_recipe(
+        tmp_path / "m.yaml", bert_dir, tmp_path / "out", train_datasets=str(missing)
+    )
+    assert main(["--config", str(recipe)]) == 2
+    assert str(missing) in capsys.readouterr().err

@@ -1,0 +1,348 @@
+"""BaseTrainer on a tiny BERT (no downloads): loss, evaluation, best checkpoint, saving, resume.
+
+The tiny BERT is copied with dropout set to 0 so runs are deterministic given the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModel, TrainerCallback
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.evaluation.sts import PairSimilarityEvaluator
+from sts_core.training import BaseConfig, BaseTrainer
+
+PAIRS = [
+    ("a man is playing the guitar", "a man plays the guitar", 0.95),
+    ("a man is playing the guitar", "a woman is slicing an onion", 0.05),
+    ("a dog runs in the park", "a dog is running in the park", 0.9),
+    ("a dog runs in the park", "a girl is eating food", 0.1),
+    ("two boys play soccer", "two children are playing soccer", 0.8),
+    ("two boys play soccer", "a cat sits on the car", 0.0),
+    ("a woman is riding a horse", "someone rides a horse", 0.75),
+    ("a woman is riding a horse", "the man is swimming in the water", 0.15),
+    ("a small white cat", "a small black cat", 0.6),
+    ("a small white cat", "people are standing on the beach", 0.05),
+    ("the child plays piano", "a child is playing the piano", 0.9),
+    ("the child plays piano", "a big car on the street", 0.0),
+    ("three men are sitting", "three people sit", 0.7),
+    ("three men are sitting", "a boy is cutting a tomato", 0.1),
+    ("this sentence means one thing", "this sentence means something different", 0.4),
+    ("a person rides a bike", "a man is riding a bike", 0.85),
+]
+PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models train many times faster on one thread, above all on a loaded machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def toy_dataset() -> Dataset:
+    first, second, score = zip(*PAIRS, strict=True)
+    return Dataset.from_dict(
+        {"sentence1": list(first), "sentence2": list(second), "score": list(score)}
+    )
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT with dropout 0 (training is then a deterministic function of the seed)."""
+    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
+    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def make_args(output_dir: Path, **overrides: Any) -> BaseConfig:
+    values: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "learning_rate": 1e-3,
+        "warmup_steps": 0,
+        "per_device_train_batch_size": 16,
+        "logging_steps": 1,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "metric_for_best_model": None,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "seed": 0,
+        "dataloader_pin_memory": False,
+    }
+    values.update(overrides)
+    return BaseConfig(**values)
+
+
+def step_losses(trainer: BaseTrainer) -> dict[int, float]:
+    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+
+
+def backbone_state(folder: Path) -> dict[str, torch.Tensor]:
+    return AutoModel.from_pretrained(folder).state_dict()
+
+
+def embed(encoder: SentenceEncoder) -> np.ndarray:
+    return encoder.encode(PROBES, batch_size=2, show_progress_bar=False)
+
+
+class PartsTrainer(BaseTrainer):
+    """Logs a named loss part, as methods do."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        self.log_loss_parts({"cos_mse": loss, "twice": 2 * loss})
+        return loss
+
+
+# --------------------------------------------------------------------------- training
+
+
+def test_loss_decreases_parameters_change_and_evaluation_runs(
+    bert_dir: Path, tmp_path: Path
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    before = {k: v.detach().clone() for k, v in encoder.named_parameters()}
+    dataset = toy_dataset()
+    evaluator = PairSimilarityEvaluator(dataset, name="toy")
+    args = make_args(
+        tmp_path, num_train_epochs=6, eval_strategy="epoch", metric_for_best_model="toy_spearman"
+    )
+    trainer = PartsTrainer(model=encoder, args=args, train_dataset=dataset, evaluator=evaluator)
+    output = trainer.train()
+
+    losses = step_losses(trainer)
+    assert sorted(losses) == [1, 2, 3, 4, 5, 6]  # full batch: one step per epoch
+    assert all(math.isfinite(v) for v in losses.values())
+    assert losses[6] < losses[1] * 0.8, losses
+    assert math.isfinite(output.training_loss)
+
+    changed = [k for k, v in encoder.named_parameters() if not torch.equal(v, before[k])]
+    assert "backbone.encoder.layer.0.attention.self.query.weight" in changed
+    assert len(changed) > len(before) // 2
+
+    # loss parts are averaged into the log line of the step they belong to
+    logged = [e for e in trainer.state.log_history if "loss" in e]
+    for entry in logged:
+        assert entry["cos_mse"] == pytest.approx(entry["loss"], rel=1e-5)
+        assert entry["twice"] == pytest.approx(2 * entry["loss"], rel=1e-5)
+
+    evaluations = [e for e in trainer.state.log_history if "eval_toy_spearman" in e]
+    assert len(evaluations) == 6
+    assert trainer.state.best_metric == max(e["eval_toy_spearman"] for e in evaluations)
+    metrics = trainer.evaluate()
+    assert set(metrics) - {"epoch"} == {"eval_toy_spearman", "eval_toy_pearson", "eval_runtime"}
+    direct = evaluator(encoder)
+    assert metrics["eval_toy_spearman"] == pytest.approx(direct["toy_spearman"])
+    assert -100 <= metrics["eval_toy_spearman"] <= 100
+    assert trainer.evaluate(metric_key_prefix="dev")["dev_toy_pearson"] == pytest.approx(
+        direct["toy_pearson"]
+    )
+    assert trainer.state.log_history[-2]["eval_toy_spearman"] == metrics["eval_toy_spearman"]
+    assert "dev_toy_spearman" in trainer.state.log_history[-1]
+
+
+def test_without_evaluator_evaluate_returns_nothing(bert_dir: Path, tmp_path: Path) -> None:
+    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    trainer = BaseTrainer(model=encoder, args=make_args(tmp_path), train_dataset=toy_dataset())
+    assert trainer.evaluate() == {}
+
+
+# --------------------------------------------------------------------------- best checkpoint
+
+
+class ScriptedEvaluator:
+    """Returns a scripted dev score per call (best at the 2nd call)."""
+
+    primary_metric = "fake_spearman"
+    greater_is_better = True
+
+    def __init__(self, scores: list[float]) -> None:
+        self.scores = list(scores)
+        self.calls: list[int] = []
+
+    def __call__(self, encoder: Any) -> dict[str, float]:
+        assert isinstance(encoder, SentenceEncoder)
+        self.calls.append(len(self.calls))
+        return {"fake_spearman": self.scores[len(self.calls) - 1], "fake_pearson": 0.0}
+
+
+@pytest.fixture(scope="module")
+def selected_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """4 steps, evaluated and saved every step; the dev score is best at step 2."""
+    output_dir = tmp_path_factory.mktemp("selected")
+    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0])
+    args = make_args(
+        output_dir,
+        max_steps=4,
+        per_device_train_batch_size=8,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        load_best_model_at_end=True,
+        metric_for_best_model="fake_spearman",
+    )
+    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    trainer = BaseTrainer(
+        model=encoder, args=args, train_dataset=toy_dataset(), evaluator=evaluator
+    )
+    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
+    trainer.train()
+    final_dir = output_dir / "final"
+    trainer.save_model(str(final_dir))
+    return {
+        "trainer": trainer,
+        "encoder": encoder,
+        "evaluator": evaluator,
+        "output_dir": output_dir,
+        "final_dir": final_dir,
+    }
+
+
+def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:
+    trainer, output_dir = selected_run["trainer"], selected_run["output_dir"]
+    assert len(selected_run["evaluator"].calls) == 4
+    assert trainer.state.best_metric == 50.0
+    assert Path(trainer.state.best_model_checkpoint) == output_dir / "checkpoint-2"
+    # save_total_limit 2 keeps the best checkpoint and the latest one
+    kept = sorted(p.name for p in output_dir.glob("checkpoint-*"))
+    assert kept == ["checkpoint-2", "checkpoint-4"]
+
+
+def test_final_model_has_the_best_checkpoint_weights(selected_run: dict[str, Any]) -> None:
+    output_dir, encoder = selected_run["output_dir"], selected_run["encoder"]
+    live = {k[len("backbone.") :]: v for k, v in encoder.state_dict().items()}
+    best = backbone_state(output_dir / "checkpoint-2")
+    last = backbone_state(output_dir / "checkpoint-4")
+    assert set(best) == set(live)
+    for key, value in best.items():
+        torch.testing.assert_close(live[key], value, rtol=0, atol=0, msg=key)
+    differs = [k for k in last if not torch.equal(last[k], best[k])]
+    assert differs, "checkpoints 2 and 4 should differ after two more steps"
+
+
+def test_saved_folder_reloads_with_the_same_embeddings(selected_run: dict[str, Any]) -> None:
+    final_dir, encoder = selected_run["final_dir"], selected_run["encoder"]
+    expected = embed(encoder)
+    reloaded = SentenceEncoder.from_pretrained(final_dir)
+    assert reloaded.settings() == encoder.settings()
+    np.testing.assert_allclose(embed(reloaded), expected, rtol=0, atol=1e-6)
+
+    backbone = AutoModel.from_pretrained(final_dir)
+    for key, value in backbone.state_dict().items():
+        torch.testing.assert_close(value, encoder.backbone.state_dict()[key], msg=key)
+
+
+def test_saved_folder_loads_with_sentence_transformers(selected_run: dict[str, Any]) -> None:
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    final_dir, encoder = selected_run["final_dir"], selected_run["encoder"]
+    model = sentence_transformers.SentenceTransformer(str(final_dir), device="cpu")
+    theirs = model.encode(PROBES, batch_size=2, convert_to_numpy=True)
+    np.testing.assert_allclose(theirs, embed(encoder), rtol=0, atol=1e-5)
+
+
+def test_checkpoints_and_final_folder_have_a_model_card(selected_run: dict[str, Any]) -> None:
+    card = (selected_run["final_dir"] / "README.md").read_text(encoding="utf-8")
+    assert "`BaseTrainer`" in card
+    assert "CosineSimilarityLoss" in card
+    assert "@inproceedings{reimers-2019-sentence-bert" in card
+    assert "tiny-bert" in card and "toy pairs" in card
+    assert "eval_fake_spearman 50" in card  # the dev scores so far
+    checkpoint_card = selected_run["output_dir"] / "checkpoint-2" / "README.md"
+    assert "BaseTrainer" in checkpoint_card.read_text(encoding="utf-8")
+    assert (selected_run["final_dir"] / "training_args.bin").is_file()
+
+
+# --------------------------------------------------------------------------- resume
+
+
+class StopAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+        return control
+
+
+def test_resume_from_checkpoint_continues_with_the_same_losses(
+    bert_dir: Path, tmp_path: Path
+) -> None:
+    dataset = toy_dataset()
+    settings = {
+        "max_steps": 4,
+        "per_device_train_batch_size": 4,  # 4 batches an epoch: resume in mid-epoch
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "save_total_limit": None,
+    }
+
+    straight = BaseTrainer(
+        model=SentenceEncoder.from_pretrained(bert_dir),
+        args=make_args(tmp_path / "straight", **settings),
+        train_dataset=dataset,
+    )
+    straight.train()
+    expected = step_losses(straight)
+    assert sorted(expected) == [1, 2, 3, 4]
+
+    interrupted = BaseTrainer(
+        model=SentenceEncoder.from_pretrained(bert_dir),
+        args=make_args(tmp_path / "resumed", **settings),
+        train_dataset=dataset,
+        callbacks=[StopAt(2)],
+    )
+    interrupted.train()
+    checkpoint = tmp_path / "resumed" / "checkpoint-2"
+    assert interrupted.state.global_step == 2 and checkpoint.is_dir()
+    assert not (tmp_path / "resumed" / "checkpoint-4").exists()
+
+    fresh = SentenceEncoder.from_pretrained(bert_dir)  # weights come from the checkpoint
+    resumed = BaseTrainer(
+        model=fresh, args=make_args(tmp_path / "resumed", **settings), train_dataset=dataset
+    )
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    got = step_losses(resumed)
+    assert resumed.state.global_step == 4
+    for step in (1, 2):
+        assert got[step] == pytest.approx(expected[step], rel=1e-6)  # history from the state
+    for step in (3, 4):
+        assert got[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-7), (got, expected)
+    for key, value in straight.model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[key], value, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_accumulation_matches_one_big_batch(bert_dir: Path, tmp_path: Path) -> None:
+    """2 × 4 pairs accumulated = one batch of 8 (the per-batch mean loss is scaled by GA)."""
+    runs = {}
+    for name, batch, accumulate in (("big", 8, 1), ("accumulated", 4, 2)):
+        encoder = SentenceEncoder.from_pretrained(bert_dir)
+        args = make_args(
+            tmp_path / name,
+            max_steps=2,
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=accumulate,
+        )
+        trainer = BaseTrainer(model=encoder, args=args, train_dataset=toy_dataset())
+        trainer.train()
+        runs[name] = (step_losses(trainer), encoder.state_dict())
+    (big_losses, big_state), (acc_losses, acc_state) = runs["big"], runs["accumulated"]
+    assert acc_losses == pytest.approx(big_losses, rel=1e-5)
+    for key, value in big_state.items():
+        torch.testing.assert_close(acc_state[key], value, rtol=1e-4, atol=1e-6, msg=key)
