@@ -215,3 +215,20 @@ def test_value_of_the_wrong_type_names_file_and_key(tmp_path: Path, line: str) -
     with pytest.raises(ConfigError) as info:
         ConfigParser().parse(["--config", str(path)])
     assert str(path) in str(info.value) and key in str(info.value)
+
+
+def test_environment_variables_in_recipe_values_are_expanded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_MODELS", "/models")
+    path = tmp_path / "env.yaml"
+    path.write_text(
+        "model_name_or_path: ${MY_MODELS}/mini\ntrain_datasets: [$MY_MODELS/a.csv, stsb]\n",
+        encoding="utf-8",
+    )
+    values = read_recipe(path)
+    assert values["model_name_or_path"] == "/models/mini"
+    assert values["train_datasets"] == ["/models/a.csv", "stsb"]
+    monkeypatch.delenv("MY_MODELS")
+    with pytest.raises(ConfigError, match=r"env\.yaml: model_name_or_path: .*MY_MODELS.*not set"):
+        read_recipe(path)

@@ -5,7 +5,7 @@ from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.distributed import all_gather_with_grad, gathered_loss_scale, world_size
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
-from sts_core.training.run import build_encoder, make_parser, run_training
+from sts_core.training.run import build_encoder, cli_main, make_parser, run_training
 from sts_core.training.trainer import BaseTrainer
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "SentenceCollator",
     "all_gather_with_grad",
     "build_encoder",
+    "cli_main",
     "cosine_mse_loss",
     "gathered_loss_scale",
     "make_parser",

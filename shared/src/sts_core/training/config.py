@@ -122,6 +122,13 @@ class DataArguments:
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "Keep the first N dev pairs."}
     )
+    final_eval_datasets: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Pair sets (name:split or paths) to score the final model on, e.g. "
+            "stsb-zh:test or mrpc:test: Spearman/Pearson of its similarity against the labels."
+        },
+    )
     final_sts_tasks: list[str] = field(
         default_factory=list,
         metadata={

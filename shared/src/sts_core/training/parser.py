@@ -26,7 +26,12 @@ class ConfigError(ValueError):
 
 
 def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a YAML recipe as a flat mapping of option → value."""
+    """Load a YAML recipe as a flat mapping of option → value.
+
+    ``$VAR`` / ``${VAR}`` in string values are expanded from the environment (e.g.
+    ``model_name_or_path: ${STS_MODELS_DIR}/all-MiniLM-L6-v2``); an unset variable is an
+    error naming the key.
+    """
     recipe = Path(path)
     if not recipe.is_file():
         raise ConfigError(f"{recipe}: recipe file not found")
@@ -40,7 +45,18 @@ def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(
             f"{recipe}: a recipe is a mapping of option: value, got {type(content).__name__}"
         )
-    return content
+    return {key: _expand(value, recipe, key) for key, value in content.items()}
+
+
+def _expand(value: Any, recipe: Path, key: str) -> Any:
+    if isinstance(value, list):
+        return [_expand(item, recipe, key) for item in value]
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    expanded = os.path.expandvars(value)
+    if "$" in expanded:
+        raise ConfigError(f"{recipe}: {key}: environment variable in {value!r} is not set")
+    return expanded
 
 
 def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:

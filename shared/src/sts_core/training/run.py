@@ -2,9 +2,9 @@
 
 A method's ``train.py`` is then three lines::
 
-    from sts_core.training import run_training
+    from sts_core.training import cli_main
     from sts_cosent import CoSENTConfig, CoSENTTrainer
-    def main(argv=None): return run_training(CoSENTConfig, CoSENTTrainer, argv)
+    def main(argv=None): return cli_main(CoSENTConfig, CoSENTTrainer, argv)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.config import BaseConfig, ModelArguments
 from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
@@ -60,8 +60,12 @@ def run_training(
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> dict[str, Any]:
-    """Train as the recipe and flags say; return (and write) the metrics."""
-    from sts_core.evaluation.sts import PairSimilarityEvaluator
+    """Train as the recipe and flags say; return (and write) the metrics.
+
+    The model, the dev evaluator and the final evaluation come from the trainer class
+    (``build_model``, ``build_evaluator``, ``final_evaluation``), so a method with another
+    kind of model (a cross-encoder) reuses this whole path.
+    """
     from sts_core.training.data import build_dev_set, build_train_dataset
 
     model_args, data_args, config = make_parser(config_class, description).parse(argv)
@@ -71,16 +75,12 @@ def run_training(
     )
     train_dataset, data_summary = build_train_dataset(data_args, seed=config.seed)
     dev = build_dev_set(data_args)
-    evaluator = None
-    if dev is not None:
-        evaluator = PairSimilarityEvaluator(
-            dev[1], name=dev[0], batch_size=config.per_device_eval_batch_size
-        )
+    evaluator = None if dev is None else trainer_class.build_evaluator(dev[0], dev[1], config)
     align_with_dev_set(config, evaluator, data_args.eval_dataset)
     set_seed(config.seed)
-    encoder = build_encoder(model_args)
+    model = trainer_class.build_model(model_args, config)
     trainer = trainer_class(
-        model=encoder, args=config, train_dataset=train_dataset, evaluator=evaluator
+        model=model, args=config, train_dataset=train_dataset, evaluator=evaluator
     )
     trainer.model_card_data.update(
         base_model=model_args.model_name_or_path, train_data=", ".join(data_args.train_datasets)
@@ -88,11 +88,28 @@ def run_training(
     train_output = trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     trainer.save_model(config.output_dir)
     metrics = {"train": train_output.metrics, "data": data_summary, "dev": trainer.evaluate()}
-    if data_args.final_sts_tasks:
-        metrics["sts"] = _final_sts(trainer, data_args, config)
+    metrics.update(trainer.final_evaluation(data_args))
     if trainer.is_world_process_zero():
         _write_metrics(Path(config.output_dir), metrics)
     return metrics
+
+
+def cli_main(
+    config_class: type[BaseConfig],
+    trainer_class: type[BaseTrainer],
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> int:
+    """``main()`` of a ``train.py``: a bad recipe or data file (ConfigError, DataError: the
+    message names the file) is one line on stderr and exit status 2."""
+    from sts_core.data import DataError
+
+    try:
+        run_training(config_class, trainer_class, argv, description=description)
+    except (ConfigError, DataError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | None) -> None:
@@ -135,26 +152,6 @@ def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | N
     )
 
 
-def _final_sts(
-    trainer: BaseTrainer, data_args: DataArguments, config: BaseConfig
-) -> dict[str, Any]:
-    from sts_core.evaluation.sts import STSEvaluator
-
-    evaluator = STSEvaluator(
-        data_dir=data_args.data_dir,
-        tasks=data_args.final_sts_tasks,
-        variant=data_args.data_variant,
-        batch_size=config.per_device_eval_batch_size,
-    )
-    report = evaluator.evaluate(
-        trainer.accelerator.unwrap_model(trainer.model), model_name=config.output_dir
-    )
-    if trainer.is_world_process_zero():
-        print(report.to_text())
-        report.save(Path(config.output_dir) / "sts_results")
-    return report.to_dict()
-
-
 def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / METRICS_NAME).write_text(
@@ -163,18 +160,7 @@ def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check).
-
-    A bad recipe or data file (ConfigError, DataError: the message names the file) is one
-    line on stderr and exit status 2.
-    """
-    from sts_core.data import DataError
-
-    try:
-        run_training(
-            BaseConfig, BaseTrainer, argv, description="Train a sentence encoder with cosine MSE."
-        )
-    except (ConfigError, DataError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check)."""
+    return cli_main(
+        BaseConfig, BaseTrainer, argv, description="Train a sentence encoder with cosine MSE."
+    )

@@ -60,6 +60,68 @@ class BaseTrainer(Trainer):
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
 
+    # ------------------------------------------------------------------ building (run_training)
+    @classmethod
+    def build_model(cls, model_args: Any, config: Any) -> Any:
+        """The model to train: a SentenceEncoder as ``model_args`` describe it."""
+        from sts_core.training.run import build_encoder
+
+        return build_encoder(model_args)
+
+    @classmethod
+    def build_evaluator(cls, name: str, dataset: Any, config: Any) -> Any:
+        """The dev evaluator: Spearman/Pearson of cosine similarity (``<name>_spearman``)."""
+        from sts_core.evaluation.sts import PairSimilarityEvaluator
+
+        return PairSimilarityEvaluator(
+            dataset, name=name, batch_size=config.per_device_eval_batch_size
+        )
+
+    def final_evaluation(self, data_args: Any) -> dict[str, Any]:
+        """After training: the STS table on ``final_sts_tasks`` and the scores on
+        ``final_eval_datasets`` (each with this trainer's dev evaluator)."""
+        results: dict[str, Any] = {}
+        if data_args.final_eval_datasets:
+            results["final"] = self._score_pair_sets(data_args)
+        if data_args.final_sts_tasks:
+            results["sts"] = self._sts_table(data_args)
+        return results
+
+    def _score_pair_sets(self, data_args: Any) -> dict[str, dict[str, float]]:
+        from sts_core.training.data import load_reference, split_reference
+
+        scores = {}
+        model = self.accelerator.unwrap_model(self.model)
+        for reference in data_args.final_eval_datasets:
+            name, dataset = load_reference(reference, "test", data_args)
+            label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
+            evaluator = self.build_evaluator(label, dataset, self.args)
+            if hasattr(evaluator, "tokenizer"):  # a cross-encoder evaluator
+                evaluator.tokenizer = self.processing_class
+                evaluator.max_length = getattr(model, "sts_max_length", evaluator.max_length)
+            scores[reference] = evaluator(model)
+        if self.is_world_process_zero():
+            for reference, values in scores.items():
+                print(reference, ", ".join(f"{k} {v:.2f}" for k, v in values.items()))
+        return scores
+
+    def _sts_table(self, data_args: Any) -> dict[str, Any]:
+        from sts_core.evaluation.sts import STSEvaluator
+
+        evaluator = STSEvaluator(
+            data_dir=data_args.data_dir,
+            tasks=data_args.final_sts_tasks,
+            variant=data_args.data_variant,
+            batch_size=self.args.per_device_eval_batch_size,
+            show_progress_bar=False,
+        )
+        encoder = self.accelerator.unwrap_model(self.model)
+        report = evaluator.evaluate(encoder, model_name=str(self.args.output_dir))
+        if self.is_world_process_zero():
+            print(report.to_text())
+            report.save(os.path.join(self.args.output_dir, "sts_results"))
+        return report.to_dict()
+
     # ------------------------------------------------------------------ loss
     def embed(self, model: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``."""

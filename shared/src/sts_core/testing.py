@@ -1,0 +1,216 @@
+"""Test support shipped with sts-core: tiny models built from configs and real-data gates.
+
+Registered as a pytest plugin (entry point ``pytest11``), so the tests of the core and of
+every method package get these fixtures without a conftest:
+
+- ``tiny_bert_dir`` / ``tiny_llama_dir``: a 2-layer BERT (WordPiece tokenizer) and a
+  2-layer Llama decoder (word-level tokenizer, no pad token), saved to a temporary folder.
+  No downloads; ``make_tiny_bert`` / ``make_tiny_llama`` build more of them.
+- ``sts_data_dir``, ``sts_models_dir``, ``minilm_dir``, ``mpnet_dir``, ``smollm_dir``: the
+  real benchmark folder and models, skipping the test with the reason when
+  ``STS_DATA_DIR`` / ``STS_MODELS_DIR`` are unset.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+
+import pytest
+
+WORDS = [
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "was",
+    "were",
+    "man",
+    "woman",
+    "men",
+    "women",
+    "boy",
+    "girl",
+    "dog",
+    "cat",
+    "child",
+    "children",
+    "playing",
+    "plays",
+    "play",
+    "guitar",
+    "piano",
+    "eating",
+    "eats",
+    "food",
+    "ball",
+    "soccer",
+    "running",
+    "runs",
+    "riding",
+    "horse",
+    "bike",
+    "car",
+    "street",
+    "in",
+    "on",
+    "at",
+    "of",
+    "with",
+    "and",
+    "to",
+    "by",
+    "for",
+    "from",
+    "into",
+    "slicing",
+    "cutting",
+    "onion",
+    "tomato",
+    "sitting",
+    "sits",
+    "standing",
+    "beach",
+    "park",
+    "water",
+    "swimming",
+    "someone",
+    "somebody",
+    "people",
+    "person",
+    "two",
+    "three",
+    "small",
+    "big",
+    "black",
+    "white",
+    "not",
+    "no",
+    "something",
+    "different",
+    "very",
+    "similar",
+    "same",
+    "this",
+    "that",
+    "sentence",
+    "means",
+    "one",
+    "word",
+]
+
+
+def _vocab() -> dict[str, int]:
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
+    pieces = [f"##{c}" for c in string.ascii_lowercase + string.digits]
+    tokens = dict.fromkeys(specials + chars + pieces + WORDS)
+    return {token: index for index, token in enumerate(tokens)}
+
+
+def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
+    """A 2-layer BERT (hidden 32) with a WordPiece tokenizer, saved to ``folder``."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_tiny_llama(folder: Path, seed: int = 0) -> Path:
+    """A 2-layer Llama decoder (hidden 32) with a word-level tokenizer and no pad token."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {tok: i for i, tok in enumerate(["<unk>", "<s>", "</s>", *WORDS, *string.punctuation])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(seed)
+    LlamaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def sts_data_dir() -> Path:
+    """The real benchmark folder, or skip: set STS_DATA_DIR (CI sets it to ../shared/data)."""
+    value = os.environ.get("STS_DATA_DIR")
+    if not value or not Path(value).is_dir():
+        pytest.skip("STS_DATA_DIR is not set to the benchmark data folder")
+    return Path(value)
+
+
+@pytest.fixture(scope="session")
+def sts_models_dir() -> Path:
+    """The folder made by shared/bin/offline-models, or skip: set STS_MODELS_DIR."""
+    value = os.environ.get("STS_MODELS_DIR")
+    if not value or not Path(value).is_dir():
+        pytest.skip("STS_MODELS_DIR is not set to the local pretrained-models folder")
+    return Path(value)
+
+
+def _model_in(models_dir: Path, name: str) -> Path:
+    path = models_dir / name
+    if not (path / "config.json").is_file():
+        pytest.skip(f"{path} is missing: run shared/bin/offline-models {models_dir}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(sts_models_dir: Path) -> Path:
+    """all-MiniLM-L6-v2 under STS_MODELS_DIR."""
+    return _model_in(sts_models_dir, "all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def mpnet_dir(sts_models_dir: Path) -> Path:
+    """all-mpnet-base-v2 under STS_MODELS_DIR."""
+    return _model_in(sts_models_dir, "all-mpnet-base-v2")
+
+
+@pytest.fixture(scope="session")
+def smollm_dir(sts_models_dir: Path) -> Path:
+    """SmolLM2-135M-Instruct (Llama decoder) under STS_MODELS_DIR."""
+    return _model_in(sts_models_dir, "SmolLM2-135M-Instruct")
