@@ -1,0 +1,71 @@
+"""``CoSENTConfig``: the CoSENT method's own options on top of ``BaseConfig``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sts_core.training import BaseConfig
+
+LOSSES = ("cosent", "cosine_mse", "contrastive", "softmax", "infonce")
+ARCHITECTURES = ("bi-encoder", "cross-encoder")
+
+
+@dataclass
+class CoSENTConfig(BaseConfig):
+    """Training arguments of CoSENT (Huang et al., 2024) and its baselines.
+
+    Only the method's fields are here; everything else is ``BaseConfig``'s (whose
+    defaults — lr 2e-5, weight decay 0.01, 10 % warm-up, batch 16 — are the paper's).
+    """
+
+    loss: str = field(
+        default="cosent",
+        metadata={
+            "help": "cosent (eq. 10), or a baseline of the paper for side-by-side runs: "
+            "cosine_mse, contrastive (eq. 2), softmax (SBERT classifier), infonce."
+        },
+    )
+    architecture: str = field(
+        default="bi-encoder",
+        metadata={
+            "help": "bi-encoder (Siamese, cosine of pooled embeddings) or cross-encoder "
+            "(eq. 11: one score from the concatenated pair)."
+        },
+    )
+    cosent_scale: float = field(
+        default=20.0, metadata={"help": "λ of eq. 10 (the paper uses 20 for every dataset)."}
+    )
+    gather_across_processes: bool = field(
+        default=False,
+        metadata={
+            "help": "Rank over the pairs of every process's batch (all-gathered scores, "
+            "gradient through the local part), not only the local batch."
+        },
+    )
+    contrastive_margin: float = field(
+        default=0.5, metadata={"help": "ε of the contrastive baseline (eq. 2); labels 0/1."}
+    )
+    infonce_temperature: float = field(
+        default=0.05, metadata={"help": "τ of the in-batch InfoNCE baseline."}
+    )
+    positive_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "InfoNCE baseline: pairs with label ≥ this are the positives "
+            "(e.g. 4.0 on 0–5 scores, 1 for binary labels); none = every pair."
+        },
+    )
+    num_labels: int = field(
+        default=3, metadata={"help": "Classes of the softmax baseline (label column = label)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(
+                f"architecture {self.architecture!r} is not one of {', '.join(ARCHITECTURES)}"
+            )
+        if self.architecture == "cross-encoder" and self.loss != "cosent":
+            raise ValueError("the cross-encoder (eq. 11) trains with loss: cosent")

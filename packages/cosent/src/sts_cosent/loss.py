@@ -1,0 +1,342 @@
+"""CoSENT loss (Huang et al., 2024) and the baselines its paper compares against.
+
+Every loss here is a function of tensors (embeddings, scores, labels) that returns a scalar; none
+touches a model or a tokenizer. All of them compute in at least float32, so half-precision
+(fp16/bf16) inputs are upcast before any exponential, and they return a float32 scalar (float64
+for float64 inputs).
+
+- :func:`cosent_loss`: CoSENT, eq. 10 (sentence embeddings) and eq. 11 (cross-encoder scores).
+- :func:`contrastive_threshold_loss`: the cosine contrastive loss, eq. 2.
+- :func:`softmax_classifier_loss`: SBERT's classification objective, eq. 5.
+- :func:`in_batch_infonce_loss`: InfoNCE with in-batch negatives, eq. 3.
+- :func:`cosine_mse_loss`: cosine MSE, eq. 4, re-exported from ``sts_core`` (not rewritten).
+
+Reference: X. Huang, H. Peng, D. Zou, Z. Liu, J. Li, K. Liu, J. Wu, J. Su and P. S. Yu,
+"CoSENT: Consistent Sentence Embedding via Similarity Ranking", IEEE/ACM Transactions on
+Audio, Speech, and Language Processing, 2024, doi:10.1109/TASLP.2024.3402087.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from sts_core.training.losses import cosine_mse_loss
+
+__all__ = [
+    "CoSENTLoss",
+    "contrastive_threshold_loss",
+    "cosent_loss",
+    "cosine_mse_loss",
+    "in_batch_infonce_loss",
+    "pairwise_cosine",
+    "softmax_classifier_loss",
+]
+
+
+def _compute_dtype(tensor: Tensor) -> torch.dtype:
+    """float32 for half/integer inputs, float64 stays float64."""
+    return torch.promote_types(tensor.dtype, torch.float32)
+
+
+def _check_pairs(u: Tensor, v: Tensor, labels: Tensor | None = None) -> None:
+    if u.dim() != 2 or u.shape != v.shape:
+        raise ValueError(
+            f"expected two (N, d) embedding tensors of the same shape, got {tuple(u.shape)} "
+            f"and {tuple(v.shape)}"
+        )
+    if labels is not None and labels.numel() != u.shape[0]:
+        raise ValueError(
+            f"expected {u.shape[0]} labels (one per pair), got {labels.numel()} "
+            f"with shape {tuple(labels.shape)}"
+        )
+
+
+def pairwise_cosine(u: Tensor, v: Tensor) -> Tensor:
+    """Row-wise cosine similarity ``cos(u_i, v_i)``, computed in (at least) float32.
+
+    Args:
+        u, v: ``(N, d)`` embeddings of the first and second sentence of each pair.
+
+    Returns:
+        ``(N,)`` cosines in ``[-1, 1]``; float32 for half inputs, float64 for float64 inputs.
+        A zero vector gives cosine 0 (norms are clamped at 1e-8, as in
+        :func:`torch.nn.functional.cosine_similarity`).
+    """
+    _check_pairs(u, v)
+    dtype = _compute_dtype(u)
+    return F.cosine_similarity(u.to(dtype), v.to(dtype), dim=-1)
+
+
+def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:
+    r"""CoSENT: a ranking loss over every ordered pair of sentence pairs in the batch.
+
+    .. math::
+
+        \mathcal{L} = \log\Big(1 + \sum_{\mathrm{sim}(i,j) > \mathrm{sim}(k,l)}
+                      e^{\lambda\,(s_{kl} - s_{ij})}\Big)
+
+    where ``s`` are the predicted similarities of the pairs (``cos(u_i, u_j)`` of the two
+    sentence embeddings, eq. 10, e.g. from :func:`pairwise_cosine`; or a cross-encoder's score
+    ``f(i, j)``, eq. 11), ``sim`` the gold labels and ``λ = scale``. The sum runs over all
+    ordered pairs of pairs of the batch whose gold labels are *strictly* ordered, so the loss
+    asks that a pair labelled more similar gets a higher predicted similarity, and nothing
+    else: the absolute values of the scores are left to the model. With binary labels this is
+    eq. 8 (every positive against every negative pair).
+
+    Computation: ``logsumexp([0] + [λ(s_kl − s_ij) for each ordered pair])`` in float32 (also
+    for fp16/bf16 scores), with unordered entries of the ``N × N`` matrix set to ``−inf``
+    (exact, so they add ``e^{−inf} = 0`` and no gradient) rather than a large finite constant,
+    which overflows in half precision. Stable for any ``λ·Δ`` (e.g. 2000). Memory is
+    ``O(N²)`` floats, negligible for training batch sizes.
+
+    Edge cases: tied labels contribute nothing (no term either way). A batch without any
+    ordered pair (a single pair, or all labels equal) gives exactly ``0.0``, still connected to
+    ``scores``' graph, so ``backward()`` works and gives a zero gradient.
+
+    Across processes: the ranking is over the pairs passed in. Under DDP each process sees only
+    its own batch unless the trainer gathers ``scores`` and ``labels`` of all processes first
+    (``sts_core.training.all_gather_with_grad``, loss scaled by ``gathered_loss_scale()``);
+    this function does no communication itself.
+
+    Args:
+        scores: ``(N,)`` (or ``(N, 1)``) predicted similarity of each pair: cosines, or raw
+            cross-encoder scores (logits).
+        labels: ``(N,)`` gold labels; only their order matters. Scores (0–5 STS), binary
+            (0/1 or bool) or ordered classes (the NLI readers' entailment 2 > neutral 1 >
+            contradiction 0) all work.
+        scale: ``λ``, the inverse temperature applied to score differences; the paper uses 20.
+
+    Returns:
+        The scalar loss (float32, or float64 for float64 scores).
+
+    References:
+        Huang et al., "CoSENT: Consistent Sentence Embedding via Similarity Ranking",
+        IEEE/ACM TASLP 2024, §III-B, eqs. 8, 10 and 11. doi:10.1109/TASLP.2024.3402087.
+
+    Requirements:
+        Labels whose order reflects similarity; at least two distinct labels in the batch for a
+        non-zero loss.
+
+    Inputs:
+        +----------------------------------------------+----------------------------------+
+        | Inputs                                       | Labels                           |
+        +==============================================+==================================+
+        | ``(N,)`` scores: cosine of each pair's       | ``(N,)`` float score, binary, or |
+        | embeddings, or a cross-encoder's output      | ordered class id                 |
+        +----------------------------------------------+----------------------------------+
+
+    Relations:
+        - Same loss as sentence-transformers' ``CoSENTLoss`` (which uses an ``O(N log N)``
+          sort-based evaluation of the same sum) and, for eq. 11, ``CrossEncoder``'s
+          ``CoSENTLoss``.
+        - :func:`cosine_mse_loss` regresses the cosine onto the label's value; CoSENT only
+          uses the labels' order.
+        - Eq. 9: with one "target" pair this is softmax cross-entropy; CoSENT generalises it to
+          all ordered pairs of pairs.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([0.9, 0.2])  # pair 0 labelled more similar, ranked higher
+        >>> round(cosent_loss(scores, torch.tensor([1.0, 0.0]), scale=1.0).item(), 4)
+        0.4032
+        >>> # log(1 + e^(0.2 - 0.9)) = 0.4032; with the order of the labels reversed:
+        >>> round(cosent_loss(scores, torch.tensor([0.0, 1.0]), scale=1.0).item(), 4)
+        1.1032
+        >>> cosent_loss(scores, torch.tensor([1.0, 1.0])).item()  # no ordered pair
+        0.0
+    """
+    if scores.numel() != labels.numel():
+        raise ValueError(
+            f"expected one score per label, got scores {tuple(scores.shape)} and labels "
+            f"{tuple(labels.shape)}"
+        )
+    dtype = _compute_dtype(scores)
+    s = scores.reshape(-1).to(dtype) * scale
+    y = labels.reshape(-1).to(scores.device)
+    if y.dtype == torch.bool:
+        y = y.to(torch.int8)
+    # diff[a, b] = λ(s_b − s_a): the term for "a ranked above b" when label_a > label_b.
+    diff = s.unsqueeze(0) - s.unsqueeze(1)
+    ordered = y.unsqueeze(1) > y.unsqueeze(0)
+    terms = diff.masked_fill(~ordered, float("-inf")).reshape(-1)
+    return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)
+
+
+class CoSENTLoss(nn.Module):
+    """Module form of :func:`cosent_loss` holding ``scale``: ``loss(scores, labels)``."""
+
+    def __init__(self, scale: float = 20.0) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, scores: Tensor, labels: Tensor) -> Tensor:
+        return cosent_loss(scores, labels, scale=self.scale)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"
+
+
+def contrastive_threshold_loss(u: Tensor, v: Tensor, labels: Tensor, margin: float = 0.5) -> Tensor:
+    r"""Cosine contrastive loss with a threshold, eq. 2 of the CoSENT paper, as written there.
+
+    .. math::
+
+        \mathcal{L} = \frac{1}{N}\sum_i \tfrac12\, y_i\,(1 - \cos(u_i, v_i))^2
+                      + \tfrac12\,(1 - y_i)\,\max(\epsilon, \cos(u_i, v_i))^2
+
+    with ``ε = margin``. Positive pairs (``y = 1``) are pulled to cosine 1; negative pairs
+    (``y = 0``) are pushed down until their cosine reaches ``ε``. The ``max(ε, ·)`` term is
+    *not* a hinge: below the threshold it is the constant ``ε²/2`` (not 0), and its gradient
+    is exactly zero once ``cos ≤ ε``, so negatives already under the threshold no longer train.
+    Above it the gradient is ``(1 − y)·cos``, pushing the cosine down. With ``ε < 0`` the
+    squared term would push negatives with ``ε < cos < 0`` *up* towards 0 (its minimum), so
+    use ``margin ≥ 0``. Table I of the paper studies how the result depends on ``ε``.
+
+    Args:
+        u, v: ``(N, d)`` embeddings of the two sentences of each pair.
+        labels: ``(N,)`` binary labels, 1 similar and 0 dissimilar (bool, int or float);
+            any other value raises ``ValueError``.
+        margin: ``ε``, the cosine below which negative pairs stop being pushed.
+
+    Returns:
+        The mean over the batch (scalar, float32 or float64).
+
+    References:
+        Huang et al., CoSENT (TASLP 2024), §III-A, eq. 2, adapting Hadsell, Chopra and LeCun,
+        "Dimensionality reduction by learning an invariant mapping", CVPR 2006 (eq. 1).
+
+    Inputs:
+        +----------------------------------+------------------------+
+        | Inputs                           | Labels                 |
+        +==================================+========================+
+        | ``(u_i, v_i)`` embedding pairs   | 1 (similar) or 0       |
+        +----------------------------------+------------------------+
+
+    Relations:
+        - sentence-transformers' ``ContrastiveLoss`` is Hadsell's eq. 1 with a hinge
+          ``relu(margin − d)²`` on the cosine *distance*; eq. 2 here is the paper's variant.
+        - :func:`cosent_loss` with binary labels (eq. 8) needs no threshold.
+    """
+    _check_pairs(u, v, labels)
+    y = labels.reshape(-1).to(u.device)
+    if not bool(((y == 0) | (y == 1)).all()):
+        raise ValueError("contrastive_threshold_loss needs binary labels (0 or 1)")
+    cos = pairwise_cosine(u, v)
+    y = y.to(cos.dtype)
+    positive = 0.5 * y * (1.0 - cos).pow(2)
+    negative = 0.5 * (1.0 - y) * torch.clamp(cos, min=margin).pow(2)
+    return (positive + negative).mean()
+
+
+def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Linear) -> Tensor:
+    r"""SBERT's classification objective: cross-entropy of a linear layer on ``[u; v; |u − v|]``.
+
+    .. math::
+
+        h_i = W\,[u_i;\ v_i;\ |u_i - v_i|] + b, \qquad
+        \mathcal{L} = -\frac{1}{N}\sum_i \log \frac{e^{h_{i, y_i}}}{\sum_c e^{h_{i,c}}}
+
+    ``W`` (``classifier``) has ``3d`` inputs and one output per class; it is trained with the
+    encoder and discarded afterwards. Features are cast to the classifier's dtype; the
+    cross-entropy is taken in at least float32.
+
+    Args:
+        u, v: ``(N, d)`` embeddings of the two sentences of each pair.
+        labels: ``(N,)`` class ids in ``[0, C)`` (integers, or floats with integral values such
+            as the NLI readers' 2/1/0); anything else raises ``ValueError``.
+        classifier: ``nn.Linear(3 * d, C)``.
+
+    Returns:
+        The mean cross-entropy over the batch (scalar).
+
+    References:
+        Reimers and Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",
+        EMNLP-IJCNLP 2019, §3 (classification objective); Huang et al., CoSENT (TASLP 2024),
+        §III-A, eq. 5.
+
+    Inputs:
+        +----------------------------------+------------------------+
+        | Inputs                           | Labels                 |
+        +==================================+========================+
+        | ``(u_i, v_i)`` embedding pairs   | class id (e.g. NLI)    |
+        +----------------------------------+------------------------+
+
+    Relations:
+        - sentence-transformers' ``SoftmaxLoss`` with its default concatenation
+          (``u``, ``v``, ``|u − v|``).
+        - The cosine is never trained here, yet it is what STS evaluation uses; CoSENT's
+          motivation (§III-A).
+    """
+    _check_pairs(u, v, labels)
+    if classifier.in_features != 3 * u.shape[1]:
+        raise ValueError(
+            f"classifier takes {classifier.in_features} features, expected 3 * {u.shape[1]}"
+        )
+    y = labels.reshape(-1).to(u.device)
+    if y.is_floating_point():
+        if not bool((y == y.round()).all()):
+            raise ValueError("softmax_classifier_loss needs integer class labels")
+    elif y.dtype == torch.bool:
+        raise ValueError("softmax_classifier_loss needs integer class labels, got bool")
+    y = y.long()
+    if y.numel() and not bool(((y >= 0) & (y < classifier.out_features)).all()):
+        raise ValueError(f"class labels must lie in [0, {classifier.out_features})")
+    features = torch.cat([u, v, (u - v).abs()], dim=-1).to(classifier.weight.dtype)
+    logits = classifier(features)
+    return F.cross_entropy(logits.to(_compute_dtype(logits)), y)
+
+
+def in_batch_infonce_loss(u: Tensor, v: Tensor, temperature: float = 0.05) -> Tensor:
+    r"""InfoNCE with in-batch negatives (eq. 3 of the CoSENT paper, SimCSE's supervised form).
+
+    .. math::
+
+        \mathcal{L} = -\frac{1}{N}\sum_{i=1}^{N}
+            \log \frac{e^{\cos(u_i, v_i)/\tau}}{\sum_{j=1}^{N} e^{\cos(u_i, v_j)/\tau}}
+
+    ``v_i`` is the positive of ``u_i``; every other ``v_j`` of the batch is a negative for it,
+    and the denominator includes the positive (cross-entropy over the ``N × N`` cosine matrix
+    with the diagonal as targets).
+
+    Selecting positives is the caller's job: pass only pairs that *are* positives (e.g. STS
+    pairs with a high score, or NLI entailment pairs); labelled negatives must not be passed
+    as ``(u_i, v_i)``. Duplicate sentences in a batch become false negatives. Gathering ``v``
+    over processes for more negatives is also left to the trainer; the function uses the rows
+    it is given.
+
+    Args:
+        u: ``(N, d)`` anchor embeddings.
+        v: ``(N, d)`` embeddings of their positives, row-aligned with ``u``.
+        temperature: ``τ > 0``.
+
+    Returns:
+        The mean over anchors (scalar, float32 or float64).
+
+    References:
+        van den Oord, Li and Vinyals, "Representation Learning with Contrastive Predictive
+        Coding", arXiv:1807.03748; Gao, Yao and Chen, "SimCSE", EMNLP 2021; Huang et al.,
+        CoSENT (TASLP 2024), §III-A, eq. 3.
+
+    Inputs:
+        +----------------------------------+------------------------+
+        | Inputs                           | Labels                 |
+        +==================================+========================+
+        | ``(anchor, positive)`` pairs     | none                   |
+        +----------------------------------+------------------------+
+
+    Relations:
+        - sentence-transformers' ``MultipleNegativesRankingLoss`` with ``scale = 1/τ``.
+        - :func:`cosent_loss` uses the labels' ranking instead of a temperature and explicit
+          positives.
+    """
+    _check_pairs(u, v)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    dtype = _compute_dtype(u)
+    a = F.normalize(u.to(dtype), dim=-1)
+    b = F.normalize(v.to(dtype), dim=-1)
+    logits = a @ b.T / temperature
+    targets = torch.arange(u.shape[0], device=u.device)
+    return F.cross_entropy(logits, targets)

@@ -1,0 +1,14 @@
+"""Train with CoSENT.
+
+accelerate launch packages/cosent/train.py --config packages/cosent/configs/<recipe>.yaml
+python packages/cosent/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+"""
+
+import sys
+
+from sts_cosent.cli import main, make_parser
+
+__all__ = ["main", "make_parser"]
+
+if __name__ == "__main__":
+    sys.exit(main())
