@@ -96,3 +96,21 @@ def test_sts_data_list(capsys):
     assert data_main(["list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert {"sts12", "stsb", "sickr", "nli-triplets", "stsb-zh", "wiki"} <= set(names)
+
+
+def test_sts_eval_scores_extra_pair_sets(tiny_bert_dir, tmp_path, capsys):
+    output = tmp_path / "pairs"
+    code = eval_main(
+        [
+            "--model", str(tiny_bert_dir),
+            "--data-dir", str(FIXTURES),
+            "--tasks", "stsb",
+            "--pairs", "stsb:dev",
+            "--output", str(output),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    assert "stsb:dev stsb_dev_spearman" in capsys.readouterr().out
+    saved = json.loads(output.with_suffix(".json").read_text())
+    assert set(saved["pairs"]["stsb:dev"]) == {"stsb_dev_spearman", "stsb_dev_pearson"}

@@ -90,6 +90,14 @@ def make_eval_parser() -> argparse.ArgumentParser:
         help="data variant: SentEval-tokenized files or the raw releases "
         "(default: senteval for the senteval protocol, raw for mteb)",
     )
+    parser.add_argument(
+        "--pairs",
+        action="append",
+        default=[],
+        metavar="NAME:SPLIT|PATH",
+        help="also score other labelled pair sets (e.g. stsb-zh:test, mrpc:test, or a file): "
+        "Spearman/Pearson of cosine similarity against their labels; repeatable",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument(
         "--output",
@@ -139,13 +147,39 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         print(f"sts-eval: error: {error}", file=sys.stderr)
         return 2
     report = evaluator.evaluate(encoder, model_name=str(args.model))
+    try:
+        extra = _score_pair_sets(encoder, args)
+    except (OSError, ValueError) as error:
+        print(f"sts-eval: error: {error}", file=sys.stderr)
+        return 2
     report.seconds = time.perf_counter() - start
     print(report.to_text())
+    for reference, scores in extra.items():
+        print(reference, ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
     print(f"wall time {report.seconds:.1f} s (loading data and model included)")
     if args.output:
         json_path, md_path = report.save(args.output)
+        if extra:
+            content = json.loads(json_path.read_text(encoding="utf-8"))
+            content["pairs"] = extra
+            json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
         print(f"wrote {json_path} and {md_path}")
     return 0
+
+
+def _score_pair_sets(encoder, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Spearman/Pearson of cosine similarity on each ``--pairs`` set."""
+    from sts_core.evaluation.sts import PairSimilarityEvaluator
+    from sts_core.training.config import DataArguments
+    from sts_core.training.data import load_reference
+
+    data_args = DataArguments(data_dir=args.data_dir, data_variant=args.variant or "senteval")
+    scores = {}
+    for reference in args.pairs:
+        _, dataset = load_reference(reference, "test", data_args)
+        name = reference.replace(":", "_").replace("-", "_")
+        scores[reference] = PairSimilarityEvaluator(dataset, name, args.batch_size)(encoder)
+    return scores
 
 
 def make_data_parser() -> argparse.ArgumentParser:
