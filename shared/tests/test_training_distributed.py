@@ -54,3 +54,14 @@ def test_two_processes_match_one_process(tmp_path: Path, monkeypatch: pytest.Mon
                 torch.testing.assert_close(
                     result[name], reference[name], rtol=1e-4, atol=1e-6, msg=f"{sizes} {name}"
                 )
+
+
+def test_scale_gathered_gradient_keeps_the_value_and_scales_the_gradient(monkeypatch) -> None:
+    weights = torch.tensor([0.5, -1.5, 2.0], requires_grad=True)
+    plain = (weights**2).sum()
+    (plain_grad,) = torch.autograd.grad(plain, weights)
+    monkeypatch.setattr(distributed, "gathered_loss_scale", lambda: 3.0)
+    scaled = distributed.scale_gathered_gradient((weights**2).sum())
+    (scaled_grad,) = torch.autograd.grad(scaled, weights)
+    assert scaled.item() == plain.item()
+    assert torch.allclose(scaled_grad, 3.0 * plain_grad)

@@ -97,7 +97,7 @@ def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:
 
     Across processes: the ranking is over the pairs passed in. Under DDP each process sees only
     its own batch unless the trainer gathers ``scores`` and ``labels`` of all processes first
-    (``sts_core.training.all_gather_with_grad``, loss scaled by ``gathered_loss_scale()``);
+    (``sts_core.training.all_gather_with_grad``, gradient scaled by ``scale_gathered_gradient``);
     this function does no communication itself.
 
     Args:

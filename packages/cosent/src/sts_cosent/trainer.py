@@ -9,7 +9,7 @@ from torch import nn
 from transformers import Trainer
 
 from sts_core.cross_encoder import CrossEncoderEvaluator, PairCrossCollator, load_cross_encoder
-from sts_core.training import BaseTrainer, all_gather_with_grad, gathered_loss_scale
+from sts_core.training import BaseTrainer, all_gather_with_grad, scale_gathered_gradient
 from sts_cosent.loss import (
     contrastive_threshold_loss,
     cosent_loss,
@@ -30,6 +30,13 @@ CITATION = """@article{huang2024cosent,
 }"""
 PAPER = {"name": "CoSENT ranking loss", "citation": CITATION}
 SOFTMAX_HEAD = "softmax_classifier"
+LOSS_NAMES = {
+    "cosent": "CoSENT (eq. 10)",
+    "cosine_mse": "cosine-similarity MSE (baseline)",
+    "contrastive": "contrastive loss with threshold ε (eq. 2, baseline)",
+    "softmax": "SBERT softmax classifier over (u, v, |u − v|) (baseline)",
+    "infonce": "in-batch InfoNCE (eq. 3, baseline)",
+}
 
 
 class CoSENTTrainer(BaseTrainer):
@@ -38,8 +45,9 @@ class CoSENTTrainer(BaseTrainer):
     The batch's pairs are encoded, each pair's cosine similarity is computed and the
     ranking loss compares every ordered pair of pairs. With
     ``gather_across_processes`` the scores and labels of all processes are all-gathered
-    first (gradient through the local part; the loss is scaled by the world size so DDP's
-    averaging gives exactly the gradient of one process over the whole batch); otherwise
+    first (gradient through the local part, scaled by the world size so DDP's averaging
+    gives exactly the gradient of one process over the whole batch; the loss value, and so
+    the logged loss, is that of the whole batch, whatever the number of processes); otherwise
     each process ranks its own batch. The baselines (cosine MSE, contrastive, softmax,
     InfoNCE) use the local batch.
     """
@@ -53,6 +61,7 @@ class CoSENTTrainer(BaseTrainer):
         if args.loss == "softmax" and args.label_column == "score":
             args.label_column = "label"
         super().__init__(model, args, **kwargs)
+        self.model_card_data["loss"] = LOSS_NAMES[args.loss]
 
     def compute_loss(
         self,
@@ -86,6 +95,11 @@ class CoSENTTrainer(BaseTrainer):
             else None
         )
         if keep is not None:
+            if not bool(keep.any()):
+                # no positive pair in this batch: nothing to contrast. A zero loss that stays
+                # on the graph (DDP expects every parameter to get a gradient), not the NaN
+                # of a mean over no rows.
+                return u.sum() * 0.0
             u, v = u[keep], v[keep]
         return in_batch_infonce_loss(u, v, temperature=self.args.infonce_temperature)
 
@@ -96,7 +110,7 @@ class CoSENTTrainer(BaseTrainer):
         gathered_scores = all_gather_with_grad(scores)
         gathered_labels = all_gather_with_grad(labels.to(scores.dtype))
         loss = cosent_loss(gathered_scores, gathered_labels, scale=self.args.cosent_scale)
-        return loss * gathered_loss_scale()
+        return scale_gathered_gradient(loss)  # same value, gradient × world size
 
 
 class CoSENTCrossEncoderTrainer(BaseTrainer):

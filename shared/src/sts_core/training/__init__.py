@@ -2,7 +2,12 @@
 
 from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
-from sts_core.training.distributed import all_gather_with_grad, gathered_loss_scale, world_size
+from sts_core.training.distributed import (
+    all_gather_with_grad,
+    gathered_loss_scale,
+    scale_gathered_gradient,
+    world_size,
+)
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
 from sts_core.training.run import build_encoder, cli_main, make_parser, run_training
@@ -24,6 +29,7 @@ __all__ = [
     "make_parser",
     "read_recipe",
     "run_training",
+    "scale_gathered_gradient",
     "split_features",
     "world_size",
 ]

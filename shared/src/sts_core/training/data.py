@@ -18,6 +18,7 @@ from sts_core.data import (
     sick_to_sts,
 )
 from sts_core.training.config import DataArguments
+from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -98,5 +99,5 @@ def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
 
 def _score_range(values: list[float]) -> tuple[float, float]:
     if len(values) != 2 or values[0] >= values[1]:
-        raise ValueError(f"score_range must be [low, high] with low < high, got {values}")
+        raise ConfigError(f"score_range must be [low, high] with low < high, got {values}")
     return float(values[0]), float(values[1])

@@ -24,9 +24,9 @@ def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
 
     Under DDP every process computes the same loss over the gathered batch but sends
     gradient only into its own part, and DDP *averages* gradients over processes, so the
-    update is ``1 / world_size`` of the single-process gradient of that loss. Multiply the
-    loss by :func:`world_size` (what ``gathered_loss_scale`` returns) to get exactly the
-    gradient of one process over the whole batch.
+    update is ``1 / world_size`` of the single-process gradient of that loss. Pass the loss
+    through :func:`scale_gathered_gradient` to get exactly the gradient of one process over
+    the whole batch while the logged value stays the loss itself.
     """
     size = world_size()
     if size == 1:
@@ -50,3 +50,17 @@ def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
 def gathered_loss_scale() -> float:
     """Factor for a loss over gathered embeddings so DDP's averaging gives the full gradient."""
     return float(world_size())
+
+
+def scale_gathered_gradient(loss: torch.Tensor) -> torch.Tensor:
+    """``loss`` with the same value but its gradient multiplied by the world size.
+
+    For a loss over :func:`all_gather_with_grad` outputs: DDP then averages the processes'
+    gradients (each through its own part) into exactly the whole batch's gradient, and the
+    logged loss (``train_loss`` too) is the loss over the whole batch, not world_size × it.
+    ``loss − loss.detach()`` is exactly zero, so the value is unchanged bit for bit.
+    """
+    scale = gathered_loss_scale()
+    if scale == 1.0:
+        return loss
+    return loss + (scale - 1.0) * (loss - loss.detach())

@@ -33,6 +33,7 @@ def render_model_card(
         f"Trained with `{trainer_name}` ({paper.get('name', '')}) from `{base_model}`.",
         "",
         "- Encoder: " + ", ".join(f"{k} `{v}`" for k, v in settings.items()),
+        f"- Loss: {card_data.get('loss', paper.get('name', ''))}",
         f"- Training data: {card_data.get('train_data', 'unknown')}",
         f"- Steps: {state.global_step}; epochs: {state.epoch}",
         "",

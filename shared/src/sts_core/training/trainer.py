@@ -48,11 +48,11 @@ class BaseTrainer(Trainer):
     loss_is_scaled_for_ga = False  # our losses are per-batch means
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault(
-            "data_collator",
-            SentenceCollator(model, label_column=getattr(args, "label_column", "score")),
-        )
-        kwargs.setdefault("processing_class", model.tokenizer)
+        if kwargs.get("data_collator") is None:
+            label_column = getattr(args, "label_column", "score")
+            kwargs["data_collator"] = SentenceCollator(model, label_column=label_column)
+        if kwargs.get("processing_class") is None:
+            kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
         super().__init__(model=model, args=args, **kwargs)

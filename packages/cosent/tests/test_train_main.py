@@ -1,0 +1,238 @@
+"""``main()`` of packages/cosent/train.py end to end (tier 4) on fixture files in the STS-B
+format and a tiny BERT, and every recipe in packages/cosent/configs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from sts_core.cross_encoder import predict_pair_scores
+from sts_core.encoder import SentenceEncoder
+from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer, CoSENTTrainer
+from sts_cosent.cli import make_parser, trainer_class_for
+
+PACKAGE = Path(__file__).resolve().parents[1]
+REPO = PACKAGE.parents[1]
+CONFIGS = sorted((PACKAGE / "configs").glob("*.yaml"))
+FIXTURES = Path(__file__).parent / "fixtures"
+TRAIN = FIXTURES / "sts-train.csv"  # genre, file, year, id, score, sentence1, sentence2
+DEV = FIXTURES / "sts-dev.csv"
+TEST = FIXTURES / "sts-test.csv"
+
+
+def load_train_script() -> ModuleType:
+    """packages/cosent/train.py, imported by path as a user's ``python train.py`` would run it."""
+    spec = importlib.util.spec_from_file_location("cosent_train_script", PACKAGE / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+main = load_train_script().main
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
+    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def read_pairs(path: Path) -> tuple[list[str], list[str], np.ndarray]:
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r[5] for r in rows], [r[6] for r in rows], np.array([float(r[4]) for r in rows])
+
+
+def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
+    """A recipe of YAML lines; ``overrides`` replace or add lines (values are YAML text)."""
+    lines = {
+        "model_name_or_path": str(model),
+        "train_datasets": f"[{TRAIN}]",
+        "eval_dataset": str(DEV),
+        "final_eval_datasets": f"[{TEST}]",
+        "loss": "cosent",
+        "max_steps": "4",
+        "per_device_train_batch_size": "8",
+        "learning_rate": "1e-3",  # a string for PyYAML (YAML 1.1)
+        "warmup_steps": "0",
+        "logging_steps": "1",
+        "eval_strategy": "steps",
+        "eval_steps": "2",
+        "save_strategy": "steps",
+        "save_steps": "2",
+        "output_dir": str(output_dir),
+        "report_to": "none",
+        "disable_tqdm": "true",
+        "dataloader_pin_memory": "false",
+        "seed": "0",
+    }
+    lines.update(overrides)
+    text = "# CoSENT on fixture STS-B files\n"
+    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in lines.items()), encoding="utf-8")
+    return path
+
+
+def test_fixture_files_are_in_the_stsb_format() -> None:
+    for path in (TRAIN, DEV, TEST):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert len(lines) >= 8 and all(len(line.split("\t")) == 7 for line in lines)
+        assert all(0 <= float(line.split("\t")[4]) <= 5 for line in lines)
+
+
+def check_metrics(output_dir: Path) -> dict:
+    written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert math.isfinite(written["train"]["train_loss"]) and written["train"]["train_loss"] > 0
+    assert written["data"]["train_pairs"] == 16
+    assert -100 <= written["dev"]["eval_dev_spearman"] <= 100
+    assert "eval_dev_pearson" in written["dev"]
+    assert list(written["final"]) == [str(TEST)]
+    return written
+
+
+def final_spearman(written: dict) -> float:
+    (key,) = [k for k in written["final"][str(TEST)] if k.endswith("_spearman")]
+    return written["final"][str(TEST)][key]
+
+
+def test_main_trains_a_bi_encoder_and_writes_metrics(bert_dir: Path, tmp_path: Path) -> None:
+    output_dir = tmp_path / "out"
+    recipe = write_recipe(tmp_path / "recipe.yaml", bert_dir, output_dir)
+    assert main(["--config", str(recipe)]) == 0
+    written = check_metrics(output_dir)
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"] if "eval_dev_spearman" in e] == [2, 4]
+
+    # the final score is the Spearman of the saved model's cosines on the test file
+    encoder = SentenceEncoder.from_pretrained(output_dir)
+    first, second, gold = read_pairs(TEST)
+    u = encoder.encode(first, show_progress_bar=False)
+    v = encoder.encode(second, show_progress_bar=False)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    expected = 100 * spearmanr(cosine, gold).statistic
+    assert final_spearman(written) == pytest.approx(expected, abs=1e-3)
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "CoSENTTrainer" in card and "@article{huang2024cosent" in card
+
+
+def test_main_trains_a_cross_encoder_and_writes_metrics(bert_dir: Path, tmp_path: Path) -> None:
+    output_dir = tmp_path / "out"
+    recipe = write_recipe(
+        tmp_path / "recipe.yaml", bert_dir, output_dir, architecture="cross-encoder"
+    )
+    assert main(["--config", str(recipe)]) == 0
+    written = check_metrics(output_dir)
+
+    model = AutoModelForSequenceClassification.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert model.config.num_labels == 1
+    first, second, gold = read_pairs(TEST)
+    expected = 100 * spearmanr(predict_pair_scores(model, tokenizer, first, second), gold).statistic
+    assert final_spearman(written) == pytest.approx(expected, abs=1e-3)
+    dev_first, dev_second, dev_gold = read_pairs(DEV)
+    dev_scores = predict_pair_scores(model, tokenizer, dev_first, dev_second)
+    assert written["dev"]["eval_dev_spearman"] == pytest.approx(
+        100 * spearmanr(dev_scores, dev_gold).statistic, abs=1e-3
+    )
+    assert "CoSENT" in (output_dir / "README.md").read_text(encoding="utf-8")
+
+
+def test_main_returns_2_on_an_unknown_key(
+    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = write_recipe(tmp_path / "bad.yaml", bert_dir, tmp_path / "out", cosent_scal="20")
+    assert main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("error: ") and str(recipe) in err
+    assert "cosent_scal" in err and "cosent_scale" in err  # the key and the closest known one
+    assert not (tmp_path / "out").exists()
+
+
+def test_main_returns_2_on_an_unknown_loss(
+    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", bert_dir, tmp_path / "out")
+    assert main(["--config", str(recipe), "--loss", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("error: ") and "'bogus'" in err and "cosent" in err
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- recipes
+
+
+def test_there_are_recipes() -> None:
+    names = {path.name for path in CONFIGS}
+    assert {"stsb.yaml", "cross_encoder_stsb.yaml", "nli.yaml"} <= names
+
+
+def bf16_device() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+@pytest.mark.parametrize("recipe", CONFIGS, ids=lambda path: path.name)
+def test_recipe_parses(recipe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STS_MODELS_DIR", "/dummy/models")
+    argv = ["--config", str(recipe)]
+    if "bf16: true" in recipe.read_text(encoding="utf-8") and not bf16_device():
+        argv += ["--use_cpu", "true"]  # TrainingArguments refuses bf16 without a bf16 GPU
+    model_args, data_args, config = make_parser().parse(argv)
+    assert isinstance(config, CoSENTConfig)
+    assert model_args.model_name_or_path and "$" not in model_args.model_name_or_path
+    if "${STS_MODELS_DIR}" in recipe.read_text(encoding="utf-8"):
+        assert model_args.model_name_or_path.startswith("/dummy/models/")
+    assert data_args.train_datasets
+    expected = (
+        CoSENTCrossEncoderTrainer if config.architecture == "cross-encoder" else CoSENTTrainer
+    )
+    assert trainer_class_for(argv) is expected
+
+
+def launch_command(recipe: Path) -> str:
+    """The leading comment block, with ``\\`` continuation lines joined."""
+    lines = recipe.read_text(encoding="utf-8").splitlines()
+    assert lines and lines[0].startswith("#"), f"{recipe.name} must open with a comment"
+    comment = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        comment.append(line.lstrip("#").strip())
+    return re.sub(r"\s*\\\s*\n\s*", " ", "\n".join(comment))
+
+
+@pytest.mark.parametrize("recipe", CONFIGS, ids=lambda path: path.name)
+def test_recipe_opens_with_its_launch_command(recipe: Path) -> None:
+    text = launch_command(recipe)
+    pattern = (
+        r"accelerate launch (?:--config_file (?P<config_file>\S+) )?"
+        r"packages/cosent/train\.py --config packages/cosent/configs/"
+        + re.escape(recipe.name)
+        + r"(?=\s|$)"
+    )
+    match = re.search(pattern, text)
+    assert match, f"{recipe.name}: no launch command for itself in its opening comment"
+    if match["config_file"]:
+        assert (REPO / match["config_file"]).is_file(), match["config_file"]
