@@ -4,39 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.training import run_training
 from sts_core.training.run import main
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 FIXTURES = Path(__file__).parent / "fixtures" / "training"
 TRAIN = FIXTURES / "sts-train.csv"  # genre, file, year, id, score, sentence1, sentence2
 DEV = FIXTURES / "sts-dev.csv"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train many times faster on one thread, above all on a loaded machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
-    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
@@ -75,10 +56,10 @@ def test_fixture_files_are_in_the_stsb_format() -> None:
 
 
 @pytest.fixture(scope="module")
-def finished_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def finished_run(tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("run")
     output_dir = root / "out"
-    recipe = write_recipe(root / "recipe.yaml", bert_dir, output_dir)
+    recipe = write_recipe(root / "recipe.yaml", tiny_bert_nodropout_dir, output_dir)
     metrics = run_training(argv=["--config", str(recipe)])
     return {"metrics": metrics, "output_dir": output_dir}
 
@@ -114,7 +95,9 @@ def test_run_training_selects_on_the_dev_set_and_saves_the_model(finished_run: d
     assert "BaseTrainer" in card and str(TRAIN) in card
 
 
-def test_dev_scores_are_rescaled_like_training_scores(bert_dir: Path, tmp_path: Path) -> None:
+def test_dev_scores_are_rescaled_like_training_scores(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     """score_range rescales the dev set too; spearman does not change, the model's scores do."""
     from sts_core.data import load_pairs
     from sts_core.training.config import DataArguments
@@ -130,9 +113,11 @@ def test_dev_scores_are_rescaled_like_training_scores(bert_dir: Path, tmp_path: 
 
 
 def test_main_returns_2_on_an_unknown_key(
-    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = write_recipe(tmp_path / "bad.yaml", bert_dir, tmp_path / "out", learnig_rate="1")
+    recipe = write_recipe(
+        tmp_path / "bad.yaml", tiny_bert_nodropout_dir, tmp_path / "out", learnig_rate="1"
+    )
     assert main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -146,10 +131,10 @@ def test_main_returns_2_on_a_missing_recipe(tmp_path: Path, capsys) -> None:
     assert "missing.yaml" in capsys.readouterr().err
 
 
-def test_main_trains_and_returns_0(bert_dir: Path, tmp_path: Path) -> None:
+def test_main_trains_and_returns_0(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
     recipe = write_recipe(
         tmp_path / "r.yaml",
-        bert_dir,
+        tiny_bert_nodropout_dir,
         tmp_path / "out",
         train_datasets=str(TRAIN),  # a scalar for a list field
         max_steps="2",
@@ -164,9 +149,13 @@ def test_main_trains_and_returns_0(bert_dir: Path, tmp_path: Path) -> None:
     SentenceEncoder.from_pretrained(tmp_path / "out")
 
 
-def test_without_dev_set_evaluation_is_off(bert_dir: Path, tmp_path: Path) -> None:
+def test_without_dev_set_evaluation_is_off(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
     recipe = write_recipe(
-        tmp_path / "r.yaml", bert_dir, tmp_path / "out", eval_dataset="none", max_steps="2"
+        tmp_path / "r.yaml",
+        tiny_bert_nodropout_dir,
+        tmp_path / "out",
+        eval_dataset="none",
+        max_steps="2",
     )  # eval_strategy stays "steps" in the recipe
     metrics = run_training(argv=["--config", str(recipe)])
     assert metrics["dev"] == {}
@@ -175,11 +164,11 @@ def test_without_dev_set_evaluation_is_off(bert_dir: Path, tmp_path: Path) -> No
 
 
 def test_load_best_model_without_dev_set_is_a_config_error(
-    bert_dir: Path, tmp_path: Path, capsys
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
 ) -> None:
     recipe = write_recipe(
         tmp_path / "r.yaml",
-        bert_dir,
+        tiny_bert_nodropout_dir,
         tmp_path / "out",
         eval_dataset="none",
         load_best_model_at_end="true",
@@ -189,10 +178,13 @@ def test_load_best_model_without_dev_set_is_a_config_error(
 
 
 def test_metric_the_dev_set_does_not_give_fails_before_training(
-    bert_dir: Path, tmp_path: Path, capsys
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
 ) -> None:
     recipe = write_recipe(
-        tmp_path / "r.yaml", bert_dir, tmp_path / "out", metric_for_best_model="sickr_spearman"
+        tmp_path / "r.yaml",
+        tiny_bert_nodropout_dir,
+        tmp_path / "out",
+        metric_for_best_model="sickr_spearman",
     )
     assert main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err
@@ -200,10 +192,12 @@ def test_metric_the_dev_set_does_not_give_fails_before_training(
     assert not (tmp_path / "out").exists()
 
 
-def test_load_best_model_at_end_on_a_dev_file(bert_dir: Path, tmp_path: Path) -> None:
+def test_load_best_model_at_end_on_a_dev_file(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     recipe = write_recipe(
         tmp_path / "r.yaml",
-        bert_dir,
+        tiny_bert_nodropout_dir,
         tmp_path / "out",
         eval_steps="1",
         save_steps="1",
@@ -222,13 +216,15 @@ def test_load_best_model_at_end_on_a_dev_file(bert_dir: Path, tmp_path: Path) ->
     assert metrics["dev"]["eval_dev_pearson"] == pytest.approx(scores[best_step], abs=1e-4)
 
 
-def test_main_returns_2_on_a_bad_data_file(bert_dir: Path, tmp_path: Path, capsys) -> None:
+def test_main_returns_2_on_a_bad_data_file(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
+) -> None:
     broken = tmp_path / "sts-train.csv"
     lines = TRAIN.read_text(encoding="utf-8").splitlines()
     lines[2] = "\t".join(lines[2].split("\t")[:5])  # score but no sentences
     broken.write_text("\n".join(lines) + "\n", encoding="utf-8")
     recipe = write_recipe(
-        tmp_path / "r.yaml", bert_dir, tmp_path / "out", train_datasets=str(broken)
+        tmp_path / "r.yaml", tiny_bert_nodropout_dir, tmp_path / "out", train_datasets=str(broken)
     )
     assert main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err.strip()
@@ -236,7 +232,7 @@ def test_main_returns_2_on_a_bad_data_file(bert_dir: Path, tmp_path: Path, capsy
 
     missing = tmp_path / "nowhere" / "sts-train.csv"
     recipe = write_recipe(
-        tmp_path / "m.yaml", bert_dir, tmp_path / "out", train_datasets=str(missing)
+        tmp_path / "m.yaml", tiny_bert_nodropout_dir, tmp_path / "out", train_datasets=str(missing)
     )
     assert main(["--config", str(recipe)]) == 2
     assert str(missing) in capsys.readouterr().err

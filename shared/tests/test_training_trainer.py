@@ -5,9 +5,7 @@ The tiny BERT is copied with dropout set to 0 so runs are deterministic given th
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,8 @@ from transformers import AutoModel, TrainerCallback
 from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation.sts import PairSimilarityEvaluator
 from sts_core.training import BaseConfig, BaseTrainer
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 PAIRS = [
     ("a man is playing the guitar", "a man plays the guitar", 0.95),
@@ -42,31 +42,11 @@ PAIRS = [
 PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train many times faster on one thread, above all on a loaded machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def toy_dataset() -> Dataset:
     first, second, score = zip(*PAIRS, strict=True)
     return Dataset.from_dict(
         {"sentence1": list(first), "sentence2": list(second), "score": list(score)}
     )
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT with dropout 0 (training is then a deterministic function of the seed)."""
-    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
-    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def make_args(output_dir: Path, **overrides: Any) -> BaseConfig:
@@ -113,9 +93,9 @@ class PartsTrainer(BaseTrainer):
 
 
 def test_loss_decreases_parameters_change_and_evaluation_runs(
-    bert_dir: Path, tmp_path: Path
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
 ) -> None:
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = {k: v.detach().clone() for k, v in encoder.named_parameters()}
     dataset = toy_dataset()
     evaluator = PairSimilarityEvaluator(dataset, name="toy")
@@ -156,8 +136,10 @@ def test_loss_decreases_parameters_change_and_evaluation_runs(
     assert "dev_toy_spearman" in trainer.state.log_history[-1]
 
 
-def test_without_evaluator_evaluate_returns_nothing(bert_dir: Path, tmp_path: Path) -> None:
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+def test_without_evaluator_evaluate_returns_nothing(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = BaseTrainer(model=encoder, args=make_args(tmp_path), train_dataset=toy_dataset())
     assert trainer.evaluate() == {}
 
@@ -182,7 +164,9 @@ class ScriptedEvaluator:
 
 
 @pytest.fixture(scope="module")
-def selected_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def selected_run(
+    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
     evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0])
@@ -197,7 +181,7 @@ def selected_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         load_best_model_at_end=True,
         metric_for_best_model="fake_spearman",
     )
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = BaseTrainer(
         model=encoder, args=args, train_dataset=toy_dataset(), evaluator=evaluator
     )
@@ -282,7 +266,7 @@ class StopAt(TrainerCallback):
 
 
 def test_resume_from_checkpoint_continues_with_the_same_losses(
-    bert_dir: Path, tmp_path: Path
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
 ) -> None:
     dataset = toy_dataset()
     settings = {
@@ -294,7 +278,7 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
     }
 
     straight = BaseTrainer(
-        model=SentenceEncoder.from_pretrained(bert_dir),
+        model=SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir),
         args=make_args(tmp_path / "straight", **settings),
         train_dataset=dataset,
     )
@@ -303,7 +287,7 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
     assert sorted(expected) == [1, 2, 3, 4]
 
     interrupted = BaseTrainer(
-        model=SentenceEncoder.from_pretrained(bert_dir),
+        model=SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir),
         args=make_args(tmp_path / "resumed", **settings),
         train_dataset=dataset,
         callbacks=[StopAt(2)],
@@ -313,7 +297,9 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
     assert interrupted.state.global_step == 2 and checkpoint.is_dir()
     assert not (tmp_path / "resumed" / "checkpoint-4").exists()
 
-    fresh = SentenceEncoder.from_pretrained(bert_dir)  # weights come from the checkpoint
+    fresh = SentenceEncoder.from_pretrained(
+        tiny_bert_nodropout_dir
+    )  # weights come from the checkpoint
     resumed = BaseTrainer(
         model=fresh, args=make_args(tmp_path / "resumed", **settings), train_dataset=dataset
     )
@@ -328,11 +314,13 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
         torch.testing.assert_close(fresh.state_dict()[key], value, rtol=1e-5, atol=1e-6)
 
 
-def test_gradient_accumulation_matches_one_big_batch(bert_dir: Path, tmp_path: Path) -> None:
+def test_gradient_accumulation_matches_one_big_batch(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     """2 × 4 pairs accumulated = one batch of 8 (the per-batch mean loss is scaled by GA)."""
     runs = {}
     for name, batch, accumulate in (("big", 8, 1), ("accumulated", 4, 2)):
-        encoder = SentenceEncoder.from_pretrained(bert_dir)
+        encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
         args = make_args(
             tmp_path / name,
             max_steps=2,

@@ -4,9 +4,7 @@ checkpoint, saving and reloading as a plain sequence classifier."""
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ from sts_core.cross_encoder import CrossEncoderEvaluator, predict_pair_scores
 from sts_core.training import ModelArguments
 from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer
 from sts_cosent.loss import cosent_loss
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 TRAIN = [
     ("a man is playing the guitar", "a man plays the guitar", 4.8),
@@ -52,25 +52,6 @@ DEV = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT with dropout 0 (the classifier head's dropout follows it)."""
-    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
-    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
 def pairs(rows: list[tuple[str, str, float]]) -> Dataset:
     first, second, score = zip(*rows, strict=True)
     return Dataset.from_dict(
@@ -99,10 +80,10 @@ def make_args(output_dir: Path, **overrides: Any) -> CoSENTConfig:
     return CoSENTConfig(**values)
 
 
-def build(bert_dir: Path, config: CoSENTConfig) -> Any:
+def build(tiny_bert_nodropout_dir: Path, config: CoSENTConfig) -> Any:
     torch.manual_seed(0)  # the new one-output head is initialised at random
     return CoSENTCrossEncoderTrainer.build_model(
-        ModelArguments(model_name_or_path=str(bert_dir)), config
+        ModelArguments(model_name_or_path=str(tiny_bert_nodropout_dir)), config
     )
 
 
@@ -117,14 +98,16 @@ def scores_of(model: Any, tokenizer: Any, rows: list[tuple[str, str, float]]) ->
 
 
 @pytest.fixture(scope="module")
-def cross_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def cross_run(
+    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """8 full-batch CoSENT steps on the cross-encoder's scores; the loss before step 1."""
     output_dir = tmp_path_factory.mktemp("cross")
     config = make_args(output_dir, max_steps=8, learning_rate=5e-3)
-    reference = build(bert_dir, config)
+    reference = build(tiny_bert_nodropout_dir, config)
     logits = torch.from_numpy(scores_of(reference, reference.sts_tokenizer, TRAIN))
     expected = cosent_loss(logits, torch.tensor([r[2] for r in TRAIN]), 20.0)
-    model = build(bert_dir, config)
+    model = build(tiny_bert_nodropout_dir, config)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     evaluator = CrossEncoderEvaluator(pairs(DEV), name="toy", batch_size=3)
     trainer = CoSENTCrossEncoderTrainer(
@@ -204,7 +187,9 @@ class ScriptedEvaluator:
         return {"fake_spearman": self.scores[self.calls - 1]}
 
 
-def test_best_checkpoint_is_chosen_on_the_dev_metric(bert_dir: Path, tmp_path: Path) -> None:
+def test_best_checkpoint_is_chosen_on_the_dev_metric(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     config = make_args(
         tmp_path,
         max_steps=3,
@@ -216,7 +201,7 @@ def test_best_checkpoint_is_chosen_on_the_dev_metric(bert_dir: Path, tmp_path: P
         load_best_model_at_end=True,
         metric_for_best_model="fake_spearman",
     )
-    model = build(bert_dir, config)
+    model = build(tiny_bert_nodropout_dir, config)
     trainer = CoSENTCrossEncoderTrainer(
         model=model,
         args=config,

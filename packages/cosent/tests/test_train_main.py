@@ -7,7 +7,6 @@ import importlib.util
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -21,6 +20,8 @@ from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
 from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer, CoSENTTrainer
 from sts_cosent.cli import make_parser, trainer_class_for
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 PACKAGE = Path(__file__).resolve().parents[1]
 REPO = PACKAGE.parents[1]
@@ -40,24 +41,6 @@ def load_train_script() -> ModuleType:
 
 
 main = load_train_script().main
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
-    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def read_pairs(path: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -116,9 +99,11 @@ def final_spearman(written: dict) -> float:
     return written["final"][str(TEST)][key]
 
 
-def test_main_trains_a_bi_encoder_and_writes_metrics(bert_dir: Path, tmp_path: Path) -> None:
+def test_main_trains_a_bi_encoder_and_writes_metrics(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     output_dir = tmp_path / "out"
-    recipe = write_recipe(tmp_path / "recipe.yaml", bert_dir, output_dir)
+    recipe = write_recipe(tmp_path / "recipe.yaml", tiny_bert_nodropout_dir, output_dir)
     assert main(["--config", str(recipe)]) == 0
     written = check_metrics(output_dir)
     state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
@@ -136,10 +121,12 @@ def test_main_trains_a_bi_encoder_and_writes_metrics(bert_dir: Path, tmp_path: P
     assert "CoSENTTrainer" in card and "@article{huang2024cosent" in card
 
 
-def test_main_trains_a_cross_encoder_and_writes_metrics(bert_dir: Path, tmp_path: Path) -> None:
+def test_main_trains_a_cross_encoder_and_writes_metrics(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     output_dir = tmp_path / "out"
     recipe = write_recipe(
-        tmp_path / "recipe.yaml", bert_dir, output_dir, architecture="cross-encoder"
+        tmp_path / "recipe.yaml", tiny_bert_nodropout_dir, output_dir, architecture="cross-encoder"
     )
     assert main(["--config", str(recipe)]) == 0
     written = check_metrics(output_dir)
@@ -159,9 +146,11 @@ def test_main_trains_a_cross_encoder_and_writes_metrics(bert_dir: Path, tmp_path
 
 
 def test_main_returns_2_on_an_unknown_key(
-    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = write_recipe(tmp_path / "bad.yaml", bert_dir, tmp_path / "out", cosent_scal="20")
+    recipe = write_recipe(
+        tmp_path / "bad.yaml", tiny_bert_nodropout_dir, tmp_path / "out", cosent_scal="20"
+    )
     assert main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -171,9 +160,9 @@ def test_main_returns_2_on_an_unknown_key(
 
 
 def test_main_returns_2_on_an_unknown_loss(
-    bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = write_recipe(tmp_path / "r.yaml", bert_dir, tmp_path / "out")
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_nodropout_dir, tmp_path / "out")
     assert main(["--config", str(recipe), "--loss", "bogus"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1

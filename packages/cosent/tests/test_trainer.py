@@ -8,9 +8,7 @@ seed and the model gives the same embeddings in train and eval mode.
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,8 @@ from sts_cosent.loss import (
     softmax_classifier_loss,
 )
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 # (sentence1, sentence2, STS score 0–5, binary label, NLI class: 2 entailment … 0 contradiction)
@@ -59,26 +59,6 @@ ROWS = [
     ("a person rides a bike", "a man is riding a bike", 4.2, 1, 2),
 ]
 PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train many times faster on one thread, above all on a loaded machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT with dropout 0 (training is then a deterministic function of the seed)."""
-    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
-    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def dataset(label: str = "score", column: str = "score", rows: int = len(ROWS)) -> Dataset:
@@ -138,12 +118,14 @@ def backbone_parameters(encoder: SentenceEncoder) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def cosent_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def cosent_run(
+    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """8 full-batch steps of CoSENT on 0–5 scores, and the loss recomputed before step 1."""
     data = dataset()
-    u, v = embed_pairs(SentenceEncoder.from_pretrained(bert_dir), data)
+    u, v = embed_pairs(SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir), data)
     expected = cosent_loss(pairwise_cosine(u, v), torch.tensor(data["score"]), 20.0)
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = backbone_parameters(encoder)
     args = make_args(tmp_path_factory.mktemp("cosent"), max_steps=8, lr_scheduler_type="constant")
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=data)
@@ -203,7 +185,9 @@ class ScriptedEvaluator:
 
 
 @pytest.fixture(scope="module")
-def selected_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def selected_run(
+    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
     evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0])
@@ -218,7 +202,7 @@ def selected_run(bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         load_best_model_at_end=True,
         metric_for_best_model="fake_spearman",
     )
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator)
     trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
     trainer.train()
@@ -312,18 +296,18 @@ BASELINES = {
 
 @pytest.mark.parametrize("case", sorted(BASELINES))
 def test_every_loss_trains_and_logs_its_own_value(
-    case: str, bert_dir: Path, tmp_path: Path
+    case: str, tiny_bert_nodropout_dir: Path, tmp_path: Path
 ) -> None:
     name, labels, column, options = BASELINES[case]
     data = dataset(labels, column)
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = backbone_parameters(encoder)
     args = make_args(tmp_path, loss=name, max_steps=2, **options)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=data)
     head = getattr(encoder, trainer_module.SOFTMAX_HEAD, None)
     assert (head is not None) == (name == "softmax")
     head_before = None if head is None else head.weight.detach().clone()
-    reference_encoder = SentenceEncoder.from_pretrained(bert_dir)
+    reference_encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     u, v = embed_pairs(reference_encoder, data)
     with torch.no_grad():
         expected = reference_loss(name, u, v, torch.tensor(data[column]).float(), args, head)
@@ -339,8 +323,8 @@ def test_every_loss_trains_and_logs_its_own_value(
         assert not torch.equal(head.weight, head_before)
 
 
-def test_softmax_head_is_saved_and_reloads(bert_dir: Path, tmp_path: Path) -> None:
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+def test_softmax_head_is_saved_and_reloads(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, loss="softmax", max_steps=1, num_labels=3)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset("nli", "label"))
     assert args.label_column == "label"
@@ -356,9 +340,11 @@ def test_softmax_head_is_saved_and_reloads(bert_dir: Path, tmp_path: Path) -> No
     assert "softmax_classifier.weight" in encoder.state_dict()
 
 
-def test_infonce_batch_without_a_positive_gives_a_zero_loss(bert_dir: Path, tmp_path: Path) -> None:
+def test_infonce_batch_without_a_positive_gives_a_zero_loss(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     """With positive_threshold no pair of a batch may qualify: nothing to contrast, loss 0."""
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, loss="infonce", positive_threshold=4.9)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset())
     batch = trainer.data_collator([dataset()[i] for i in range(4)])  # scores below 4.9
@@ -383,8 +369,10 @@ def test_config_rejects_an_unknown_loss_or_architecture(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- across processes
 
 
-def test_gather_in_one_process_is_exactly_the_local_loss(bert_dir: Path, tmp_path: Path) -> None:
-    encoder = SentenceEncoder.from_pretrained(bert_dir)
+def test_gather_in_one_process_is_exactly_the_local_loss(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, gather_across_processes=True)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset())
     batch = trainer.data_collator([dataset()[i] for i in range(8)])

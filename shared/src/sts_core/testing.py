@@ -6,6 +6,8 @@ every method package get these fixtures without a conftest:
 - ``tiny_bert_dir`` / ``tiny_llama_dir``: a 2-layer BERT (WordPiece tokenizer) and a
   2-layer Llama decoder (word-level tokenizer, no pad token), saved to a temporary folder.
   No downloads; ``make_tiny_bert`` / ``make_tiny_llama`` build more of them.
+- ``tiny_bert_nodropout_dir``: the tiny BERT with dropout 0 (deterministic training);
+  ``torch_one_thread``: torch on one thread for a test module.
 - ``sts_data_dir``, ``sts_models_dir``, ``minilm_dir``, ``mpnet_dir``, ``smollm_dir``: the
   real benchmark folder and models, skipping the test with the reason when
   ``STS_DATA_DIR`` / ``STS_MODELS_DIR`` are unset.
@@ -171,6 +173,32 @@ def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_nodropout_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT with dropout 0: training is a deterministic function of the seed."""
+    import json
+    import shutil
+
+    folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
+    shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Torch on one thread for a module: tiny models train many times faster that way,
+    above all on a loaded machine. Use with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")
