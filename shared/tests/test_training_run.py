@@ -236,3 +236,11 @@ def test_main_returns_2_on_a_bad_data_file(
     )
     assert main(["--config", str(recipe)]) == 2
     assert str(missing) in capsys.readouterr().err
+
+
+def test_main_returns_2_on_a_missing_model_folder(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "no-such-model"
+    recipe = write_recipe(tmp_path / "r.yaml", missing, tmp_path / "out")
+    assert main(["--config", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(missing) in err

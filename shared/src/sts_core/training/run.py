@@ -100,13 +100,13 @@ def cli_main(
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> int:
-    """``main()`` of a ``train.py``: a bad recipe or data file (ConfigError, DataError: the
-    message names the file) is one line on stderr and exit status 2."""
+    """``main()`` of a ``train.py``: a bad recipe, data file or model location (the message
+    names the file, key or path) is one line on stderr and exit status 2, before training."""
     from sts_core.data import DataError
 
     try:
         run_training(config_class, trainer_class, argv, description=description)
-    except (ConfigError, DataError) as error:
+    except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
