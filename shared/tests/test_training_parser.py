@@ -232,3 +232,15 @@ def test_environment_variables_in_recipe_values_are_expanded(
     monkeypatch.delenv("MY_MODELS")
     with pytest.raises(ConfigError, match=r"env\.yaml: model_name_or_path: .*MY_MODELS.*not set"):
         read_recipe(path)
+
+
+def test_use_cpu_turns_on_without_an_accelerator_unless_deepspeed(monkeypatch) -> None:
+    import torch
+
+    from sts_core.training import config as config_module
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: use_cpu stays as given")
+    assert BaseConfig(output_dir="x").use_cpu is True
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    assert config_module._cpu_only_without_deepspeed(BaseConfig(output_dir="x")) is False

@@ -151,7 +151,9 @@ class BaseConfig(TrainingArguments):
     per_device_train_batch_size 16; per_device_eval_batch_size 64 (the dev evaluator's
     encoding batch); num_train_epochs 1; logging_steps 10; eval_strategy and save_strategy
     ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
-    better); remove_unused_columns false (the collator needs the text columns).
+    better); remove_unused_columns false (the collator needs the text columns);
+    use_cpu true on a machine without an accelerator unless DeepSpeed is configured (so a
+    multi-process CPU launch is really distributed, with gloo).
     """
 
     output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
@@ -173,3 +175,24 @@ class BaseConfig(TrainingArguments):
     label_column: str = _default(
         "score", "Dataset column the loss reads as labels (score or label)."
     )
+
+    def __post_init__(self) -> None:
+        if not self.use_cpu and _cpu_only_without_deepspeed(self):
+            # Without it, transformers treats a CPU process launched by `accelerate launch
+            # --num_processes 2` (torchrun, gloo) as not distributed: each process would train
+            # alone on the whole data. DeepSpeed runs are left alone: use_cpu disables it.
+            self.use_cpu = True
+        super().__post_init__()
+
+
+def _cpu_only_without_deepspeed(config: TrainingArguments) -> bool:
+    import os
+
+    import torch
+
+    if config.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "is_available"):
+        return not accelerator.is_available()
+    return not torch.cuda.is_available()
