@@ -241,6 +241,8 @@ def test_use_cpu_turns_on_without_an_accelerator_unless_deepspeed(monkeypatch) -
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: use_cpu stays as given")
-    assert BaseConfig(output_dir="x").use_cpu is True
-    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    assert config_module._cpu_only_without_deepspeed(BaseConfig(output_dir="x")) is False
+    config = BaseConfig(output_dir="x")
+    assert config.use_cpu is True
+    assert config_module._cpu_only_without_deepspeed(config) is True
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch` sets
+    assert config_module._cpu_only_without_deepspeed(config) is False
