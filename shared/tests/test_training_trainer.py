@@ -17,6 +17,7 @@ from transformers import AutoModel, TrainerCallback
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation.sts import PairSimilarityEvaluator
+from sts_core.testing import quick_training_args, trainer_step_losses
 from sts_core.training import BaseConfig, BaseTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -50,26 +51,9 @@ def toy_dataset() -> Dataset:
 
 
 def make_args(output_dir: Path, **overrides: Any) -> BaseConfig:
-    values: dict[str, Any] = {
-        "output_dir": str(output_dir),
-        "learning_rate": 1e-3,
-        "warmup_steps": 0,
-        "per_device_train_batch_size": 16,
-        "logging_steps": 1,
-        "eval_strategy": "no",
-        "save_strategy": "no",
-        "metric_for_best_model": None,
-        "report_to": "none",
-        "disable_tqdm": True,
-        "seed": 0,
-        "dataloader_pin_memory": False,
-    }
-    values.update(overrides)
-    return BaseConfig(**values)
-
-
-def step_losses(trainer: BaseTrainer) -> dict[int, float]:
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+    return quick_training_args(
+        BaseConfig, output_dir, **{"per_device_train_batch_size": 16, **overrides}
+    )
 
 
 def backbone_state(folder: Path) -> dict[str, torch.Tensor]:
@@ -105,7 +89,7 @@ def test_loss_decreases_parameters_change_and_evaluation_runs(
     trainer = PartsTrainer(model=encoder, args=args, train_dataset=dataset, evaluator=evaluator)
     output = trainer.train()
 
-    losses = step_losses(trainer)
+    losses = trainer_step_losses(trainer)
     assert sorted(losses) == [1, 2, 3, 4, 5, 6]  # full batch: one step per epoch
     assert all(math.isfinite(v) for v in losses.values())
     assert losses[6] < losses[1] * 0.8, losses
@@ -283,7 +267,7 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
         train_dataset=dataset,
     )
     straight.train()
-    expected = step_losses(straight)
+    expected = trainer_step_losses(straight)
     assert sorted(expected) == [1, 2, 3, 4]
 
     interrupted = BaseTrainer(
@@ -304,7 +288,7 @@ def test_resume_from_checkpoint_continues_with_the_same_losses(
         model=fresh, args=make_args(tmp_path / "resumed", **settings), train_dataset=dataset
     )
     resumed.train(resume_from_checkpoint=str(checkpoint))
-    got = step_losses(resumed)
+    got = trainer_step_losses(resumed)
     assert resumed.state.global_step == 4
     for step in (1, 2):
         assert got[step] == pytest.approx(expected[step], rel=1e-6)  # history from the state
@@ -329,7 +313,7 @@ def test_gradient_accumulation_matches_one_big_batch(
         )
         trainer = BaseTrainer(model=encoder, args=args, train_dataset=toy_dataset())
         trainer.train()
-        runs[name] = (step_losses(trainer), encoder.state_dict())
+        runs[name] = (trainer_step_losses(trainer), encoder.state_dict())
     (big_losses, big_state), (acc_losses, acc_state) = runs["big"], runs["accumulated"]
     assert acc_losses == pytest.approx(big_losses, rel=1e-5)
     for key, value in big_state.items():

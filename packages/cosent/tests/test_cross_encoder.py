@@ -16,6 +16,7 @@ from scipy.stats import spearmanr
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import CrossEncoderEvaluator, predict_pair_scores
+from sts_core.testing import quick_training_args, trainer_step_losses
 from sts_core.training import ModelArguments
 from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer
 from sts_cosent.loss import cosent_loss
@@ -60,24 +61,16 @@ def pairs(rows: list[tuple[str, str, float]]) -> Dataset:
 
 
 def make_args(output_dir: Path, **overrides: Any) -> CoSENTConfig:
-    values: dict[str, Any] = {
-        "output_dir": str(output_dir),
-        "architecture": "cross-encoder",
-        "learning_rate": 1e-3,
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
-        "per_device_train_batch_size": len(TRAIN),  # one full batch a step
-        "logging_steps": 1,
-        "eval_strategy": "no",
-        "save_strategy": "no",
-        "metric_for_best_model": None,
-        "report_to": "none",
-        "disable_tqdm": True,
-        "seed": 0,
-        "dataloader_pin_memory": False,
-    }
-    values.update(overrides)
-    return CoSENTConfig(**values)
+    return quick_training_args(
+        CoSENTConfig,
+        output_dir,
+        **{
+            "architecture": "cross-encoder",
+            "lr_scheduler_type": "constant",
+            "per_device_train_batch_size": len(TRAIN),
+            **overrides,
+        },
+    )
 
 
 def build(tiny_bert_nodropout_dir: Path, config: CoSENTConfig) -> Any:
@@ -85,10 +78,6 @@ def build(tiny_bert_nodropout_dir: Path, config: CoSENTConfig) -> Any:
     return CoSENTCrossEncoderTrainer.build_model(
         ModelArguments(model_name_or_path=str(tiny_bert_nodropout_dir)), config
     )
-
-
-def step_losses(trainer: CoSENTCrossEncoderTrainer) -> dict[int, float]:
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
 
 
 def scores_of(model: Any, tokenizer: Any, rows: list[tuple[str, str, float]]) -> np.ndarray:
@@ -133,7 +122,7 @@ def test_model_is_a_one_output_sequence_classifier(cross_run: dict[str, Any]) ->
 
 
 def test_cross_encoder_loss_is_finite_and_decreases(cross_run: dict[str, Any]) -> None:
-    values = list(step_losses(cross_run["trainer"]).values())
+    values = list(trainer_step_losses(cross_run["trainer"]).values())
     assert len(values) == 8 and all(math.isfinite(v) and v > 0 for v in values)
     assert values[-1] < 0.7 * values[0], values
     model, before = cross_run["model"], cross_run["before"]
@@ -144,7 +133,7 @@ def test_cross_encoder_loss_is_finite_and_decreases(cross_run: dict[str, Any]) -
 
 def test_logged_loss_is_cosent_of_the_pair_scores(cross_run: dict[str, Any]) -> None:
     """Step 1 (full batch, initial weights) logs cosent(f(i, j), scores, λ = 20), eq. 11."""
-    logged = step_losses(cross_run["trainer"])[1]
+    logged = trainer_step_losses(cross_run["trainer"])[1]
     assert logged == pytest.approx(cross_run["expected_first_loss"], rel=1e-5)
 
 

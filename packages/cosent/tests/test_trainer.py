@@ -24,6 +24,7 @@ from transformers import AutoModel
 import sts_cosent.loss as loss_module
 import sts_cosent.trainer as trainer_module
 from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
+from sts_core.testing import quick_training_args, trainer_step_losses
 from sts_core.training import distributed, losses
 from sts_cosent import CoSENTConfig, CoSENTTrainer
 from sts_cosent.loss import (
@@ -79,26 +80,9 @@ def dataset(label: str = "score", column: str = "score", rows: int = len(ROWS)) 
 
 
 def make_args(output_dir: Path, **overrides: Any) -> CoSENTConfig:
-    values: dict[str, Any] = {
-        "output_dir": str(output_dir),
-        "learning_rate": 1e-3,
-        "warmup_steps": 0,
-        "per_device_train_batch_size": len(ROWS),  # the whole set: one step an epoch
-        "logging_steps": 1,
-        "eval_strategy": "no",
-        "save_strategy": "no",
-        "metric_for_best_model": None,
-        "report_to": "none",
-        "disable_tqdm": True,
-        "seed": 0,
-        "dataloader_pin_memory": False,
-    }
-    values.update(overrides)
-    return CoSENTConfig(**values)
-
-
-def step_losses(trainer: CoSENTTrainer) -> dict[int, float]:
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+    return quick_training_args(
+        CoSENTConfig, output_dir, **{"per_device_train_batch_size": len(ROWS), **overrides}
+    )
 
 
 def embed_pairs(encoder: SentenceEncoder, data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,7 +124,7 @@ def cosent_run(
 
 
 def test_cosent_loss_is_finite_and_decreases(cosent_run: dict[str, Any]) -> None:
-    losses_by_step = step_losses(cosent_run["trainer"])
+    losses_by_step = trainer_step_losses(cosent_run["trainer"])
     assert sorted(losses_by_step) == list(range(1, 9))
     values = list(losses_by_step.values())
     assert all(math.isfinite(v) and v > 0 for v in values)
@@ -159,7 +143,7 @@ def test_cosent_training_changes_the_parameters(cosent_run: dict[str, Any]) -> N
 
 def test_logged_loss_is_cosent_of_the_pair_cosines(cosent_run: dict[str, Any]) -> None:
     """Step 1 (full batch, initial weights) logs cosent(cos(u, v), scores, λ = 20)."""
-    logged = step_losses(cosent_run["trainer"])[1]
+    logged = trainer_step_losses(cosent_run["trainer"])[1]
     assert logged == pytest.approx(cosent_run["expected_first_loss"], rel=1e-5)
     # the λ matters: another scale gives another value, so the match above is not an accident
     assert cosent_run["expected_first_loss"] > 1.0
@@ -314,7 +298,7 @@ def test_every_loss_trains_and_logs_its_own_value(
 
     trainer.train()
 
-    logged = step_losses(trainer)
+    logged = trainer_step_losses(trainer)
     assert sorted(logged) == [1, 2] and all(math.isfinite(x) for x in logged.values())
     assert logged[1] == pytest.approx(float(expected), rel=1e-5, abs=1e-7)
     changed = [k for k, p in encoder.backbone.named_parameters() if not torch.equal(p, before[k])]

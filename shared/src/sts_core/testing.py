@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,6 +164,30 @@ def make_tiny_llama(folder: Path, seed: int = 0) -> Path:
     LlamaModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+QUICK_TRAINING_ARGS: dict[str, Any] = {
+    "learning_rate": 1e-3,
+    "warmup_steps": 0,
+    "logging_steps": 1,
+    "eval_strategy": "no",
+    "save_strategy": "no",
+    "metric_for_best_model": None,
+    "report_to": "none",
+    "disable_tqdm": True,
+    "seed": 0,
+    "dataloader_pin_memory": False,
+}
+
+
+def quick_training_args(config_class: type, output_dir: str | os.PathLike, **overrides: Any) -> Any:
+    """``config_class`` (BaseConfig or a method's) for a few fast, logged, unsaved steps."""
+    return config_class(output_dir=str(output_dir), **{**QUICK_TRAINING_ARGS, **overrides})
+
+
+def trainer_step_losses(trainer: Any) -> dict[int, float]:
+    """The training loss logged at each step (``logging_steps: 1``)."""
+    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
 
 
 @pytest.fixture(scope="session")
