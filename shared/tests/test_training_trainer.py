@@ -17,7 +17,12 @@ from transformers import AutoModel, TrainerCallback
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation.sts import PairSimilarityEvaluator
-from sts_core.testing import quick_training_args, trainer_step_losses
+from sts_core.testing import (
+    EVERY_STEP_SELECTION_ARGS,
+    ScriptedEvaluator,
+    quick_training_args,
+    trainer_step_losses,
+)
 from sts_core.training import BaseConfig, BaseTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -131,39 +136,18 @@ def test_without_evaluator_evaluate_returns_nothing(
 # --------------------------------------------------------------------------- best checkpoint
 
 
-class ScriptedEvaluator:
-    """Returns a scripted dev score per call (best at the 2nd call)."""
-
-    primary_metric = "fake_spearman"
-    greater_is_better = True
-
-    def __init__(self, scores: list[float]) -> None:
-        self.scores = list(scores)
-        self.calls: list[int] = []
-
-    def __call__(self, encoder: Any) -> dict[str, float]:
-        assert isinstance(encoder, SentenceEncoder)
-        self.calls.append(len(self.calls))
-        return {"fake_spearman": self.scores[len(self.calls) - 1], "fake_pearson": 0.0}
-
-
 @pytest.fixture(scope="module")
 def selected_run(
     tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
-    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0])
+    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0], model_type=SentenceEncoder)
     args = make_args(
         output_dir,
         max_steps=4,
         per_device_train_batch_size=8,
-        eval_strategy="steps",
-        eval_steps=1,
-        save_strategy="steps",
-        save_steps=1,
-        load_best_model_at_end=True,
-        metric_for_best_model="fake_spearman",
+        **EVERY_STEP_SELECTION_ARGS,
     )
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = BaseTrainer(
@@ -184,7 +168,7 @@ def selected_run(
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:
     trainer, output_dir = selected_run["trainer"], selected_run["output_dir"]
-    assert len(selected_run["evaluator"].calls) == 4
+    assert selected_run["evaluator"].calls == 4
     assert trainer.state.best_metric == 50.0
     assert Path(trainer.state.best_model_checkpoint) == output_dir / "checkpoint-2"
     # save_total_limit 2 keeps the best checkpoint and the latest one

@@ -16,7 +16,12 @@ from scipy.stats import spearmanr
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import CrossEncoderEvaluator, predict_pair_scores
-from sts_core.testing import quick_training_args, trainer_step_losses
+from sts_core.testing import (
+    EVERY_STEP_SELECTION_ARGS,
+    ScriptedEvaluator,
+    quick_training_args,
+    trainer_step_losses,
+)
 from sts_core.training import ModelArguments
 from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer
 from sts_cosent.loss import cosent_loss
@@ -163,19 +168,6 @@ def test_saved_folder_reloads_as_a_sequence_classifier(cross_run: dict[str, Any]
     assert "tiny-bert" in card and "toy pairs" in card
 
 
-class ScriptedEvaluator:
-    primary_metric = "fake_spearman"
-    greater_is_better = True
-
-    def __init__(self, scores: list[float]) -> None:
-        self.scores = list(scores)
-        self.calls = 0
-
-    def __call__(self, model: Any) -> dict[str, float]:
-        self.calls += 1
-        return {"fake_spearman": self.scores[self.calls - 1]}
-
-
 def test_best_checkpoint_is_chosen_on_the_dev_metric(
     tiny_bert_nodropout_dir: Path, tmp_path: Path
 ) -> None:
@@ -183,12 +175,7 @@ def test_best_checkpoint_is_chosen_on_the_dev_metric(
         tmp_path,
         max_steps=3,
         per_device_train_batch_size=8,
-        eval_strategy="steps",
-        eval_steps=1,
-        save_strategy="steps",
-        save_steps=1,
-        load_best_model_at_end=True,
-        metric_for_best_model="fake_spearman",
+        **EVERY_STEP_SELECTION_ARGS,
     )
     model = build(tiny_bert_nodropout_dir, config)
     trainer = CoSENTCrossEncoderTrainer(

@@ -24,7 +24,12 @@ from transformers import AutoModel
 import sts_cosent.loss as loss_module
 import sts_cosent.trainer as trainer_module
 from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
-from sts_core.testing import quick_training_args, trainer_step_losses
+from sts_core.testing import (
+    EVERY_STEP_SELECTION_ARGS,
+    ScriptedEvaluator,
+    quick_training_args,
+    trainer_step_losses,
+)
 from sts_core.training import distributed, losses
 from sts_cosent import CoSENTConfig, CoSENTTrainer
 from sts_cosent.loss import (
@@ -152,39 +157,18 @@ def test_logged_loss_is_cosent_of_the_pair_cosines(cosent_run: dict[str, Any]) -
 # --------------------------------------------------------------------------- best checkpoint
 
 
-class ScriptedEvaluator:
-    """Returns a scripted dev score per call (best at the 2nd call)."""
-
-    primary_metric = "fake_spearman"
-    greater_is_better = True
-
-    def __init__(self, scores: list[float]) -> None:
-        self.scores = list(scores)
-        self.calls = 0
-
-    def __call__(self, encoder: Any) -> dict[str, float]:
-        assert isinstance(encoder, SentenceEncoder)
-        self.calls += 1
-        return {"fake_spearman": self.scores[self.calls - 1], "fake_pearson": 0.0}
-
-
 @pytest.fixture(scope="module")
 def selected_run(
     tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
-    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0])
+    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0], model_type=SentenceEncoder)
     args = make_args(
         output_dir,
         max_steps=4,
         per_device_train_batch_size=8,
-        eval_strategy="steps",
-        eval_steps=1,
-        save_strategy="steps",
-        save_steps=1,
-        load_best_model_at_end=True,
-        metric_for_best_model="fake_spearman",
+        **EVERY_STEP_SELECTION_ARGS,
     )
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator)

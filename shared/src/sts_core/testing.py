@@ -185,6 +185,40 @@ def quick_training_args(config_class: type, output_dir: str | os.PathLike, **ove
     return config_class(output_dir=str(output_dir), **{**QUICK_TRAINING_ARGS, **overrides})
 
 
+EVERY_STEP_SELECTION_ARGS: dict[str, Any] = {
+    "eval_strategy": "steps",
+    "eval_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 1,
+    "load_best_model_at_end": True,
+    "metric_for_best_model": "fake_spearman",
+}
+
+
+class ScriptedEvaluator:
+    """A dev evaluator whose ``fake_spearman`` follows a script, one value per call, so a
+    test knows which checkpoint must be selected (use with ``EVERY_STEP_SELECTION_ARGS``).
+
+    Args:
+        scores: the score returned at the 1st, 2nd, … call.
+        model_type: when given, every call asserts the evaluated model is of this type.
+    """
+
+    primary_metric = "fake_spearman"
+    greater_is_better = True
+
+    def __init__(self, scores: list[float], model_type: type | None = None) -> None:
+        self.scores = list(scores)
+        self.model_type = model_type
+        self.calls = 0
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        if self.model_type is not None:
+            assert isinstance(model, self.model_type), type(model)
+        self.calls += 1
+        return {"fake_spearman": self.scores[self.calls - 1], "fake_pearson": 0.0}
+
+
 def trainer_step_losses(trainer: Any) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
     return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
