@@ -235,14 +235,49 @@ def test_environment_variables_in_recipe_values_are_expanded(
 
 
 def test_use_cpu_turns_on_without_an_accelerator_unless_deepspeed(monkeypatch) -> None:
-    import torch
+    from sts_core.training.config import accelerator_available, cpu_launch_settings
 
-    from sts_core.training import config as config_module
-
-    if torch.cuda.is_available():
+    if accelerator_available():
         pytest.skip("this machine has a GPU: use_cpu stays as given")
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
     config = BaseConfig(output_dir="x")
     assert config.use_cpu is True
-    assert config_module._cpu_only_without_deepspeed(config) is True
+    config.use_cpu = False
+    assert cpu_launch_settings(config) == {"use_cpu": True}
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch` sets
-    assert config_module._cpu_only_without_deepspeed(config) is False
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert cpu_launch_settings(config) == {}  # use_cpu would turn DeepSpeed off
+    monkeypatch.setenv("LOCAL_RANK", "0")  # one of several launched processes
+    assert cpu_launch_settings(config) == {"ddp_backend": "gloo"}
+
+
+def test_deepspeed_with_use_cpu_is_an_error(monkeypatch) -> None:
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(ValueError, match="use_cpu turns DeepSpeed off"):
+        BaseConfig(output_dir="x", use_cpu=True)
+
+
+def test_deepspeed_json_that_does_not_exist_is_an_error(tmp_path) -> None:
+    pytest.importorskip("deepspeed")
+    missing = tmp_path / "zero9.json"
+    with pytest.raises(ValueError, match=r"deepspeed: .*zero9\.json: file not found"):
+        BaseConfig(output_dir="x", deepspeed=str(missing))
+
+
+def test_deepspeed_config_without_deepspeed_stops_in_one_line(monkeypatch, tmp_path) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def without_deepspeed(name, *args, **kwargs):
+        return None if name == "deepspeed" else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_deepspeed)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: /models/mini\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        ConfigParser(BaseConfig).parse(["--config", str(recipe)])
+    message = str(raised.value)
+    assert "DeepSpeed is not installed" in message and "sts-core[deepspeed]" in message
+    assert "\n" not in message

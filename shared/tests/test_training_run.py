@@ -68,6 +68,11 @@ def test_run_training_writes_metrics_json(finished_run: dict) -> None:
     output_dir = finished_run["output_dir"]
     written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
     assert math.isfinite(written["train"]["train_loss"])
+    assert written["launch"] == {
+        "world_size": 1,
+        "distributed_type": "NO",
+        "engine": "SentenceEncoder",
+    }
     assert written["data"]["train_pairs"] == 16
     assert written["data"]["sources"] == {str(TRAIN): 16}
     spearman = written["dev"]["eval_dev_spearman"]

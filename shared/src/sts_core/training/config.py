@@ -6,7 +6,9 @@ A method package subclasses ``BaseConfig`` with only its own fields (each with
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from transformers import TrainingArguments
 
@@ -153,7 +155,11 @@ class BaseConfig(TrainingArguments):
     ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
     better); remove_unused_columns false (the collator needs the text columns);
     use_cpu true on a machine without an accelerator unless DeepSpeed is configured (so a
-    multi-process CPU launch is really distributed, with gloo).
+    multi-process CPU launch is really distributed, with gloo); for DeepSpeed on such a
+    machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off).
+
+    A DeepSpeed config (``--deepspeed`` or an accelerate DeepSpeed config) stops here with a
+    ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set.
     """
 
     output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
@@ -177,22 +183,61 @@ class BaseConfig(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        if not self.use_cpu and _cpu_only_without_deepspeed(self):
-            # Without it, transformers treats a CPU process launched by `accelerate launch
-            # --num_processes 2` (torchrun, gloo) as not distributed: each process would train
-            # alone on the whole data. DeepSpeed runs are left alone: use_cpu disables it.
-            self.use_cpu = True
+        if deepspeed_requested(self):
+            check_deepspeed_settings(self)
+        for name, value in cpu_launch_settings(self).items():
+            setattr(self, name, value)
         super().__post_init__()
 
 
-def _cpu_only_without_deepspeed(config: TrainingArguments) -> bool:
-    import os
+def cpu_launch_settings(config: TrainingArguments) -> dict[str, object]:
+    """What a machine without an accelerator needs for a multi-process launch to be real.
 
+    - Without DeepSpeed: ``use_cpu``. Otherwise transformers treats a CPU process started by
+      ``accelerate launch --num_processes 2`` (torchrun, gloo) as not distributed, and each
+      process would train alone on the whole data.
+    - With DeepSpeed (which use_cpu would turn off), in a launched process: ``ddp_backend``
+      gloo. Otherwise accelerate finds no backend and counts one process, so each would read
+      the whole data and DeepSpeed's batch-size check would fail.
+    """
+    if accelerator_available():
+        return {}
+    if not deepspeed_requested(config):
+        return {} if config.use_cpu else {"use_cpu": True}
+    if config.ddp_backend is None and "LOCAL_RANK" in os.environ:
+        return {"ddp_backend": "gloo"}
+    return {}
+
+
+def deepspeed_requested(config: TrainingArguments) -> bool:
+    """DeepSpeed is asked for by ``--deepspeed`` or by an accelerate DeepSpeed config."""
+    from_accelerate = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return bool(config.deepspeed) or from_accelerate
+
+
+def check_deepspeed_settings(config: TrainingArguments) -> None:
+    """Stop before training when a DeepSpeed run cannot be what was asked (ValueError)."""
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise ValueError(
+            "a DeepSpeed config is given but DeepSpeed is not installed: "
+            "`pip install 'sts-core[deepspeed]'`, or launch with accelerate_configs/cpu.yaml "
+            "or multi_gpu.yaml"
+        )
+    if isinstance(config.deepspeed, str) and not config.deepspeed.lstrip().startswith("{"):
+        if not Path(config.deepspeed).is_file():
+            raise ValueError(f"deepspeed: {config.deepspeed}: file not found")
+    if config.use_cpu:
+        raise ValueError(
+            "use_cpu turns DeepSpeed off: remove use_cpu (DeepSpeed finds the CPU by itself)"
+        )
+
+
+def accelerator_available() -> bool:
     import torch
 
-    if config.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        return False
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "is_available"):
-        return not accelerator.is_available()
-    return not torch.cuda.is_available()
+        return accelerator.is_available()
+    return torch.cuda.is_available()

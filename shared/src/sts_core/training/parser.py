@@ -174,9 +174,13 @@ class ConfigParser:
             values = read_recipe(known.config)
             self.check_keys(values, str(known.config))
             self.parser.set_defaults(**self.coerce_values(values, str(known.config)))
-        *parsed, remaining = self.parser.parse_args_into_dataclasses(
-            args=argv, look_for_args_file=False, return_remaining_strings=True
-        )
+        try:
+            *parsed, remaining = self.parser.parse_args_into_dataclasses(
+                args=argv, look_for_args_file=False, return_remaining_strings=True
+            )
+        except ValueError as error:  # a setting the arguments' __post_init__ refuses
+            source = known.config or "command line"
+            raise ConfigError(f"{source}: {' '.join(str(error).split())}") from error
         if remaining:
             raise ConfigError(f"unknown command-line argument(s): {' '.join(remaining)}")
         model_args, data_args, config = parsed[:3]

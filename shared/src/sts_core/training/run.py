@@ -87,7 +87,12 @@ def run_training(
     )
     train_output = trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     trainer.save_model(config.output_dir)
-    metrics = {"train": train_output.metrics, "data": data_summary, "dev": trainer.evaluate()}
+    metrics = {
+        "launch": launch_summary(trainer),
+        "train": train_output.metrics,
+        "data": data_summary,
+        "dev": trainer.evaluate(),
+    }
     metrics.update(trainer.final_evaluation(data_args))
     if trainer.is_world_process_zero():
         _write_metrics(Path(config.output_dir), metrics)
@@ -150,6 +155,20 @@ def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | N
         f"metric_for_best_model {metric!r} is not a metric of the dev set {eval_dataset!r}; "
         f"it gives {', '.join(known)}"
     )
+
+
+def launch_summary(trainer: BaseTrainer) -> dict[str, Any]:
+    """How the run was launched: processes, distributed type, the engine that trained
+    (``DistributedDataParallel``, ``DeepSpeedEngine``, …) and the ZeRO stage."""
+    summary: dict[str, Any] = {
+        "world_size": trainer.args.world_size,
+        "distributed_type": str(trainer.accelerator.distributed_type).rsplit(".", 1)[-1],
+        "engine": type(trainer.model_wrapped).__name__,
+    }
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None:
+        summary["zero_stage"] = plugin.zero_stage
+    return summary
 
 
 def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
