@@ -217,17 +217,19 @@ def deepspeed_requested(config: TrainingArguments) -> bool:
 
 def check_deepspeed_settings(config: TrainingArguments) -> None:
     """Stop before training when a DeepSpeed run cannot be what was asked (ValueError)."""
-    import importlib.util
+    import importlib
 
-    if importlib.util.find_spec("deepspeed") is None:
+    try:
+        importlib.import_module("deepspeed")  # the Trainer imports it next anyway
+    except ImportError as error:
         raise ValueError(
             "a DeepSpeed config is given but DeepSpeed is not installed: "
             "`pip install 'sts-core[deepspeed]'`, or launch with accelerate_configs/cpu.yaml "
             "or multi_gpu.yaml"
-        )
-    if isinstance(config.deepspeed, str) and not config.deepspeed.lstrip().startswith("{"):
-        if not Path(config.deepspeed).is_file():
-            raise ValueError(f"deepspeed: {config.deepspeed}: file not found")
+        ) from error
+    path = config.deepspeed if isinstance(config.deepspeed, str) else None
+    if path and not path.lstrip().startswith("{") and not Path(path).is_file():
+        raise ValueError(f"deepspeed: {config.deepspeed}: file not found")
     if config.use_cpu:
         raise ValueError(
             "use_cpu turns DeepSpeed off: remove use_cpu (DeepSpeed finds the CPU by itself)"

@@ -1,0 +1,116 @@
+"""What the cross-package tests share: the packages' ``train.py`` scripts, a tiny recipe for
+each, and ``accelerate launch`` run as a user runs it (a subprocess, free port, CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(p for p in (REPO / "packages").iterdir() if (p / "train.py").is_file())
+ACCELERATE_CONFIGS = REPO / "accelerate_configs"
+FIXTURES = REPO / "shared" / "tests" / "fixtures" / "training"
+TRAIN = FIXTURES / "sts-train.csv"  # 16 pairs in the STS-B format
+DEV = FIXTURES / "sts-dev.csv"  # 8 pairs
+
+# Settings that make each method's train.py train a tiny model on the fixture pairs. A new
+# package adds its entry here (test_every_package_has_a_tiny_recipe checks that it did).
+TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
+    "cosent": {"loss": "cosent"},
+}
+
+
+def load_train_script(package: Path) -> ModuleType:
+    """``packages/<m>/train.py`` imported by path, as ``python train.py`` runs it."""
+    spec = importlib.util.spec_from_file_location(
+        f"{package.name}_train_script", package / "train.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_tiny_recipe(
+    path: Path, package: str, model: Path, output_dir: Path, **overrides: str
+) -> Path:
+    """A recipe for ``package`` on the fixture pairs; ``overrides`` are YAML values."""
+    lines = {
+        "model_name_or_path": str(model),
+        "train_datasets": f"[{TRAIN}]",
+        "eval_dataset": str(DEV),
+        "final_eval_datasets": f"[{DEV}]",
+        "max_steps": "4",
+        "per_device_train_batch_size": "4",
+        "learning_rate": "1e-3",
+        "warmup_steps": "0",
+        "logging_steps": "1",
+        "eval_strategy": "steps",
+        "eval_steps": "2",
+        "save_strategy": "steps",
+        "save_steps": "2",
+        "output_dir": str(output_dir),
+        "report_to": "none",
+        "disable_tqdm": "true",
+        "dataloader_pin_memory": "false",
+        "seed": "0",
+        **TINY_RECIPE_SETTINGS[package],
+        **overrides,
+    }
+    text = f"# {package} on the fixture pairs, tiny model\n"
+    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in lines.items()), encoding="utf-8")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test's environment, one thread per process, no hub, no colour."""
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def run_command(command: list[str], timeout: int = 540) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=timeout
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(command)}\nexit {result.returncode}\n{result.stdout[-4000:]}\n"
+            f"{result.stderr[-8000:]}"
+        )
+    return result
+
+
+def accelerate_launch(
+    config_file: str, num_processes: int, script: Path, *script_args: str
+) -> subprocess.CompletedProcess:
+    """``accelerate launch --config_file accelerate_configs/<config_file> ...`` from the repo."""
+    accelerate = Path(sys.executable).with_name("accelerate")
+    command = [
+        str(accelerate),
+        "launch",
+        "--config_file",
+        str(ACCELERATE_CONFIGS / config_file),
+        "--num_processes",
+        str(num_processes),
+        "--main_process_port",
+        str(free_port()),
+        str(script),
+        *script_args,
+    ]
+    return run_command(command)
+
+
+def read_metrics(output_dir: Path) -> dict:
+    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))

@@ -1,0 +1,184 @@
+"""Every launch path, run as a user runs it: ``accelerate launch`` with two CPU processes
+(gloo), DeepSpeed ZeRO-2 and ZeRO-3 with two CPU processes, and resuming from a checkpoint.
+
+- Two processes with half the batch each and the loss over the gathered batch take the same
+  step as one process over the whole batch: same logged loss, same updated weights (SGD, so
+  the weights after one step are ``w0 − lr · gradient``), while without gathering they
+  differ (the test can fail).
+- Every package's ``train.py`` trains under ``deepspeed_zero2.yaml`` and
+  ``deepspeed_zero3.yaml``: the engine is a ``DeepSpeedEngine`` over two processes, and the
+  saved folder reloads and gives the final score written in metrics.json.
+- Stopping mid-epoch and restarting with ``--resume_from_checkpoint`` logs the same
+  per-step losses as the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from launch_support import (
+    DEV,
+    PACKAGES,
+    accelerate_launch,
+    load_train_script,
+    read_metrics,
+    run_command,
+    write_tiny_recipe,
+)
+from safetensors.torch import load_file
+from scipy.stats import spearmanr
+
+from sts_core.encoder import SentenceEncoder
+
+pytestmark = pytest.mark.slow
+COSENT = next(p for p in PACKAGES if p.name == "cosent")
+
+ONE_SGD_STEP = {
+    "max_steps": "1",
+    "optim": "sgd",
+    "learning_rate": "0.5",
+    "lr_scheduler_type": "constant",
+    "max_grad_norm": "0",  # no clipping: the update is the gradient itself
+    "weight_decay": "0",
+    "eval_strategy": "no",
+    "save_strategy": "no",
+    "eval_dataset": "none",
+    "final_eval_datasets": "[]",
+}
+
+
+def one_step(
+    tmp_path: Path, model: Path, name: str, processes: int, batch: int, gather: bool
+) -> tuple[float, dict[str, torch.Tensor]]:
+    """The logged loss and the weights after one SGD step of CoSENT on 8 pairs."""
+    output_dir = tmp_path / name
+    recipe = write_tiny_recipe(
+        tmp_path / f"{name}.yaml",
+        "cosent",
+        model,
+        output_dir,
+        per_device_train_batch_size=str(batch),
+        gather_across_processes=str(gather).lower(),
+        **ONE_SGD_STEP,
+    )
+    script = COSENT / "train.py"
+    if processes == 1:
+        run_command([sys.executable, str(script), "--config", str(recipe)])
+    else:
+        accelerate_launch("cpu.yaml", processes, script, "--config", str(recipe))
+    metrics = read_metrics(output_dir)
+    assert metrics["launch"]["world_size"] == processes
+    return metrics["train"]["train_loss"], load_file(output_dir / "model.safetensors")
+
+
+def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def test_two_processes_with_a_gathered_loss_step_like_one_process(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    start = load_file(tiny_bert_nodropout_dir / "model.safetensors")
+    one_loss, one_weights = one_step(tmp_path, tiny_bert_nodropout_dir, "one", 1, 8, True)
+    two_loss, two_weights = one_step(tmp_path, tiny_bert_nodropout_dir, "two", 2, 4, True)
+    _, local_weights = one_step(tmp_path, tiny_bert_nodropout_dir, "local", 2, 4, False)
+
+    step = largest_difference(one_weights, start)
+    assert step > 1e-3  # the step moved the weights
+    assert math.isfinite(one_loss) and two_loss == pytest.approx(one_loss, rel=1e-5)
+    assert largest_difference(two_weights, one_weights) < 1e-5 * max(1.0, step)
+    # each process ranking only its own half is a different step: the comparison can fail
+    assert largest_difference(local_weights, one_weights) > 1e-3
+
+
+def final_spearman(metrics: dict) -> float:
+    (scores,) = metrics["final"].values()
+    (key,) = [k for k in scores if k.endswith("_spearman")]
+    return scores[key]
+
+
+def spearman_of_saved_model(folder: Path) -> float:
+    rows = [line.split("\t") for line in DEV.read_text(encoding="utf-8").splitlines()]
+    encoder = SentenceEncoder.from_pretrained(folder)
+    u = encoder.encode([r[5] for r in rows], show_progress_bar=False)
+    v = encoder.encode([r[6] for r in rows], show_progress_bar=False)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    return 100 * spearmanr(cosine, [float(r[4]) for r in rows]).statistic
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_train_script_trains_with_deepspeed_on_two_processes(
+    package: Path, stage: int, tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: sts-core[deepspeed]")
+    output_dir = tmp_path / "out"
+    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", package.name, tiny_bert_dir, output_dir)
+    config_file = f"deepspeed_zero{stage}.yaml"
+    accelerate_launch(config_file, 2, package / "train.py", "--config", str(recipe))
+
+    metrics = read_metrics(output_dir)
+    assert metrics["launch"] == {
+        "world_size": 2,
+        "distributed_type": "DEEPSPEED",
+        "engine": "DeepSpeedEngine",
+        "zero_stage": stage,
+    }
+    assert metrics["train"]["epoch"] == pytest.approx(2.0)  # 4 steps × 2 × 4 pairs = 2 × 16
+    assert math.isfinite(metrics["train"]["train_loss"])
+    assert (output_dir / "checkpoint-4").is_dir()
+    # the saved folder is an ordinary model folder that gives the final score again
+    assert spearman_of_saved_model(output_dir) == pytest.approx(final_spearman(metrics), abs=1e-3)
+    weights = load_file(output_dir / "model.safetensors")
+    start = load_file(tiny_bert_dir / "model.safetensors")
+    assert min(t.numel() for t in weights.values()) > 0  # gathered, not ZeRO-3 partitions
+    assert len(weights) == len(start)
+    moved = zip(sorted_values(weights), sorted_values(start), strict=True)
+    assert max(float((a - b).abs().max()) for a, b in moved) > 1e-4
+
+
+def sorted_values(state: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Tensors in a fixed order by shape and name (ZeRO-3 saves LayerNorm weight/bias under
+    their legacy names gamma/beta, which load back the same)."""
+    renamed = {
+        k.replace(".gamma", ".weight").replace(".beta", ".bias"): v for k, v in state.items()
+    }
+    return [renamed[k] for k in sorted(renamed)]
+
+
+def logged_losses(trainer_state: Path) -> dict[int, float]:
+    state = json.loads(trainer_state.read_text(encoding="utf-8"))
+    return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_resume_from_checkpoint_gives_the_same_per_step_losses(
+    package: Path, tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    main = load_train_script(package).main
+    settings = {"eval_strategy": "no", "save_total_limit": "null"}  # dropout on: RNG restored
+    full = write_tiny_recipe(
+        tmp_path / "full.yaml", package.name, tiny_bert_dir, tmp_path / "full", **settings
+    )
+    assert main(["--config", str(full)]) == 0
+    expected = logged_losses(tmp_path / "full" / "checkpoint-4" / "trainer_state.json")
+    assert sorted(expected) == [1, 2, 3, 4]
+
+    # stop after step 2 of 4 (mid-epoch: 4 batches an epoch): start again from its checkpoint
+    stopped = tmp_path / "stopped"
+    shutil.copytree(tmp_path / "full" / "checkpoint-2", stopped / "checkpoint-2")
+    recipe = write_tiny_recipe(
+        tmp_path / "stopped.yaml", package.name, tiny_bert_dir, stopped, **settings
+    )
+    checkpoint = stopped / "checkpoint-2"
+    assert main(["--config", str(recipe), "--resume_from_checkpoint", str(checkpoint)]) == 0
+    resumed = logged_losses(stopped / "checkpoint-4" / "trainer_state.json")
+    assert resumed == pytest.approx(expected, rel=1e-6)

@@ -1,0 +1,160 @@
+"""Every package's YAML recipes parse against its config class; every ``train.py --help``
+works; every accelerate config loads and says how to launch it; a bad launch input stops
+before training with one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from launch_support import (
+    ACCELERATE_CONFIGS,
+    PACKAGES,
+    REPO,
+    TINY_RECIPE_SETTINGS,
+    load_train_script,
+    subprocess_env,
+    write_tiny_recipe,
+)
+
+RECIPES = [
+    (package, recipe)
+    for package in PACKAGES
+    for recipe in sorted((package / "configs").glob("*.yaml"))
+]
+ACCELERATE_FILES = sorted(ACCELERATE_CONFIGS.glob("*.yaml"))
+
+
+def test_every_package_has_a_train_script_and_recipes() -> None:
+    assert [p.name for p in PACKAGES] == sorted(
+        p.name for p in (REPO / "packages").iterdir() if p.is_dir()
+    )
+    for package in PACKAGES:
+        assert list((package / "configs").glob("*.yaml")), f"{package.name}: no recipes"
+
+
+def test_every_package_has_a_tiny_recipe() -> None:
+    assert sorted(TINY_RECIPE_SETTINGS) == [p.name for p in PACKAGES]
+
+
+@pytest.mark.parametrize(
+    ("package", "recipe"), RECIPES, ids=[f"{p.name}/{r.name}" for p, r in RECIPES]
+)
+def test_recipe_parses_against_its_config_class(
+    package: Path, recipe: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STS_MODELS_DIR", "/models")  # recipes name ${STS_MODELS_DIR}/<model>
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
+    script = load_train_script(package)
+    model_args, data_args, config = script.make_parser().parse(["--config", str(recipe)])
+    assert model_args.model_name_or_path
+    assert data_args.train_datasets
+    assert config.output_dir
+    text = recipe.read_text(encoding="utf-8")
+    assert text.startswith("#"), f"{recipe}: should open with a comment saying what it is"
+    assert "train.py" in text and "--config" in text, f"{recipe}: no launch command"
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_train_script_help(package: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(package / "train.py"), "--help"],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for flag in ("--config", "--model_name_or_path", "--train_datasets", "--learning_rate"):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize("config_file", ACCELERATE_FILES, ids=[f.name for f in ACCELERATE_FILES])
+def test_accelerate_config_loads_and_says_how_to_launch(config_file: Path) -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(config_file))  # unknown keys are errors there
+    text = config_file.read_text(encoding="utf-8")
+    assert text.startswith("#")
+    assert f"accelerate launch --config_file accelerate_configs/{config_file.name}" in text
+    assert config.use_cpu is False  # use_cpu would start one process, or turn DeepSpeed off
+    deepspeed_file = (config.deepspeed_config or {}).get("deepspeed_config_file")
+    if deepspeed_file:
+        settings = json.loads((REPO / deepspeed_file).read_text(encoding="utf-8"))
+        # "auto" train_batch_size fails DeepSpeed's check on CPU processes: leave it out
+        assert "train_batch_size" not in settings
+        assert settings["train_micro_batch_size_per_gpu"] == "auto"
+        assert settings["gradient_accumulation_steps"] == "auto"
+
+
+def test_the_expected_accelerate_configs_exist() -> None:
+    names = {f.stem for f in ACCELERATE_FILES}
+    assert {"cpu", "multi_gpu", "deepspeed_zero2", "deepspeed_zero3", "fsdp"} <= names
+
+
+def run_train_script(package: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(package / "train.py"), *args],
+        cwd=REPO,
+        env={**subprocess_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *expected: str) -> None:
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, result.stderr[-2000:]
+    for text in expected:
+        assert text in lines[0]
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_bad_launch_input_stops_with_one_line(
+    package: Path, tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    unknown = write_tiny_recipe(
+        tmp_path / "u.yaml", package.name, tiny_bert_dir, out, lerning_rate="1"
+    )
+    assert_one_line_error(
+        run_train_script(package, "--config", str(unknown)), "u.yaml", "lerning_rate"
+    )
+
+    no_data = write_tiny_recipe(
+        tmp_path / "d.yaml",
+        package.name,
+        tiny_bert_dir,
+        out,
+        train_datasets=f"[{tmp_path / 'nope.csv'}]",
+    )
+    assert_one_line_error(run_train_script(package, "--config", str(no_data)), "nope.csv")
+
+    no_model = write_tiny_recipe(tmp_path / "m.yaml", package.name, tmp_path / "no-model", out)
+    assert_one_line_error(run_train_script(package, "--config", str(no_model)), "no-model")
+
+    recipe = write_tiny_recipe(tmp_path / "r.yaml", package.name, tiny_bert_dir, out)
+    missing_json = run_train_script(
+        package, "--config", str(recipe), "--deepspeed", str(tmp_path / "zero9.json")
+    )
+    assert_one_line_error(missing_json, "zero9.json", "not found")
+    with_cpu = run_train_script(
+        package, "--config", str(recipe), "--use_cpu", "true", ACCELERATE_USE_DEEPSPEED="true"
+    )
+    assert_one_line_error(with_cpu, "use_cpu turns DeepSpeed off")
+
+    # a machine without DeepSpeed: a sitecustomize makes `import deepspeed` fail
+    blocker = tmp_path / "no-deepspeed"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['deepspeed'] = None\n")
+    without = run_train_script(
+        package, "--config", str(recipe), ACCELERATE_USE_DEEPSPEED="true", PYTHONPATH=str(blocker)
+    )
+    assert_one_line_error(without, "DeepSpeed is not installed", "sts-core[deepspeed]")
+    assert not out.exists()  # nothing trained, nothing written
