@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from sts_core.testing import write_fixture_recipe
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (REPO / "packages").iterdir() if (p / "train.py").is_file())
 ACCELERATE_CONFIGS = REPO / "accelerate_configs"
@@ -39,32 +41,16 @@ def load_train_script(package: Path) -> ModuleType:
 def write_tiny_recipe(
     path: Path, package: str, model: Path, output_dir: Path, **overrides: str
 ) -> Path:
-    """A recipe for ``package`` on the fixture pairs; ``overrides`` are YAML values."""
-    lines = {
-        "model_name_or_path": str(model),
-        "train_datasets": f"[{TRAIN}]",
-        "eval_dataset": str(DEV),
-        "final_eval_datasets": f"[{DEV}]",
-        "max_steps": "4",
+    """A recipe for ``package`` on the fixture pairs (batch 4: 4 steps an epoch in one
+    process); ``overrides`` replace or add lines (YAML text)."""
+    settings = {
         "per_device_train_batch_size": "4",
-        "learning_rate": "1e-3",
-        "warmup_steps": "0",
-        "logging_steps": "1",
-        "eval_strategy": "steps",
-        "eval_steps": "2",
-        "save_strategy": "steps",
-        "save_steps": "2",
-        "output_dir": str(output_dir),
-        "report_to": "none",
-        "disable_tqdm": "true",
-        "dataloader_pin_memory": "false",
-        "seed": "0",
+        "final_eval_datasets": f"[{DEV}]",
         **TINY_RECIPE_SETTINGS[package],
         **overrides,
     }
-    text = f"# {package} on the fixture pairs, tiny model\n"
-    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in lines.items()), encoding="utf-8")
-    return path
+    comment = f"{package} on the fixture pairs, tiny model"
+    return write_fixture_recipe(path, comment, model, TRAIN, DEV, output_dir, **settings)
 
 
 def free_port() -> int:

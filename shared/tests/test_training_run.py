@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sts_core.encoder import SentenceEncoder
+from sts_core.testing import write_fixture_recipe
 from sts_core.training import run_training
 from sts_core.training.run import main
 
@@ -21,31 +22,10 @@ DEV = FIXTURES / "sts-dev.csv"
 
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
-    """A recipe of YAML lines; ``overrides`` replace or add lines (values are YAML text)."""
-    lines = {
-        "model_name_or_path": str(model),
-        "train_datasets": f"[{TRAIN}]",
-        "eval_dataset": str(DEV),
-        "score_range": "[0, 5]",
-        "max_steps": "4",
-        "per_device_train_batch_size": "8",
-        "learning_rate": "1e-3",  # a string for PyYAML (YAML 1.1)
-        "warmup_steps": "0",
-        "logging_steps": "1",
-        "eval_strategy": "steps",
-        "eval_steps": "2",
-        "save_strategy": "steps",
-        "save_steps": "2",
-        "output_dir": str(output_dir),
-        "report_to": "none",
-        "disable_tqdm": "true",
-        "dataloader_pin_memory": "false",
-        "seed": "0",
-    }
-    lines.update(overrides)
-    text = "# cosine MSE on fixture STS-B files\n"
-    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in lines.items()), encoding="utf-8")
-    return path
+    """The fixture recipe for cosine MSE; ``overrides`` replace or add lines (YAML text)."""
+    settings = {"score_range": "[0, 5]", **overrides}
+    comment = "cosine MSE on fixture STS-B files"
+    return write_fixture_recipe(path, comment, model, TRAIN, DEV, output_dir, **settings)
 
 
 def test_fixture_files_are_in_the_stsb_format() -> None:

@@ -185,6 +185,47 @@ def quick_training_args(config_class: type, output_dir: str | os.PathLike, **ove
     return config_class(output_dir=str(output_dir), **{**QUICK_TRAINING_ARGS, **overrides})
 
 
+FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
+    "max_steps": "4",
+    "per_device_train_batch_size": "8",
+    "learning_rate": "1e-3",  # a string for PyYAML (YAML 1.1)
+    "warmup_steps": "0",
+    "logging_steps": "1",
+    "eval_strategy": "steps",
+    "eval_steps": "2",
+    "save_strategy": "steps",
+    "save_steps": "2",
+    "report_to": "none",
+    "disable_tqdm": "true",
+    "dataloader_pin_memory": "false",
+    "seed": "0",
+}
+
+
+def write_fixture_recipe(
+    path: Path,
+    comment: str,
+    model: str | os.PathLike,
+    train: str | os.PathLike,
+    dev: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    **overrides: str,
+) -> Path:
+    """A YAML recipe for a few logged, evaluated and saved steps of a tiny model on fixture
+    files; ``overrides`` replace or add lines (values are YAML text)."""
+    lines = {
+        "model_name_or_path": str(model),
+        "train_datasets": f"[{train}]",
+        "eval_dataset": str(dev),
+        **FIXTURE_RECIPE_SETTINGS,
+        "output_dir": str(output_dir),
+        **overrides,
+    }
+    text = f"# {comment}\n" + "".join(f"{key}: {value}\n" for key, value in lines.items())
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 EVERY_STEP_SELECTION_ARGS: dict[str, Any] = {
     "eval_strategy": "steps",
     "eval_steps": 1,
