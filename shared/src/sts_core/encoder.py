@@ -36,6 +36,10 @@ ENCODER_CONFIG_NAME = "sts_encoder_config.json"
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 DEFAULT_MAX_LENGTH = 512
+# Backbones whose training forward may run padding-free (see SentenceEncoder.forward):
+# bidirectional attention that accepts a prepared 4D mask, absolute positions counted from 0.
+PADDING_FREE_MODEL_TYPES = frozenset({"bert"})
+PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager"})
 
 
 def library_versions() -> dict[str, str]:
@@ -145,6 +149,11 @@ class SentenceEncoder(nn.Module):
             with one ``[X]`` slot; applied to every sentence before tokenisation.
         max_length: truncation length in tokens (default: the tokenizer's, capped at 512).
         normalize: L2-normalise the output vectors.
+        padding_free: in training mode, pack the real tokens of a batch into few rows
+            (one 4D block-diagonal attention mask, positions restarting at each sentence)
+            instead of padding each sentence to the longest, when the backbone allows it
+            (``PADDING_FREE_MODEL_TYPES``); the embeddings are the padded forward's up to
+            float rounding. Evaluation (``encode``) always pads.
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -157,6 +166,7 @@ class SentenceEncoder(nn.Module):
         prompt: str | None = None,
         max_length: int | None = None,
         normalize: bool = False,
+        padding_free: bool = True,
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -165,11 +175,13 @@ class SentenceEncoder(nn.Module):
         self.prompt = resolve_prompt(prompt)
         self.max_length = max_length or self._default_max_length()
         self.normalize = normalize
+        self.padding_free = padding_free
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         accepted = inspect.signature(backbone.forward).parameters
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
+        self._takes_position_ids = "position_ids" in accepted
 
     # ----------------------------------------------------------------- loading
     @classmethod
@@ -183,6 +195,7 @@ class SentenceEncoder(nn.Module):
         normalize: bool | None = None,
         padding_side: str | None = None,
         dtype: str | torch.dtype | None = None,
+        padding_free: bool = True,
         **model_kwargs: Any,
     ) -> SentenceEncoder:
         """Load a backbone and its tokenizer; settings saved in the folder are the defaults.
@@ -213,6 +226,7 @@ class SentenceEncoder(nn.Module):
             prompt=prompt if prompt is not None else stored.get("prompt"),
             max_length=max_length or stored.get("max_length"),
             normalize=normalize if normalize is not None else stored.get("normalize", False),
+            padding_free=padding_free,
         )
 
     def _default_max_length(self) -> int:
@@ -266,22 +280,61 @@ class SentenceEncoder(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **features: Any
     ) -> torch.Tensor:
-        """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors."""
+        """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors.
+
+        In training mode with ``padding_free`` (and a backbone that allows it) the real
+        tokens are packed into rows first (see :meth:`uses_padding_free`): the work then
+        scales with the tokens of the batch, not with batch × longest sentence.
+        """
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
-        if self._takes_use_cache:
-            inputs["use_cache"] = False
         hidden = needs_hidden_states(self.pooling)
-        outputs = self.backbone(**inputs, output_hidden_states=hidden, return_dict=True)
-        embeddings = pool(
-            self.pooling,
-            outputs.last_hidden_state,
-            attention_mask,
-            outputs.hidden_states if hidden else None,
-        )
+        if self.uses_padding_free():
+            last, states = self._packed_backbone(inputs, hidden)
+        else:
+            if self._takes_use_cache:
+                inputs["use_cache"] = False
+            outputs = self.backbone(**inputs, output_hidden_states=hidden, return_dict=True)
+            last, states = outputs.last_hidden_state, outputs.hidden_states if hidden else None
+        embeddings = pool(self.pooling, last, attention_mask, states)
         if self.normalize:
             embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
         return embeddings
+
+    def uses_padding_free(self) -> bool:
+        """Whether :meth:`forward` packs tokens now: training mode, ``padding_free`` set, and a
+        backbone of ``PADDING_FREE_MODEL_TYPES`` with SDPA or eager attention."""
+        if not (self.padding_free and self.training and self._takes_position_ids):
+            return False
+        config = getattr(self.backbone, "config", None)
+        return (
+            getattr(config, "model_type", None) in PADDING_FREE_MODEL_TYPES
+            and getattr(config, "_attn_implementation", None) in PADDING_FREE_ATTENTION
+            and not getattr(config, "is_decoder", False)
+        )
+
+    def _packed_backbone(
+        self, inputs: dict[str, torch.Tensor], hidden: bool
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """Run the backbone on packed rows; return its states laid out as the padded batch."""
+        attention_mask = inputs["attention_mask"]
+        packing = pack_tokens(attention_mask)
+        packed = {
+            key: packing.pack(value, self.tokenizer.pad_token_id if key == "input_ids" else 0)
+            for key, value in inputs.items()
+            if key != "attention_mask"
+        }
+        dtype = next(self.backbone.parameters()).dtype
+        mask = packing.attention_mask(self.backbone.config._attn_implementation, dtype)
+        outputs = self.backbone(
+            **packed,
+            attention_mask=mask,
+            position_ids=packing.position_ids,
+            output_hidden_states=hidden,
+            return_dict=True,
+        )
+        states = tuple(packing.unpack(s) for s in outputs.hidden_states) if hidden else None
+        return packing.unpack(outputs.last_hidden_state), states
 
     # ----------------------------------------------------------------- encode
     def encode(
@@ -448,6 +501,77 @@ class SentenceEncoder(nn.Module):
 
             state.update(load_file(extra))
         self.load_state_dict(state, strict=True)
+
+
+class TokenPacking:
+    """Where each real token of a padded ``(batch, width)`` batch goes in packed rows.
+
+    Sentences are placed whole into rows of ``capacity`` tokens (default: the longest
+    sentence; longer rows cost more in attention, and in its dropout, than they save),
+    longest first, each into the first row with room (first-fit decreasing). Attention is
+    block-diagonal: a token sees the tokens of its own sentence only (the free tail of a
+    row sees itself, so no softmax row is empty); positions restart at 0 with each sentence.
+    """
+
+    def __init__(self, attention_mask: torch.Tensor, capacity: int | None = None) -> None:
+        device = attention_mask.device
+        self.batch, self.width = attention_mask.shape
+        lengths = attention_mask.bool().sum(dim=1)
+        sizes = lengths.tolist()
+        self.capacity = capacity or max(max(sizes, default=1), 1)
+        starts = _first_fit_decreasing(sizes, self.capacity)
+        self.rows = 1 + max((start // self.capacity for start in starts), default=0)
+        first = torch.cumsum(lengths, 0) - lengths  # index of each sentence's first real token
+        sentence = torch.repeat_interleave(torch.arange(self.batch, device=device), lengths)
+        offset = torch.arange(int(lengths.sum()), device=device) - first[sentence]
+        self.source = attention_mask.reshape(-1).nonzero().squeeze(1)  # real tokens, in order
+        self.target = torch.tensor(starts, dtype=torch.long, device=device)[sentence] + offset
+        segment = torch.full((self.rows * self.capacity,), -1, dtype=torch.long, device=device)
+        segment[self.target] = sentence
+        self.segment = segment.view(self.rows, self.capacity)
+        positions = torch.zeros(self.rows * self.capacity, dtype=torch.long, device=device)
+        positions[self.target] = offset
+        self.position_ids = positions.view(self.rows, self.capacity)
+
+    def pack(self, values: torch.Tensor, fill: int | float) -> torch.Tensor:
+        """``(batch, width)`` per-token values → ``(rows, capacity)``, ``fill`` elsewhere."""
+        packed = values.new_full((self.rows * self.capacity,), fill)
+        packed[self.target] = values.reshape(-1)[self.source]
+        return packed.view(self.rows, self.capacity)
+
+    def unpack(self, states: torch.Tensor) -> torch.Tensor:
+        """``(rows, capacity, dim)`` → ``(batch, width, dim)``, zeros at padding."""
+        flat = states.reshape(self.rows * self.capacity, -1)
+        padded = flat.new_zeros(self.batch * self.width, flat.shape[-1])
+        padded = padded.index_copy(0, self.source, flat.index_select(0, self.target))
+        return padded.view(self.batch, self.width, -1)
+
+    def attention_mask(self, implementation: str, dtype: torch.dtype) -> torch.Tensor:
+        """The ``(rows, 1, capacity, capacity)`` mask: boolean for SDPA, additive for eager."""
+        allowed = (self.segment[:, :, None] == self.segment[:, None, :]).unsqueeze(1)
+        if implementation == "sdpa":
+            return allowed
+        blocked = torch.full_like(allowed, torch.finfo(dtype).min, dtype=dtype)
+        return blocked.masked_fill(allowed, 0.0)
+
+
+def pack_tokens(attention_mask: torch.Tensor) -> TokenPacking:
+    """The packing of a padded batch's real tokens (see :class:`TokenPacking`)."""
+    return TokenPacking(attention_mask)
+
+
+def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
+    """Flat start index (row × capacity + offset) of each item, packed first-fit decreasing."""
+    starts = [0] * len(sizes)
+    used: list[int] = []
+    for item in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        row = next((r for r, fill in enumerate(used) if fill + sizes[item] <= capacity), None)
+        if row is None:
+            row = len(used)
+            used.append(0)
+        starts[item] = row * capacity + used[row]
+        used[row] += sizes[item]
+    return starts
 
 
 def _write_json(path: Path, content: Any) -> None:

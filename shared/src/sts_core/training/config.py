@@ -45,6 +45,14 @@ class ModelArguments:
     normalize_embeddings: bool | None = field(
         default=None, metadata={"help": "L2-normalise the sentence vectors."}
     )
+    padding_free: bool = field(
+        default=True,
+        metadata={
+            "help": "In training, pack each batch's real tokens into rows (block-diagonal "
+            "attention, positions restarting per sentence) instead of padding, for backbones "
+            "that allow it (BERT family, SDPA or eager attention); false: padded batches."
+        },
+    )
     padding_side: str | None = field(
         default=None,
         metadata={"help": "Tokenizer padding side, left or right (default: the tokenizer's)."},

@@ -41,6 +41,7 @@ def build_encoder(model_args: ModelArguments) -> Any:
         normalize=model_args.normalize_embeddings,
         padding_side=model_args.padding_side,
         dtype=model_args.model_dtype,
+        padding_free=model_args.padding_free,
         **quantization_kwargs(model_args),
     )
     if model_args.use_lora or model_args.load_in_4bit:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import Trainer
 
-from sts_core.training.collator import SentenceCollator, split_features
+from sts_core.training.collator import SentenceCollator, concat_features, split_features
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.model_card import render_model_card
 
@@ -124,8 +124,19 @@ class BaseTrainer(Trainer):
 
     # ------------------------------------------------------------------ loss
     def embed(self, model: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``."""
-        return {column: model(**features) for column, features in split_features(inputs).items()}
+        """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``.
+
+        With a padding-free encoder (``SentenceEncoder.uses_padding_free``: training mode,
+        a BERT-family backbone) all columns go through one forward: packing makes the merged
+        batch cost its real tokens, not its rows × the longest sentence.
+        """
+        groups = split_features(inputs)
+        encoder = self.accelerator.unwrap_model(model)
+        packs = getattr(encoder, "uses_padding_free", None)
+        if len(groups) < 2 or packs is None or not packs():
+            return {column: model(**features) for column, features in groups.items()}
+        merged, sizes = concat_features(list(groups.values()))
+        return dict(zip(groups, model(**merged).split(sizes), strict=True))
 
     def compute_loss(
         self,
