@@ -1,0 +1,287 @@
+"""Helpers shared by the benchmark scripts: environment checks, A/B worker runs in fresh
+subprocesses, medians and ratios, machine description and result files.
+
+Each benchmark re-invokes its own script with ``--worker <side> --spec <json>``; the worker
+prints one line ``RESULT <json>`` and exits, so every measured run (and its peak memory)
+belongs to a process of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULT_PREFIX = "RESULT "
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+MINILM = "all-MiniLM-L6-v2"
+MPNET = "all-mpnet-base-v2"
+
+
+class BenchmarkError(RuntimeError):
+    """A setup problem reported as one line (missing data, model or worker failure)."""
+
+
+# ----------------------------------------------------------------------------- environment
+def data_dir() -> Path:
+    """``$STS_DATA_DIR``, checked."""
+    return _env_folder("STS_DATA_DIR", "the benchmark data folder (see its README.md)")
+
+
+def models_dir() -> Path:
+    """``$STS_MODELS_DIR``, checked."""
+    return _env_folder("STS_MODELS_DIR", "the folder of local pretrained models")
+
+
+def model_path(name: str) -> Path:
+    """A model folder: a path as given, else ``$STS_MODELS_DIR/<name>``."""
+    given = Path(name).expanduser()
+    path = given if given.is_dir() else models_dir() / name
+    if not (path / "config.json").is_file():
+        raise BenchmarkError(f"model {name!r}: {path} is not a model folder (no config.json)")
+    return path
+
+
+def _env_folder(variable: str, what: str) -> Path:
+    value = os.environ.get(variable)
+    if not value:
+        raise BenchmarkError(f"{variable} is not set: point it to {what}")
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise BenchmarkError(f"{variable}={value} is not a folder")
+    return path
+
+
+def check_environment(models: Iterable[str]) -> None:
+    """Fail early, with one clear line, when the data or a model is missing."""
+    data_dir()
+    for name in models:
+        model_path(name)
+
+
+def main_guard(main: Callable[[], int]) -> None:
+    """Run ``main``; a ``BenchmarkError`` becomes ``error: …`` on stderr and exit status 2."""
+    try:
+        sys.exit(main())
+    except BenchmarkError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def set_threads(threads: int) -> None:
+    """The same intra-op thread count for torch, OpenMP and MKL in this process."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- subsets
+def in_fraction(text: str, fraction: float) -> bool:
+    """Stable pseudo-random membership by hash: keeps every occurrence of a kept sentence,
+    so a subset has the duplicate structure of the whole."""
+    if fraction >= 1.0:
+        return True
+    digest = hashlib.md5(text.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+# ----------------------------------------------------------------------------- memory
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 if sys.platform != "darwin" else peak / 2**20
+
+
+def current_rss_mb() -> float:
+    """Resident memory of this process now (MiB)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# ----------------------------------------------------------------------------- workers
+def emit_result(result: dict[str, Any]) -> None:
+    """Worker side: print the one result line the parent reads."""
+    result.setdefault("peak_rss_mb", round(peak_rss_mb(), 1))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_worker(script: str, side: str, spec: dict[str, Any], timeout: float = 3600) -> dict:
+    """Run ``script --worker side --spec <json>`` in a fresh interpreter; its result."""
+    command = [sys.executable, script, "--worker", side, "--spec", json.dumps(spec)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+        raise BenchmarkError(f"worker {side} failed (exit {done.returncode}):\n" + "\n".join(tail))
+    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    result["process_seconds"] = round(time.perf_counter() - start, 2)
+    return result
+
+
+def alternate(
+    sides: Sequence[str], repeats: int, run: Callable[[str, int], dict]
+) -> dict[str, list[dict]]:
+    """Run the sides alternately (A B A B …), ``repeats`` rounds; results by side."""
+    results: dict[str, list[dict]] = {side: [] for side in sides}
+    for round_index in range(repeats):
+        for side in sides:
+            print(f"  round {round_index + 1}/{repeats}: {side} …", flush=True)
+            result = run(side, round_index)
+            results[side].append(result)
+            print(f"    {summary_line(result)}", flush=True)
+    return results
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    keys = ("throughput", "seconds", "peak_rss_mb")
+    return ", ".join(f"{k} {result[k]}" for k in keys if k in result)
+
+
+# ----------------------------------------------------------------------------- statistics
+@dataclass
+class Comparison:
+    """Medians of one metric for ours and the peer, and the ratio in each round."""
+
+    ours: list[float]
+    peer: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.ours, self.peer, strict=True) if b]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ours": self.ours,
+            "peer": self.peer,
+            "ours_median": median(self.ours),
+            "peer_median": median(self.peer),
+            "ratio_per_round": [round(r, 3) for r in self.ratios],
+            "ratio_median": median(self.ratios),
+        }
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return float(statistics.fmean(values)), float(sd)
+
+
+# ----------------------------------------------------------------------------- machine
+def machine_info() -> dict[str, Any]:
+    """CPU, cores, memory, load and library versions of this run."""
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "memory_gib": _memory_gib(),
+    }
+    for dist in ("torch", "transformers", "sentence-transformers", "sts-core", "sts-cosent"):
+        try:
+            info[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            info[dist] = None
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine_markdown(info: dict[str, Any]) -> str:
+    return (
+        f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, "
+        f"{info.get('memory_gib')} GiB; Python {info['python']}, torch {info['torch']}, "
+        f"transformers {info['transformers']}, sentence-transformers "
+        f"{info['sentence-transformers']}; load average at start {info['load_average']}."
+    )
+
+
+# ----------------------------------------------------------------------------- output
+def output_stem(name: str, output_dir: str | None, mode: str) -> Path:
+    """``<dir>/<name>[_quick|_smoke]`` (full results keep the bare name)."""
+    folder = Path(output_dir) if output_dir else RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / (name if mode == "full" else f"{name}_{mode}")
+
+
+def write_json(stem: Path, content: dict[str, Any]) -> Path:
+    path = stem.with_suffix(".json")
+    path.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def write_markdown(stem: Path, text: str) -> Path:
+    path = stem.with_suffix(".md")
+    path.write_text(text.rstrip() + "\n", encoding="utf-8")
+    return path
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def mode_of(args: Any) -> str:
+    """``smoke``, ``quick`` or ``full`` from the parsed flags."""
+    if getattr(args, "smoke", False):
+        return "smoke"
+    return "quick" if args.quick else "full"
+
+
+def fmt(value: float, digits: int = 1) -> str:
+    return "n/a" if value != value else f"{value:.{digits}f}"  # NaN check

@@ -1,0 +1,503 @@
+"""Encoding speed: ``SentenceEncoder.encode`` against ``SentenceTransformer.encode``.
+
+Every sentence of the seven STS test sets (STS12–16, STS-B test, SICK-R test; 37,700
+sentences, 26,083 distinct) is encoded by both libraries with the same model, batch size,
+thread count, precision (float32) and maximum length, alternately in fresh processes
+(ours, peer, ours, peer, …); each process times a few passes over the sentences and its
+best pass counts (other processes on a shared machine only ever slow a pass down).
+Reported: sentences per second (input sentences, duplicates included), the ratio per
+round and its median, peak memory, and the largest absolute
+difference between the two sets of embeddings. ``--ablation`` (on by default) times our
+pipeline with its optimisations removed one at a time, to show where the speed comes from.
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/encode.py --quick    # all-MiniLM-L6-v2, 5 % of the sentences
+    uv run python benchmarks/encode.py            # full: both models, every sentence
+    uv run python benchmarks/encode.py --smoke --output-dir /tmp/bench   # seconds, for tests
+
+Results: ``benchmarks/results/encode[_quick].{md,json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import (
+    MINILM,
+    MPNET,
+    Comparison,
+    alternate,
+    check_environment,
+    cpu_seconds,
+    current_rss_mb,
+    data_dir,
+    emit_result,
+    fmt,
+    in_fraction,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    median,
+    mode_of,
+    model_path,
+    output_stem,
+    pyplot,
+    run_worker,
+    set_threads,
+    write_json,
+    write_markdown,
+)
+
+# fraction of the distinct sentences kept (with all their occurrences); alternated rounds of
+# fresh processes; timed passes over the sentences in each process (the best one counts)
+MODES = {
+    "smoke": {"fraction": 0.004, "repeats": 1, "passes": 1, "models": [MINILM]},
+    "quick": {"fraction": 0.05, "repeats": 2, "passes": 3, "models": [MINILM]},
+    "full": {"fraction": 1.0, "repeats": 3, "passes": 3, "models": [MINILM, MPNET]},
+}
+WARMUP_SENTENCES = 16
+# Our pipeline with one optimisation removed at a time (dedupe: each distinct sentence once;
+# order: tokens = sorted by token length as the library does, chars = by character length as
+# sentence-transformers does, input = unsorted).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "ours (library encode)": {"library": True},
+    "no dedupe": {"dedupe": False, "order": "tokens"},
+    "no dedupe, character-length order (the peer's batching)": {"dedupe": False, "order": "chars"},
+    "no dedupe, input order (no sorting)": {"dedupe": False, "order": "input"},
+    "ours, eager attention instead of SDPA": {"library": True, "attention": "eager"},
+    "ours, 1 thread": {"library": True, "threads": 1},
+}
+
+
+# ----------------------------------------------------------------------------- data
+def load_sentences(fraction: float) -> list[str]:
+    """Both sentences of every pair of the seven test sets, in order, duplicates kept."""
+    from sts_core.data import load_test_sets
+
+    sets = load_test_sets(data_dir())
+    sentences = [s for ds in sets.values() for col in ("sentence1", "sentence2") for s in ds[col]]
+    return [s for s in sentences if in_fraction(s, fraction)]
+
+
+# ----------------------------------------------------------------------------- workers
+def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    from sts_core.encoder import SentenceEncoder
+
+    set_threads(spec["threads"])
+    sentences = load_sentences(spec["fraction"])
+    encoder = SentenceEncoder.from_pretrained(spec["model"])
+    config = encoder.backbone.config
+
+    def encode(items: list[str]) -> np.ndarray:
+        return encoder.encode(items, batch_size=spec["batch_size"], show_progress_bar=False)
+
+    info = {
+        "attention": config._attn_implementation,
+        "max_length": encoder.max_length,
+        "dtype": str(next(encoder.parameters()).dtype),
+        "normalize": encoder.normalize,
+    }
+    return {**info, **timed_encode(encode, sentences, spec)}
+
+
+def worker_peer(spec: dict[str, Any]) -> dict[str, Any]:
+    from sentence_transformers import SentenceTransformer
+
+    set_threads(spec["threads"])
+    sentences = load_sentences(spec["fraction"])
+    model = SentenceTransformer(spec["model"], device="cpu")
+
+    def encode(items: list[str]) -> np.ndarray:
+        return model.encode(items, batch_size=spec["batch_size"], show_progress_bar=False)
+
+    info = {
+        "attention": model[0].auto_model.config._attn_implementation,
+        "max_length": model.max_seq_length,
+        "dtype": str(next(model.parameters()).dtype),
+        "modules": [type(m).__name__ for m in model],
+    }
+    return {**info, **timed_encode(encode, sentences, spec)}
+
+
+def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dict[str, Any]:
+    """Warm up, then time ``passes`` calls over every sentence (the best one is the result:
+    on a shared machine, other processes only ever slow a pass down); optionally save the
+    embeddings of the first pass."""
+    import torch
+
+    encode(sentences[:WARMUP_SENTENCES])
+    rss_loaded = current_rss_mb()
+    cpu_start, passes = cpu_seconds(), []
+    for index in range(spec["passes"]):
+        start = time.perf_counter()
+        vectors = np.asarray(encode(sentences), dtype=np.float32)
+        passes.append(time.perf_counter() - start)
+        if index == 0 and spec.get("embeddings"):
+            np.save(spec["embeddings"], vectors)
+    best = min(passes)
+    return {
+        "sentences": len(sentences),
+        "distinct": len(set(sentences)),
+        "seconds": round(best, 3),
+        "pass_seconds": [round(s, 3) for s in passes],
+        "cpu_seconds_per_pass": round((cpu_seconds() - cpu_start) / len(passes), 2),
+        "throughput": round(len(sentences) / best, 2),
+        "median_pass_throughput": round(len(sentences) / median(passes), 2),
+        "rss_loaded_mb": round(rss_loaded, 1),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def worker_ablation(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every variant of ``VARIANTS`` in one process, alternately, ``passes`` rounds (best)."""
+    from sts_core.encoder import SentenceEncoder
+
+    set_threads(spec["threads"])
+    sentences = load_sentences(spec["fraction"])
+    encoders = {
+        "sdpa": SentenceEncoder.from_pretrained(spec["model"]).eval(),
+        "eager": SentenceEncoder.from_pretrained(spec["model"], attn_implementation="eager").eval(),
+    }
+    for encoder in encoders.values():
+        encoder.encode(sentences[:WARMUP_SENTENCES], show_progress_bar=False)
+    reference = None
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    differences: dict[str, float] = {}
+    for _ in range(spec["passes"]):
+        for name, variant in VARIANTS.items():
+            seconds, vectors = run_variant(encoders, sentences, spec, variant)
+            times[name].append(seconds)
+            reference = vectors if reference is None else reference
+            differences[name] = float(np.abs(vectors - reference).max())
+    return {
+        "sentences": len(sentences),
+        "variants": {
+            name: {
+                "seconds": times[name],
+                "throughput": round(len(sentences) / min(times[name]), 2),
+                "max_abs_diff_vs_library": differences[name],
+            }
+            for name in VARIANTS
+        },
+    }
+
+
+def run_variant(
+    encoders: dict[str, Any], sentences: list[str], spec: dict[str, Any], variant: dict[str, Any]
+) -> tuple[float, np.ndarray]:
+    encoder = encoders[variant.get("attention", "sdpa")]
+    set_threads(variant.get("threads", spec["threads"]))
+    start = time.perf_counter()
+    if variant.get("library"):
+        vectors = encoder.encode(sentences, batch_size=spec["batch_size"], show_progress_bar=False)
+    else:
+        vectors = encode_variant(encoder, sentences, spec["batch_size"], **variant)
+    seconds = time.perf_counter() - start
+    set_threads(spec["threads"])
+    return seconds, np.asarray(vectors, dtype=np.float32)
+
+
+def encode_variant(
+    encoder: Any, sentences: list[str], batch_size: int, dedupe: bool, order: str
+) -> np.ndarray:
+    """Our encoder's tokenize + forward, batched without (some of) the library's choices."""
+    import torch
+
+    items = list(dict.fromkeys(sentences)) if dedupe else list(sentences)
+    if order == "tokens":
+        ids = encoder.tokenize(items, padding=False)["input_ids"]
+        ranking = np.argsort([-len(x) for x in ids], kind="stable")
+    elif order == "chars":
+        ranking = np.argsort([-len(s) for s in items], kind="stable")
+    else:
+        ranking = np.arange(len(items))
+    output = np.empty((len(items), encoder.dimension), dtype=np.float32)
+    with torch.inference_mode():
+        for start in range(0, len(items), batch_size):
+            chunk = ranking[start : start + batch_size]
+            features = encoder.tokenize([items[i] for i in chunk])
+            output[chunk] = encoder(**features).float().numpy()
+    if not dedupe:
+        return output
+    position = {s: i for i, s in enumerate(items)}
+    return output[[position[s] for s in sentences]]
+
+
+WORKERS = {"ours": worker_ours, "peer": worker_peer, "ablation": worker_ablation}
+
+
+# ----------------------------------------------------------------------------- parent
+def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    path = str(model_path(name))
+    print(f"{name}: ours vs sentence-transformers, {args.repeats} round(s)", flush=True)
+    spec = {
+        "model": path,
+        "fraction": args.fraction,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "passes": args.passes,
+    }
+
+    def run(side: str, round_index: int) -> dict[str, Any]:
+        saved = scratch / f"{name}-{side}-{round_index}.npy"
+        return run_worker(__file__, side, {**spec, "embeddings": str(saved)})
+
+    runs = alternate(["ours", "peer"], args.repeats, run)
+    ours = np.load(scratch / f"{name}-ours-0.npy")
+    peer = np.load(scratch / f"{name}-peer-0.npy")
+    result: dict[str, Any] = {
+        "model": name,
+        "runs": runs,
+        "throughput": Comparison(*_metric(runs, "throughput")).to_dict(),
+        "peak_rss_mb": Comparison(*_metric(runs, "peak_rss_mb")).to_dict(),
+        "max_abs_diff": float(np.abs(ours - peer).max()),
+        "settings_match": _settings_match(runs),
+    }
+    if args.ablation:
+        print(f"{name}: ablation ({args.passes} round(s) of {len(VARIANTS)} variants)")
+        result["ablation"] = run_worker(__file__, "ablation", spec)
+    return result
+
+
+def _metric(runs: dict[str, list[dict]], key: str) -> tuple[list[float], list[float]]:
+    return [r[key] for r in runs["ours"]], [r[key] for r in runs["peer"]]
+
+
+def _settings_match(runs: dict[str, list[dict]]) -> bool:
+    ours, peer = runs["ours"][0], runs["peer"][0]
+    keys = ("attention", "max_length", "dtype", "threads", "sentences")
+    mismatched = [k for k in keys if ours[k] != peer[k]]
+    if mismatched:
+        print(f"warning: settings differ between the sides: {mismatched}", file=sys.stderr)
+    return not mismatched
+
+
+def model_markdown(result: dict[str, Any]) -> str:
+    speed, memory = result["throughput"], result["peak_rss_mb"]
+    first_ours, first_peer = result["runs"]["ours"][0], result["runs"]["peer"][0]
+    rows = [
+        (
+            "sentences / s, best pass (median of rounds)",
+            fmt(speed["ours_median"]),
+            fmt(speed["peer_median"]),
+            f"**{speed['ratio_median']:.2f}×**",
+        ),
+        (
+            "… in each round",
+            _join(speed["ours"]),
+            _join(speed["peer"]),
+            _join(speed["ratio_per_round"], 2),
+        ),
+        (
+            "peak RSS, MiB (median)",
+            fmt(memory["ours_median"], 0),
+            fmt(memory["peer_median"], 0),
+            f"{memory['ratio_median']:.2f}",
+        ),
+        (
+            "RSS after loading, MiB",
+            fmt(first_ours["rss_loaded_mb"], 0),
+            fmt(first_peer["rss_loaded_mb"], 0),
+            "",
+        ),
+        (
+            "sentences / s, median pass (median of rounds)",
+            fmt(median([r["median_pass_throughput"] for r in result["runs"]["ours"]])),
+            fmt(median([r["median_pass_throughput"] for r in result["runs"]["peer"]])),
+            "",
+        ),
+        (
+            "CPU seconds per pass (round 1)",
+            first_ours["cpu_seconds_per_pass"],
+            first_peer["cpu_seconds_per_pass"],
+            "",
+        ),
+        (
+            "attention / max length / dtype",
+            f"{first_ours['attention']} / {first_ours['max_length']} / {first_ours['dtype']}",
+            f"{first_peer['attention']} / {first_peer['max_length']} / {first_peer['dtype']}",
+            "",
+        ),
+    ]
+    text = [
+        f"### {result['model']}",
+        "",
+        f"{first_ours['sentences']} sentences ({first_ours['distinct']} distinct); "
+        f"max |Δ| between the two sets of embeddings: **{result['max_abs_diff']:.2e}**.",
+        "",
+        markdown_table(["", "ours", "sentence-transformers", "ours / peer"], rows),
+    ]
+    if "ablation" in result:
+        text += ["", ablation_markdown(result["ablation"], speed["peer_median"])]
+    return "\n".join(text)
+
+
+def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
+    variants = ablation["variants"]
+    library = variants["ours (library encode)"]["throughput"]
+    rows = [
+        (
+            name,
+            fmt(v["throughput"]),
+            f"{v['throughput'] / library:.2f}",
+            f"{v['throughput'] / peer_median:.2f}" if peer_median else "n/a",
+            f"{v['max_abs_diff_vs_library']:.1e}",
+        )
+        for name, v in variants.items()
+    ]
+    header = [
+        "variant (one process, alternated, best pass)",
+        "sentences / s",
+        "vs library",
+        "vs peer median",
+        "max |Δ| vs library",
+    ]
+    return "Ablation:\n\n" + markdown_table(header, rows)
+
+
+def _join(values: list[float], digits: int = 1) -> str:
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> Path:
+    stem = output_stem("encode", args.output_dir, args.mode)
+    content = {"mode": args.mode, "settings": _settings(args), "machine": info, "models": results}
+    write_json(stem, content)
+    lines = [
+        "# Encoding: `SentenceEncoder.encode` vs `SentenceTransformer.encode`",
+        "",
+        f"Mode `{args.mode}`: {args.fraction:.1%} of the distinct sentences of the seven STS "
+        f"test sets (every occurrence kept); batch size {args.batch_size}, {args.threads} "
+        f"thread(s), float32, {args.repeats} alternated round(s) in fresh processes, each "
+        f"timing {args.passes} pass(es) over the sentences: a round's speed is its best pass.",
+        "",
+        machine_markdown(info),
+        "",
+        *(model_markdown(r) + "\n" for r in results),
+        f"![encode chart]({stem.name}.png)",
+    ]
+    write_markdown(stem, "\n".join(lines))
+    draw_chart(results, stem.with_suffix(".png"))
+    return stem
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("fraction", "batch_size", "threads", "repeats", "passes", "models", "ablation")
+    return {k: getattr(args, k) for k in keys}
+
+
+def draw_chart(results: list[dict], path: Path) -> None:
+    plt = pyplot()
+    panels = 1 + sum("ablation" in r for r in results)
+    fig, axes = plt.subplots(1, panels, figsize=(6 + 5 * (panels - 1), 4.8), squeeze=False)
+    ax = axes[0][0]
+    names = [r["model"] for r in results]
+    x = np.arange(len(names))
+    for offset, side, label in ((-0.2, "ours", "ours"), (0.2, "peer", "sentence-transformers")):
+        medians = [r["throughput"][f"{side}_median"] for r in results]
+        ax.bar(x + offset, medians, 0.4, label=label)
+        for i, r in enumerate(results):
+            ax.scatter(
+                [i + offset] * len(r["throughput"][side]),
+                r["throughput"][side],
+                color="black",
+                s=10,
+                zorder=3,
+            )
+    for i, r in enumerate(results):
+        ax.annotate(
+            f"{r['throughput']['ratio_median']:.2f}×",
+            (i, max(r["throughput"]["ours_median"], r["throughput"]["peer_median"])),
+            ha="center",
+            va="bottom",
+        )
+    ax.set_xticks(x, names)
+    ax.set_ylabel("sentences / s (median, dots: rounds)")
+    ax.set_title("Encoding the seven STS test sets")
+    ax.legend(loc="lower center")
+    panel = 1
+    for r in results:
+        if "ablation" in r:
+            _ablation_panel(axes[0][panel], r)
+            panel += 1
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _ablation_panel(ax: Any, result: dict[str, Any]) -> None:
+    variants = result["ablation"]["variants"]
+    labels = [*variants, "sentence-transformers (peer runs)"]
+    values = [v["throughput"] for v in variants.values()] + [result["throughput"]["peer_median"]]
+    ax.barh(range(len(labels)), values, color=["C0"] * len(variants) + ["C1"])
+    wrapped = [textwrap.fill(label, 32) for label in labels]
+    ax.set_yticks(range(len(labels)), wrapped, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("sentences / s")
+    ax.set_title(f"{result['model']}: ablation")
+
+
+# ----------------------------------------------------------------------------- entry
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a few minutes: MiniLM, 5 %% subset")
+    size.add_argument("--smoke", action="store_true", help="seconds: a tiny subset, 1 round")
+    parser.add_argument("--models", nargs="+", help="model names under STS_MODELS_DIR or paths")
+    parser.add_argument("--fraction", type=float, help="share of distinct sentences kept")
+    parser.add_argument("--repeats", type=int, help="alternated rounds (A B per round)")
+    parser.add_argument("--passes", type=int, help="timed passes per process (best counts)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=_default_threads())
+    parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.mode = mode_of(args)
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def _default_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        emit_result(WORKERS[args.worker](json.loads(args.spec)))
+        return 0
+    check_environment(args.models)
+    info = machine_info()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sts-bench-encode-") as scratch:
+        results = [benchmark_model(name, args, Path(scratch)) for name in args.models]
+    info["wall_seconds"] = round(time.perf_counter() - start, 1)
+    stem = write_outputs(results, args, info)
+    for r in results:
+        speed = r["throughput"]
+        print(
+            f"{r['model']}: ours {speed['ours_median']:.1f}/s, peer {speed['peer_median']:.1f}"
+            f"/s, ratio {speed['ratio_median']:.2f}, max|Δ| {r['max_abs_diff']:.2e}"
+        )
+    print(f"wrote {stem}.md/.json/.png in {info['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)

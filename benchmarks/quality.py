@@ -1,0 +1,419 @@
+"""Quality on one fixed CPU budget: our methods against sentence-transformers' losses.
+
+all-MiniLM-L6-v2 fine-tuned on the filtered STS-B + SICK-R training set (5,398 pairs), one
+epoch, batch 16, lr 2e-5, by every method we have (``ours-cosent``: ``CoSENTTrainer``) and by
+``SentenceTransformerTrainer`` with ``CoSENTLoss``, ``AnglELoss`` and ``CosineSimilarityLoss``
+(labels scaled to 0–1 for the latter); the model before training is the first row. Each
+model is scored on the seven STS tasks (SentEval protocol, "all" aggregation, Spearman ×
+100) through ``SentenceEncoder.encode`` (the trained sentence-transformers backbones are
+wrapped, same pooling), with mean ± sd over seeds.
+
+Fine-tuning this already-contrastive model on the filtered STS data can score *below* the
+untrained model; ``--learning-rate`` and ``--pooling`` take several values (a grid, every
+combination one row) and ``--methods`` picks losses, to search for a recipe that improves on
+it. A method is one entry of ``METHODS``: add yours there.
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/quality.py --quick   # 40 steps, seed 0, 300 pairs per task
+    uv run python benchmarks/quality.py           # full: 1 epoch, seeds 0 1 2, all pairs
+    uv run python benchmarks/quality.py --learning-rate 5e-6 1e-5 2e-5 --methods ours-cosent
+    uv run python benchmarks/quality.py --smoke --output-dir /tmp/bench   # for tests
+
+Results: ``benchmarks/results/quality[_quick].{md,json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import (
+    MINILM,
+    BenchmarkError,
+    check_environment,
+    data_dir,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    mean_sd,
+    mode_of,
+    model_path,
+    output_stem,
+    pyplot,
+    set_threads,
+    write_json,
+    write_markdown,
+)
+
+TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+ST_POOLING = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
+DEFAULT_METHODS = ["base", "ours-cosent", "ours-cosine_mse", "st-cosent", "st-angle", "st-cosine"]
+MODES = {
+    "smoke": {
+        "max_steps": 2,
+        "seeds": [0],
+        "eval_pairs": 40,
+        "methods": ["base", "ours-cosent", "st-cosent"],
+    },
+    "quick": {"max_steps": 40, "seeds": [0], "eval_pairs": 300, "methods": DEFAULT_METHODS},
+    "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "methods": DEFAULT_METHODS},
+}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training configuration (a row of the table, over seeds)."""
+
+    model: str
+    learning_rate: float
+    pooling: str
+    batch_size: int
+    epochs: float
+    max_steps: int
+    max_length: int | None
+
+
+@dataclass(frozen=True)
+class Method:
+    """How to get a trained encoder: ``train(recipe, seed, data) -> SentenceEncoder``."""
+
+    label: str
+    train: Callable[[Recipe, int, Any], Any] | None  # None: the model as loaded
+    unit_labels: bool = False  # train on scores scaled to 0–1
+
+
+# ----------------------------------------------------------------------------- ours
+def train_ours(loss: str) -> Callable[[Recipe, int, Any], Any]:
+    def train(recipe: Recipe, seed: int, data: Any) -> Any:
+        from transformers import set_seed
+
+        from sts_cosent import CoSENTConfig, CoSENTTrainer
+
+        set_seed(seed)
+        encoder = load_ours(recipe)
+        with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
+            args = CoSENTConfig(
+                **training_arguments(recipe, seed, output_dir),
+                loss=loss,
+                load_best_model_at_end=False,
+            )
+            CoSENTTrainer(model=encoder, args=args, train_dataset=data).train()
+        return encoder
+
+    return train
+
+
+def load_ours(recipe: Recipe) -> Any:
+    from sts_core.encoder import SentenceEncoder
+
+    return SentenceEncoder.from_pretrained(
+        recipe.model, pooling=recipe.pooling, max_length=recipe.max_length
+    )
+
+
+def training_arguments(recipe: Recipe, seed: int, output_dir: str) -> dict[str, Any]:
+    return {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": recipe.batch_size,
+        "learning_rate": recipe.learning_rate,
+        "weight_decay": 0.01,
+        "warmup_steps": 0.1,
+        "num_train_epochs": recipe.epochs,
+        "max_steps": recipe.max_steps,
+        "seed": seed,
+        "logging_steps": 10,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+    }
+
+
+# ----------------------------------------------------------------------------- peer
+def train_peer(loss_name: str) -> Callable[[Recipe, int, Any], Any]:
+    def train(recipe: Recipe, seed: int, data: Any) -> Any:
+        from sentence_transformers import (
+            SentenceTransformerTrainer,
+            SentenceTransformerTrainingArguments,
+        )
+        from sentence_transformers.sentence_transformer import losses
+        from transformers import set_seed
+
+        set_seed(seed)
+        model = load_peer(recipe)
+        loss = getattr(losses, loss_name)(model)
+        with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
+            args = SentenceTransformerTrainingArguments(
+                **training_arguments(recipe, seed, output_dir)
+            )
+            SentenceTransformerTrainer(
+                model=model, args=args, train_dataset=data, loss=loss
+            ).train()
+        return wrap_peer(model, recipe)
+
+    return train
+
+
+def load_peer(recipe: Recipe) -> Any:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules.pooling import Pooling
+
+    if recipe.pooling not in ST_POOLING:
+        raise BenchmarkError(f"sentence-transformers has no {recipe.pooling!r} pooling")
+    model = SentenceTransformer(recipe.model, device="cpu")
+    if recipe.max_length:
+        model.max_seq_length = recipe.max_length
+    if getattr(model[1], "pooling_mode", None) != ST_POOLING[recipe.pooling]:
+        dimension = model[0].auto_model.config.hidden_size
+        model[1] = Pooling(dimension, pooling_mode=ST_POOLING[recipe.pooling])
+    return model
+
+
+def wrap_peer(model: Any, recipe: Recipe) -> Any:
+    """The trained backbone as a SentenceEncoder (same pooling, length, normalisation)."""
+    from sts_core.encoder import SentenceEncoder
+
+    normalize = any(type(m).__name__ == "Normalize" for m in model)
+    return SentenceEncoder(
+        model[0].auto_model,
+        model.tokenizer,
+        pooling=recipe.pooling,
+        max_length=model.max_seq_length,
+        normalize=normalize,
+    )
+
+
+METHODS: dict[str, Method] = {
+    "base": Method("before training", None),
+    "ours-cosent": Method("ours: CoSENTTrainer (cosent)", train_ours("cosent")),
+    "ours-cosine_mse": Method("ours: CoSENTTrainer (cosine_mse)", train_ours("cosine_mse"), True),
+    "st-cosent": Method("sentence-transformers CoSENTLoss", train_peer("CoSENTLoss")),
+    "st-angle": Method("sentence-transformers AnglELoss", train_peer("AnglELoss")),
+    "st-cosine": Method(
+        "sentence-transformers CosineSimilarityLoss", train_peer("CosineSimilarityLoss"), True
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- data
+def load_training_data() -> tuple[Any, Any]:
+    """The filtered pairs with 0–5 scores, and the same with scores scaled to 0–1."""
+    from sts_core.data import load_filtered_stsb_sick, rescale_scores
+
+    train, _ = load_filtered_stsb_sick(data_dir())
+    train = train.select_columns(["sentence1", "sentence2", "score"])
+    return train, rescale_scores(train, (0.0, 5.0))
+
+
+def build_evaluator(eval_pairs: int) -> Any:
+    """The seven tasks; every k-th pair of each when ``eval_pairs`` caps their size."""
+    from sts_core.evaluation import STSEvaluator
+    from sts_core.evaluation.sts import load_task_pairs
+
+    datasets = {}
+    for task in TASKS:
+        pairs = load_task_pairs(task, "senteval", "senteval", data_dir())
+        if eval_pairs and len(pairs) > eval_pairs:
+            pairs = pairs.select(range(0, len(pairs), math.ceil(len(pairs) / eval_pairs)))
+        datasets[task] = pairs
+    return STSEvaluator(tasks=TASKS, datasets=datasets, batch_size=64, show_progress_bar=False)
+
+
+def evaluate(encoder: Any, evaluator: Any) -> dict[str, float]:
+    report = evaluator.evaluate(encoder)
+    scores = {task: float(report.results[task].spearman["all"]) for task in TASKS}
+    scores["avg"] = float(np.mean(list(scores.values())))
+    return scores
+
+
+# ----------------------------------------------------------------------------- runs
+def recipes(args: argparse.Namespace) -> list[Recipe]:
+    path = str(model_path(args.model))
+    grid = itertools.product(args.learning_rate, args.pooling)
+    return [
+        Recipe(path, lr, pooling, args.batch_size, args.epochs, args.max_steps, args.max_length)
+        for lr, pooling in grid
+    ]
+
+
+def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    data, unit_data = load_training_data()
+    evaluator = build_evaluator(args.eval_pairs)
+    rows = []
+    for recipe in recipes(args):
+        for name in args.methods:
+            if name == "base" and any(
+                r["method"] == "base" and r["pooling"] == recipe.pooling for r in rows
+            ):
+                continue
+            rows.append(run_method(name, recipe, args, evaluator, unit_data, data))
+    return rows
+
+
+def run_method(
+    name: str, recipe: Recipe, args: argparse.Namespace, evaluator: Any, unit: Any, data: Any
+) -> dict[str, Any]:
+    method = METHODS[name]
+    seeds = [args.seeds[0]] if method.train is None else args.seeds
+    row: dict[str, Any] = {
+        "method": name,
+        "label": method.label,
+        "learning_rate": recipe.learning_rate,
+        "pooling": recipe.pooling,
+        "seeds": {},
+    }
+    for seed in seeds:
+        print(
+            f"  {name} (lr {recipe.learning_rate}, pooling {recipe.pooling}, seed {seed}) …",
+            flush=True,
+        )
+        start = time.perf_counter()
+        if method.train is None:
+            encoder = load_ours(recipe)
+        else:
+            encoder = method.train(recipe, seed, unit if method.unit_labels else data)
+        trained = time.perf_counter() - start
+        scores = evaluate(encoder, evaluator)
+        scores["train_seconds"] = round(trained, 1)
+        scores["eval_seconds"] = round(time.perf_counter() - start - trained, 1)
+        row["seeds"][seed] = scores
+        print(f"    avg {scores['avg']:.2f} (train {trained:.0f} s)", flush=True)
+    row["summary"] = {
+        key: mean_sd([s[key] for s in row["seeds"].values()]) for key in (*TASKS, "avg")
+    }
+    return row
+
+
+# ----------------------------------------------------------------------------- output
+def row_name(row: dict[str, Any], args: argparse.Namespace) -> str:
+    extras = []
+    if len(args.learning_rate) > 1 and row["method"] != "base":
+        extras.append(f"lr {row['learning_rate']:g}")
+    if len(args.pooling) > 1:
+        extras.append(f"{row['pooling']} pooling")
+    return row["label"] + (f" ({', '.join(extras)})" if extras else "")
+
+
+def cell(mean: float, sd: float, seeds: int) -> str:
+    return f"{mean:.2f}" if seeds < 2 else f"{mean:.2f} ± {sd:.2f}"
+
+
+def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> str:
+    base = {r["pooling"]: r["summary"]["avg"][0] for r in rows if r["method"] == "base"}
+    table_rows = []
+    for row in rows:
+        seeds = len(row["seeds"])
+        cells = [cell(*row["summary"][key], seeds) for key in (*TASKS, "avg")]
+        delta = row["summary"]["avg"][0] - base.get(row["pooling"], math.nan)
+        table_rows.append([row_name(row, args), *cells, f"{delta:+.2f}", seeds])
+    steps = "1 epoch" if args.max_steps < 0 else f"{args.max_steps} steps"
+    evaluation = "all pairs" if not args.eval_pairs else f"≤ {args.eval_pairs} pairs per task"
+    lines = [
+        "# Quality: our methods vs sentence-transformers' losses, same budget",
+        "",
+        f"Mode `{args.mode}`: {args.model}; filtered STS-B + SICK-R train (5,398 pairs); "
+        f"{steps}, batch {args.batch_size}, lr {', '.join(f'{x:g}' for x in args.learning_rate)},"
+        f" weight decay 0.01, 10 % warm-up; seeds {args.seeds}; evaluation: SentEval protocol, "
+        f"'all', Spearman × 100 on {evaluation} (every k-th pair).",
+        "",
+        machine_markdown(info),
+        "",
+        markdown_table(["", *TITLES, "Avg.", "Δ avg vs before", "seeds"], table_rows),
+        "",
+        "Mean ± sd over seeds. Fine-tuning an already-contrastive model on this small set may "
+        "lower the average: compare each row with *before training*.",
+        "",
+        f"![quality chart]({output_stem('quality', args.output_dir, args.mode).name}.png)",
+    ]
+    return "\n".join(lines)
+
+
+def draw_chart(rows: list[dict], args: argparse.Namespace, path: Path) -> None:
+    plt = pyplot()
+    keys = (*TASKS, "avg")
+    width = 0.8 / len(rows)
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    for i, row in enumerate(rows):
+        means = [row["summary"][k][0] for k in keys]
+        sds = [row["summary"][k][1] for k in keys]
+        x = np.arange(len(keys)) + (i - (len(rows) - 1) / 2) * width
+        ax.bar(
+            x,
+            means,
+            width,
+            yerr=sds if len(row["seeds"]) > 1 else None,
+            label=row_name(row, args),
+            capsize=2,
+        )
+    low = min(row["summary"][k][0] for row in rows for k in keys)
+    ax.set_ylim(max(0.0, low - 5), None)
+    ax.set_xticks(np.arange(len(keys)), [*TITLES, "Avg."])
+    ax.set_ylabel("Spearman × 100 ('all')")
+    ax.set_title(f"Seven STS tasks ({args.mode} mode; error bars: sd over seeds)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- entry
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a few minutes: 40 steps, 1 seed")
+    size.add_argument("--smoke", action="store_true", help="2 steps, 40 pairs per task")
+    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
+    parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
+    parser.add_argument("--pooling", nargs="+", default=["mean"])
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--max-steps", type=int, help="overrides --epochs when > 0")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-length", type=int, help="default: the model's")
+    parser.add_argument("--eval-pairs", type=int, help="cap per task (0: all pairs)")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    args = parser.parse_args(argv)
+    args.mode = mode_of(args)
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_environment([args.model])
+    if args.threads:
+        set_threads(args.threads)
+    info = machine_info()
+    start = time.perf_counter()
+    rows = run_all(args)
+    info["wall_seconds"] = round(time.perf_counter() - start, 1)
+    stem = output_stem("quality", args.output_dir, args.mode)
+    settings = dict(vars(args))
+    write_json(stem, {"settings": settings, "machine": info, "rows": rows})
+    write_markdown(stem, report_markdown(rows, args, info))
+    draw_chart(rows, args, stem.with_suffix(".png"))
+    for row in rows:
+        mean, sd = row["summary"]["avg"]
+        print(f"{row_name(row, args)}: avg {mean:.2f} ± {sd:.2f}")
+    print(f"wrote {stem}.md/.json/.png in {info['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,420 @@
+"""Training speed: our ``CoSENTTrainer`` against ``SentenceTransformerTrainer`` + ``CoSENTLoss``.
+
+Same model (all-MiniLM-L6-v2), data (STS-B train + SICK-R train rescaled to 0–5, minus the
+pairs of the seven test sets: 5,398 pairs), batch size 16, max length, learning rate 2e-5,
+weight decay 0.01, 10 % linear warm-up, AdamW (the Trainer's default), seed and number of
+steps; logging every step, no evaluation, no saving, no dataloader workers. Each run is a
+fresh process; the sides alternate (ours, peer, ours, peer, …). Reported: pairs per second
+(pairs trained / wall time of ``trainer.train()``, model loading excluded), the ratio per
+round, peak memory, and the two loss curves side by side. ``--ablation`` adds our trainer
+with ``padding_free=False`` (the padded forward), which shows what packing gives and must
+follow the peer's loss curve step for step.
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/train.py --quick    # 30 steps, 2 rounds, ablation
+    uv run python benchmarks/train.py            # full: one epoch (338 steps), 3 rounds, ablation
+    uv run python benchmarks/train.py --smoke --output-dir /tmp/bench   # seconds, for tests
+
+Results: ``benchmarks/results/train[_quick].{md,json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    MINILM,
+    Comparison,
+    alternate,
+    check_environment,
+    cpu_seconds,
+    current_rss_mb,
+    data_dir,
+    emit_result,
+    fmt,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    median,
+    mode_of,
+    model_path,
+    output_stem,
+    pyplot,
+    run_worker,
+    set_threads,
+    write_json,
+    write_markdown,
+)
+
+TRAIN_PAIRS = 5398  # the filtered STS-B + SICK-R training set
+MODES = {
+    "smoke": {"max_steps": 3, "repeats": 1, "ablation": False},
+    "quick": {"max_steps": 30, "repeats": 2, "ablation": True},
+    "full": {"max_steps": math.ceil(TRAIN_PAIRS / 16), "repeats": 3, "ablation": True},
+}
+LABELS = {
+    "ours": "ours (CoSENTTrainer)",
+    "peer": "sentence-transformers (CoSENTLoss)",
+    "ours-padded": "ours, padding_free=False",
+}
+
+
+# ----------------------------------------------------------------------------- workers
+def load_train_pairs() -> Any:
+    from sts_core.data import load_filtered_stsb_sick
+
+    train, _ = load_filtered_stsb_sick(data_dir())
+    return train.select_columns(["sentence1", "sentence2", "score"])
+
+
+def training_arguments(spec: dict[str, Any], output_dir: str) -> dict[str, Any]:
+    """The ``TrainingArguments`` both sides get."""
+    return {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": spec["batch_size"],
+        "learning_rate": spec["learning_rate"],
+        "weight_decay": 0.01,
+        "warmup_steps": 0.1,  # a ratio of the steps (transformers 5)
+        "lr_scheduler_type": "linear",
+        "max_steps": spec["max_steps"],
+        "seed": spec["seed"],
+        "logging_steps": 1,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+    }
+
+
+def step_timer() -> Any:
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        """Wall-clock time at the end of every optimizer step."""
+
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.times.append(time.perf_counter())
+
+    return StepTimer()
+
+
+def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: bool) -> Any:
+    from transformers import set_seed
+
+    from sts_core.encoder import SentenceEncoder
+    from sts_cosent import CoSENTConfig, CoSENTTrainer
+
+    set_seed(spec["seed"])
+    encoder = SentenceEncoder.from_pretrained(
+        spec["model"], max_length=spec["max_length"], padding_free=padding_free
+    )
+    args = CoSENTConfig(**training_arguments(spec, output_dir), load_best_model_at_end=False)
+    trainer = CoSENTTrainer(
+        model=encoder, args=args, train_dataset=load_train_pairs(), callbacks=[callback]
+    )
+    return trainer, {"max_length": encoder.max_length, "padding_free": padding_free}
+
+
+def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss
+    from transformers import set_seed
+
+    set_seed(spec["seed"])
+    model = SentenceTransformer(spec["model"], device="cpu")
+    if spec["max_length"]:
+        model.max_seq_length = spec["max_length"]
+    args = SentenceTransformerTrainingArguments(**training_arguments(spec, output_dir))
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=load_train_pairs(),
+        loss=CoSENTLoss(model, scale=20.0),
+        callbacks=[callback],
+    )
+    return trainer, {"max_length": model.max_seq_length}
+
+
+def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
+    set_threads(spec["threads"])
+    timer = step_timer()
+    with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
+        if side == "peer":
+            trainer, info = build_peer(spec, output_dir, timer)
+        else:
+            trainer, info = build_ours(spec, output_dir, timer, side == "ours")
+        rss_before = current_rss_mb()
+        cpu_start, start = cpu_seconds(), time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+        cpu = cpu_seconds() - cpu_start
+    return {
+        **info,
+        **train_metrics(trainer, timer.times, seconds, spec),
+        "cpu_seconds": round(cpu, 2),
+        "rss_before_train_mb": round(rss_before, 1),
+        "optimizer": str(trainer.args.optim),
+        "weight_decay": trainer.args.weight_decay,
+    }
+
+
+def train_metrics(
+    trainer: Any, step_times: list[float], seconds: float, spec: dict[str, Any]
+) -> dict[str, Any]:
+    import torch
+
+    steps = trainer.state.global_step
+    pairs = steps * spec["batch_size"]
+    gaps = [b - a for a, b in zip(step_times, step_times[1:], strict=False)]
+    median_step = spec["batch_size"] / median(gaps) if gaps else float("nan")
+    losses = [[e["step"], e["loss"]] for e in trainer.state.log_history if "loss" in e]
+    return {
+        "steps": steps,
+        "pairs": pairs,
+        "seconds": round(seconds, 3),
+        "throughput": round(pairs / seconds, 2),
+        "median_step_throughput": round(median_step, 2),
+        "losses": losses,
+        "threads": torch.get_num_threads(),
+    }
+
+
+# ----------------------------------------------------------------------------- parent
+def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
+    spec = {
+        "model": str(model_path(args.model)),
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "seed": args.seed,
+        "max_length": args.max_length,
+        "threads": args.threads,
+    }
+    sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
+    print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
+    return alternate(sides, args.repeats, lambda side, _: run_worker(__file__, side, spec))
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
+    def metric(key: str, side: str = "ours") -> Comparison:
+        return Comparison([r[key] for r in runs[side]], [r[key] for r in runs["peer"]])
+
+    summary = {
+        "throughput": metric("throughput").to_dict(),
+        "median_step_throughput": metric("median_step_throughput").to_dict(),
+        "peak_rss_mb": metric("peak_rss_mb").to_dict(),
+    }
+    if "ours-padded" in runs:
+        summary["padded_throughput"] = metric("throughput", "ours-padded").to_dict()
+        summary["padded_vs_peer_max_loss_diff"] = max_loss_difference(
+            runs["ours-padded"][0]["losses"], runs["peer"][0]["losses"]
+        )
+    summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
+        runs["ours"][0]["losses"], runs["peer"][0]["losses"]
+    )
+    return summary
+
+
+def max_loss_difference(first: list[list[float]], second: list[list[float]]) -> float:
+    other = dict((int(s), v) for s, v in second)
+    return max((abs(v - other[int(s)]) for s, v in first if int(s) in other), default=math.nan)
+
+
+def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: dict) -> str:
+    speed, steady, memory = (
+        summary["throughput"],
+        summary["median_step_throughput"],
+        summary["peak_rss_mb"],
+    )
+    ours, peer = runs["ours"][0], runs["peer"][0]
+    rows = [
+        (
+            "pairs / s (median)",
+            fmt(speed["ours_median"]),
+            fmt(speed["peer_median"]),
+            f"**{speed['ratio_median']:.2f}×**",
+        ),
+        (
+            "pairs / s per round",
+            _join(speed["ours"]),
+            _join(speed["peer"]),
+            _join(speed["ratio_per_round"], 2),
+        ),
+        (
+            "batch / median step time (median of rounds)",
+            fmt(steady["ours_median"]),
+            fmt(steady["peer_median"]),
+            f"{steady['ratio_median']:.2f}×",
+        ),
+        (
+            "peak RSS, MiB (median)",
+            fmt(memory["ours_median"], 0),
+            fmt(memory["peer_median"], 0),
+            f"{memory['ratio_median']:.2f}",
+        ),
+        (
+            "RSS before training, MiB",
+            fmt(ours["rss_before_train_mb"], 0),
+            fmt(peer["rss_before_train_mb"], 0),
+            "",
+        ),
+        ("CPU seconds in train() (round 1)", ours["cpu_seconds"], peer["cpu_seconds"], ""),
+        (
+            "mean loss, last 10 steps (round 1)",
+            fmt(_tail_loss(ours), 3),
+            fmt(_tail_loss(peer), 3),
+            "",
+        ),
+    ]
+    lines = [
+        "# Training: `CoSENTTrainer` vs `SentenceTransformerTrainer` + `CoSENTLoss`",
+        "",
+        f"Mode `{args.mode}`: {args.model}, filtered STS-B + SICK-R train, {args.max_steps} "
+        f"steps of batch {args.batch_size} ({args.max_steps * args.batch_size} pairs), lr "
+        f"{args.learning_rate}, weight decay 0.01, 10 % warm-up, seed {args.seed}, max length "
+        f"{ours['max_length']} (peer: {peer['max_length']}), {args.threads} thread(s), "
+        f"optimizer {ours['optimizer']}; {args.repeats} alternated round(s), fresh processes.",
+        "",
+        machine_markdown(info),
+        "",
+        markdown_table(["", LABELS["ours"], LABELS["peer"], "ours / peer"], rows),
+        "",
+        f"Largest difference between the two loss curves (round 1): "
+        f"{summary['ours_vs_peer_max_loss_diff']:.3g} (dropout masks differ once ours packs "
+        "tokens; same data order).",
+    ]
+    if "padded_throughput" in summary:
+        padded = summary["padded_throughput"]
+        lines += [
+            "",
+            f"Ablation, ours with `padding_free=False`: {fmt(padded['ours_median'])} pairs/s "
+            f"({padded['ratio_median']:.2f}× the peer); its loss curve differs from the peer's "
+            f"by at most {summary['padded_vs_peer_max_loss_diff']:.3g}.",
+        ]
+    lines += ["", f"![train chart]({output_stem('train', args.output_dir, args.mode).name}.png)"]
+    return "\n".join(lines)
+
+
+def _tail_loss(run: dict[str, Any]) -> float:
+    tail = [loss for _, loss in run["losses"][-10:]]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def _join(values: list[float], digits: int = 1) -> str:
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
+    plt = pyplot()
+    fig, (curves, bars) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for side, run_list in runs.items():
+        steps, losses = (
+            zip(*run_list[0]["losses"], strict=True) if run_list[0]["losses"] else ([], [])
+        )
+        curves.plot(
+            steps,
+            losses,
+            label=LABELS[side],
+            linewidth=2.5 if side == "peer" else 1.2,
+            linestyle="--" if side == "ours-padded" else "-",
+        )
+    curves.set_xlabel("step")
+    curves.set_ylabel("training loss (CoSENT)")
+    curves.set_title("Loss per step (round 1)")
+    curves.legend()
+    names = list(runs)
+    medians = [sorted(r["throughput"] for r in runs[s])[len(runs[s]) // 2] for s in names]
+    bars.bar(range(len(names)), medians, color=[f"C{i}" for i in range(len(names))])
+    for i, side in enumerate(names):
+        points = [r["throughput"] for r in runs[side]]
+        bars.scatter([i] * len(points), points, color="black", s=12, zorder=3)
+    bars.set_xticks(range(len(names)), [LABELS[s].replace(" (", "\n(") for s in names], fontsize=8)
+    bars.set_ylabel("pairs / s (bar: median, dots: rounds)")
+    bars.set_title(f"Throughput: ratio {summary['throughput']['ratio_median']:.2f}×")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- entry
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a few minutes: 30 steps, 2 rounds")
+    size.add_argument("--smoke", action="store_true", help="seconds: 3 steps, 1 round")
+    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser.add_argument("--max-steps", type=int, help="optimizer steps per run")
+    parser.add_argument("--repeats", type=int, help="alternated rounds")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-length", type=int, help="default: the model's (256 for MiniLM)")
+    parser.add_argument("--threads", type=int, default=_default_threads())
+    parser.add_argument(
+        "--ablation",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run ours with padding_free=False (default: on, off in smoke mode)",
+    )
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.mode = mode_of(args)
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def _default_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        emit_result(run_side(args.worker, json.loads(args.spec)))
+        return 0
+    check_environment([args.model])
+    info = machine_info()
+    start = time.perf_counter()
+    runs = run_benchmark(args)
+    info["wall_seconds"] = round(time.perf_counter() - start, 1)
+    summary = summarize(runs)
+    stem = output_stem("train", args.output_dir, args.mode)
+    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "spec")}
+    write_json(stem, {"settings": settings, "machine": info, "summary": summary, "runs": runs})
+    write_markdown(stem, report_markdown(runs, summary, args, info))
+    draw_chart(runs, summary, stem.with_suffix(".png"))
+    speed = summary["throughput"]
+    print(
+        f"ours {speed['ours_median']:.1f} pairs/s, peer {speed['peer_median']:.1f} pairs/s, "
+        f"ratio {speed['ratio_median']:.2f}; peak RSS ours "
+        f"{summary['peak_rss_mb']['ours_median']:.0f} MiB, peer "
+        f"{summary['peak_rss_mb']['peer_median']:.0f} MiB"
+    )
+    print(f"wrote {stem}.md/.json/.png in {info['wall_seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)
