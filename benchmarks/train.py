@@ -58,7 +58,7 @@ TRAIN_PAIRS = 5398  # the filtered STS-B + SICK-R training set
 MODES = {
     "smoke": {"max_steps": 3, "repeats": 1, "ablation": False},
     "quick": {"max_steps": 30, "repeats": 2, "ablation": True},
-    "full": {"max_steps": math.ceil(TRAIN_PAIRS / 16), "repeats": 3, "ablation": True},
+    "full": {"max_steps": math.ceil(TRAIN_PAIRS / 16), "repeats": 2, "ablation": True},
 }
 LABELS = {
     "ours": "ours (CoSENTTrainer)",
@@ -339,7 +339,7 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
     curves.set_title("Loss per step (round 1)")
     curves.legend()
     names = list(runs)
-    medians = [sorted(r["throughput"] for r in runs[s])[len(runs[s]) // 2] for s in names]
+    medians = [median([r["throughput"] for r in runs[s]]) for s in names]
     bars.bar(range(len(names)), medians, color=[f"C{i}" for i in range(len(names))])
     for i, side in enumerate(names):
         points = [r["throughput"] for r in runs[side]]
