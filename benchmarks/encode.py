@@ -60,10 +60,19 @@ from _common import (
 
 # fraction of the distinct sentences kept (with all their occurrences); alternated rounds of
 # fresh processes; timed passes over the sentences in each process (the best one counts)
+# (full mode on 2 cores: every sentence, one timed pass per process, 2 rounds for MiniLM and
+# 1 for mpnet, ~20 min a round; the ablation on a 10 % subset)
 MODES = {
     "smoke": {"fraction": 0.004, "repeats": 1, "passes": 1, "models": [MINILM]},
     "quick": {"fraction": 0.05, "repeats": 2, "passes": 3, "models": [MINILM]},
-    "full": {"fraction": 1.0, "repeats": 3, "passes": 3, "models": [MINILM, MPNET]},
+    "full": {
+        "fraction": 1.0,
+        "repeats": 2,
+        "passes": 1,
+        "models": [MINILM, MPNET],
+        "ablation_fraction": 0.1,
+        "model_repeats": {MPNET: 1},
+    },
 }
 WARMUP_SENTENCES = 16
 # Our pipeline with one optimisation removed at a time (dedupe: each distinct sentence once;
@@ -239,7 +248,7 @@ WORKERS = {"ours": worker_ours, "peer": worker_peer, "ablation": worker_ablation
 # ----------------------------------------------------------------------------- parent
 def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     path = str(model_path(name))
-    print(f"{name}: ours vs sentence-transformers, {args.repeats} round(s)", flush=True)
+    print(f"{name}: ours vs sentence-transformers", flush=True)
     spec = {
         "model": path,
         "fraction": args.fraction,
@@ -252,7 +261,8 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         saved = scratch / f"{name}-{side}-{round_index}.npy"
         return run_worker(__file__, side, {**spec, "embeddings": str(saved)})
 
-    runs = alternate(["ours", "peer"], args.repeats, run)
+    repeats = (args.model_repeats or {}).get(name, args.repeats)
+    runs = alternate(["ours", "peer"], repeats, run)
     ours = np.load(scratch / f"{name}-ours-0.npy")
     peer = np.load(scratch / f"{name}-peer-0.npy")
     result: dict[str, Any] = {
@@ -265,7 +275,9 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
     }
     if args.ablation:
         print(f"{name}: ablation ({args.passes} round(s) of {len(VARIANTS)} variants)")
-        result["ablation"] = run_worker(__file__, "ablation", spec)
+        fraction = args.ablation_fraction or args.fraction
+        result["ablation"] = run_worker(__file__, "ablation", {**spec, "fraction": fraction})
+        result["ablation"]["fraction"] = fraction
     return result
 
 
@@ -362,11 +374,19 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
         "vs peer median",
         "max |Δ| vs library",
     ]
-    return "Ablation:\n\n" + markdown_table(header, rows)
+    subset = ablation.get("fraction", 1.0)
+    title = f"Ablation ({subset:.0%} of the distinct sentences, with their occurrences):"
+    return title + "\n\n" + markdown_table(header, rows)
 
 
 def _join(values: list[float], digits: int = 1) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def _rounds_text(args: argparse.Namespace) -> str:
+    per_model = args.model_repeats or {}
+    counts = [f"{per_model.get(m, args.repeats)} for {Path(m).name}" for m in args.models]
+    return "alternated rounds (" + ", ".join(counts) + ")"
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> Path:
@@ -378,7 +398,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
         "",
         f"Mode `{args.mode}`: {args.fraction:.1%} of the distinct sentences of the seven STS "
         f"test sets (every occurrence kept); batch size {args.batch_size}, {args.threads} "
-        f"thread(s), float32, {args.repeats} alternated round(s) in fresh processes, each "
+        f"thread(s), float32, {_rounds_text(args)} in fresh processes, each "
         f"timing {args.passes} pass(es) over the sentences: a round's speed is its best pass.",
         "",
         machine_markdown(info),
@@ -392,7 +412,8 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("fraction", "batch_size", "threads", "repeats", "passes", "models", "ablation")
+    keys = ("fraction", "batch_size", "threads", "repeats", "model_repeats", "passes", "models")
+    keys += ("ablation", "ablation_fraction")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -457,6 +478,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fraction", type=float, help="share of distinct sentences kept")
     parser.add_argument("--repeats", type=int, help="alternated rounds (A B per round)")
     parser.add_argument("--passes", type=int, help="timed passes per process (best counts)")
+    parser.add_argument("--ablation-fraction", type=float, help="subset for the ablation")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=_default_threads())
     parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
@@ -465,7 +487,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.mode = mode_of(args)
+    args.model_repeats = None if args.repeats else MODES[args.mode].get("model_repeats")
     for key, value in MODES[args.mode].items():
+        if key == "model_repeats":
+            continue
         if getattr(args, key) is None:
             setattr(args, key, value)
     return args
