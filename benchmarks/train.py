@@ -13,7 +13,7 @@ follow the peer's loss curve step for step.
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
     uv run python benchmarks/train.py --quick    # 30 steps, 2 rounds, ablation
-    uv run python benchmarks/train.py            # full: one epoch (338 steps), 3 rounds, ablation
+    uv run python benchmarks/train.py            # full: one epoch (338 steps), 2 rounds, ablation
     uv run python benchmarks/train.py --smoke --output-dir /tmp/bench   # seconds, for tests
 
 Results: ``benchmarks/results/train[_quick].{md,json,png}``.
@@ -56,7 +56,7 @@ from _common import (
 
 TRAIN_PAIRS = 5398  # the filtered STS-B + SICK-R training set
 MODES = {
-    "smoke": {"max_steps": 3, "repeats": 1, "ablation": False},
+    "smoke": {"max_steps": 3, "repeats": 1, "ablation": True},  # the padded side: a check
     "quick": {"max_steps": 30, "repeats": 2, "ablation": True},
     "full": {"max_steps": math.ceil(TRAIN_PAIRS / 16), "repeats": 2, "ablation": True},
 }
