@@ -318,7 +318,7 @@ class SentenceEncoder(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         """Run the backbone on packed rows; return its states laid out as the padded batch."""
         attention_mask = inputs["attention_mask"]
-        packing = pack_tokens(attention_mask)
+        packing = TokenPacking(attention_mask)
         packed = {
             key: packing.pack(value, self.tokenizer.pad_token_id if key == "input_ids" else 0)
             for key, value in inputs.items()
@@ -553,11 +553,6 @@ class TokenPacking:
             return allowed
         blocked = torch.full_like(allowed, torch.finfo(dtype).min, dtype=dtype)
         return blocked.masked_fill(allowed, 0.0)
-
-
-def pack_tokens(attention_mask: torch.Tensor) -> TokenPacking:
-    """The packing of a padded batch's real tokens (see :class:`TokenPacking`)."""
-    return TokenPacking(attention_mask)
 
 
 def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
