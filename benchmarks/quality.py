@@ -326,14 +326,18 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         table_rows.append([row_name(row, args), *cells, f"{delta:+.2f}", seeds])
     header = ["", *TITLES, "Avg.", "Avg. (wmean)", "Δ avg vs before", "seeds"]
     steps = "1 epoch" if args.max_steps < 0 else f"{args.max_steps} steps"
-    evaluation = "all pairs" if not args.eval_pairs else f"≤ {args.eval_pairs} pairs per task"
+    evaluation = (
+        "all test pairs"
+        if not args.eval_pairs
+        else f"≤ {args.eval_pairs} pairs per task (every k-th pair)"
+    )
     lines = [
         "# Quality: our methods vs sentence-transformers' losses, same budget",
         "",
         f"Mode `{args.mode}`: {args.model}; filtered STS-B + SICK-R train (5,398 pairs); "
         f"{steps}, batch {args.batch_size}, lr {', '.join(f'{x:g}' for x in args.learning_rate)},"
         f" weight decay 0.01, 10 % warm-up; seeds {args.seeds}; evaluation: SentEval protocol, "
-        f"'all', Spearman × 100 on {evaluation} (every k-th pair).",
+        f"'all', Spearman × 100 on {evaluation}.",
         "",
         machine_markdown(info),
         "",
@@ -342,9 +346,10 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         "Mean ± sd over seeds. *Avg.* is the headline: the mean of the seven 'all' numbers "
         "(STS12–16 subsets of a year pooled, so scores must agree *across* subsets). "
         "*Avg. (wmean)* averages SentEval's 'wmean' instead (each subset ranked on its own, "
-        "weighted by size): a loss that only ranks pairs within a batch, like CoSENT, can "
-        "keep that while losing 'all'. Fine-tuning an already-contrastive model on this "
-        "small set may lower the average: compare each row with *before training*.",
+        "weighted by size; the same as 'all' for STS-B and SICK-R), which separates a loss "
+        "of cross-subset calibration from a loss of ranking. Fine-tuning an "
+        "already-contrastive model on this small set may lower the average: compare each "
+        "row with *before training*.",
         "",
         f"![quality chart]({output_stem('quality', args.output_dir, args.mode).name}.png)",
     ]
