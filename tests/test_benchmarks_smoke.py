@@ -1,12 +1,14 @@
-"""The three benchmark scripts run end to end in ``--smoke`` mode (a smoke test, not a
-timed test: no speed is asserted) and write their markdown, JSON and PNG; what is checked
-are the results that must hold whatever the machine: identical embeddings, identical
-training when packing is off, and a complete quality table."""
+"""The three benchmark scripts run end to end in ``--quick`` mode (a smoke test, not a
+timed test: no speed is asserted; a few minutes each here) and write their markdown, JSON
+and PNG; what is checked are the results that must hold whatever the machine: identical
+embeddings, identical training when packing is off, and a complete quality table.
+``BENCHMARK_TEST_MODE=smoke`` runs the seconds-sized ``--smoke`` mode instead."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,18 +17,19 @@ import pytest
 from launch_support import REPO, subprocess_env
 
 pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow]
+MODE = os.environ.get("BENCHMARK_TEST_MODE", "quick")
 
 
 def run_benchmark(name: str, output_dir: Path, *extra: str) -> dict:
     script = REPO / "benchmarks" / f"{name}.py"
-    command = [sys.executable, str(script), "--smoke", "--output-dir", str(output_dir), *extra]
+    command = [sys.executable, str(script), f"--{MODE}", "--output-dir", str(output_dir), *extra]
     result = subprocess.run(
-        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=600
+        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=1200
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     for suffix in (".md", ".json", ".png"):
-        assert (output_dir / f"{name}_smoke{suffix}").stat().st_size > 0
-    return json.loads((output_dir / f"{name}_smoke.json").read_text(encoding="utf-8"))
+        assert (output_dir / f"{name}_{MODE}{suffix}").stat().st_size > 0
+    return json.loads((output_dir / f"{name}_{MODE}.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -36,7 +39,7 @@ def benchmark_env(sts_data_dir: Path, minilm_dir: Path, monkeypatch: pytest.Monk
 
 
 @pytest.mark.usefixtures("benchmark_env")
-def test_encode_benchmark_smoke(tmp_path: Path) -> None:
+def test_encode_benchmark_runs(tmp_path: Path) -> None:
     result = run_benchmark("encode", tmp_path)
     (model,) = result["models"]
     assert model["max_abs_diff"] < 1e-5  # the same embeddings as sentence-transformers
@@ -46,7 +49,7 @@ def test_encode_benchmark_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("benchmark_env")
-def test_train_benchmark_smoke(tmp_path: Path) -> None:
+def test_train_benchmark_runs(tmp_path: Path) -> None:
     result = run_benchmark("train", tmp_path)
     summary = result["summary"]
     assert summary["throughput"]["ours_median"] > 0 and summary["throughput"]["peer_median"] > 0
@@ -57,7 +60,7 @@ def test_train_benchmark_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("benchmark_env")
-def test_quality_benchmark_smoke(tmp_path: Path) -> None:
+def test_quality_benchmark_runs(tmp_path: Path) -> None:
     result = run_benchmark("quality", tmp_path)
     rows = {row["method"]: row for row in result["rows"]}
     assert len(rows) >= 3 and any(name.startswith("ours") for name in rows)
