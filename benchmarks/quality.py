@@ -19,6 +19,7 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/quality.py           # full: 1 epoch, seeds 0 1 2, all pairs
     uv run python benchmarks/quality.py --learning-rate 5e-6 1e-5 2e-5 --methods ours-cosent
     uv run python benchmarks/quality.py --smoke --output-dir /tmp/bench   # for tests
+    uv run python benchmarks/quality.py --render benchmarks/results/quality.json  # re-render
 
 Results: ``benchmarks/results/quality[_quick].{md,json,png}``.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import tempfile
 import time
@@ -316,15 +318,29 @@ def cell(mean: float, sd: float, seeds: int) -> str:
     return f"{mean:.2f}" if seeds < 2 else f"{mean:.2f} ± {sd:.2f}"
 
 
+WMEAN_NOTE = (
+    "*Avg. (wmean)* averages SentEval's 'wmean' instead (each subset ranked on its own, "
+    "weighted by size; the same as 'all' for STS-B and SICK-R), which separates a loss of "
+    "cross-subset calibration from a loss of ranking. "
+)
+
+
+def averages_in(rows: list[dict]) -> tuple[str, ...]:
+    """The averages every row has (results written before 'avg_wmean' existed lack it)."""
+    return tuple(key for key in AVERAGES if all(key in row["summary"] for row in rows))
+
+
 def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> str:
     base = {r["pooling"]: r["summary"]["avg"][0] for r in rows if r["method"] == "base"}
+    averages = averages_in(rows)
     table_rows = []
     for row in rows:
         seeds = len(row["seeds"])
-        cells = [cell(*row["summary"][key], seeds) for key in (*TASKS, *AVERAGES)]
+        cells = [cell(*row["summary"][key], seeds) for key in (*TASKS, *averages)]
         delta = row["summary"]["avg"][0] - base.get(row["pooling"], math.nan)
         table_rows.append([row_name(row, args), *cells, f"{delta:+.2f}", seeds])
-    header = ["", *TITLES, "Avg.", "Avg. (wmean)", "Δ avg vs before", "seeds"]
+    titles = {"avg": "Avg.", "avg_wmean": "Avg. (wmean)"}
+    header = ["", *TITLES, *(titles[key] for key in averages), "Δ avg vs before", "seeds"]
     steps = "1 epoch" if args.max_steps < 0 else f"{args.max_steps} steps"
     evaluation = (
         "all test pairs"
@@ -345,11 +361,10 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         "",
         "Mean ± sd over seeds. *Avg.* is the headline: the mean of the seven 'all' numbers "
         "(STS12–16 subsets of a year pooled, so scores must agree *across* subsets). "
-        "*Avg. (wmean)* averages SentEval's 'wmean' instead (each subset ranked on its own, "
-        "weighted by size; the same as 'all' for STS-B and SICK-R), which separates a loss "
-        "of cross-subset calibration from a loss of ranking. Fine-tuning an "
-        "already-contrastive model on this small set may lower the average: compare each "
-        "row with *before training*.",
+        + WMEAN_NOTE
+        * ("avg_wmean" in averages)
+        + "Fine-tuning an already-contrastive model on this small set may lower the "
+        "average: compare each row with *before training*.",
         "",
         f"![quality chart]({output_stem('quality', args.output_dir, args.mode).name}.png)",
     ]
@@ -402,6 +417,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-pairs", type=int, help="cap per task (0: all pairs)")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument(
+        "--render",
+        metavar="JSON",
+        help="rewrite the markdown and chart beside a saved quality JSON; trains nothing",
+    )
     args = parser.parse_args(argv)
     args.mode = mode_of(args)
     for key, value in MODES[args.mode].items():
@@ -410,8 +430,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> None:
+    write_markdown(stem, report_markdown(rows, args, info))
+    draw_chart(rows, args, stem.with_suffix(".png"))
+
+
+def render(path: Path) -> int:
+    """The markdown and chart again from a saved JSON (e.g. after the report's wording changed)."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        args, rows, info = argparse.Namespace(**saved["settings"]), saved["rows"], saved["machine"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BenchmarkError(f"{path}: not a quality.py result ({error})") from error
+    write_report(rows, args, info, path.with_suffix(""))
+    print(f"wrote {path.with_suffix('.md')} and {path.with_suffix('.png')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        return render(Path(args.render))
     check_environment([args.model])
     if args.threads:
         set_threads(args.threads)
@@ -422,8 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = output_stem("quality", args.output_dir, args.mode)
     settings = dict(vars(args))
     write_json(stem, {"settings": settings, "machine": info, "rows": rows})
-    write_markdown(stem, report_markdown(rows, args, info))
-    draw_chart(rows, args, stem.with_suffix(".png"))
+    write_report(rows, args, info, stem)
     for row in rows:
         (mean, sd), (wmean, wsd) = (row["summary"][key] for key in AVERAGES)
         print(f"{row_name(row, args)}: avg {mean:.2f} ± {sd:.2f}; wmean {wmean:.2f} ± {wsd:.2f}")

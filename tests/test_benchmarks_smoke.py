@@ -68,3 +68,12 @@ def test_quality_benchmark_runs(tmp_path: Path) -> None:
         for average in ("avg", "avg_wmean"):
             mean, _ = row["summary"][average]
             assert 0 < mean <= 100, (row["method"], average, mean)
+    # --render rebuilds the markdown and chart from the JSON alone
+    saved = tmp_path / f"quality_{MODE}.json"
+    for suffix in (".md", ".png"):
+        saved.with_suffix(suffix).unlink()
+    script = REPO / "benchmarks" / "quality.py"
+    command = [sys.executable, str(script), "--render", str(saved)]
+    subprocess.run(command, cwd=REPO, env=subprocess_env(), check=True, timeout=300)
+    assert "| Avg. (wmean) |" in saved.with_suffix(".md").read_text(encoding="utf-8")
+    assert saved.with_suffix(".png").stat().st_size > 0
