@@ -361,8 +361,7 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         "",
         "Mean ± sd over seeds. *Avg.* is the headline: the mean of the seven 'all' numbers "
         "(STS12–16 subsets of a year pooled, so scores must agree *across* subsets). "
-        + WMEAN_NOTE
-        * ("avg_wmean" in averages)
+        + (WMEAN_NOTE if "avg_wmean" in averages else "")
         + "Fine-tuning an already-contrastive model on this small set may lower the "
         "average: compare each row with *before training*.",
         "",

@@ -20,13 +20,16 @@ pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow]
 MODE = os.environ.get("BENCHMARK_TEST_MODE", "quick")
 
 
-def run_benchmark(name: str, output_dir: Path, *extra: str) -> dict:
-    script = REPO / "benchmarks" / f"{name}.py"
-    command = [sys.executable, str(script), f"--{MODE}", "--output-dir", str(output_dir), *extra]
+def run_script(name: str, *arguments: str) -> None:
+    command = [sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *arguments]
     result = subprocess.run(
         command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=1200
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+
+
+def run_benchmark(name: str, output_dir: Path) -> dict:
+    run_script(name, f"--{MODE}", "--output-dir", str(output_dir))
     for suffix in (".md", ".json", ".png"):
         assert (output_dir / f"{name}_{MODE}{suffix}").stat().st_size > 0
     return json.loads((output_dir / f"{name}_{MODE}.json").read_text(encoding="utf-8"))
@@ -72,8 +75,6 @@ def test_quality_benchmark_runs(tmp_path: Path) -> None:
     saved = tmp_path / f"quality_{MODE}.json"
     for suffix in (".md", ".png"):
         saved.with_suffix(suffix).unlink()
-    script = REPO / "benchmarks" / "quality.py"
-    command = [sys.executable, str(script), "--render", str(saved)]
-    subprocess.run(command, cwd=REPO, env=subprocess_env(), check=True, timeout=300)
+    run_script("quality", "--render", str(saved))
     assert "| Avg. (wmean) |" in saved.with_suffix(".md").read_text(encoding="utf-8")
     assert saved.with_suffix(".png").stat().st_size > 0
