@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,10 +27,13 @@ import torch
 from launch_support import (
     DEV,
     PACKAGES,
+    REPO,
     accelerate_launch,
+    free_port,
     load_train_script,
     read_metrics,
     run_command,
+    subprocess_env,
     write_tiny_recipe,
 )
 from safetensors.torch import load_file
@@ -182,3 +186,54 @@ def test_resume_from_checkpoint_gives_the_same_per_step_losses(
     assert main(["--config", str(recipe), "--resume_from_checkpoint", str(checkpoint)]) == 0
     resumed = logged_losses(stopped / "checkpoint-4" / "trainer_state.json")
     assert resumed == pytest.approx(expected, rel=1e-6)
+
+
+def sts_launch(*args: str) -> subprocess.CompletedProcess:
+    command = [str(Path(sys.executable).with_name("sts-launch")), *args]
+    return subprocess.run(
+        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=540
+    )
+
+
+def test_sts_launch_stops_a_bad_input_in_one_line_before_any_process_starts(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """Under ``accelerate launch`` a bad recipe is a 30-line ChildFailedError traceback and
+    exit 1; ``sts-launch`` checks the run first: one line, exit 2, no traceback."""
+    launcher = ["--config_file", "accelerate_configs/cpu.yaml", "--num_processes", "2"]
+    script = str(COSENT / "train.py")
+    for overrides, expected in (
+        ({"lerning_rate": "1"}, "lerning_rate"),
+        ({"pooling": "maen"}, "unknown pooling mode 'maen'"),
+        ({"per_device_train_batch_size": "0"}, "per_device_train_batch_size"),
+    ):
+        recipe = write_tiny_recipe(
+            tmp_path / "bad.yaml", "cosent", tiny_bert_dir, tmp_path / "out", **overrides
+        )
+        result = sts_launch(
+            *launcher, "--main_process_port", str(free_port()), script, "--config", str(recipe)
+        )
+        assert result.returncode == 2, result.stderr[-3000:]
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
+        assert expected in lines[0]
+        assert not (tmp_path / "out").exists()
+
+
+def test_sts_launch_trains_on_two_processes_and_refuses_the_folder_again(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    recipe = write_tiny_recipe(tmp_path / "r.yaml", "cosent", tiny_bert_dir, tmp_path / "out")
+    launcher = ["--config_file", "accelerate_configs/cpu.yaml", "--num_processes", "2"]
+    script = str(COSENT / "train.py")
+    result = sts_launch(
+        *launcher, "--main_process_port", str(free_port()), script, "--config", str(recipe)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_metrics(tmp_path / "out")["launch"]["world_size"] == 2
+    # the same output_dir again: the check refuses it before launching
+    again = sts_launch(
+        *launcher, "--main_process_port", str(free_port()), script, "--config", str(recipe)
+    )
+    assert again.returncode == 2
+    assert "holds an earlier run" in again.stderr and "Traceback" not in again.stderr

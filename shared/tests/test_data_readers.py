@@ -297,6 +297,46 @@ def test_senteval_sts_missing_or_empty_folder(tmp_path):
         read_senteval_sts(tmp_path)
 
 
+def write_sts_subset(folder: Path, subset: str, pairs: list[str], gold: str | None) -> None:
+    """``STS.input.<subset>.txt`` (and ``STS.gs.<subset>.txt`` unless ``gold`` is None)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"STS.input.{subset}.txt").write_text("".join(p + "\n" for p in pairs))
+    if gold is not None:
+        (folder / f"STS.gs.{subset}.txt").write_text(gold)
+
+
+def test_senteval_sts_subset_with_all_gold_blank_is_a_warning(tmp_path, caplog):
+    folder = tmp_path / "STS15-en-test"
+    write_sts_subset(folder, "good", ["a b\tc d", "e f\tg h"], "1\n4\n")
+    write_sts_subset(folder, "blank", ["a b\tc d", "e f\tg h"], "\n \n")
+    with caplog.at_level(logging.WARNING, logger="sts_core.data"):
+        ds = read_senteval_sts(folder)
+    assert set(ds["subset"]) == {"good"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert str(folder / "STS.gs.blank.txt") in warnings[0]
+    assert "subset 'blank' dropped" in warnings[0]
+    assert "subset 'blank' dropped" in ds.info.description
+
+
+def test_senteval_sts_input_without_gold_is_a_warning(tmp_path, caplog):
+    folder = tmp_path / "STS14-en-test"
+    write_sts_subset(folder, "good", ["a b\tc d", "e f\tg h"], "1\n4\n")
+    write_sts_subset(folder, "orphan", ["a b\tc d"], None)
+    with caplog.at_level(logging.WARNING, logger="sts_core.data"):
+        ds = read_senteval_sts(folder)
+    assert len(ds) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "subset 'orphan' dropped, it has no gold file" in warnings[0]
+
+
+def test_senteval_sts_folder_without_any_scored_pair_is_an_error(tmp_path):
+    folder = tmp_path / "STS13-en-test"
+    write_sts_subset(folder, "blank", ["a b\tc d", "e f\tg h"], "\n\n")
+    with pytest.raises(DataFormatError, match="no scored pair: every gold score line is empty"):
+        read_senteval_sts(folder)
+
+
 HEADER_SICK = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
 NLI_HEADER = "pairID,sentence1,sentence2,label\n"
 JSON_AB = '{"sentence1": "a", "sentence2": "b"'

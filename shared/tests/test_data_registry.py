@@ -12,6 +12,7 @@ import sts_core.data.hub as hub
 from sts_core.data import (
     DataConfigError,
     DataFileNotFoundError,
+    DataFormatError,
     DatasetSpec,
     list_datasets,
     load_named,
@@ -99,9 +100,13 @@ def real_data_dir() -> Path:
 
 @pytest.fixture
 def no_data_dir(monkeypatch):
-    """No data folder configured and the hub considered online."""
-    for name in ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+    """No data folder configured and the hub considered online (no network needed)."""
+    for name in ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(hub, "_probe", lambda host, port, timeout: True)
+    hub.reset_hub_reachable()
+    yield
+    hub.reset_hub_reachable()
 
 
 def check_columns(ds: Dataset, name: str) -> None:
@@ -182,6 +187,18 @@ def test_resolve_data_dir_errors(monkeypatch, tmp_path, no_data_dir):
     assert resolve_data_dir(tmp_path) == tmp_path
 
 
+def test_data_dir_that_is_a_file_says_not_a_folder(monkeypatch, tmp_path, no_data_dir):
+    afile = tmp_path / "data.txt"
+    afile.write_text("not a folder\n")
+    with pytest.raises(DataFormatError, match="given by data_dir is not a folder") as info:
+        load_named("stsb", "test", afile)
+    assert not isinstance(info.value, FileNotFoundError)
+    assert "does not exist" not in str(info.value)
+    monkeypatch.setenv("STS_DATA_DIR", str(afile))
+    with pytest.raises(DataFormatError, match=f"{afile}: data folder given by STS_DATA_DIR is not"):
+        resolve_data_dir()
+
+
 def test_missing_file_in_data_folder(tmp_path):
     with pytest.raises(DataFileNotFoundError) as info:
         load_named("stsb", "test", tmp_path)
@@ -200,6 +217,79 @@ def test_offline_without_data_dir_names_env_and_option(monkeypatch, no_data_dir)
 def test_no_hub_copy_names_env_and_option(no_data_dir):
     with pytest.raises(DataConfigError, match="no hub copy: .*STS_DATA_DIR or pass --data-dir"):
         load_named("wiki", "train")
+
+
+def test_hub_unreachable_fails_at_once_naming_env(monkeypatch, no_data_dir):
+    probes = []
+    monkeypatch.setattr(hub, "_probe", lambda *a: probes.append(a) or False)
+
+    def never(source, split):
+        raise AssertionError("the hub must not be tried when it cannot be reached")
+
+    monkeypatch.setattr(hub, "_load_raw", never)
+    for _ in range(2):
+        with pytest.raises(DataConfigError, match="set STS_DATA_DIR or pass --data-dir") as info:
+            load_named("stsb", "test")
+        assert "huggingface.co:443" in str(info.value) and "cannot be reached" in str(info.value)
+    assert probes == [("huggingface.co", 443, 3.0)]  # probed once, the answer is kept
+
+
+def test_hub_reachable_offline_endpoint_and_cache(monkeypatch, no_data_dir):
+    probes = []
+    monkeypatch.setattr(hub, "_probe", lambda *a: probes.append(a) or True)
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080/")
+    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert hub.hub_reachable(timeout=0.5) is True
+    assert hub.hub_reachable() is True
+    assert probes == [("mirror.example", 8080, 0.5)]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.hub_reachable() is False  # offline wins over the cached answer, without a probe
+    assert len(probes) == 1
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    hub.reset_hub_reachable()
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example")
+    assert hub.hub_address() == ("hub.example", 443)
+    assert hub.hub_reachable() is True and probes[-1] == ("hub.example", 443, 3.0)
+
+
+def test_probe_gives_up_after_its_timeout(monkeypatch):
+    import socket
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def hanging_connect(*args, **kwargs):  # a name lookup that hangs
+        release.wait(10)
+        raise OSError("late")
+
+    monkeypatch.setattr(socket, "create_connection", hanging_connect)
+    start = time.perf_counter()
+    try:
+        assert hub._probe("huggingface.co", 443, 0.2) is False
+        assert time.perf_counter() - start < 2
+    finally:
+        release.set()
+
+
+def test_probe_connects_to_a_local_listener():
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert hub._probe("127.0.0.1", port, 2.0) is True
+    assert hub._probe("127.0.0.1", port, 2.0) is False
+
+
+def test_hub_failure_is_a_data_error_naming_env(monkeypatch, no_data_dir):
+    def broken(source, split):
+        raise ConnectionError("Max retries exceeded")
+
+    monkeypatch.setattr(hub, "_load_raw", broken)
+    with pytest.raises(DataConfigError, match="Max retries exceeded.*STS_DATA_DIR") as info:
+        load_named("stsb", "test")
+    assert "sentence-transformers/stsb" in str(info.value)
 
 
 def test_hub_fallback_maps_columns(monkeypatch, no_data_dir):

@@ -139,3 +139,82 @@ def test_unknown_task_and_protocol_are_errors():
         STSEvaluator(tasks=["sts99"], datasets={})
     with pytest.raises(ValueError, match="unknown protocol"):
         STSEvaluator(protocol="glue", datasets={})
+
+
+# --------------------------------------------------------------------------- unusable task data
+
+STSB_TEST = "senteval/STS/STSBenchmark/sts-test.csv"
+SICK_TEST = "senteval/SICK/SICK_test_annotated.txt"
+SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+
+
+def write_stsb(root: Path, scores: list[float]) -> Path:
+    """A SentEval-layout STS-B test file with one pair per score."""
+    path = root / STSB_TEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        f"main-news\theadlines\t2016\t{i:04d}\t{score:.3f}\ta man plays {i} .\ta dog runs {i} ."
+        for i, score in enumerate(scores)
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "scores,problem",
+    [
+        ([3.0, 3.0, 3.0], "all 3 gold scores are equal (3)"),
+        ([2.5], "1 scored pair(s); a correlation needs at least 2"),
+    ],
+    ids=["all-equal gold", "one row"],
+)
+def test_unusable_task_data_is_an_error_when_loaded(tmp_path, scores, problem):
+    from sts_core.data import DataError
+
+    path = write_stsb(tmp_path, scores)
+    with pytest.raises(DataError) as info:
+        STSEvaluator(data_dir=tmp_path, tasks=["stsb"])
+    message = str(info.value)
+    assert message.startswith(f"stsb ({path}): ")
+    assert problem in message
+
+
+def test_header_only_sick_file_is_an_error_naming_task_and_file(tmp_path):
+    from sts_core.data import DataError
+
+    path = tmp_path / SICK_TEST
+    path.parent.mkdir(parents=True)
+    path.write_text(SICK_HEADER, encoding="utf-8")
+    with pytest.raises(DataError, match=r"0 scored pair\(s\)") as info:
+        STSEvaluator(data_dir=tmp_path, tasks=["sickr"])
+    assert str(info.value).startswith(f"sickr ({path}): ")
+
+
+def test_unusable_in_memory_task_is_an_error_naming_the_task():
+    from sts_core.data import DataContentError
+
+    constant = Dataset.from_dict(
+        {"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [1, 1]}
+    )
+    with pytest.raises(DataContentError, match=r"^stsb: all 2 gold scores are equal"):
+        STSEvaluator(tasks=["sts12", "stsb"], datasets={"sts12": toy_pairs(5, 0), "stsb": constant})
+    with pytest.raises(ValueError, match="no task given"):
+        STSEvaluator(tasks=[], datasets={})
+
+
+@pytest.mark.parametrize(
+    "scores,problem",
+    [([2.0, 2.0, 2.0], "all 3 gold scores are equal"), ([4.0], "1 scored pair(s)")],
+    ids=["constant", "one row"],
+)
+def test_pair_similarity_evaluator_rejects_unusable_dev_set(scores, problem):
+    from sts_core.data import DataError
+
+    n = len(scores)
+    dev = Dataset.from_dict({"sentence1": ["a b"] * n, "sentence2": ["c d"] * n, "score": scores})
+    with pytest.raises(DataError) as info:
+        PairSimilarityEvaluator(dev, name="my_dev", source="dev.tsv")
+    assert str(info.value).startswith("my_dev (dev.tsv): ")
+    assert problem in str(info.value)
+    with pytest.raises(DataError, match="^my_dev: "):
+        PairSimilarityEvaluator(dev, name="my_dev")

@@ -7,22 +7,143 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 POOLING_CHOICES = ("mean", "cls", "max", "first_last_avg", "last_token")
 TASK_NAMES = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
 
+class DeviceError(ValueError):
+    """A ``--device`` this machine does not have; the message names it and what is available."""
+
+
+class OutputPathError(OSError):
+    """An output file that cannot be written; the message names the path and why."""
+
+
 def _task_list(text: str) -> list[str]:
     tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not tasks:
+        raise argparse.ArgumentTypeError(f"no task given; choose from {','.join(TASK_NAMES)}")
     unknown = [t for t in tasks if t not in TASK_NAMES]
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown task(s) {unknown}; choose from {','.join(TASK_NAMES)}"
         )
-    return tasks
+    return list(dict.fromkeys(tasks))
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (argparse names the option in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 1, got {value}")
+    return value
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can run on: ``cpu``, ``cuda:N``, ``mps``, ``xpu:N``."""
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        devices += [f"xpu:{i}" for i in range(xpu.device_count())]
+    return devices
+
+
+def check_device(name: str | None = None) -> str:
+    """The device to run on: ``name`` checked against this machine, or the default
+    (``cuda`` when available, else ``cpu``) when ``name`` is empty.
+
+    Raises :class:`DeviceError` (a ValueError) naming the device and the available ones
+    for a string torch does not parse, an unknown device type, or a device this machine
+    lacks (``cuda``/``cuda:N`` without CUDA or with N ≥ the number of GPUs).
+    """
+    import torch
+
+    if name is None or not str(name).strip():
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    text = str(name).strip()
+    available = available_devices()
+
+    def error(problem: str) -> DeviceError:
+        return DeviceError(f"device {text!r} {problem}; available: {', '.join(available)}")
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise error("is not a device name") from None
+    if device.type == "cpu":
+        return text
+    if device.type in ("cuda", "xpu"):
+        backend = getattr(torch, device.type, None)
+        count = backend.device_count() if backend is not None and backend.is_available() else 0
+        kind = device.type.upper()
+        if count == 0:
+            raise error(f"is not available: {kind} is not available on this machine")
+        if device.index is not None and device.index >= count:
+            raise error(f"is not available: this machine has {count} {kind} device(s)")
+        return text
+    if device.type == "mps" and "mps" in available:
+        return text
+    if device.type == "mps":
+        raise error("is not available on this machine")
+    raise error(f"has an unsupported device type {device.type!r}")
+
+
+def check_output_path(path: str | os.PathLike[str], option: str = "--output") -> Path:
+    """Make sure a file can be written at ``path`` before any work is done.
+
+    Creates the parent folder, writes and removes a probe file there. Raises
+    :class:`OutputPathError` (an OSError) naming ``option``, the path and the reason.
+    """
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise OutputPathError(f"{option} {target}: cannot write it, it is a folder")
+    blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise OutputPathError(f"{option} {target}: cannot write there ({blocker} is not a folder)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".sts-write-probe-", dir=target.parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        why = err.strerror or str(err)
+        where = f": {err.filename}" if err.filename else ""
+        raise OutputPathError(f"{option} {target}: cannot write there ({why}{where})") from None
+    if target.exists() and not os.access(target, os.W_OK):
+        raise OutputPathError(f"{option} {target}: cannot write it (permission denied)")
+    return target
+
+
+def _report_paths(output: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The ``.json`` and ``.md`` files :meth:`STSReport.save` writes for ``output``."""
+    base = Path(output).expanduser()
+    base = base.with_suffix("") if base.suffix in (".json", ".md") else base
+    return base.with_suffix(".json"), base.with_suffix(".md")
+
+
+def _fail(prog: str, error: BaseException) -> int:
+    """Print ``<prog>: error: <message>`` as one line on stderr; return exit status 2."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    message = " ".join(lines) or type(error).__name__
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +162,9 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompt", help="prompt template: prompteol, promptsth, promptsum, or a string with [X]"
     )
-    parser.add_argument("--max-length", type=int, help="truncation length in tokens")
+    parser.add_argument(
+        "--max-length", type=positive_int, help="truncation length in tokens (at least 1)"
+    )
     parser.add_argument(
         "--normalize",
         action=argparse.BooleanOptionalAction,
@@ -98,7 +221,9 @@ def make_eval_parser() -> argparse.ArgumentParser:
         help="also score other labelled pair sets (e.g. stsb-zh:test, mrpc:test, or a file): "
         "Spearman/Pearson of cosine similarity against their labels; repeatable",
     )
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"
+    )
     parser.add_argument(
         "--output",
         default=None,
@@ -109,8 +234,11 @@ def make_eval_parser() -> argparse.ArgumentParser:
 
 
 def load_encoder(args: argparse.Namespace):
-    """Build the SentenceEncoder the encoder options describe, on the chosen device."""
-    import torch
+    """Build the SentenceEncoder the encoder options describe, on the chosen device.
+
+    The device is checked (:func:`check_device`) before the model is loaded.
+    """
+    device = check_device(args.device)
 
     from sts_core.encoder import SentenceEncoder
 
@@ -123,17 +251,25 @@ def load_encoder(args: argparse.Namespace):
         padding_side=args.padding_side,
         dtype=args.dtype,
     )
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return encoder.to(device).eval()
 
 
 def eval_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``sts-eval``."""
-    args = make_eval_parser().parse_args(argv)
-    from sts_core.evaluation.sts import STSEvaluator
+    """Entry point of ``sts-eval``.
 
+    Every input is checked before the model is loaded: the output location, the
+    device, each task's data and each ``--pairs`` set; a problem is one line on
+    stderr and exit status 2.
+    """
+    args = make_eval_parser().parse_args(argv)
     start = time.perf_counter()
     try:
+        if args.output:
+            for path in _report_paths(args.output):
+                check_output_path(path)
+        check_device(args.device)
+        from sts_core.evaluation.sts import STSEvaluator
+
         evaluator = STSEvaluator(
             data_dir=args.data_dir,
             tasks=args.tasks,
@@ -142,44 +278,45 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             batch_size=args.batch_size,
             show_progress_bar=not args.quiet,
         )
+        pair_sets = _load_pair_sets(args)
         encoder = load_encoder(args)
+        report = evaluator.evaluate(encoder, model_name=str(args.model))
+        extra = {reference: score(encoder) for reference, score in pair_sets.items()}
     except (OSError, ValueError) as error:
-        print(f"sts-eval: error: {error}", file=sys.stderr)
-        return 2
-    report = evaluator.evaluate(encoder, model_name=str(args.model))
-    try:
-        extra = _score_pair_sets(encoder, args)
-    except (OSError, ValueError) as error:
-        print(f"sts-eval: error: {error}", file=sys.stderr)
-        return 2
+        return _fail("sts-eval", error)
     report.seconds = time.perf_counter() - start
     print(report.to_text())
     for reference, scores in extra.items():
         print(reference, ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
     print(f"wall time {report.seconds:.1f} s (loading data and model included)")
     if args.output:
-        json_path, md_path = report.save(args.output)
-        if extra:
-            content = json.loads(json_path.read_text(encoding="utf-8"))
-            content["pairs"] = extra
-            json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+        try:
+            json_path, md_path = report.save(args.output)
+            if extra:
+                content = json.loads(json_path.read_text(encoding="utf-8"))
+                content["pairs"] = extra
+                json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+        except OSError as error:
+            return _fail("sts-eval", error)
         print(f"wrote {json_path} and {md_path}")
     return 0
 
 
-def _score_pair_sets(encoder, args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """Spearman/Pearson of cosine similarity on each ``--pairs`` set."""
+def _load_pair_sets(args: argparse.Namespace) -> dict:
+    """``--pairs`` reference → its evaluator, each set loaded and checked (before any model)."""
     from sts_core.evaluation.sts import PairSimilarityEvaluator
     from sts_core.training.config import DataArguments
     from sts_core.training.data import load_reference
 
     data_args = DataArguments(data_dir=args.data_dir, data_variant=args.variant or "senteval")
-    scores = {}
-    for reference in args.pairs:
+    evaluators = {}
+    for reference in dict.fromkeys(args.pairs):
         _, dataset = load_reference(reference, "test", data_args)
         name = reference.replace(":", "_").replace("-", "_")
-        scores[reference] = PairSimilarityEvaluator(dataset, name, args.batch_size)(encoder)
-    return scores
+        evaluators[reference] = PairSimilarityEvaluator(
+            dataset, name, args.batch_size, source=reference
+        )
+    return evaluators
 
 
 def make_data_parser() -> argparse.ArgumentParser:
@@ -203,20 +340,24 @@ def make_data_parser() -> argparse.ArgumentParser:
 def data_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-data``."""
     args = make_data_parser().parse_args(argv)
-    from sts_core import data
-
     try:
+        if args.command == "filter" and args.output:
+            check_output_path(args.output)
+        from sts_core import data
+
         if args.command == "list":
             for spec in data.list_datasets():
                 print(f"{spec.name:14s} splits={','.join(spec.splits):22s} {spec.description}")
             return 0
         kept, report = data.load_filtered_stsb_sick(data_dir=args.data_dir, variant=args.variant)
     except (OSError, ValueError) as error:
-        print(f"sts-data: error: {error}", file=sys.stderr)
-        return 2
+        return _fail("sts-data", error)
     print(json.dumps(report.to_dict(), indent=2))
     if args.output:
-        kept.to_json(args.output, force_ascii=False)
+        try:
+            kept.to_json(args.output, force_ascii=False)
+        except OSError as error:
+            return _fail("sts-data", error)
         print(f"wrote {len(kept)} pairs to {args.output}")
     return 0
 

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,27 @@ from tqdm.auto import tqdm
 
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
 from sts_core.prompts import apply_prompt, resolve_prompt
+from sts_core.saving import (
+    ENCODER_CONFIG_NAME,
+    SAVE_MARKER,
+    check_complete_save,
+    staged_contents,
+)
 
 logger = logging.getLogger(__name__)
 
-ENCODER_CONFIG_NAME = "sts_encoder_config.json"
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
+# Files a save writes only in some settings: removed from the folder when a save omits them.
+OPTIONAL_FILES = (
+    EXTRA_WEIGHTS_NAME,
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling",
+    "2_Normalize",
+    "README.md",
+)
 DEFAULT_MAX_LENGTH = 512
 # Backbones whose training forward may run padding-free (see SentenceEncoder.forward):
 # bidirectional attention that accepts a prepared 4D mask, absolute positions counted from 0.
@@ -59,19 +74,60 @@ def _looks_like_local_path(name_or_path: str) -> bool:
     return name_or_path.count("/") > 1 or "\\" in name_or_path
 
 
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "sentencepiece.model",
+)
+
+
 def check_model_location(name_or_path: str | os.PathLike) -> str:
-    """Return the model location as a string; fail early on a local folder that is missing."""
+    """Return the model location as a string; fail early on a local folder that cannot be
+    a complete model (missing, no ``config.json``, no tokenizer files, an interrupted
+    save) and on a hub id when the hub cannot be reached."""
     text = str(name_or_path)
     if Path(text).expanduser().exists():
         path = Path(text).expanduser()
+        if not path.is_dir():
+            raise NotADirectoryError(f"model location {path} is a file, not a model folder")
+        check_complete_save(path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(
                 f"model folder {path} has no config.json: not a Hugging Face model"
             )
+        if not any((path / name).is_file() for name in TOKENIZER_FILES):
+            raise FileNotFoundError(
+                f"model folder {path} has no tokenizer files (none of "
+                f"{', '.join(TOKENIZER_FILES)}): copy the tokenizer in beside the weights"
+            )
         return str(path)
     if _looks_like_local_path(text):
         raise FileNotFoundError(f"model folder {text} does not exist")
+    from sts_core.data.hub import hub_offline, hub_reachable
+
+    if hub_offline() or not hub_reachable():
+        why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub cannot be reached"
+        raise FileNotFoundError(
+            f"model {text!r}: no local folder by that name, and {why}: pass a local model "
+            "folder, e.g. $STS_MODELS_DIR/<model> (make one with shared/bin/offline-models)"
+        )
     return text
+
+
+def check_tokenizer(tokenizer: Any, backbone: Any, location: str) -> None:
+    """Refuse a tokenizer that cannot be the model's: transformers builds a tokenizer of a
+    few special tokens when a folder's vocabulary files are missing."""
+    vocabulary = len(tokenizer)
+    expected = getattr(getattr(backbone, "config", None), "vocab_size", None)
+    if isinstance(expected, int) and expected > 0 and vocabulary < expected // 2:
+        raise OSError(
+            f"model folder {location}: its tokenizer has {vocabulary} tokens but the model "
+            f"{expected}: the tokenizer files are missing or belong to another model"
+        )
 
 
 def _hub_error(name: str, error: Exception) -> OSError:
@@ -173,6 +229,8 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.pooling = check_pooling_mode(pooling)
         self.prompt = resolve_prompt(prompt)
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be at least 1 (or unset), got {max_length}")
         self.max_length = max_length or self._default_max_length()
         self.normalize = normalize
         self.padding_free = padding_free
@@ -215,16 +273,19 @@ class SentenceEncoder(nn.Module):
             backbone = AutoModel.from_pretrained(
                 location, dtype=_resolve_dtype(dtype), **model_kwargs
             )
-        except OSError as error:
+        except Exception as error:  # noqa: BLE001 - a model that cannot be read, named
             if Path(location).exists():
                 raise OSError(f"could not load model folder {location}: {error}") from error
-            raise _hub_error(location, error) from error
+            if isinstance(error, OSError):
+                raise _hub_error(location, error) from error
+            raise
+        check_tokenizer(tokenizer, backbone, location)
         return cls(
             backbone,
             tokenizer,
             pooling=pooling or stored.get("pooling", "mean"),
             prompt=prompt if prompt is not None else stored.get("prompt"),
-            max_length=max_length or stored.get("max_length"),
+            max_length=max_length if max_length is not None else stored.get("max_length"),
             normalize=normalize if normalize is not None else stored.get("normalize", False),
             padding_free=padding_free,
         )
@@ -350,6 +411,8 @@ class SentenceEncoder(nn.Module):
         (longest first) so each batch is padded only to its own longest member; runs
         under ``torch.inference_mode`` on the module's device.
         """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer ≥ 1, got {batch_size!r}")
         single = isinstance(sentences, str)
         items = [sentences] if single else list(sentences)
         distinct = list(dict.fromkeys(items))
@@ -398,15 +461,30 @@ class SentenceEncoder(nn.Module):
         state_dict: dict[str, torch.Tensor] | None = None,
         model_card: str | None = None,
         safe_serialization: bool = True,
+        write_extra: Callable[[Path], None] | None = None,
     ) -> None:
         """Write a folder that loads here, with ``AutoModel`` and with ``SentenceTransformer``.
 
         ``state_dict`` (keys of this module, e.g. gathered by DeepSpeed) replaces the live
         weights when given. Parameters outside the backbone (heads added by a method) go to
-        ``sts_extra_modules.safetensors``.
+        ``sts_extra_modules.safetensors``. ``write_extra(folder)`` adds files of the caller's.
+
+        The save is atomic (:func:`sts_core.saving.staged_contents`): files are written to a
+        staging folder, moved into place, and ``sts_save_complete.json`` is written last; a
+        folder without it is refused by :meth:`from_pretrained` and :meth:`load_weights`.
         """
-        folder = Path(output_dir)
-        folder.mkdir(parents=True, exist_ok=True)
+        with staged_contents(output_dir, replaces=OPTIONAL_FILES) as folder:
+            self._write_folder(folder, state_dict, model_card, safe_serialization)
+            if write_extra is not None:
+                write_extra(folder)
+
+    def _write_folder(
+        self,
+        folder: Path,
+        state_dict: dict[str, torch.Tensor] | None,
+        model_card: str | None,
+        safe_serialization: bool,
+    ) -> None:
         state = state_dict if state_dict is not None else self.state_dict()
         backbone_state = {
             k[len("backbone.") :]: v for k, v in state.items() if k.startswith("backbone.")
@@ -422,7 +500,7 @@ class SentenceEncoder(nn.Module):
             save_file(
                 {k: v.contiguous() for k, v in extra_state.items()}, folder / EXTRA_WEIGHTS_NAME
             )
-        config = {**self.settings(), "versions": library_versions()}
+        config = {**self.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
         (folder / ENCODER_CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
         self._write_sentence_transformers_files(folder)
         if model_card is not None:
@@ -436,8 +514,6 @@ class SentenceEncoder(nn.Module):
                 self.pooling,
                 self.prompt,
             )
-            for stale in ("modules.json", "sentence_bert_config.json"):
-                (folder / stale).unlink(missing_ok=True)
             return
         modules = [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -489,18 +565,24 @@ class SentenceEncoder(nn.Module):
         }
 
     def load_weights(self, folder: str | os.PathLike) -> None:
-        """Load the weights of a folder written by :meth:`save_pretrained` (strict)."""
+        """Load the weights of a folder written by :meth:`save_pretrained` (strict); the
+        folder must be a complete save (see :mod:`sts_core.saving`)."""
         from transformers import AutoModel
 
         path = Path(folder)
-        reloaded = AutoModel.from_pretrained(path, dtype=next(self.backbone.parameters()).dtype)
-        state = {f"backbone.{k}": v for k, v in reloaded.state_dict().items()}
-        extra = path / EXTRA_WEIGHTS_NAME
-        if extra.is_file():
-            from safetensors.torch import load_file
+        check_complete_save(path, required=True)
+        try:
+            dtype = next(self.backbone.parameters()).dtype
+            reloaded = AutoModel.from_pretrained(path, dtype=dtype)
+            state = {f"backbone.{k}": v for k, v in reloaded.state_dict().items()}
+            extra = path / EXTRA_WEIGHTS_NAME
+            if extra.is_file():
+                from safetensors.torch import load_file
 
-            state.update(load_file(extra))
-        self.load_state_dict(state, strict=True)
+                state.update(load_file(extra))
+            self.load_state_dict(state, strict=True)
+        except Exception as error:  # noqa: BLE001 - name the folder whatever failed
+            raise OSError(f"could not load the weights in {path}: {error}") from error
 
 
 class TokenPacking:

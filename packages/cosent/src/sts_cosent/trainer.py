@@ -39,6 +39,12 @@ LOSS_NAMES = {
 }
 
 
+def count_unrankable(trainer: Any, labels: torch.Tensor) -> None:
+    """Record a batch whose labels are all equal: CoSENT has no ordered pair to rank."""
+    if labels.numel() < 2 or bool((labels == labels.reshape(-1)[0]).all()):
+        trainer.record_degenerate_batch("no two distinct labels")
+
+
 class CoSENTTrainer(BaseTrainer):
     """Siamese training with CoSENT (or one of the paper's baselines, ``args.loss``).
 
@@ -62,6 +68,36 @@ class CoSENTTrainer(BaseTrainer):
             args.label_column = "label"
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
+
+    @classmethod
+    def label_column_for(cls, config: Any) -> str:
+        """The softmax baseline reads the class labels (``label``) unless told otherwise."""
+        if config.loss == "softmax" and config.label_column == "score":
+            return "label"
+        return config.label_column
+
+    @classmethod
+    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
+        """The softmax baseline needs integer classes 0 … num_labels − 1, the contrastive
+        baseline labels 0/1 (ValueError otherwise, before the model is loaded)."""
+        super().check_train_dataset(dataset, config)
+        labels = dataset[cls.label_column_for(config)]
+        if config.loss == "softmax":
+            allowed = set(range(config.num_labels))
+            wrong = sorted({v for v in labels if v not in allowed or v != int(v)})
+            if wrong:
+                raise ValueError(
+                    f"loss softmax needs class labels 0 … {config.num_labels - 1} in column "
+                    f"{cls.label_column_for(config)!r}, found {wrong[:5]}: train it on NLI "
+                    "(label 0/1/2) or set num_labels"
+                )
+        if config.loss == "contrastive":
+            wrong = sorted({v for v in labels if v not in (0, 1)})
+            if wrong:
+                raise ValueError(
+                    f"loss contrastive needs binary labels 0/1 in column {config.label_column!r}"
+                    f", found {wrong[:5]}"
+                )
 
     def compute_loss(
         self,
@@ -99,18 +135,26 @@ class CoSENTTrainer(BaseTrainer):
                 # no positive pair in this batch: nothing to contrast. A zero loss that stays
                 # on the graph (DDP expects every parameter to get a gradient), not the NaN
                 # of a mean over no rows.
+                self.record_degenerate_batch("no positive pair")
                 return u.sum() * 0.0
             u, v = u[keep], v[keep]
         return in_batch_infonce_loss(u, v, temperature=self.args.infonce_temperature)
 
     def ranking_loss(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """CoSENT over the local batch, or over the batch of all processes."""
+        """CoSENT over the local batch, or over the batch of all processes. A batch with no
+        two distinct labels has no ordered pair to rank: it is counted (the run reports how
+        many) and contributes a zero loss."""
         if not self.args.gather_across_processes:
+            self.count_unrankable(labels)
             return cosent_loss(scores, labels, scale=self.args.cosent_scale)
         gathered_scores = all_gather_with_grad(scores)
         gathered_labels = all_gather_with_grad(labels.to(scores.dtype))
+        self.count_unrankable(gathered_labels)
         loss = cosent_loss(gathered_scores, gathered_labels, scale=self.args.cosent_scale)
         return scale_gathered_gradient(loss)  # same value, gradient × world size
+
+    def count_unrankable(self, labels: torch.Tensor) -> None:
+        count_unrankable(self, labels)
 
 
 class CoSENTCrossEncoderTrainer(BaseTrainer):
@@ -162,6 +206,7 @@ class CoSENTCrossEncoderTrainer(BaseTrainer):
         labels = inputs["labels"]
         features = {k: v for k, v in inputs.items() if k != "labels"}
         outputs = model(**features)
+        count_unrankable(self, labels)
         loss = cosent_loss(outputs.logits.reshape(-1), labels, scale=self.args.cosent_scale)
         return (loss, outputs) if return_outputs else loss
 

@@ -7,7 +7,13 @@ format has them; single-sentence datasets have ``sentence`` (+ ``label``).
 Every malformed file raises :class:`DataFormatError` (``"<path>:<line>: <problem>"``).
 """
 
-from .errors import DataConfigError, DataError, DataFileNotFoundError, DataFormatError
+from .errors import (
+    DataConfigError,
+    DataContentError,
+    DataError,
+    DataFileNotFoundError,
+    DataFormatError,
+)
 from .filtering import (
     TEST_SETS,
     FilterReport,
@@ -40,6 +46,7 @@ from .readers import (
 )
 from .registry import (
     DatasetSpec,
+    data_location,
     get_spec,
     list_datasets,
     load_named,
@@ -52,6 +59,7 @@ __all__ = [
     "TEST_SETS",
     "DatasetSpec",
     "FilterReport",
+    "data_location",
     "filter_test_overlap",
     "get_spec",
     "guess_format",
@@ -68,6 +76,7 @@ __all__ = [
     "NLI_LABELS",
     "NLI_SCORES",
     "DataConfigError",
+    "DataContentError",
     "DataError",
     "DataFileNotFoundError",
     "DataFormatError",

@@ -10,7 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DataConfigError", "DataError", "DataFileNotFoundError", "DataFormatError"]
+__all__ = [
+    "DataConfigError",
+    "DataContentError",
+    "DataError",
+    "DataFileNotFoundError",
+    "DataFormatError",
+]
 
 
 class DataError(ValueError):
@@ -43,3 +49,26 @@ class DataFileNotFoundError(DataFormatError, FileNotFoundError):
 
 class DataConfigError(DataError):
     """A request the data layer cannot serve: unknown dataset, split, format or data folder."""
+
+
+class DataContentError(DataError):
+    """Data that read fine but cannot be used: too few pairs, constant gold scores.
+
+    The message reads ``"<name> (<source>): <problem>"`` (``"<name>: <problem>"`` when
+    the source is not known).
+
+    Attributes:
+        name: the task or set, e.g. ``"stsb"`` or ``"stsb_dev"``.
+        source: the file, folder or hub id it came from, or ``None``.
+        problem: the problem alone.
+    """
+
+    def __init__(self, name: str, problem: str, source: str | os.PathLike[str] | None = None):
+        self.name = name
+        self.source = None if source is None else os.fspath(source)
+        self.problem = problem
+        where = name if self.source is None else f"{name} ({self.source})"
+        super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.problem, self.source))

@@ -68,9 +68,15 @@ def _sts_file_pairs(directory: Path) -> list[tuple[str, Path, Path]]:
     for (subset, _), files in sorted(found.items()):
         if "input" in files and "gs" in files:
             pairs.append((subset, files["input"], files["gs"]))
-        else:
-            (only,) = files.values()
-            logger.info("%s: ignored, it has no input/gold partner file", only)
+        elif "input" in files:  # a subset without gold scores: it cannot be scored
+            logger.warning(
+                "%s: subset %r dropped, it has no gold file (STS.gs.%s.txt)",
+                files["input"],
+                subset,
+                subset,
+            )
+        else:  # e.g. STS2012's STS.gs.ALL.txt, the gold of every subset concatenated
+            logger.info("%s: ignored, it has no input/gold partner file", files["gs"])
     if not pairs:
         problem = "no STS.input.<subset>.txt + STS.gs.<subset>.txt pair found"
         raise DataFormatError(directory, problem)
@@ -97,6 +103,9 @@ def _read_sts_subset(
         columns["sentence2"].append(s2)
         columns["score"].append(score(gold, gold_path, lineno, score_range))
         columns["subset"].append(subset)
+    if skipped == len(golds):
+        reason = f"every gold score is empty: subset {subset!r} dropped"
+        return skip_note(gold_path, skipped, len(golds), reason, level=logging.WARNING)
     return skip_note(gold_path, skipped, len(golds), "empty gold score: pair not scored")
 
 
@@ -106,8 +115,11 @@ def read_senteval_sts(directory: PathLike, score_range: ScoreRange | None = (0.0
     Pairs ``STS.input.<subset>.txt`` (two tab-separated sentences a line; further
     columns, such as STS2016's sources, are ignored) with ``STS.gs.<subset>.txt``
     (one score a line); ``STS2016.input/gs.*`` names are accepted too and files
-    without a partner (STS2012's ``STS.gs.ALL.txt``) are ignored. Empty gold lines
-    are skipped (as SentEval does), logged and counted in ``info.description``.
+    without a partner (STS2012's ``STS.gs.ALL.txt``) are ignored; an input file
+    without gold file is logged at WARNING level. Empty gold lines are skipped (as
+    SentEval does), logged and counted in ``info.description``; a subset whose gold
+    lines are all empty is dropped with a WARNING, and a folder with no scored pair
+    at all is an error.
 
     Returns:
         columns ``sentence1``, ``sentence2``, ``score``, ``subset``; subsets sorted by
@@ -118,6 +130,8 @@ def read_senteval_sts(directory: PathLike, score_range: ScoreRange | None = (0.0
     notes: list[str] = []
     for subset, input_path, gold_path in _sts_file_pairs(directory):
         notes += _read_sts_subset(subset, input_path, gold_path, score_range, columns)
+    if not columns["score"]:
+        raise DataFormatError(directory, "no scored pair: every gold score line is empty")
     return to_dataset(columns, notes)
 
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from datasets import Dataset
 
+from . import hub as _hub
 from ._io import PathLike, logger
-from .errors import DataConfigError, DataFileNotFoundError
+from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
 from .formats import read_path
 from .hub import HubSource, hub_offline, load_from_hub
 from .nli import read_nli_csv, read_nli_senteval, read_nli_triplets
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_VARIANT",
     "DatasetSpec",
     "Layout",
+    "data_location",
     "get_spec",
     "list_datasets",
     "load_named",
@@ -296,8 +298,10 @@ def _optional_data_dir(data_dir: PathLike | None) -> Path | None:
     if not raw:
         return None
     path = Path(raw).expanduser()
+    origin = "data_dir" if data_dir is not None else ENV_VAR
+    if path.exists() and not path.is_dir():
+        raise DataFormatError(path, f"data folder given by {origin} is not a folder")
     if not path.is_dir():
-        origin = "data_dir" if data_dir is not None else ENV_VAR
         raise DataFileNotFoundError(path, f"data folder given by {origin} does not exist")
     return path
 
@@ -324,12 +328,38 @@ def _resolve_split(spec: DatasetSpec, layout: Layout, split: str) -> str:
 
 def _load_hub(spec: DatasetSpec, split: str) -> Dataset:
     """The hub fallback, or an error saying how to point at local data."""
-    if hub_offline():
-        raise DataConfigError(f"{spec.name}: {_NO_DATA_DIR} (HF_HUB_OFFLINE is set)")
     if spec.hub is None or split not in spec.hub.splits:
         raise DataConfigError(f"{spec.name} ({split}) has no hub copy: {_NO_DATA_DIR}")
+    if hub_offline():
+        raise DataConfigError(f"{spec.name}: {_NO_DATA_DIR} (HF_HUB_OFFLINE is set)")
+    if not _hub.hub_reachable():
+        host, port = _hub.hub_address()
+        raise DataConfigError(
+            f"{spec.name}: {_NO_DATA_DIR} (the Hugging Face hub, {host}:{port}, cannot be reached)"
+        )
     logger.info("%s (%s): no data folder, loading %s from the hub", spec.name, split, spec.hub_id)
-    return load_from_hub(spec.hub, split)
+    try:
+        return load_from_hub(spec.hub, split)
+    except Exception as error:  # network, hub and cache errors of datasets/huggingface_hub
+        why = " ".join(f"{type(error).__name__}: {error}".split())
+        raise DataConfigError(
+            f"{spec.name}: loading {spec.hub_id} from the hub failed ({why}); {_NO_DATA_DIR}"
+        ) from error
+
+
+def data_location(
+    name: str, split: str = "test", data_dir: PathLike | None = None, variant: str = DEFAULT_VARIANT
+) -> str:
+    """Where :func:`load_named` reads ``name``/``split`` from: the file or folder path, or
+    ``"hub <id>"`` when no data folder is configured. Raises what :func:`load_named` raises
+    for an unknown name, split or variant or a bad data folder."""
+    spec = get_spec(name)
+    layout = spec.layouts[_resolve_variant(spec, variant)]
+    split = _resolve_split(spec, layout, split)
+    root = _optional_data_dir(data_dir)
+    if root is None:
+        return f"hub {spec.hub_id}" if spec.hub_id else "no data folder"
+    return str(root / layout.paths[split])
 
 
 def load_named(

@@ -203,13 +203,59 @@ def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.P
 
     if protocol == "mteb" and task == "sickr":
         splits = [
-            load_named("sickr", s, data_dir=data_dir, variant=variant)
-            for s in ("train", "dev", "test")
+            load_named("sickr", s, data_dir=data_dir, variant=variant) for s in _MTEB_SICK_SPLITS
         ]
         return concatenate_datasets(
             [s.select_columns(["sentence1", "sentence2", "score"]) for s in splits]
         )
     return load_named(task, "test", data_dir=data_dir, variant=variant)
+
+
+_MTEB_SICK_SPLITS = ("train", "dev", "test")
+
+
+def task_source(
+    task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None
+) -> str | None:
+    """The file(s) or folder a task's pairs come from (for messages), or ``None``."""
+    from sts_core.data import data_location
+
+    try:
+        if protocol == "mteb" and task == "sickr":
+            places = [data_location("sickr", s, data_dir, variant) for s in _MTEB_SICK_SPLITS]
+            return " + ".join(dict.fromkeys(places))
+        return data_location(task, "test", data_dir, variant)
+    except ValueError:
+        return None
+
+
+def check_scored_pairs(dataset: Any, name: str, source: str | os.PathLike | None = None) -> None:
+    """Raise :class:`~sts_core.data.DataContentError` unless ``dataset`` can be scored.
+
+    A correlation needs at least 2 pairs, finite gold scores and gold scores that are
+    not all equal; the error names the set (``name``), where it came from (``source``)
+    and the problem.
+    """
+    from sts_core.data.errors import DataContentError
+
+    columns = getattr(dataset, "column_names", None)
+    if columns is None and isinstance(dataset, Mapping):
+        columns = list(dataset)
+    missing = [c for c in ("sentence1", "sentence2", "score") if c not in (columns or ())]
+    if missing:
+        raise DataContentError(name, f"no column(s) {missing}; found {list(columns or ())}", source)
+    gold = np.asarray(dataset["score"], dtype=np.float64)
+    if len(gold) < 2:
+        problem = f"{len(gold)} scored pair(s); a correlation needs at least 2"
+        raise DataContentError(name, problem, source)
+    if not np.all(np.isfinite(gold)):
+        bad = int((~np.isfinite(gold)).sum())
+        raise DataContentError(name, f"{bad} gold score(s) are NaN or infinite", source)
+    if np.ptp(gold) == 0:
+        problem = (
+            f"all {len(gold)} gold scores are equal ({gold[0]:g}); the correlation is undefined"
+        )
+        raise DataContentError(name, problem, source)
 
 
 class STSEvaluator:
@@ -224,6 +270,10 @@ class STSEvaluator:
         batch_size: encoding batch size.
         datasets: preloaded task → Dataset (``sentence1``, ``sentence2``, ``score`` and
             optionally ``subset``), bypassing the data folder.
+
+    Every task's data is loaded and checked here, before any model is involved: a task
+    with fewer than 2 scored pairs or with constant gold scores raises
+    :class:`~sts_core.data.DataContentError` naming the task and its file or folder.
     """
 
     def __init__(
@@ -247,14 +297,24 @@ class STSEvaluator:
         self.variant = variant or ("senteval" if protocol == "senteval" else "raw")
         self.batch_size = batch_size
         self.show_progress_bar = show_progress_bar
-        self.tasks = list(tasks)
-        self.data = (
-            dict(datasets)
-            if datasets is not None
-            else {
+        self.tasks = list(dict.fromkeys(tasks))
+        if not self.tasks:
+            raise ValueError("no task given; choose from " + ", ".join(STS_TASKS))
+        if datasets is not None:
+            self.data = dict(datasets)
+            missing = [t for t in self.tasks if t not in self.data]
+            if missing:
+                raise ValueError(f"no dataset given for task(s) {missing}")
+            sources: dict[str, str | None] = dict.fromkeys(self.tasks)
+        else:
+            self.data = {
                 task: load_task_pairs(task, protocol, self.variant, data_dir) for task in self.tasks
             }
-        )
+            sources = {
+                task: task_source(task, protocol, self.variant, data_dir) for task in self.tasks
+            }
+        for task in self.tasks:  # fail now, before any model is loaded or run
+            check_scored_pairs(self.data[task], task, sources[task])
 
     def evaluate(self, encode: Any, model_name: str = "model") -> STSReport:
         """Score ``encode`` (a SentenceEncoder, or any callable sentences → array)."""
@@ -296,11 +356,22 @@ class PairSimilarityEvaluator:
     Follows the ``primary_metric`` / ``greater_is_better`` contract: results are keyed
     ``<name>_spearman`` and ``<name>_pearson``; the Trainer prefixes them with ``eval_``,
     so ``metric_for_best_model: stsb_dev_spearman`` selects on STS-B dev.
+
+    A set with fewer than 2 pairs or constant gold scores is rejected when the evaluator
+    is built (:class:`~sts_core.data.DataContentError` naming ``name`` and ``source``),
+    not at the first evaluation after training.
     """
 
     greater_is_better = True
 
-    def __init__(self, dataset: Any, name: str = "stsb_dev", batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        name: str = "stsb_dev",
+        batch_size: int = 64,
+        source: str | os.PathLike | None = None,
+    ) -> None:
+        check_scored_pairs(dataset, name, source)
         self.name = name
         self.batch_size = batch_size
         self.sentences1 = list(dataset["sentence1"])

@@ -82,6 +82,29 @@ class ModelArguments:
         },
     )
 
+    def __post_init__(self) -> None:
+        """Names and ranges, checked before anything is loaded (ValueError)."""
+        from sts_core.pooling import check_pooling_mode
+        from sts_core.prompts import resolve_prompt
+
+        if self.pooling is not None:
+            check_pooling_mode(self.pooling)
+        resolve_prompt(self.prompt)
+        require_at_least(1, max_seq_length=self.max_seq_length, lora_r=self.lora_r)
+        if self.padding_side not in (None, "left", "right"):
+            raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
+        if self.model_dtype is not None and self.model_dtype not in MODEL_DTYPES:
+            raise ValueError(
+                f"model_dtype {self.model_dtype!r} is not one of {', '.join(MODEL_DTYPES)}"
+            )
+        if self.model_dtype in ("float16", "fp16") and not (self.use_lora or self.load_in_4bit):
+            raise ValueError(
+                "model_dtype float16: float16 weights cannot be trained directly (no loss "
+                "scaling; small updates round to zero and the model degrades). Keep float32 "
+                "weights and set fp16: true (mixed precision with a loss scaler, CUDA GPU) or "
+                "bf16: true; float16 is fine for a frozen base under use_lora"
+            )
+
 
 @dataclass
 class DataArguments:
@@ -147,6 +170,40 @@ class DataArguments:
         },
     )
 
+    def __post_init__(self) -> None:
+        """Names and ranges, checked before any data is read (ValueError)."""
+        from sts_core.evaluation.sts import STS_TASKS
+
+        unknown = [task for task in self.final_sts_tasks if task not in STS_TASKS]
+        if unknown:
+            raise ValueError(
+                f"final_sts_tasks: unknown task(s) {', '.join(unknown)}; "
+                f"choose from {', '.join(STS_TASKS)}"
+            )
+        if not self.train_datasets:
+            raise ValueError("train_datasets is empty: name at least one training set")
+        if self.data_variant not in ("senteval", "raw"):
+            raise ValueError(f"data_variant must be senteval or raw, got {self.data_variant!r}")
+        require_at_least(
+            1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
+        )
+        if self.score_range is not None and (
+            len(self.score_range) != 2 or self.score_range[0] >= self.score_range[1]
+        ):
+            raise ValueError(
+                f"score_range must be [low, high] with low < high, got {self.score_range}"
+            )
+
+
+MODEL_DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
+
+
+def require_at_least(minimum: int, **values: int | float | None) -> None:
+    """ValueError naming the first option below ``minimum`` (unset options pass)."""
+    for name, value in values.items():
+        if value is not None and value < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
 
 def _default(value: object, help_text: str):
     return field(default=value, metadata={"help": help_text})
@@ -189,8 +246,31 @@ class BaseConfig(TrainingArguments):
     label_column: str = _default(
         "score", "Dataset column the loss reads as labels (score or label)."
     )
+    overwrite_output_dir: bool = _default(
+        False,
+        "Replace the contents of an output_dir that holds an earlier run (without it, or "
+        "resume_from_checkpoint, such an output_dir is refused).",
+    )
+    check_only: bool = _default(
+        False,
+        "Check the recipe, data, model folder and output_dir, say what would run, and stop "
+        "without loading weights or training.",
+    )
 
     def __post_init__(self) -> None:
+        require_at_least(
+            1,
+            per_device_train_batch_size=self.per_device_train_batch_size,
+            per_device_eval_batch_size=self.per_device_eval_batch_size,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+        )
+        if self.num_train_epochs <= 0 and self.max_steps <= 0:
+            raise ValueError("num_train_epochs must be above 0 (or set max_steps)")
+        if (self.fp16 or self.fp16_full_eval) and not _cuda_available():
+            raise ValueError(
+                "fp16: true needs a CUDA GPU (float16 mixed precision with a loss scaler); "
+                "none is available here: train in float32, or use bf16: true"
+            )
         if deepspeed_requested(self):
             check_deepspeed_settings(self)
         for name, value in cpu_launch_settings(self).items():
@@ -242,6 +322,12 @@ def check_deepspeed_settings(config: TrainingArguments) -> None:
         raise ValueError(
             "use_cpu turns DeepSpeed off: remove use_cpu (DeepSpeed finds the CPU by itself)"
         )
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def accelerator_available() -> bool:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -19,6 +21,8 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+
+logger = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -48,15 +52,57 @@ def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
     return {key: _expand(value, recipe, key) for key, value in content.items()}
 
 
+# ``${STS_MODELS_DIR}/<name>`` in a recipe, with STS_MODELS_DIR unset, falls back to the
+# model's hub id when the hub can be reached.
+MODELS_DIR_VARIABLE = "STS_MODELS_DIR"
+HUB_MODEL_IDS = {
+    "all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
+    "SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
+_MODELS_DIR_PATTERN = re.compile(r"^\$\{?" + MODELS_DIR_VARIABLE + r"\}?/([^/]+)/?$")
+
+
 def _expand(value: Any, recipe: Path, key: str) -> Any:
     if isinstance(value, list):
         return [_expand(item, recipe, key) for item in value]
     if not isinstance(value, str) or "$" not in value:
         return value
     expanded = os.path.expandvars(value)
-    if "$" in expanded:
-        raise ConfigError(f"{recipe}: {key}: environment variable in {value!r} is not set")
-    return expanded
+    if "$" not in expanded:
+        return expanded
+    fallback = _hub_fallback(value)
+    if fallback is not None:
+        return fallback
+    unset = sorted(set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)))
+    raise ConfigError(
+        f"{recipe}: {key}: {value!r} needs the environment variable {', '.join(unset)}, "
+        "which is not set" + _variable_hint(unset)
+    )
+
+
+def _hub_fallback(value: str) -> str | None:
+    """The hub id of a known model under ``${STS_MODELS_DIR}/``, if the hub is reachable."""
+    match = _MODELS_DIR_PATTERN.match(value)
+    hub_id = HUB_MODEL_IDS.get(match.group(1)) if match else None
+    if hub_id is None:
+        return None
+    from sts_core.data.hub import hub_reachable
+
+    if not hub_reachable():
+        return None
+    logger.warning("%s is not set: using the hub model %s", MODELS_DIR_VARIABLE, hub_id)
+    return hub_id
+
+
+def _variable_hint(names: list[str]) -> str:
+    if MODELS_DIR_VARIABLE in names:
+        return (
+            f" (and the Hugging Face hub, the fallback, cannot be reached): set "
+            f"{MODELS_DIR_VARIABLE} to a folder of local models (make one with "
+            "shared/bin/offline-models), or pass --model_name_or_path"
+        )
+    return ""
 
 
 def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:

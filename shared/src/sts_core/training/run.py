@@ -9,18 +9,20 @@ A method's ``train.py`` is then three lines::
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from sts_core.training.config import BaseConfig, ModelArguments
+from sts_core.encoder import check_model_location
+from sts_core.saving import write_json_atomic
+from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.output import is_main_process, prepare_output_dir
 from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
@@ -55,6 +57,31 @@ def make_parser(
     return ConfigParser(config_class, description=description)
 
 
+@dataclass
+class RunInputs:
+    """Everything a run reads before it loads weights: checked, then used for training."""
+
+    train_dataset: Any
+    data_summary: dict[str, Any]
+    evaluator: Any
+    final_sts_evaluator: Any
+    final_pair_sets: dict[str, int] = field(default_factory=dict)
+
+    def describe(self, model_args: ModelArguments, data_args: DataArguments) -> list[str]:
+        dev = "none" if self.evaluator is None else f"{self.evaluator.name}"
+        lines = [
+            f"model: {model_args.model_name_or_path}",
+            f"training data: {self.data_summary['train_pairs']} pairs from "
+            + ", ".join(f"{k} ({v})" for k, v in self.data_summary["sources"].items()),
+            f"dev set: {dev} ({data_args.eval_dataset})",
+        ]
+        if data_args.final_sts_tasks:
+            lines.append(f"final STS tasks: {', '.join(data_args.final_sts_tasks)}")
+        for reference, size in self.final_pair_sets.items():
+            lines.append(f"final pair set: {reference} ({size} pairs)")
+        return lines
+
+
 def run_training(
     config_class: type[BaseConfig] = BaseConfig,
     trainer_class: type[BaseTrainer] = BaseTrainer,
@@ -63,26 +90,90 @@ def run_training(
 ) -> dict[str, Any]:
     """Train as the recipe and flags say; return (and write) the metrics.
 
-    The model, the dev evaluator and the final evaluation come from the trainer class
+    Everything that can be checked without the weights is checked first (arguments, the
+    model folder, the output folder, every data set the run will read, what the loss needs
+    of the labels): a bad input stops the run before any loading or training. The model,
+    the dev evaluator and the final evaluation come from the trainer class
     (``build_model``, ``build_evaluator``, ``final_evaluation``), so a method with another
-    kind of model (a cross-encoder) reuses this whole path.
+    kind of model (a cross-encoder) reuses this whole path. ``check_only`` stops after the
+    checks.
     """
-    from sts_core.training.data import build_dev_set, build_train_dataset
-
     model_args, data_args, config = make_parser(config_class, description).parse(argv)
     logging.basicConfig(
         level=logging.INFO if config.should_log else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    check_model_location(model_args.model_name_or_path)
+    inputs = prepare_inputs(trainer_class, data_args, config)
+    plan = prepare_output_dir(config, dry_run=config.check_only)
+    try:
+        if config.check_only:
+            return report_check(inputs, model_args, data_args, plan)
+        return _train(trainer_class, model_args, data_args, config, inputs)
+    finally:
+        if plan is not None:
+            plan.release()
+
+
+def prepare_inputs(
+    trainer_class: type[BaseTrainer], data_args: DataArguments, config: BaseConfig
+) -> RunInputs:
+    """Load and check every data set of the run (ConfigError / DataError on a problem)."""
+    from sts_core.evaluation.sts import STSEvaluator
+    from sts_core.training.data import build_dev_set, build_train_dataset, load_reference
+
     train_dataset, data_summary = build_train_dataset(data_args, seed=config.seed)
+    if len(train_dataset) == 0:
+        raise ConfigError("the training set is empty (after filtering)")
+    try:
+        trainer_class.check_train_dataset(train_dataset, config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
     dev = build_dev_set(data_args)
     evaluator = None if dev is None else trainer_class.build_evaluator(dev[0], dev[1], config)
     align_with_dev_set(config, evaluator, data_args.eval_dataset)
+    final_pair_sets = {
+        reference: len(load_reference(reference, "test", data_args)[1])
+        for reference in data_args.final_eval_datasets
+    }
+    final_sts = None
+    if data_args.final_sts_tasks:
+        final_sts = STSEvaluator(
+            data_dir=data_args.data_dir,
+            tasks=data_args.final_sts_tasks,
+            variant=data_args.data_variant,
+            batch_size=config.per_device_eval_batch_size,
+            show_progress_bar=False,
+        )
+    return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
+
+
+def report_check(
+    inputs: RunInputs, model_args: ModelArguments, data_args: DataArguments, plan: Any
+) -> dict[str, Any]:
+    """Print what the run would do (``check_only``) and return it."""
+    lines = inputs.describe(model_args, data_args)
+    if plan is not None:
+        lines.append(f"output_dir: {plan.describe()}")
+    if is_main_process():
+        print("check_only: the inputs are usable; nothing was loaded or trained")
+        print("\n".join(f"  {line}" for line in lines))
+    return {"check_only": lines}
+
+
+def _train(
+    trainer_class: type[BaseTrainer],
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    config: BaseConfig,
+    inputs: RunInputs,
+) -> dict[str, Any]:
     set_seed(config.seed)
     model = trainer_class.build_model(model_args, config)
     trainer = trainer_class(
-        model=model, args=config, train_dataset=train_dataset, evaluator=evaluator
+        model=model, args=config, train_dataset=inputs.train_dataset, evaluator=inputs.evaluator
     )
+    trainer.final_sts_evaluator = inputs.final_sts_evaluator
     trainer.model_card_data.update(
         base_model=model_args.model_name_or_path, train_data=", ".join(data_args.train_datasets)
     )
@@ -90,8 +181,8 @@ def run_training(
     trainer.save_model(config.output_dir)
     metrics = {
         "launch": launch_summary(trainer),
-        "train": train_output.metrics,
-        "data": data_summary,
+        "train": {**train_output.metrics, "batches": trainer.degenerate_batch_report()},
+        "data": inputs.data_summary,
         "dev": trainer.evaluate(),
     }
     metrics.update(trainer.final_evaluation(data_args))
@@ -106,16 +197,24 @@ def cli_main(
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> int:
-    """``main()`` of a ``train.py``: a bad recipe, data file or model location (the message
-    names the file, key or path) is one line on stderr and exit status 2, before training."""
+    """``main()`` of a ``train.py``: a bad recipe, data file, model location or output
+    folder (the message names the file, key or path) is one line on stderr and exit status
+    2, before training. Under a launcher only the main process prints it."""
     from sts_core.data import DataError
 
     try:
         run_training(config_class, trainer_class, argv, description=description)
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
-        print(f"error: {error}", file=sys.stderr)
+        report_error(error)
         return 2
     return 0
+
+
+def report_error(error: BaseException) -> None:
+    """``error: <message>`` on one line of stderr (on the main process only)."""
+    if is_main_process():
+        message = " ".join(str(error).split())
+        print(f"error: {message}", file=sys.stderr)
 
 
 def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | None) -> None:
@@ -174,9 +273,7 @@ def launch_summary(trainer: BaseTrainer) -> dict[str, Any]:
 
 def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / METRICS_NAME).write_text(
-        json.dumps(metrics, indent=2, default=str), encoding="utf-8"
-    )
+    write_json_atomic(output_dir / METRICS_NAME, metrics)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

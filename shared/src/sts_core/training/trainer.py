@@ -14,11 +14,14 @@ import logging
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from sts_core.saving import STAGING_DIR, publish_folder, remove_path, write_save_marker
 from sts_core.training.collator import SentenceCollator, concat_features, split_features
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.model_card import render_model_card
@@ -26,6 +29,9 @@ from sts_core.training.model_card import render_model_card
 logger = logging.getLogger(__name__)
 
 TRAINING_ARGS_NAME = "training_args.bin"
+TRAINER_STATE_NAME = "trainer_state.json"
+# A warning after training when at least this share of the batches gave no usable pairs.
+DEGENERATE_WARNING_SHARE = 0.1
 
 
 class BaseTrainer(Trainer):
@@ -59,6 +65,8 @@ class BaseTrainer(Trainer):
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
+        self._batches_seen = 0
+        self._degenerate_batches: dict[str, int] = defaultdict(int)
 
     # ------------------------------------------------------------------ building (run_training)
     @classmethod
@@ -76,6 +84,29 @@ class BaseTrainer(Trainer):
         return PairSimilarityEvaluator(
             dataset, name=name, batch_size=config.per_device_eval_batch_size
         )
+
+    @classmethod
+    def label_column_for(cls, config: Any) -> str:
+        """The dataset column this trainer's loss reads as labels."""
+        return config.label_column
+
+    @classmethod
+    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
+        """Before the model is loaded: the columns and labels the loss needs are in the
+        training set (ValueError naming what is missing). Methods extend it."""
+        columns = set(dataset.column_names)
+        texts = [c for c in ("sentence1", "sentence2") if c not in columns]
+        if texts:
+            raise ValueError(
+                f"the training set has no column {', '.join(texts)} (it has "
+                f"{', '.join(sorted(columns))}): {cls.__name__} trains on sentence pairs"
+            )
+        label = cls.label_column_for(config)
+        if label not in columns:
+            raise ValueError(
+                f"the training set has no label column {label!r} (it has "
+                f"{', '.join(sorted(columns))}): set label_column"
+            )
 
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """After training: the STS table on ``final_sts_tasks`` and the scores on
@@ -108,7 +139,7 @@ class BaseTrainer(Trainer):
     def _sts_table(self, data_args: Any) -> dict[str, Any]:
         from sts_core.evaluation.sts import STSEvaluator
 
-        evaluator = STSEvaluator(
+        evaluator = getattr(self, "final_sts_evaluator", None) or STSEvaluator(
             data_dir=data_args.data_dir,
             tasks=data_args.final_sts_tasks,
             variant=data_args.data_variant,
@@ -156,6 +187,34 @@ class BaseTrainer(Trainer):
         for name, value in parts.items():
             self._loss_parts[name].append(float(value.detach().float().item()))
 
+    def record_degenerate_batch(self, reason: str) -> None:
+        """Count a training batch that gave the loss nothing to learn from (``reason``: e.g.
+        "no two distinct labels"); :meth:`degenerate_batch_report` sums them up."""
+        self._degenerate_batches[reason] += 1
+
+    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        self._batches_seen += 1
+        return super().training_step(*args, **kwargs)
+
+    def degenerate_batch_report(self) -> dict[str, Any]:
+        """Batches seen in training and those without usable pairs, by reason; a warning
+        when they are at least ``DEGENERATE_WARNING_SHARE`` of the batches."""
+        useless = sum(self._degenerate_batches.values())
+        report = {
+            "batches": self._batches_seen,
+            "without_usable_pairs": useless,
+            "reasons": dict(self._degenerate_batches),
+        }
+        if useless and useless >= DEGENERATE_WARNING_SHARE * max(self._batches_seen, 1):
+            logger.warning(
+                "%d of %d training batches gave the loss nothing to learn from (%s): check "
+                "the batch size and the labels",
+                useless,
+                self._batches_seen,
+                ", ".join(f"{k}: {v}" for k, v in self._degenerate_batches.items()),
+            )
+        return report
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._loss_parts:
             logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
@@ -190,9 +249,42 @@ class BaseTrainer(Trainer):
             return
         encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
         encoder.save_pretrained(
-            output_dir, state_dict=state_dict, model_card=self.model_card_text()
+            output_dir,
+            state_dict=state_dict,
+            model_card=self.model_card_text(),
+            write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
         )
-        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
+        ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
+        place: a run killed while saving never leaves a half-written ``checkpoint-N``."""
+        run_dir = Path(self._get_output_dir(trial=trial))
+        staging_root = run_dir / STAGING_DIR
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged, final = staging_root / name, run_dir / name
+        if self.args.should_save:
+            remove_path(staged)  # left by a run killed while saving
+        self.accelerator.wait_for_everyone()
+        self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            del self._get_output_dir
+        self.accelerator.wait_for_everyone()
+        if self.state.best_model_checkpoint == str(staged):
+            self.state.best_model_checkpoint = str(final)
+        if self.args.should_save:
+            self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
+            write_save_marker(staged, step=self.state.global_step)
+            publish_folder(staged, final)
+            remove_path(staging_root)
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+            )
+        self.accelerator.wait_for_everyone()
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
