@@ -79,7 +79,7 @@ def copy_without_tokenizer(source: Path, target: Path) -> Path:
         ("--final_sts_tasks", "sts17", "unknown task(s) sts17"),  # #6
         ("--model_dtype", "float16", "float16 weights cannot be trained"),  # #4
         ("--model_dtype", "float64", "model_dtype 'float64'"),
-        ("--fp16", "true", "fp16: true needs a CUDA GPU"),  # #4 (no GPU here)
+        ("--fp16", "true", "fp16: true needs a GPU"),  # #4 (no GPU here)
     ],
 )
 def test_bad_settings_stop_before_anything_is_written(
@@ -199,8 +199,37 @@ def test_models_dir_unset_falls_back_to_the_hub_id_when_reachable(
 
 def test_hub_id_without_the_hub_fails_at_once(monkeypatch) -> None:  # #9
     monkeypatch.setattr("sts_core.data.hub.hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr("sts_core.encoder._in_hub_cache", lambda model_id: False)
     with pytest.raises(FileNotFoundError, match="STS_MODELS_DIR"):
         check_model_location("sentence-transformers/all-MiniLM-L6-v2")
+
+
+def test_hub_id_in_the_local_cache_is_accepted_offline(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("sts_core.encoder._in_hub_cache", lambda model_id: True)
+    assert check_model_location("org/cached-model") == "org/cached-model"
+
+
+@pytest.mark.parametrize(
+    ("variables", "main_process"),
+    [
+        ({}, True),
+        ({"RANK": "1"}, False),
+        ({"OMPI_COMM_WORLD_RANK": "2"}, False),
+        ({"SLURM_PROCID": "0"}, True),
+        ({"PMI_RANK": "3"}, False),
+    ],
+)
+def test_main_process_from_the_launchers_variables(
+    monkeypatch, variables: dict[str, str], main_process: bool
+) -> None:
+    from sts_core.training.output import RANK_VARIABLES, is_main_process
+
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert is_main_process() is main_process
 
 
 # ----------------------------------------------------------------- atomic saves (#3)
@@ -238,6 +267,11 @@ def test_save_interrupted_midway_is_refused(
     assert (tmp_path / "half" / "sts_encoder_config.json").is_file()
     with pytest.raises(IncompleteSaveError, match="incomplete save"):
         SentenceEncoder.from_pretrained(tmp_path / "half")
+
+
+def test_the_model_card_may_be_edited(saved_encoder: Path) -> None:
+    (saved_encoder / "README.md").write_text("my notes", encoding="utf-8")
+    SentenceEncoder.from_pretrained(saved_encoder)
 
 
 def test_folder_altered_after_the_save_is_refused_naming_the_file(saved_encoder: Path) -> None:
@@ -329,7 +363,8 @@ def test_checkpoints_are_complete_and_rotated(
     assert not (out / STAGING_DIR).exists()
     check_complete_save(out / "checkpoint-4", required=True)
     marker = json.loads((out / "checkpoint-4" / SAVE_MARKER).read_text(encoding="utf-8"))
-    assert {"optimizer.pt", "trainer_state.json", "model.safetensors"} <= set(marker["files"])
+    assert "model.safetensors" in marker["files"]
+    assert {"optimizer.pt", "trainer_state.json"} <= set(marker["training_files"])
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text(encoding="utf-8"))
     assert STAGING_DIR not in json.dumps(state)
     check_complete_save(out)  # the final model
@@ -342,6 +377,8 @@ def test_resume_from_an_incomplete_checkpoint_names_the_problem(
     assert run(capsys, "--config", str(config))[0] == 0
     checkpoint = tmp_path / "out" / "checkpoint-2"
     (checkpoint / "optimizer.pt").write_bytes(b"rewritten in place by another run")
+    SentenceEncoder.from_pretrained(checkpoint)  # the model files are intact: it loads
+    capsys.readouterr()
     status, _, err = run(
         capsys, "--config", str(config), "--resume_from_checkpoint", str(checkpoint)
     )

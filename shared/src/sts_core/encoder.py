@@ -74,15 +74,22 @@ def _looks_like_local_path(name_or_path: str) -> bool:
     return name_or_path.count("/") > 1 or "\\" in name_or_path
 
 
-TOKENIZER_FILES = (
+# A folder has a tokenizer when one of these names is there (the vocabulary-size check
+# after loading catches a tokenizer that does not fit the model).
+TOKENIZER_PATTERNS = (
     "tokenizer.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-    "sentencepiece.model",
+    "tokenizer_config.json",
+    "vocab.*",
+    "merges.txt",
+    "*.model",
+    "*.spm",
+    "*.tiktoken",
+    "bpe.codes",
 )
+
+
+def has_tokenizer_files(folder: Path) -> bool:
+    return any(next(folder.glob(pattern), None) is not None for pattern in TOKENIZER_PATTERNS)
 
 
 def check_model_location(name_or_path: str | os.PathLike) -> str:
@@ -99,16 +106,18 @@ def check_model_location(name_or_path: str | os.PathLike) -> str:
             raise FileNotFoundError(
                 f"model folder {path} has no config.json: not a Hugging Face model"
             )
-        if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        if not has_tokenizer_files(path):
             raise FileNotFoundError(
                 f"model folder {path} has no tokenizer files (none of "
-                f"{', '.join(TOKENIZER_FILES)}): copy the tokenizer in beside the weights"
+                f"{', '.join(TOKENIZER_PATTERNS)}): copy the tokenizer in beside the weights"
             )
         return str(path)
     if _looks_like_local_path(text):
         raise FileNotFoundError(f"model folder {text} does not exist")
     from sts_core.data.hub import hub_offline, hub_reachable
 
+    if _in_hub_cache(text):
+        return text
     if hub_offline() or not hub_reachable():
         why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub cannot be reached"
         raise FileNotFoundError(
@@ -116,6 +125,18 @@ def check_model_location(name_or_path: str | os.PathLike) -> str:
             "folder, e.g. $STS_MODELS_DIR/<model> (make one with shared/bin/offline-models)"
         )
     return text
+
+
+def _in_hub_cache(model_id: str) -> bool:
+    """Whether the hub model is already in the local Hugging Face cache (loads offline)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an id the cache cannot parse is simply not there
+        return False
 
 
 def check_tokenizer(tokenizer: Any, backbone: Any, location: str) -> None:

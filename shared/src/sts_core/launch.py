@@ -53,7 +53,7 @@ def launch(args: object) -> int:
         return _failed(error.returncode, "the training process")
     except ChildFailedError as error:
         rank, failure = error.get_first_failure()
-        return _failed(failure.exitcode, f"training process {rank} of {len(error.failures)} failed")
+        return _failed(failure.exitcode, f"the training process of rank {rank}")
     return 0
 
 

@@ -27,6 +27,9 @@ STAGING_DIR = ".sts-staging"
 ENCODER_CONFIG_NAME = "sts_encoder_config.json"
 
 
+UNCHECKED_FILES = frozenset({"README.md"})
+
+
 class IncompleteSaveError(OSError):
     """A folder written by this library whose save did not complete (or was altered)."""
 
@@ -76,11 +79,23 @@ def write_json_atomic(path: Path, content: Any) -> None:
 def write_save_marker(
     folder: str | os.PathLike, names: Iterable[str] | None = None, **info: Any
 ) -> None:
-    """Mark ``folder`` as completely written: the files and sizes of the save (all of the
-    folder, or its entries ``names``), and ``info``."""
+    """Mark ``folder`` as completely written: the files and sizes of the model save (all of
+    the folder, or its entries ``names``), and ``info``."""
     folder = Path(folder)
     content = {"complete": True, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **info}
     content["files"] = list_files(folder, names)
+    write_json_atomic(folder / SAVE_MARKER, content)
+
+
+def add_training_files(folder: str | os.PathLike, **info: Any) -> None:
+    """Extend the marker of a model save with the files written beside it since (a
+    checkpoint's optimizer, scheduler, RNG and trainer state): ``training_files``, checked
+    when a run resumes from the folder, not when the model is loaded."""
+    folder = Path(folder)
+    content = read_save_marker(folder) or {"files": {}}
+    every = list_files(folder)
+    content.update(info)
+    content["training_files"] = {k: v for k, v in every.items() if k not in content["files"]}
     write_json_atomic(folder / SAVE_MARKER, content)
 
 
@@ -108,12 +123,16 @@ def expects_marker(folder: Path) -> bool:
         return True  # a half-written config of ours
 
 
-def check_complete_save(folder: str | os.PathLike, required: bool = False) -> None:
+def check_complete_save(
+    folder: str | os.PathLike, required: bool = False, training: bool = False
+) -> None:
     """Raise :class:`IncompleteSaveError` unless ``folder`` holds a complete save.
 
     A folder that does not come from this library's atomic save (a transformers or
     sentence-transformers folder) passes unless ``required``. Otherwise the marker must
-    exist and every file it lists must be there with its recorded size.
+    exist and every model file it lists must be there with its recorded size; with
+    ``training`` (resuming) the training-state files too. The model card (README.md) may
+    be edited freely.
     """
     folder = Path(folder)
     if not expects_marker(folder) and not required:
@@ -125,8 +144,13 @@ def check_complete_save(folder: str | os.PathLike, required: bool = False) -> No
             "interrupted while saving, or the folder was not written by sts-core"
             + _last_complete_hint(folder)
         )
+    listed = dict(marker.get("files", {}))
+    if training:
+        listed.update(marker.get("training_files", {}))
     problems = []
-    for name, size in marker.get("files", {}).items():
+    for name, size in listed.items():
+        if name in UNCHECKED_FILES:
+            continue
         path = folder / name
         if not path.is_file():
             problems.append(f"{name} is missing")

@@ -9,6 +9,7 @@ from torch import nn
 from transformers import Trainer
 
 from sts_core.cross_encoder import CrossEncoderEvaluator, PairCrossCollator, load_cross_encoder
+from sts_core.saving import staged_contents
 from sts_core.training import BaseTrainer, all_gather_with_grad, scale_gathered_gradient
 from sts_cosent.loss import (
     contrastive_threshold_loss,
@@ -41,8 +42,9 @@ LOSS_NAMES = {
 
 def count_unrankable(trainer: Any, labels: torch.Tensor) -> None:
     """Record a batch whose labels are all equal: CoSENT has no ordered pair to rank."""
-    if labels.numel() < 2 or bool((labels == labels.reshape(-1)[0]).all()):
-        trainer.record_degenerate_batch("no two distinct labels")
+    flat = labels.reshape(-1)
+    happened = True if flat.numel() < 2 else (flat == flat[0]).all()
+    trainer.record_degenerate_batch("no two distinct labels", happened)
 
 
 class CoSENTTrainer(BaseTrainer):
@@ -211,12 +213,13 @@ class CoSENTCrossEncoderTrainer(BaseTrainer):
         return (loss, outputs) if return_outputs else loss
 
     # A sequence classifier saves and loads the transformers way.
+    # The save is atomic like the bi-encoder's (staged, then the marker written last).
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        Trainer._save(self, output_dir, state_dict)
-        if self.args.should_save:
-            readme = f"{output_dir or self.args.output_dir}/README.md"
-            with open(readme, "w", encoding="utf-8") as handle:
-                handle.write(self.model_card_text())
+        if not self.args.should_save:
+            return
+        with staged_contents(output_dir or self.args.output_dir) as folder:
+            Trainer._save(self, str(folder), state_dict)
+            (folder / "README.md").write_text(self.model_card_text(), encoding="utf-8")
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         Trainer._load_from_checkpoint(self, resume_from_checkpoint, model)

@@ -266,10 +266,11 @@ class BaseConfig(TrainingArguments):
         )
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
             raise ValueError("num_train_epochs must be above 0 (or set max_steps)")
-        if (self.fp16 or self.fp16_full_eval) and not _cuda_available():
+        if (self.fp16 or self.fp16_full_eval) and not accelerator_available():
             raise ValueError(
-                "fp16: true needs a CUDA GPU (float16 mixed precision with a loss scaler); "
-                "none is available here: train in float32, or use bf16: true"
+                "fp16: true needs a GPU (float16 mixed precision with a loss scaler); none is "
+                "available here, and on a CPU it would silently train in float32: train in "
+                "float32, or use bf16: true"
             )
         if deepspeed_requested(self):
             check_deepspeed_settings(self)
@@ -322,12 +323,6 @@ def check_deepspeed_settings(config: TrainingArguments) -> None:
         raise ValueError(
             "use_cpu turns DeepSpeed off: remove use_cpu (DeepSpeed finds the CPU by itself)"
         )
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def accelerator_available() -> bool:

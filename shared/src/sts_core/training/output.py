@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sts_core.saving import STAGING_DIR, check_complete_save, remove_path
+from sts_core.saving import PARTIAL_PREFIX, STAGING_DIR, check_complete_save, remove_path
 from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -27,9 +27,22 @@ logger = logging.getLogger(__name__)
 LOCK_NAME = ".sts-run.lock"
 
 
+# Where launchers put the global rank: torchrun/accelerate, Open MPI, MPICH/Intel MPI, Slurm.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
+
+
+def process_rank() -> int:
+    """The global rank of this process from the launcher's environment (0 when alone)."""
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def is_main_process() -> bool:
-    """Global rank 0 of a launch (or a plain process), from the launcher's environment."""
-    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"
+    """Global rank 0 of a launch (or a plain process)."""
+    return process_rank() == 0
 
 
 @dataclass
@@ -67,7 +80,7 @@ def check_resume_checkpoint(checkpoint: str | None) -> None:
     if not path.is_dir():
         raise ConfigError(f"resume_from_checkpoint: {path} is not a folder")
     try:
-        check_complete_save(path, required=True)
+        check_complete_save(path, required=True, training=True)
     except OSError as error:
         raise ConfigError(f"resume_from_checkpoint: {error}") from error
 
@@ -113,8 +126,9 @@ def prepare_output_dir(config: Any, dry_run: bool = False) -> OutputDirPlan | No
         logger.warning("output_dir %s: removing the earlier run (%s)", path, _listing(earlier))
         for name in earlier:
             remove_path(path / name)
-    elif plan.action == "resume":
-        remove_path(path / STAGING_DIR)  # a checkpoint being written when the run died
+    elif plan.action == "resume":  # what a run killed while saving left behind
+        for leftover in [path / STAGING_DIR, *path.glob(f"{PARTIAL_PREFIX}*")]:
+            remove_path(leftover)
     return plan
 
 
@@ -140,6 +154,11 @@ def _acquire_lock(path: Path) -> Any:
             f"output_dir {path} is in use by another run (it holds {path / LOCK_NAME}): "
             "wait for it to finish or choose another output_dir"
         ) from error
-    except OSError as error:
-        raise ConfigError(f"output_dir {path}: cannot create its lock file: {error}") from error
+    except OSError as error:  # a file system without locks (some NFS mounts)
+        logger.warning(
+            "output_dir %s: cannot lock it (%s): a second run into it would not be stopped",
+            path,
+            error,
+        )
+        return None
     return lock

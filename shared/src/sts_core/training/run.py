@@ -19,10 +19,11 @@ from typing import Any
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
+from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.saving import write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
-from sts_core.training.output import is_main_process, prepare_output_dir
+from sts_core.training.output import is_main_process, prepare_output_dir, process_rank
 from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
@@ -109,7 +110,11 @@ def run_training(
     try:
         if config.check_only:
             return report_check(inputs, model_args, data_args, plan)
-        return _train(trainer_class, model_args, data_args, config, inputs)
+        try:
+            return _train(trainer_class, model_args, data_args, config, inputs)
+        except (ConfigError, DataError, OSError) as error:
+            error.sts_during_training = True  # every process reports its own
+            raise
     finally:
         if plan is not None:
             plan.release()
@@ -200,8 +205,6 @@ def cli_main(
     """``main()`` of a ``train.py``: a bad recipe, data file, model location or output
     folder (the message names the file, key or path) is one line on stderr and exit status
     2, before training. Under a launcher only the main process prints it."""
-    from sts_core.data import DataError
-
     try:
         run_training(config_class, trainer_class, argv, description=description)
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
@@ -211,9 +214,14 @@ def cli_main(
 
 
 def report_error(error: BaseException) -> None:
-    """``error: <message>`` on one line of stderr (on the main process only)."""
-    if is_main_process():
-        message = " ".join(str(error).split())
+    """``error: <message>`` on one line of stderr. A check before the work fails alike on
+    every process, so only the main one prints it; an error during training is printed by
+    the process that met it (with its rank when launched)."""
+    message = " ".join(str(error).split())
+    if getattr(error, "sts_during_training", False):
+        rank = process_rank()
+        print(f"error: {f'[rank {rank}] ' if rank else ''}{message}", file=sys.stderr)
+    elif is_main_process():
         print(f"error: {message}", file=sys.stderr)
 
 

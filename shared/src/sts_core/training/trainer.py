@@ -21,7 +21,7 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from sts_core.saving import STAGING_DIR, publish_folder, remove_path, write_save_marker
+from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
 from sts_core.training.collator import SentenceCollator, concat_features, split_features
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.model_card import render_model_card
@@ -66,7 +66,7 @@ class BaseTrainer(Trainer):
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
-        self._degenerate_batches: dict[str, int] = defaultdict(int)
+        self._degenerate_batches: dict[str, Any] = defaultdict(int)
 
     # ------------------------------------------------------------------ building (run_training)
     @classmethod
@@ -187,10 +187,13 @@ class BaseTrainer(Trainer):
         for name, value in parts.items():
             self._loss_parts[name].append(float(value.detach().float().item()))
 
-    def record_degenerate_batch(self, reason: str) -> None:
+    def record_degenerate_batch(self, reason: str, happened: torch.Tensor | bool = True) -> None:
         """Count a training batch that gave the loss nothing to learn from (``reason``: e.g.
-        "no two distinct labels"); :meth:`degenerate_batch_report` sums them up."""
-        self._degenerate_batches[reason] += 1
+        "no two distinct labels"); :meth:`degenerate_batch_report` sums them up.
+        ``happened`` may be a boolean tensor: it is added on its device (no GPU sync)."""
+        if isinstance(happened, torch.Tensor):
+            happened = happened.detach().to(torch.int64)
+        self._degenerate_batches[reason] = self._degenerate_batches[reason] + happened
 
     def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         self._batches_seen += 1
@@ -199,11 +202,13 @@ class BaseTrainer(Trainer):
     def degenerate_batch_report(self) -> dict[str, Any]:
         """Batches seen in training and those without usable pairs, by reason; a warning
         when they are at least ``DEGENERATE_WARNING_SHARE`` of the batches."""
-        useless = sum(self._degenerate_batches.values())
+        reasons = {reason: int(count) for reason, count in self._degenerate_batches.items()}
+        reasons = {reason: count for reason, count in reasons.items() if count}
+        useless = sum(reasons.values())
         report = {
             "batches": self._batches_seen,
             "without_usable_pairs": useless,
-            "reasons": dict(self._degenerate_batches),
+            "reasons": reasons,
         }
         if useless and useless >= DEGENERATE_WARNING_SHARE * max(self._batches_seen, 1):
             logger.warning(
@@ -211,7 +216,7 @@ class BaseTrainer(Trainer):
                 "the batch size and the labels",
                 useless,
                 self._batches_seen,
-                ", ".join(f"{k}: {v}" for k, v in self._degenerate_batches.items()),
+                ", ".join(f"{k}: {v}" for k, v in reasons.items()),
             )
         return report
 
@@ -267,6 +272,7 @@ class BaseTrainer(Trainer):
             remove_path(staged)  # left by a run killed while saving
         self.accelerator.wait_for_everyone()
         self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
+        self._push_after_publishing = False
         try:
             super()._save_checkpoint(model, trial)
         finally:
@@ -276,7 +282,7 @@ class BaseTrainer(Trainer):
             self.state.best_model_checkpoint = str(final)
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
-            write_save_marker(staged, step=self.state.global_step)
+            add_training_files(staged, step=self.state.global_step)
             publish_folder(staged, final)
             remove_path(staging_root)
             rotate_checkpoints(
@@ -284,7 +290,16 @@ class BaseTrainer(Trainer):
                 save_total_limit=self.args.save_total_limit,
                 best_model_checkpoint=self.state.best_model_checkpoint,
             )
+        if self._push_after_publishing:
+            super()._push_from_checkpoint(str(final))
         self.accelerator.wait_for_everyone()
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """``push_to_hub``: upload the checkpoint once it is in place, not its staging copy."""
+        if STAGING_DIR in Path(checkpoint_folder).parts:
+            self._push_after_publishing = True
+            return
+        super()._push_from_checkpoint(checkpoint_folder)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
