@@ -54,11 +54,11 @@ from _common import (
     write_markdown,
 )
 
-TRAIN_PAIRS = 5398  # the filtered STS-B + SICK-R training set
 MODES = {
     "smoke": {"max_steps": 3, "repeats": 1, "ablation": True},  # the padded side: a check
     "quick": {"max_steps": 30, "repeats": 2, "ablation": True},
-    "full": {"max_steps": math.ceil(TRAIN_PAIRS / 16), "repeats": 2, "ablation": True},
+    # max_steps None: one epoch, ceil(training pairs / batch size), set from the data in main()
+    "full": {"max_steps": None, "repeats": 2, "ablation": True},
 }
 LABELS = {
     "ours": "ours (CoSENTTrainer)",
@@ -73,6 +73,16 @@ def load_train_pairs() -> Any:
 
     train, _ = load_filtered_stsb_sick(data_dir())
     return train.select_columns(["sentence1", "sentence2", "score"])
+
+
+def pairs_trained(steps: int, batch_size: int, dataset_size: int) -> int:
+    """Pairs seen in ``steps`` optimizer steps of ``batch_size`` over a training set of
+    ``dataset_size`` pairs, one process, no gradient accumulation: each epoch is
+    ``ceil(dataset_size / batch_size)`` steps whose last batch holds the remainder (the
+    Trainer's default, ``dataloader_drop_last`` false), so steps × batch overcounts."""
+    steps_per_epoch = math.ceil(dataset_size / batch_size)
+    epochs, rest = divmod(steps, steps_per_epoch)
+    return epochs * dataset_size + min(rest * batch_size, dataset_size)
 
 
 def training_arguments(spec: dict[str, Any], output_dir: str) -> dict[str, Any]:
@@ -180,7 +190,7 @@ def train_metrics(
     import torch
 
     steps = trainer.state.global_step
-    pairs = steps * spec["batch_size"]
+    pairs = pairs_trained(steps, spec["batch_size"], len(trainer.train_dataset))
     gaps = [b - a for a, b in zip(step_times, step_times[1:], strict=False)]
     median_step = spec["batch_size"] / median(gaps) if gaps else float("nan")
     losses = [[e["step"], e["loss"]] for e in trainer.state.log_history if "loss" in e]
@@ -285,8 +295,9 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
     lines = [
         "# Training: `CoSENTTrainer` vs `SentenceTransformerTrainer` + `CoSENTLoss`",
         "",
-        f"Mode `{args.mode}`: {args.model}, filtered STS-B + SICK-R train, {args.max_steps} "
-        f"steps of batch {args.batch_size} ({args.max_steps * args.batch_size} pairs), lr "
+        f"Mode `{args.mode}`: {args.model}, filtered STS-B + SICK-R train ({args.train_pairs:,} "
+        f"pairs), {args.max_steps} steps of batch {args.batch_size} "
+        f"({pairs_trained(args.max_steps, args.batch_size, args.train_pairs):,} pairs), lr "
         f"{args.learning_rate}, weight decay 0.01, 10 % warm-up, seed {args.seed}, max length "
         f"{ours['max_length']} (peer: {peer['max_length']}), {args.threads} thread(s), "
         f"optimizer {ours['optimizer']}; {args.repeats} alternated round(s), fresh processes.",
@@ -359,7 +370,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     size.add_argument("--quick", action="store_true", help="a few minutes: 30 steps, 2 rounds")
     size.add_argument("--smoke", action="store_true", help="seconds: 3 steps, 1 round")
     parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
-    parser.add_argument("--max-steps", type=int, help="optimizer steps per run")
+    parser.add_argument(
+        "--max-steps", type=int, help="optimizer steps per run (default in full mode: one epoch)"
+    )
     parser.add_argument("--repeats", type=int, help="alternated rounds")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=2e-5)
@@ -395,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
         emit_result(run_side(args.worker, json.loads(args.spec)))
         return 0
     check_environment([args.model])
+    args.train_pairs = len(load_train_pairs())
+    if args.max_steps is None:  # full mode: one epoch
+        args.max_steps = math.ceil(args.train_pairs / args.batch_size)
     info = machine_info()
     start = time.perf_counter()
     runs = run_benchmark(args)

@@ -1,23 +1,39 @@
 """The three benchmark scripts run end to end in ``--quick`` mode (a smoke test, not a
 timed test: no speed is asserted; a few minutes each here) and write their markdown, JSON
 and PNG; what is checked are the results that must hold whatever the machine: identical
-embeddings, identical training when packing is off, and a complete quality table.
+embeddings, identical training when packing is off, and a complete quality table; every
+derived number in the JSON (pairs, throughputs, medians, ratios, averages, the untrained
+model's scores) is recomputed here from what it is derived from.
 ``BENCHMARK_TEST_MODE=smoke`` runs the seconds-sized ``--smoke`` mode instead."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
+import numpy as np
 import pytest
 from launch_support import REPO, subprocess_env
+from scipy.stats import spearmanr
 
-pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow]
 MODE = os.environ.get("BENCHMARK_TEST_MODE", "quick")
+STS_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+
+def needs_benchmark_data(test: Callable) -> Callable:
+    """A benchmark run: the real data and models (``benchmark_env``), and minutes. (The
+    pair count of train.py, tested alone, needs neither.)"""
+    for mark in (pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow):
+        test = mark(test)
+    return pytest.mark.usefixtures("benchmark_env")(test)
 
 
 def run_script(name: str, *arguments: str) -> None:
@@ -35,42 +51,160 @@ def run_benchmark(name: str, output_dir: Path) -> dict:
     return json.loads((output_dir / f"{name}_{MODE}.json").read_text(encoding="utf-8"))
 
 
+def rate(count: float, seconds: float) -> object:
+    """``count / seconds`` as the JSON holds it: seconds rounded to 3 digits, the rate to 2."""
+    return pytest.approx(count / seconds, abs=count * 5e-4 / (seconds - 5e-4) ** 2 + 0.006)
+
+
+def check_comparison(comparison: dict, ours: list[float], peer: list[float]) -> None:
+    """A ``Comparison.to_dict()``: the rounds' values, their medians and the ratios."""
+    assert comparison["ours"] == ours and comparison["peer"] == peer
+    assert comparison["ours_median"] == pytest.approx(statistics.median(ours))
+    assert comparison["peer_median"] == pytest.approx(statistics.median(peer))
+    ratios = [a / b for a, b in zip(ours, peer, strict=True)]
+    assert comparison["ratio_per_round"] == pytest.approx(ratios, abs=5e-4)
+    assert comparison["ratio_median"] == pytest.approx(statistics.median(ratios))
+
+
+def load_benchmark_script(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` imported by path (its ``_common`` beside it)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            f"benchmark_{name}", REPO / "benchmarks" / f"{name}.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return module
+
+
+@pytest.mark.parametrize(
+    "steps,expected",
+    [(1, 16), (337, 5392), (338, 5398), (339, 5414), (676, 10796), (680, 10796 + 64)],
+)
+def test_train_benchmark_counts_the_last_partial_batch(steps: int, expected: int) -> None:
+    """5,398 pairs in batches of 16: 337 full batches and one of 6 an epoch."""
+    assert load_benchmark_script("train").pairs_trained(steps, 16, 5398) == expected
+
+
 @pytest.fixture
 def benchmark_env(sts_data_dir: Path, minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
     monkeypatch.setenv("STS_MODELS_DIR", str(minilm_dir.parent))
 
 
-@pytest.mark.usefixtures("benchmark_env")
+@needs_benchmark_data
 def test_encode_benchmark_runs(tmp_path: Path) -> None:
     result = run_benchmark("encode", tmp_path)
     (model,) = result["models"]
     assert model["max_abs_diff"] < 1e-5  # the same embeddings as sentence-transformers
     assert model["settings_match"]
-    assert model["throughput"]["ours_median"] > 0 and model["throughput"]["peer_median"] > 0
+    # throughput: sentences / the fastest pass of each round; then medians and ratios
+    throughputs = {}
+    for side in ("ours", "peer"):
+        for run in model["runs"][side]:
+            assert run["seconds"] == min(run["pass_seconds"]) > 0
+            assert run["throughput"] == rate(run["sentences"], run["seconds"])
+        throughputs[side] = [run["throughput"] for run in model["runs"][side]]
+    check_comparison(model["throughput"], throughputs["ours"], throughputs["peer"])
     assert "ours (library encode)" in model["ablation"]["variants"]
 
 
-@pytest.mark.usefixtures("benchmark_env")
-def test_train_benchmark_runs(tmp_path: Path) -> None:
+@needs_benchmark_data
+def test_train_benchmark_runs(tmp_path: Path, sts_data_dir: Path) -> None:
+    from sts_core.data import load_filtered_stsb_sick
+
     result = run_benchmark("train", tmp_path)
-    summary = result["summary"]
-    assert summary["throughput"]["ours_median"] > 0 and summary["throughput"]["peer_median"] > 0
+    settings, summary, runs = result["settings"], result["summary"], result["runs"]
+    # pairs: the training set's own length, the last batch of an epoch partial
+    size = len(load_filtered_stsb_sick(sts_data_dir)[0])
+    assert settings["train_pairs"] == size
+    steps, batch = settings["max_steps"], settings["batch_size"]
+    per_epoch = -(-size // batch)
+    pairs = (steps // per_epoch) * size + min((steps % per_epoch) * batch, size)
+    for side, side_runs in runs.items():
+        for run in side_runs:
+            assert run["steps"] == steps and run["pairs"] == pairs, side
+            assert run["throughput"] == rate(pairs, run["seconds"]), side
+            assert [step for step, _ in run["losses"]] == list(range(1, steps + 1)), side
+            assert all(math.isfinite(loss) for _, loss in run["losses"]), side
+    markdown = (tmp_path / f"train_{MODE}.md").read_text(encoding="utf-8")
+    assert f"({size:,} pairs), {steps} steps of batch {batch} ({pairs:,} pairs)" in markdown
+    throughput = {side: [run["throughput"] for run in runs[side]] for side in runs}
+    check_comparison(summary["throughput"], throughput["ours"], throughput["peer"])
     # without packing, our trainer takes the peer's steps: the same loss at every step
-    assert summary["padded_vs_peer_max_loss_diff"] < 1e-4
-    losses = result["runs"]["ours"][0]["losses"]
-    assert losses and all(math.isfinite(loss) for _, loss in losses)
+    peer = dict(map(tuple, runs["peer"][0]["losses"]))
+    padded = runs["ours-padded"][0]["losses"]
+    largest = max(abs(loss - peer[step]) for step, loss in padded)
+    assert summary["padded_vs_peer_max_loss_diff"] == pytest.approx(largest, abs=1e-12)
+    assert largest < 1e-4
 
 
-@pytest.mark.usefixtures("benchmark_env")
-def test_quality_benchmark_runs(tmp_path: Path) -> None:
+def scipy_sts_scores(model: Path, data_dir: Path, eval_pairs: int) -> dict[str, float]:
+    """The untrained model's row of quality.py, recomputed: the library's encoder and data
+    loader, then cosines, Spearman ('all' and per subset), 'wmean' and the two averages
+    with numpy and scipy."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.evaluation.sts import load_task_pairs
+
+    encoder = SentenceEncoder.from_pretrained(model, pooling="mean")
+    scores, wmeans = {}, []
+    for task in STS_TASKS:
+        pairs = load_task_pairs(task, "senteval", "senteval", data_dir)
+        if eval_pairs and len(pairs) > eval_pairs:  # every k-th pair, as quality.py takes
+            pairs = pairs.select(range(0, len(pairs), math.ceil(len(pairs) / eval_pairs)))
+        first, second = list(pairs["sentence1"]), list(pairs["sentence2"])
+        vectors = encoder.encode(first + second, batch_size=64, show_progress_bar=False)
+        u, v = vectors[: len(first)].astype(np.float64), vectors[len(first) :].astype(np.float64)
+        cosine = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+        gold = np.asarray(pairs["score"], dtype=np.float64)
+        scores[task] = 100 * spearmanr(cosine, gold).statistic
+        subsets = np.asarray(
+            pairs["subset"] if "subset" in pairs.column_names else [""] * len(gold)
+        )
+        names = list(dict.fromkeys(subsets))
+        sizes = [int((subsets == name).sum()) for name in names]
+        per_subset = [
+            100 * spearmanr(cosine[subsets == name], gold[subsets == name]).statistic
+            for name in names
+        ]
+        wmeans.append(np.dot(per_subset, sizes) / sum(sizes))
+    scores["avg"] = float(np.mean([scores[task] for task in STS_TASKS]))
+    scores["avg_wmean"] = float(np.mean(wmeans))
+    return scores
+
+
+@needs_benchmark_data
+def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: Path) -> None:
+    from sts_core.data import load_filtered_stsb_sick
+
     result = run_benchmark("quality", tmp_path)
+    size = len(load_filtered_stsb_sick(sts_data_dir)[0])  # the training set's own length
+    assert result["settings"]["train_pairs"] == size
+    markdown = (tmp_path / f"quality_{MODE}.md").read_text(encoding="utf-8")
+    assert f"filtered STS-B + SICK-R train ({size:,} pairs)" in markdown
     rows = {row["method"]: row for row in result["rows"]}
     assert len(rows) >= 3 and any(name.startswith("ours") for name in rows)
-    for row in rows.values():
-        for average in ("avg", "avg_wmean"):
-            mean, _ = row["summary"][average]
-            assert 0 < mean <= 100, (row["method"], average, mean)
+    averages = ("avg", "avg_wmean")
+    for name, row in rows.items():
+        for seed, scores in row["seeds"].items():
+            # the headline: the plain mean of the seven tasks' 'all' Spearman
+            expected = np.mean([scores[task] for task in STS_TASKS])
+            assert scores["avg"] == pytest.approx(expected, abs=1e-9), (name, seed)
+            assert 0 < scores["avg_wmean"] <= 100, (name, seed)  # per-subset scores not saved
+        for key in (*STS_TASKS, *averages):  # mean ± sd over seeds
+            values = [scores[key] for scores in row["seeds"].values()]
+            sd = statistics.stdev(values) if len(values) > 1 else 0.0
+            assert row["summary"][key] == pytest.approx([statistics.fmean(values), sd]), key
+    # the model before training: every number recomputed from the model and the data
+    assert rows["base"]["pooling"] == "mean"
+    (base,) = rows["base"]["seeds"].values()
+    eval_pairs = result["settings"]["eval_pairs"]
+    expected = scipy_sts_scores(minilm_dir, sts_data_dir, eval_pairs)
+    for key, value in expected.items():
+        assert base[key] == pytest.approx(value, abs=1e-4), key
     # --render rebuilds the markdown and chart from the JSON alone
     saved = tmp_path / f"quality_{MODE}.json"
     for suffix in (".md", ".png"):

@@ -109,18 +109,87 @@ def test_evaluator_senteval_protocol_on_memory_data(tmp_path):
     assert "Avg." in report.to_text()
 
 
+RAW = FIXTURES / "raw"
+SICK_FILES = ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")
+
+
+def raw_sick_pairs(*names: str) -> list[tuple[str, str, float]]:
+    """(sentence A, sentence B, relatedness) of the raw SICK files, read here."""
+    rows = []
+    for name in names:
+        lines = (RAW / "SICK" / name).read_text(encoding="utf-8").splitlines()[1:]
+        rows += [(f[1], f[2], float(f[3])) for f in (line.split("\t") for line in lines)]
+    return rows
+
+
+def raw_stsb_pairs(split: str) -> list[tuple[str, str, float]]:
+    lines = (RAW / "stsbenchmark" / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines()
+    return [(f[5], f[6], float(f[4])) for f in (line.split("\t") for line in lines)]
+
+
+def raw_sts_year_pairs(folder: str) -> list[tuple[str, str, float]]:
+    """Every subset of an official STS12-16 test folder pooled; unscored pairs dropped."""
+    rows = []
+    for gold_path in sorted((RAW / "sts12-16" / folder).glob("STS.gs.*.txt")):
+        inputs = gold_path.with_name(gold_path.name.replace(".gs.", ".input."))
+        if not inputs.is_file():
+            continue
+        gold = gold_path.read_text(encoding="utf-8").splitlines()
+        pairs = inputs.read_text(encoding="utf-8").splitlines()
+        rows += [
+            (*pair.split("\t")[:2], float(score))
+            for pair, score in zip(pairs, gold, strict=True)
+            if score.strip()
+        ]
+    return rows
+
+
+def scipy_correlations(rows: list[tuple[str, str, float]]) -> tuple[float, float]:
+    """(Spearman, Pearson) × 100 of the toy embedding's cosines, with scipy; cosines rounded
+    to 12 digits so pairs with the same two sentences swapped tie as they do exactly in the
+    evaluator."""
+    left = hashed_bag_of_words([r[0] for r in rows])
+    right = hashed_bag_of_words([r[1] for r in rows])
+    cosines = [
+        a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) for a, b in zip(left, right, strict=True)
+    ]
+    predicted, gold = np.round(cosines, 12), [r[2] for r in rows]
+    return 100 * spearmanr(predicted, gold)[0], 100 * pearsonr(predicted, gold)[0]
+
+
 def test_mteb_protocol_reports_one_number_per_task_and_whole_sick(monkeypatch):
     monkeypatch.setenv("STS_DATA_DIR", str(FIXTURES))
     senteval = STSEvaluator(tasks=["sickr"], protocol="senteval")
-    mteb = STSEvaluator(tasks=["sickr"], protocol="mteb")
-    sick_rows = sum(
-        len((FIXTURES / "raw/SICK" / f).read_text().splitlines()) - 1
-        for f in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")
-    )
-    assert len(mteb.data["sickr"]) == sick_rows > len(senteval.data["sickr"])
+    tasks = ["sts13", "sts15", "stsb", "sickr"]
+    mteb = STSEvaluator(tasks=tasks, protocol="mteb")
     assert mteb.variant == "raw" and senteval.variant == "senteval"
+    # MTEB's SICK-R is train + trial + test; STS12-16 all subsets of a year in one set
+    expected_rows = {
+        "sts13": raw_sts_year_pairs("STS2013-en-test-gs"),
+        "sts15": raw_sts_year_pairs("STS2015-en-test-gs"),
+        "stsb": raw_stsb_pairs("test"),
+        "sickr": raw_sick_pairs(*SICK_FILES),
+    }
+    assert len(mteb.data["sickr"]) == len(expected_rows["sickr"]) > len(senteval.data["sickr"])
     report = mteb.evaluate(hashed_bag_of_words)
-    assert set(report.to_dict()["average"]) == {"spearman_all", "pearson_all"}
+    saved = report.to_dict()
+    assert list(report.results) == tasks
+    assert set(saved["average"]) == {"spearman_all", "pearson_all"}
+    expected = {task: scipy_correlations(rows) for task, rows in expected_rows.items()}
+    for task, (spearman_, pearson_) in expected.items():
+        result = report.results[task]
+        assert result.protocol == "mteb" and result.variant == "raw"
+        assert result.size == len(expected_rows[task]), task
+        assert result.spearman["all"] == pytest.approx(spearman_, abs=1e-9), task
+        assert result.pearson["all"] == pytest.approx(pearson_, abs=1e-9), task
+        assert saved["tasks"][task]["spearman"]["all"] == pytest.approx(spearman_, abs=1e-9)
+    # the whole of SICK gives another number than its test split alone would
+    test_only, _ = scipy_correlations(raw_sick_pairs("SICK_test_annotated.txt"))
+    assert abs(expected["sickr"][0] - test_only) > 1
+    # the average is the plain mean over tasks
+    means = {m: np.mean([e[i] for e in expected.values()]) for i, m in enumerate(["s", "p"])}
+    assert saved["average"]["spearman_all"] == pytest.approx(means["s"], abs=1e-9)
+    assert saved["average"]["pearson_all"] == pytest.approx(means["p"], abs=1e-9)
 
 
 def test_pair_similarity_evaluator_contract():

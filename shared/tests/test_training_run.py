@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import pearsonr, spearmanr
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import write_fixture_recipe
@@ -26,6 +27,22 @@ def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) ->
     settings = {"score_range": "[0, 5]", **overrides}
     comment = "cosine MSE on fixture STS-B files"
     return write_fixture_recipe(path, comment, model, TRAIN, DEV, output_dir, **settings)
+
+
+def saved_model_dev_scores(output_dir: Path) -> dict[str, float]:
+    """Spearman and Pearson × 100 of the cosines of the model saved in ``output_dir`` on the
+    dev file, computed here (numpy, scipy) from the file's own columns; gold divided by 5 as
+    the recipe's ``score_range: [0, 5]`` does (neither correlation changes under that)."""
+    rows = [line.split("\t") for line in DEV.read_text(encoding="utf-8").splitlines()]
+    gold = np.array([float(row[4]) for row in rows]) / 5
+    encoder = SentenceEncoder.from_pretrained(output_dir)
+    u = encoder.encode([row[5] for row in rows], show_progress_bar=False).astype(np.float64)
+    v = encoder.encode([row[6] for row in rows], show_progress_bar=False).astype(np.float64)
+    cosine = (u * v).sum(axis=1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    return {
+        "eval_dev_spearman": 100 * float(spearmanr(cosine, gold).statistic),
+        "eval_dev_pearson": 100 * float(pearsonr(cosine, gold).statistic),
+    }
 
 
 def test_fixture_files_are_in_the_stsb_format() -> None:
@@ -56,8 +73,16 @@ def test_run_training_writes_metrics_json(finished_run: dict) -> None:
     assert written["data"]["train_pairs"] == 16
     assert written["data"]["sources"] == {str(TRAIN): 16}
     spearman = written["dev"]["eval_dev_spearman"]
-    assert -100 <= spearman <= 100
-    assert "eval_dev_pearson" in written["dev"]
+    # the recipe keeps the final model (no load_best_model_at_end): the one saved to
+    # output_dir, evaluated after training; recomputed here from the saved weights
+    expected = saved_model_dev_scores(output_dir)
+    assert spearman == pytest.approx(expected["eval_dev_spearman"], abs=1e-4)
+    assert written["dev"]["eval_dev_pearson"] == pytest.approx(
+        expected["eval_dev_pearson"], abs=1e-4
+    )
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    (last,) = [e for e in state["log_history"] if e.get("step") == 4 and "eval_dev_spearman" in e]
+    assert spearman == pytest.approx(last["eval_dev_spearman"], abs=1e-4)  # same weights
     returned = finished_run["metrics"]
     assert returned["dev"]["eval_dev_spearman"] == pytest.approx(spearman)
     assert returned["train"]["train_loss"] == pytest.approx(written["train"]["train_loss"])
@@ -129,9 +154,12 @@ def test_main_trains_and_returns_0(tiny_bert_nodropout_dir: Path, tmp_path: Path
     assert main(["--config", str(recipe), "--max_steps", "1"]) == 0
     written = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert written["train"]["epoch"] == pytest.approx(0.5)  # 1 step of 8 pairs out of 16
-    assert "eval_dev_spearman" in written["dev"]  # the final evaluation still runs
+    # the final evaluation still runs, on the model saved after the one step
+    expected = saved_model_dev_scores(tmp_path / "out")
+    assert written["dev"]["eval_dev_spearman"] == pytest.approx(
+        expected["eval_dev_spearman"], abs=1e-4
+    )
     assert not list((tmp_path / "out").glob("checkpoint-*"))
-    SentenceEncoder.from_pretrained(tmp_path / "out")
 
 
 def test_without_dev_set_evaluation_is_off(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
@@ -199,6 +227,11 @@ def test_load_best_model_at_end_on_a_dev_file(
     assert state["best_model_checkpoint"].endswith(f"checkpoint-{best_step}")
     # the final model is the best checkpoint: its dev score is the best one
     assert metrics["dev"]["eval_dev_pearson"] == pytest.approx(scores[best_step], abs=1e-4)
+    # … and it is the model saved to output_dir
+    expected = saved_model_dev_scores(tmp_path / "out")
+    assert metrics["dev"]["eval_dev_pearson"] == pytest.approx(
+        expected["eval_dev_pearson"], abs=1e-4
+    )
 
 
 def test_main_returns_2_on_a_bad_data_file(
