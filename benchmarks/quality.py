@@ -11,7 +11,9 @@ wrapped, same pooling), with mean ± sd over seeds.
 Fine-tuning this already-contrastive model on the filtered STS data can score *below* the
 untrained model; ``--learning-rate`` and ``--pooling`` take several values (a grid, every
 combination one row) and ``--methods`` picks losses, to search for a recipe that improves on
-it. A method is one entry of ``METHODS``: add yours there.
+it. Our methods come from the packages: each registers its rows with
+``sts_core.quality_methods.register_quality_method`` (entry point
+``sts_core.quality_methods``); the peer's are ``PEER_METHODS``.
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -57,7 +59,9 @@ from _common import (
     write_markdown,
 )
 
-TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+from sts_core.names import STS_TASKS
+
+TASKS = STS_TASKS
 TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 AVERAGES = ("avg", "avg_wmean")  # mean of the seven 'all' numbers; the same with 'wmean'
 ST_POOLING = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
@@ -97,21 +101,21 @@ class Method:
 
 
 # ----------------------------------------------------------------------------- ours
-def train_ours(loss: str) -> Callable[[Recipe, int, Any], Any]:
+def train_ours(method: Any) -> Callable[[Recipe, int, Any], Any]:
+    """Training for a method a package registered (``sts_core.quality_methods``)."""
+
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
         from transformers import set_seed
-
-        from sts_cosent import CoSENTConfig, CoSENTTrainer
 
         set_seed(seed)
         encoder = load_ours(recipe)
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
-            args = CoSENTConfig(
+            args = method.config_class(
                 **training_arguments(recipe, seed, output_dir),
-                loss=loss,
+                **method.config,
                 load_best_model_at_end=False,
             )
-            CoSENTTrainer(model=encoder, args=args, train_dataset=data).train()
+            method.trainer_class(model=encoder, args=args, train_dataset=data).train()
         return encoder
 
     return train
@@ -198,16 +202,27 @@ def wrap_peer(model: Any, recipe: Recipe) -> Any:
     )
 
 
-METHODS: dict[str, Method] = {
-    "base": Method("before training", None),
-    "ours-cosent": Method("ours: CoSENTTrainer (cosent)", train_ours("cosent")),
-    "ours-cosine_mse": Method("ours: CoSENTTrainer (cosine_mse)", train_ours("cosine_mse"), True),
+PEER_METHODS: dict[str, Method] = {
     "st-cosent": Method("sentence-transformers CoSENTLoss", train_peer("CoSENTLoss")),
     "st-angle": Method("sentence-transformers AnglELoss", train_peer("AnglELoss")),
     "st-cosine": Method(
         "sentence-transformers CosineSimilarityLoss", train_peer("CosineSimilarityLoss"), True
     ),
 }
+
+
+def all_methods() -> dict[str, Method]:
+    """The untrained model, every method the installed packages register, the peer's."""
+    from sts_core.quality_methods import load_quality_methods
+
+    ours = {
+        key: Method(method.label, train_ours(method), method.unit_labels)
+        for key, method in load_quality_methods().items()
+    }
+    return {"base": Method("before training", None), **ours, **PEER_METHODS}
+
+
+METHODS: dict[str, Method] = all_methods()
 
 
 # ----------------------------------------------------------------------------- data
@@ -254,6 +269,7 @@ def recipes(args: argparse.Namespace) -> list[Recipe]:
 
 def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     data, unit_data = load_training_data()
+    args.train_pairs = len(data)  # saved with the settings, for the report
     evaluator = build_evaluator(args.eval_pairs)
     rows = []
     for recipe in recipes(args):
@@ -347,10 +363,12 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         if not args.eval_pairs
         else f"≤ {args.eval_pairs} pairs per task (every k-th pair)"
     )
+    train_pairs = getattr(args, "train_pairs", None)  # absent from older result files
+    train = "filtered STS-B + SICK-R train" + (f" ({train_pairs:,} pairs)" if train_pairs else "")
     lines = [
         "# Quality: our methods vs sentence-transformers' losses, same budget",
         "",
-        f"Mode `{args.mode}`: {args.model}; filtered STS-B + SICK-R train (5,398 pairs); "
+        f"Mode `{args.mode}`: {args.model}; {train}; "
         f"{steps}, batch {args.batch_size}, lr {', '.join(f'{x:g}' for x in args.learning_rate)},"
         f" weight decay 0.01, 10 % warm-up; seeds {args.seeds}; evaluation: SentEval protocol, "
         f"'all', Spearman × 100 on {evaluation}.",

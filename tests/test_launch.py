@@ -237,3 +237,70 @@ def test_sts_launch_trains_on_two_processes_and_refuses_the_folder_again(
     )
     assert again.returncode == 2
     assert "holds an earlier run" in again.stderr and "Traceback" not in again.stderr
+
+
+SAMPLER_SCRIPT = '''
+"""Two processes, a trainer whose epoch batches differ by rank before the broadcast."""
+import json, os, sys
+import torch
+from datasets import Dataset
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import quick_training_args
+from sts_core.training import BaseConfig, BaseTrainer
+
+model_dir, out = sys.argv[1], sys.argv[2]
+rank = int(os.environ["RANK"])
+ROWS = 12
+
+
+class Recording(BaseTrainer):
+    def build_epoch_batches(self, dataset, epoch):
+        order = list(range(ROWS)) if rank == 0 else list(reversed(range(ROWS)))
+        order = order[epoch:] + order[:epoch]  # another order each epoch
+        with open(f"{out}/proposed_rank{rank}.jsonl", "a") as handle:
+            handle.write(json.dumps({"epoch": epoch, "order": order}) + "\\n")
+        return [order[i : i + 4] for i in range(0, ROWS, 4)]
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        ids = sorted(round(float(x) * ROWS) for x in inputs["labels"])
+        with open(f"{out}/seen_rank{rank}.jsonl", "a") as handle:
+            handle.write(json.dumps(ids) + "\\n")
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
+data = Dataset.from_dict({
+    "sentence1": ["a man plays", "the dog runs", "a cat eats"] * 4,
+    "sentence2": ["a man plays a guitar", "a dog", "the cat eats food"] * 4,
+    "score": [i / ROWS for i in range(ROWS)],
+})
+args = quick_training_args(BaseConfig, out, per_device_train_batch_size=2, num_train_epochs=2,
+                           max_steps=-1, learning_rate=1e-4)
+trainer = Recording(model=SentenceEncoder.from_pretrained(model_dir), args=args, train_dataset=data)
+trainer.train()
+assert trainer.args.world_size == 2
+'''
+
+
+def test_epoch_batches_are_the_main_process_order_split_by_rank(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """Every process proposes batches (here different ones); all train on rank 0's, each on
+    its own half of every global batch, rebuilt at each epoch."""
+    script = tmp_path / "sampler_run.py"
+    script.write_text(SAMPLER_SCRIPT, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    accelerate_launch("cpu.yaml", 2, script, str(tiny_bert_dir), str(out))
+    read = lambda name: [  # noqa: E731
+        json.loads(line) for line in (out / name).read_text(encoding="utf-8").splitlines()
+    ]
+    proposed = read("proposed_rank0.jsonl")
+    assert [p["epoch"] for p in proposed] == [0, 1]
+    assert [p["epoch"] for p in read("proposed_rank1.jsonl")] == [0, 1]
+    for rank in (0, 1):
+        expected = [
+            sorted(p["order"][start + 2 * rank : start + 2 * rank + 2])
+            for p in proposed
+            for start in range(0, 12, 4)
+        ]
+        assert read(f"seen_rank{rank}.jsonl") == expected

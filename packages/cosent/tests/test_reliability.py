@@ -55,7 +55,7 @@ def test_softmax_with_labels_out_of_range_names_them(
     )
     assert main(["--config", str(config)]) == 2
     line = one_line_error(capsys.readouterr().err)
-    assert "loss softmax needs class labels 0 … 0 in column 'label', found [1]" in line
+    assert "loss softmax needs class labels 0 … 0, found [1] in column 'label'" in line
 
 
 def test_contrastive_needs_binary_labels(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:

@@ -14,8 +14,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-POOLING_CHOICES = ("mean", "cls", "max", "first_last_avg", "last_token")
-TASK_NAMES = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+from sts_core.names import POOLING_MODES, STS_TASKS
+
+# the names the options accept (sts_core.names holds them; kept here under their old names)
+POOLING_CHOICES = POOLING_MODES
+TASK_NAMES = STS_TASKS
 
 
 class DeviceError(ValueError):
@@ -304,17 +307,21 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
 
 def _load_pair_sets(args: argparse.Namespace) -> dict:
     """``--pairs`` reference → its evaluator, each set loaded and checked (before any model)."""
-    from sts_core.evaluation.sts import PairSimilarityEvaluator
-    from sts_core.training.config import DataArguments
-    from sts_core.training.data import load_reference
+    from sts_core.data import load_reference
+    from sts_core.evaluation import PairEvaluator, cosine_scorer
 
-    data_args = DataArguments(data_dir=args.data_dir, data_variant=args.variant or "senteval")
     evaluators = {}
     for reference in dict.fromkeys(args.pairs):
-        _, dataset = load_reference(reference, "test", data_args)
+        _, dataset = load_reference(
+            reference,
+            "test",
+            data_dir=args.data_dir,
+            variant=args.variant or "senteval",
+            sick_to_sts_scale=True,  # as training scores SICK (correlations are unchanged)
+        )
         name = reference.replace(":", "_").replace("-", "_")
-        evaluators[reference] = PairSimilarityEvaluator(
-            dataset, name, args.batch_size, source=reference
+        evaluators[reference] = PairEvaluator(
+            dataset, name, cosine_scorer, args.batch_size, source=reference
         )
     return evaluators
 

@@ -2,8 +2,9 @@
 
 The pair is encoded jointly (``[CLS] s1 [SEP] s2 [SEP]``) and the single logit is the
 similarity score. This module holds what any method needs to train one with the core's
-Trainer: loading, a collator, batched scoring and a dev evaluator (Spearman/Pearson of the
-scores against gold, keys ``<name>_spearman`` like the bi-encoder evaluator's).
+Trainer: loading, a collator and batched scoring. Its dev evaluator is
+``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)`` (``sts_core.evaluation``);
+``CrossEncoderEvaluator`` is that evaluator under its former name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from sts_core.encoder import check_model_location
+from sts_core.evaluation.pairs import CrossEncoderScorer, PairEvaluator
 
 
 def load_cross_encoder(
@@ -83,43 +85,42 @@ def predict_pair_scores(
     return torch.cat(scores).double().numpy() if scores else np.zeros(0)
 
 
-class CrossEncoderEvaluator:
-    """Spearman/Pearson (×100) of a cross-encoder's scores against gold on one pair set.
+class CrossEncoderEvaluator(PairEvaluator):
+    """A :class:`~sts_core.evaluation.pairs.PairEvaluator` with the cross-encoder scorer:
+    Spearman/Pearson (×100) of the model's scores against gold on one pair set (keys
+    ``<name>_spearman`` and ``<name>_pearson``, ``primary_metric``, ``greater_is_better``).
 
-    Same contract as ``PairSimilarityEvaluator``: keys ``<name>_spearman`` and
-    ``<name>_pearson``, ``primary_metric``, ``greater_is_better``. The trainer sets
-    ``tokenizer`` (and ``max_length``) before the first call.
+    Kept for the public API; ``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)``
+    is the same evaluator. ``tokenizer`` and ``max_length`` default to the evaluated model's
+    ``sts_tokenizer`` and ``sts_max_length``, read at each call.
     """
 
-    greater_is_better = True
+    def __init__(
+        self,
+        dataset: Any,
+        name: str = "stsb_dev",
+        batch_size: int = 64,
+        tokenizer: Any = None,
+        max_length: int | None = None,
+        source: str | os.PathLike | None = None,
+    ) -> None:
+        super().__init__(
+            dataset, name, CrossEncoderScorer(tokenizer, max_length), batch_size, source=source
+        )
 
-    def __init__(self, dataset: Any, name: str = "stsb_dev", batch_size: int = 64) -> None:
-        self.name = name
-        self.batch_size = batch_size
-        self.sentences1 = list(dataset["sentence1"])
-        self.sentences2 = list(dataset["sentence2"])
-        self.gold = np.asarray(dataset["score"], dtype=np.float64)
-        self.tokenizer: Any = None
-        self.max_length = 512
+    # The scorer's settings, as attributes of the evaluator (as before the scorers).
+    @property
+    def tokenizer(self) -> Any:
+        return self.scorer.tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        self.scorer.tokenizer = value
 
     @property
-    def primary_metric(self) -> str:
-        return f"{self.name}_spearman"
+    def max_length(self) -> int | None:
+        return self.scorer.max_length
 
-    def __call__(self, model: Any) -> dict[str, float]:
-        from sts_core.evaluation.metrics import pearson, spearman
-
-        if self.tokenizer is None:
-            raise RuntimeError("CrossEncoderEvaluator.tokenizer is not set")
-        predicted = predict_pair_scores(
-            model,
-            self.tokenizer,
-            self.sentences1,
-            self.sentences2,
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-        )
-        return {
-            f"{self.name}_spearman": 100 * spearman(predicted, self.gold),
-            f"{self.name}_pearson": 100 * pearson(predicted, self.gold),
-        }
+    @max_length.setter
+    def max_length(self, value: int | None) -> None:
+        self.scorer.max_length = value

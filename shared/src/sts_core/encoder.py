@@ -7,7 +7,14 @@ The saved folder is at once
   ``1_Pooling/config.json``, ``sentence_bert_config.json``) for the pooling modes
   sentence-transformers has (mean, cls, max, last_token) and no prompt template,
 - and this project's folder (``sts_encoder_config.json`` with pooling, prompt, max
-  length, normalisation and the library versions that wrote it).
+  length, normalisation and the library versions that wrote it; ``sts_heads.json`` with the
+  heads added by :meth:`SentenceEncoder.add_head`, rebuilt on loading).
+
+A LoRA encoder (a peft backbone) saves its adapter (``adapter_config.json``,
+``adapter_model.safetensors``) with the tokenizer and ``sts_encoder_config.json``, which
+records the base model (``base_model_name_or_path``); ``from_pretrained`` of such a folder
+loads the base and applies the adapter. With ``merge_lora`` the save holds the merged full
+weights instead (a folder like any other) and the adapter in ``lora_adapter/``.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ import json
 import logging
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -27,6 +35,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
 from sts_core.prompts import apply_prompt, resolve_prompt
 from sts_core.saving import (
@@ -39,10 +48,21 @@ from sts_core.saving import (
 logger = logging.getLogger(__name__)
 
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
+ADAPTER_CONFIG_NAME = "adapter_config.json"
+ADAPTER_WEIGHTS_NAMES = ("adapter_model.safetensors", "adapter_model.bin")
+# where a merge_lora save keeps the adapter (for resuming a LoRA run from the folder)
+LORA_ADAPTER_DIR = "lora_adapter"
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 # Files a save writes only in some settings: removed from the folder when a save omits them.
 OPTIONAL_FILES = (
     EXTRA_WEIGHTS_NAME,
+    HEADS_CONFIG_NAME,
+    ADAPTER_CONFIG_NAME,
+    *ADAPTER_WEIGHTS_NAMES,
+    LORA_ADAPTER_DIR,
+    "config.json",  # an adapter save replacing a full one: no stale full model left behind
+    "model.safetensors",
+    "model.safetensors.index.json",
     "modules.json",
     "sentence_bert_config.json",
     "config_sentence_transformers.json",
@@ -92,19 +112,28 @@ def has_tokenizer_files(folder: Path) -> bool:
     return any(next(folder.glob(pattern), None) is not None for pattern in TOKENIZER_PATTERNS)
 
 
+def is_adapter_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is a local LoRA adapter folder (``adapter_config.json``, no
+    ``config.json``): its base model is loaded first, then the adapter."""
+    path = Path(folder).expanduser()
+    return (path / ADAPTER_CONFIG_NAME).is_file() and not (path / "config.json").is_file()
+
+
 def check_model_location(name_or_path: str | os.PathLike) -> str:
     """Return the model location as a string; fail early on a local folder that cannot be
-    a complete model (missing, no ``config.json``, no tokenizer files, an interrupted
-    save) and on a hub id when the hub cannot be reached."""
+    a complete model (missing, neither ``config.json`` nor a LoRA adapter's
+    ``adapter_config.json``, no tokenizer files, an interrupted save) and on a hub id when
+    the hub cannot be reached."""
     text = str(name_or_path)
     if Path(text).expanduser().exists():
         path = Path(text).expanduser()
         if not path.is_dir():
             raise NotADirectoryError(f"model location {path} is a file, not a model folder")
         check_complete_save(path)
-        if not (path / "config.json").is_file():
+        if not (path / "config.json").is_file() and not is_adapter_folder(path):
             raise FileNotFoundError(
-                f"model folder {path} has no config.json: not a Hugging Face model"
+                f"model folder {path} has no config.json (nor {ADAPTER_CONFIG_NAME}): not a "
+                "Hugging Face model or LoRA adapter"
             )
         if not has_tokenizer_files(path):
             raise FileNotFoundError(
@@ -257,7 +286,15 @@ class SentenceEncoder(nn.Module):
         self.padding_free = padding_free
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-        accepted = inspect.signature(backbone.forward).parameters
+        # where the weights came from (set by from_pretrained): a LoRA save records it as
+        # the base model
+        self.name_or_path: str | None = None
+        # a LoRA encoder's save: merged full weights (True) or the adapter (False)
+        self.merge_lora = False
+        self._head_names: list[str] = []
+        self._pair_scorer: str | None = None
+        # a peft backbone passes its keyword arguments on to the model it wraps
+        accepted = inspect.signature(_inner_model(backbone).forward).parameters
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
@@ -275,25 +312,41 @@ class SentenceEncoder(nn.Module):
         padding_side: str | None = None,
         dtype: str | torch.dtype | None = None,
         padding_free: bool = True,
+        merge_lora: bool = False,
+        base_model: str | os.PathLike | None = None,
         **model_kwargs: Any,
     ) -> SentenceEncoder:
         """Load a backbone and its tokenizer; settings saved in the folder are the defaults.
 
         ``dtype`` defaults to float32 (weights to train); pass ``"bfloat16"`` or ``"auto"``
         to load otherwise. Extra keyword arguments go to ``AutoModel.from_pretrained``.
+
+        Heads listed in the folder's ``sts_heads.json`` are rebuilt with their weights
+        (and the pair scorer set). A LoRA adapter folder (``adapter_config.json``, no
+        ``config.json``) loads its base model (``base_model``, else the one recorded in
+        ``sts_encoder_config.json``, else the adapter's ``base_model_name_or_path``) and
+        applies the adapter with peft (frozen); ``merge_lora`` merges it into the base
+        weights (a plain backbone, slightly faster to run).
         """
         from transformers import AutoModel, AutoTokenizer
 
         location = check_model_location(name_or_path)
+        base = resolve_lora_base(location, base_model) if is_adapter_folder(location) else None
         stored = saved_settings(location)
         try:
             # padding_side as a tokenizer argument (not set afterwards), so that
             # tokenizer.save_pretrained records it and a reloaded folder pads the same way
             sides = {} if padding_side is None else {"padding_side": padding_side}
             tokenizer = AutoTokenizer.from_pretrained(location, **sides)
-            backbone = AutoModel.from_pretrained(
-                location, dtype=_resolve_dtype(dtype), **model_kwargs
-            )
+            if base is not None:
+                backbone = _load_lora_backbone(
+                    location, base, _resolve_dtype(dtype), merge_lora, model_kwargs
+                )
+                stored = {**saved_settings(base), **stored}
+            else:
+                backbone = AutoModel.from_pretrained(
+                    location, dtype=_resolve_dtype(dtype), **model_kwargs
+                )
         except Exception as error:  # noqa: BLE001 - a model that cannot be read, named
             if Path(location).exists():
                 raise OSError(f"could not load model folder {location}: {error}") from error
@@ -301,7 +354,7 @@ class SentenceEncoder(nn.Module):
                 raise _hub_error(location, error) from error
             raise
         check_tokenizer(tokenizer, backbone, location)
-        return cls(
+        encoder = cls(
             backbone,
             tokenizer,
             pooling=pooling or stored.get("pooling", "mean"),
@@ -310,6 +363,10 @@ class SentenceEncoder(nn.Module):
             normalize=normalize if normalize is not None else stored.get("normalize", False),
             padding_free=padding_free,
         )
+        encoder.name_or_path = _absolute_location(location)
+        if Path(location).is_dir():
+            encoder._load_heads(Path(location))
+        return encoder
 
     def _default_max_length(self) -> int:
         candidates = [DEFAULT_MAX_LENGTH, getattr(self.tokenizer, "model_max_length", None)]
@@ -338,6 +395,127 @@ class SentenceEncoder(nn.Module):
             "max_length": self.max_length,
             "normalize": self.normalize,
         }
+
+    # ----------------------------------------------------------------- heads
+    def add_head(self, name: str, head: nn.Module, *, pair_scorer: bool = False) -> nn.Module:
+        """Add ``head`` (an instance of a class registered with
+        :func:`sts_core.heads.register_head`) as the submodule ``name``: trained with the
+        encoder, saved by :meth:`save_pretrained` (``sts_heads.json`` and its weights) and
+        rebuilt by :meth:`from_pretrained`. It replaces an earlier head or extra module of
+        that name; it is moved to the encoder's device. ``pair_scorer``: score pairs with
+        its ``score(u, v)`` (see :meth:`score_pairs`). Returns the head."""
+        head_entry(head)  # TypeError for a class that is not registered
+        if not isinstance(name, str) or not name.isidentifier() or name == "backbone":
+            raise ValueError(f"head name {name!r}: a Python identifier other than 'backbone'")
+        if hasattr(self, name) and name not in self._modules:
+            raise ValueError(f"head name {name!r} is an attribute of the encoder already")
+        self.add_module(name, head.to(self.device))
+        if name not in self._head_names:
+            self._head_names.append(name)
+        if pair_scorer:
+            self.pair_scorer = name
+        return head
+
+    def remove_head(self, name: str) -> nn.Module:
+        """Remove the head ``name`` (and stop scoring pairs with it); return it."""
+        if name not in self._head_names:
+            raise KeyError(f"no head {name!r}; heads: {', '.join(self._head_names) or 'none'}")
+        head = self._modules.pop(name)
+        self._head_names.remove(name)
+        if self._pair_scorer == name:
+            self._pair_scorer = None
+        return head
+
+    @property
+    def heads(self) -> Mapping[str, nn.Module]:
+        """The heads added by :meth:`add_head`, by name (read-only)."""
+        return MappingProxyType({name: self._modules[name] for name in self._head_names})
+
+    @property
+    def pair_scorer(self) -> str | None:
+        """The head whose ``score(u, v)`` scores pairs, or ``None``: cosine similarity."""
+        return self._pair_scorer
+
+    @pair_scorer.setter
+    def pair_scorer(self, name: str | None) -> None:
+        if name is not None:
+            if name not in self._head_names:
+                raise ValueError(
+                    f"pair_scorer {name!r} is not a head of this encoder (heads: "
+                    f"{', '.join(self._head_names) or 'none'}; add it with add_head)"
+                )
+            if not can_score_pairs(self._modules[name]):
+                raise ValueError(f"head {name!r} has no score(u, v) for sentence pairs")
+        self._pair_scorer = name
+
+    def score_pairs(self, u: Any, v: Any) -> torch.Tensor:
+        """Similarity of each pair of embeddings ``u[i]``, ``v[i]`` (tensors or arrays of
+        shape ``(n, dim)``): the cosine similarity, or the pair-scoring head's
+        ``score(u, v)`` when :attr:`pair_scorer` names one. Returns ``(n,)``."""
+        u = torch.as_tensor(u)
+        v = torch.as_tensor(v)
+        if self._pair_scorer is None:
+            return nn.functional.cosine_similarity(u, v, dim=-1)
+        head = self._modules[self._pair_scorer]
+        parameter = next(head.parameters(), None)
+        if parameter is not None:
+            u = u.to(device=parameter.device, dtype=parameter.dtype)
+            v = v.to(device=parameter.device, dtype=parameter.dtype)
+        return head.score(u, v)
+
+    def heads_config(self) -> dict[str, Any]:
+        """What ``sts_heads.json`` records: each head's type, config and module; the pair
+        scorer."""
+        return {
+            "format": HEADS_FORMAT,
+            "heads": {name: head_entry(head) for name, head in self.heads.items()},
+            "pair_scorer": self._pair_scorer,
+        }
+
+    def _load_heads(self, folder: Path) -> None:
+        """Rebuild the heads of ``sts_heads.json`` with their weights from
+        ``sts_extra_modules.safetensors`` (strict, per head); other extra weights are
+        ignored with a warning (a folder saved before heads were recorded, or a module
+        added with ``add_module``: add it again and use :meth:`load_weights`)."""
+        listing = _read_json(folder / HEADS_CONFIG_NAME)
+        extra_file = folder / EXTRA_WEIGHTS_NAME
+        weights: dict[str, torch.Tensor] = {}
+        if extra_file.is_file():
+            from safetensors.torch import load_file
+
+            weights = load_file(extra_file)
+        entries = (listing or {}).get("heads", {})
+        used: set[str] = set()
+        for name, entry in entries.items():
+            try:
+                head = build_head(entry)
+            except (TypeError, ValueError) as error:
+                raise OSError(f"model folder {folder}: head {name!r}: {error}") from error
+            prefix = f"{name}."
+            own = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+            try:
+                head.load_state_dict(own, strict=True)
+            except RuntimeError as error:
+                raise OSError(
+                    f"model folder {folder}: the weights of head {name!r} in "
+                    f"{EXTRA_WEIGHTS_NAME} do not fit it: {error}"
+                ) from error
+            used.update(prefix + key for key in own)
+            self.add_head(name, head)
+        if listing and listing.get("pair_scorer") is not None:
+            self.pair_scorer = listing["pair_scorer"]
+        ignored = sorted(key for key in weights if key not in used)
+        if ignored:
+            modules = sorted({key.split(".", 1)[0] for key in ignored})
+            logger.warning(
+                "%s: the extra weights of %s in %s are not heads this folder records (%s): "
+                "they are ignored; add those modules to the encoder and call load_weights to "
+                "use them",
+                folder,
+                ", ".join(modules),
+                EXTRA_WEIGHTS_NAME,
+                "no " + HEADS_CONFIG_NAME if listing is None else HEADS_CONFIG_NAME,
+            )
 
     def gradient_checkpointing_enable(
         self, gradient_checkpointing_kwargs: dict | None = None
@@ -483,19 +661,29 @@ class SentenceEncoder(nn.Module):
         model_card: str | None = None,
         safe_serialization: bool = True,
         write_extra: Callable[[Path], None] | None = None,
+        merge_lora: bool | None = None,
     ) -> None:
         """Write a folder that loads here, with ``AutoModel`` and with ``SentenceTransformer``.
 
         ``state_dict`` (keys of this module, e.g. gathered by DeepSpeed) replaces the live
         weights when given. Parameters outside the backbone (heads added by a method) go to
-        ``sts_extra_modules.safetensors``. ``write_extra(folder)`` adds files of the caller's.
+        ``sts_extra_modules.safetensors``, and the heads of :meth:`add_head` are listed in
+        ``sts_heads.json``. ``write_extra(folder)`` adds files of the caller's.
+
+        A LoRA encoder (peft backbone) writes its adapter, and ``sts_encoder_config.json``
+        records the base model; with ``merge_lora`` (default: the encoder's ``merge_lora``
+        attribute, set by ``apply_lora``) the merged full weights instead, with the adapter
+        in ``lora_adapter/`` (what :meth:`load_weights` reads to resume a LoRA run).
 
         The save is atomic (:func:`sts_core.saving.staged_contents`): files are written to a
         staging folder, moved into place, and ``sts_save_complete.json`` is written last; a
         folder without it is refused by :meth:`from_pretrained` and :meth:`load_weights`.
         """
+        merge = self.merge_lora if merge_lora is None else merge_lora
+        if merge and not is_lora_model(self.backbone):
+            raise ValueError("merge_lora: this encoder has no LoRA adapter to merge")
         with staged_contents(output_dir, replaces=OPTIONAL_FILES) as folder:
-            self._write_folder(folder, state_dict, model_card, safe_serialization)
+            self._write_folder(folder, state_dict, model_card, safe_serialization, merge)
             if write_extra is not None:
                 write_extra(folder)
 
@@ -505,15 +693,20 @@ class SentenceEncoder(nn.Module):
         state_dict: dict[str, torch.Tensor] | None,
         model_card: str | None,
         safe_serialization: bool,
+        merge_lora: bool = False,
     ) -> None:
         state = state_dict if state_dict is not None else self.state_dict()
         backbone_state = {
             k[len("backbone.") :]: v for k, v in state.items() if k.startswith("backbone.")
         }
         extra_state = {k: v for k, v in state.items() if not k.startswith("backbone.")}
-        self.backbone.save_pretrained(
-            folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
-        )
+        config = {**self.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
+        if is_lora_model(self.backbone):
+            config.update(self._write_lora(folder, backbone_state, safe_serialization, merge_lora))
+        else:
+            self.backbone.save_pretrained(
+                folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
+            )
         self.tokenizer.save_pretrained(folder)
         if extra_state:
             from safetensors.torch import save_file
@@ -521,11 +714,52 @@ class SentenceEncoder(nn.Module):
             save_file(
                 {k: v.contiguous() for k, v in extra_state.items()}, folder / EXTRA_WEIGHTS_NAME
             )
-        config = {**self.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
+        if self._head_names:
+            _write_json(folder / HEADS_CONFIG_NAME, self.heads_config())
         (folder / ENCODER_CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
         self._write_sentence_transformers_files(folder)
         if model_card is not None:
             (folder / "README.md").write_text(model_card, encoding="utf-8")
+
+    def _write_lora(
+        self,
+        folder: Path,
+        backbone_state: dict[str, torch.Tensor],
+        safe_serialization: bool,
+        merge: bool,
+    ) -> dict[str, Any]:
+        """Save a peft backbone: the adapter, or the merged weights with the adapter in
+        ``lora_adapter/``; return what ``sts_encoder_config.json`` records of it."""
+        peft_model = self.backbone
+        lora_config = peft_model.peft_config[peft_model.active_adapter]
+        base = lora_config.base_model_name_or_path
+        state = backbone_state or None
+        if merge:
+            merged = merged_lora_state(peft_model, state)
+            peft_model.get_base_model().save_pretrained(
+                folder, state_dict=merged, safe_serialization=safe_serialization
+            )
+            adapter_dir = folder / LORA_ADAPTER_DIR
+        else:
+            adapter_dir = folder
+        peft_model.save_pretrained(
+            adapter_dir, state_dict=state, safe_serialization=safe_serialization
+        )
+        (adapter_dir / "README.md").unlink(missing_ok=True)  # peft's card: ours is the card
+        targets = lora_config.target_modules  # all-linear comes back resolved to names
+        if isinstance(targets, set | list | tuple):
+            targets = sorted({str(t).rsplit(".", 1)[-1] for t in targets})
+        return {
+            "base_model_name_or_path": base,
+            "lora": {
+                "merged": merge,
+                "adapter": LORA_ADAPTER_DIR if merge else ".",
+                "r": lora_config.r,
+                "lora_alpha": lora_config.lora_alpha,
+                "lora_dropout": lora_config.lora_dropout,
+                "target_modules": targets,
+            },
+        }
 
     def _write_sentence_transformers_files(self, folder: Path) -> None:
         if self.pooling not in ST_POOLING_NAMES or self.prompt is not None:
@@ -587,11 +821,21 @@ class SentenceEncoder(nn.Module):
 
     def load_weights(self, folder: str | os.PathLike) -> None:
         """Load the weights of a folder written by :meth:`save_pretrained` (strict); the
-        folder must be a complete save (see :mod:`sts_core.saving`)."""
+        folder must be a complete save (see :mod:`sts_core.saving`). A LoRA encoder loads
+        the folder's adapter (the folder itself, or ``lora_adapter/`` of a merged save) and
+        its extra weights; its base weights stay as they are (frozen in training)."""
         from transformers import AutoModel
 
         path = Path(folder)
         check_complete_save(path, required=True)
+        if is_lora_model(self.backbone):
+            self._load_lora_weights(path)
+            return
+        if is_adapter_folder(path):
+            raise OSError(
+                f"could not load the weights in {path}: it holds a LoRA adapter and this "
+                "encoder has no LoRA backbone (apply the same LoRA configuration first)"
+            )
         try:
             dtype = next(self.backbone.parameters()).dtype
             reloaded = AutoModel.from_pretrained(path, dtype=dtype)
@@ -604,6 +848,176 @@ class SentenceEncoder(nn.Module):
             self.load_state_dict(state, strict=True)
         except Exception as error:  # noqa: BLE001 - name the folder whatever failed
             raise OSError(f"could not load the weights in {path}: {error}") from error
+
+    def _load_lora_weights(self, path: Path) -> None:
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+        from peft.utils import load_peft_weights
+
+        adapter_dir = next(
+            (d for d in (path, path / LORA_ADAPTER_DIR) if (d / ADAPTER_CONFIG_NAME).is_file()),
+            None,
+        )
+        try:
+            if adapter_dir is None:
+                raise FileNotFoundError(
+                    f"no LoRA adapter ({ADAPTER_CONFIG_NAME}) there nor in {LORA_ADAPTER_DIR}/"
+                )
+            adapter = self.backbone.active_adapter
+            weights = load_peft_weights(str(adapter_dir), device="cpu")
+            expected = set(get_peft_model_state_dict(self.backbone, adapter_name=adapter))
+            missing, unexpected = expected - set(weights), set(weights) - expected
+            if missing or unexpected:
+                raise KeyError(
+                    f"the adapter does not fit this encoder's LoRA layers: missing "
+                    f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
+                )
+            set_peft_model_state_dict(self.backbone, weights, adapter_name=adapter)
+            extra: dict[str, torch.Tensor] = {}
+            if (path / EXTRA_WEIGHTS_NAME).is_file():
+                from safetensors.torch import load_file
+
+                extra = load_file(path / EXTRA_WEIGHTS_NAME)
+            result = self.load_state_dict(extra, strict=False)
+            missing_extra = [k for k in result.missing_keys if not k.startswith("backbone.")]
+            if missing_extra or result.unexpected_keys:
+                raise KeyError(
+                    f"extra weights: missing {missing_extra[:5]}, unexpected "
+                    f"{result.unexpected_keys[:5]}"
+                )
+        except Exception as error:  # noqa: BLE001 - name the folder whatever failed
+            raise OSError(f"could not load the weights in {path}: {error}") from error
+
+
+def is_lora_model(module: Any) -> bool:
+    """Whether ``module`` is a peft model (LoRA adapters around a base model); checked
+    without importing peft."""
+    return hasattr(module, "peft_config") and callable(getattr(module, "get_base_model", None))
+
+
+def _inner_model(backbone: Any) -> Any:
+    """The transformers model inside a peft backbone (the backbone itself otherwise)."""
+    return backbone.get_base_model() if is_lora_model(backbone) else backbone
+
+
+def _absolute_location(location: str) -> str:
+    """A local folder as an absolute path (a save records it), a hub id as it is."""
+    path = Path(location).expanduser()
+    return str(path.resolve()) if path.exists() else location
+
+
+def lora_base_candidates(folder: str | os.PathLike) -> list[str]:
+    """Where an adapter folder's base model may be: the one ``sts_encoder_config.json``
+    records, then the adapter's own ``base_model_name_or_path``."""
+    path = Path(folder)
+    ours = (_read_json(path / ENCODER_CONFIG_NAME) or {}).get("base_model_name_or_path")
+    theirs = (_read_json(path / ADAPTER_CONFIG_NAME) or {}).get("base_model_name_or_path")
+    return list(dict.fromkeys(str(c) for c in (ours, theirs) if c))
+
+
+def resolve_lora_base(folder: str, base_model: str | os.PathLike | None = None) -> str:
+    """The base model of the adapter folder ``folder``: ``base_model`` when given, else the
+    first of :func:`lora_base_candidates` that is a usable model location (an absolute
+    path for a local folder); FileNotFoundError naming each candidate otherwise."""
+    candidates = [str(base_model)] if base_model is not None else lora_base_candidates(folder)
+    if not candidates:
+        raise FileNotFoundError(
+            f"LoRA adapter folder {folder} records no base model: pass base_model="
+        )
+    problems = []
+    for candidate in candidates:
+        try:
+            return _absolute_location(check_model_location(candidate))
+        except OSError as error:
+            problems.append(str(error))
+    raise FileNotFoundError(
+        f"the base model of the LoRA adapter folder {folder} cannot be loaded: "
+        + "; ".join(problems)
+        + " (pass base_model= to load it from elsewhere)"
+    )
+
+
+def _load_lora_backbone(
+    location: str,
+    base: str,
+    dtype: str | torch.dtype,
+    merge: bool,
+    model_kwargs: dict[str, Any],
+) -> Any:
+    """Load the base model ``base`` and apply the adapter folder ``location`` (frozen);
+    return the peft backbone, or the merged backbone when ``merge``."""
+    from transformers import AutoModel
+
+    from sts_core.extras import require
+
+    peft = require("peft", feature=f"loading the LoRA adapter folder {location}")
+    if is_adapter_folder(base):  # an adapter on an adapter: merge the inner one
+        inner = _load_lora_backbone(base, resolve_lora_base(base), dtype, True, model_kwargs)
+    else:
+        inner = AutoModel.from_pretrained(base, dtype=dtype, **model_kwargs)
+    backbone = peft.PeftModel.from_pretrained(inner, location, is_trainable=False)
+    backbone.peft_config[backbone.active_adapter].base_model_name_or_path = base
+    if merge:
+        backbone = backbone.merge_and_unload()
+    return backbone
+
+
+def merged_lora_state(
+    peft_model: Any, state: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
+    """The base model's state dict with the active LoRA adapter merged in, computed
+    without touching the model: W + scaling · B·A for each adapted linear layer (float32
+    arithmetic, cast back to W's dtype). ``state`` (keys of ``peft_model.state_dict()``,
+    e.g. gathered by DeepSpeed) replaces the live weights when given. Tensors come back on
+    the CPU."""
+    from peft.tuners.lora import Linear as LoraLinear
+    from peft.tuners.lora import LoraLayer
+
+    check_mergeable(peft_model)
+    adapter = peft_model.active_adapter
+    state = state if state is not None else peft_model.state_dict()
+    prefix = "base_model.model."
+    merged = {}
+    for key, value in state.items():
+        if ".lora_" in key:
+            continue
+        merged[key.removeprefix(prefix).replace(".base_layer.", ".")] = value.detach().cpu()
+    for name, layer in peft_model.named_modules():
+        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A:
+            continue
+        assert isinstance(layer, LoraLinear)
+        weight = state[f"{name}.base_layer.weight"]
+        a = state[f"{name}.lora_A.{adapter}.weight"].detach().cpu().float()
+        b = state[f"{name}.lora_B.{adapter}.weight"].detach().cpu().float()
+        delta = (b @ a) * layer.scaling[adapter]
+        if layer.fan_in_fan_out:
+            delta = delta.T
+        target = name.removeprefix(prefix) + ".weight"
+        merged[target] = (weight.detach().cpu().float() + delta).to(weight.dtype)
+    return merged
+
+
+def check_mergeable(peft_model: Any) -> None:
+    """ValueError unless every adapted layer is a plain LoRA linear layer on float weights
+    (what :func:`merged_lora_state` merges)."""
+    from peft.tuners.lora import Linear as LoraLinear
+    from peft.tuners.lora import LoraLayer
+
+    adapter = peft_model.active_adapter
+    config = peft_model.peft_config[adapter]
+    if getattr(config, "peft_type", "LORA") != "LORA":  # PeftType is a str enum
+        raise ValueError(f"merge_lora: the adapter is {config.peft_type}, not LoRA")
+    for name, layer in peft_model.named_modules():
+        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A:
+            continue
+        if type(layer) is not LoraLinear:
+            raise ValueError(
+                f"merge_lora: {name} is a {type(layer).__name__} LoRA layer; only LoRA on "
+                "float linear layers is merged here (save the adapter instead)"
+            )
+        if layer.use_dora.get(adapter, False) or getattr(layer, "lora_bias", {}).get(adapter):
+            raise ValueError(f"merge_lora: {name} uses DoRA or a LoRA bias; save the adapter")
+    if any("modules_to_save" in key for key in peft_model.state_dict()):
+        raise ValueError("merge_lora: the adapter has modules_to_save; save the adapter")
 
 
 class TokenPacking:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-POOLING_MODES = ("mean", "cls", "max", "first_last_avg", "last_token")
+from sts_core.names import POOLING_MODES
 
 
 def check_pooling_mode(mode: str) -> str:

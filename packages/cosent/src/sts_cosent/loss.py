@@ -8,8 +8,13 @@ for float64 inputs).
 - :func:`cosent_loss`: CoSENT, eq. 10 (sentence embeddings) and eq. 11 (cross-encoder scores).
 - :func:`contrastive_threshold_loss`: the cosine contrastive loss, eq. 2.
 - :func:`softmax_classifier_loss`: SBERT's classification objective, eq. 5.
-- :func:`in_batch_infonce_loss`: InfoNCE with in-batch negatives, eq. 3.
-- :func:`cosine_mse_loss`: cosine MSE, eq. 4, re-exported from ``sts_core`` (not rewritten).
+- :func:`in_batch_infonce_loss`: InfoNCE with in-batch negatives, eq. 3, and
+  :func:`cosine_mse_loss`: cosine MSE, eq. 4, are the core's (``sts_core.losses``,
+  registered there as ``infonce`` and ``cosine_mse``), re-exported here.
+
+The registered modules (``loss: <name>`` in a recipe, see ``sts_core.losses``):
+``cosent`` (:class:`CoSENTRankingLoss`), ``contrastive`` (:class:`ContrastiveThresholdLoss`),
+``softmax`` (:class:`SoftmaxClassifierLoss`).
 
 Reference: X. Huang, H. Peng, D. Zou, Z. Liu, J. Li, K. Liu, J. Wu, J. Su and P. S. Yu,
 "CoSENT: Consistent Sentence Embedding via Similarity Ranking", IEEE/ACM Transactions on
@@ -22,10 +27,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sts_core.training.losses import cosine_mse_loss
+from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
+from sts_core.losses import EmbeddingLoss, cosine_mse_loss, in_batch_infonce_loss, register_loss
 
 __all__ = [
     "CoSENTLoss",
+    "CoSENTRankingLoss",
+    "ContrastiveThresholdLoss",
+    "SoftmaxClassifierLoss",
     "contrastive_threshold_loss",
     "cosent_loss",
     "cosine_mse_loss",
@@ -288,55 +297,107 @@ def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn
     return F.cross_entropy(logits.to(_compute_dtype(logits)), y)
 
 
-def in_batch_infonce_loss(u: Tensor, v: Tensor, temperature: float = 0.05) -> Tensor:
-    r"""InfoNCE with in-batch negatives (eq. 3 of the CoSENT paper, SimCSE's supervised form).
+CITATION = """@article{huang2024cosent,
+  title={CoSENT: Consistent Sentence Embedding via Similarity Ranking},
+  author={Huang, Xiang and Peng, Hao and Zou, Dongcheng and Liu, Zhiwei and Li, Jianxin and
+          Liu, Kay and Wu, Jia and Su, Jianlin and Yu, Philip S.},
+  journal={IEEE/ACM Transactions on Audio, Speech, and Language Processing},
+  volume={32},
+  pages={2800--2813},
+  year={2024}
+}"""
+SOFTMAX_HEAD = "softmax_classifier"
 
-    .. math::
 
-        \mathcal{L} = -\frac{1}{N}\sum_{i=1}^{N}
-            \log \frac{e^{\cos(u_i, v_i)/\tau}}{\sum_{j=1}^{N} e^{\cos(u_i, v_j)/\tau}}
+def has_no_ordered_pair(labels: Tensor) -> Tensor | bool:
+    """Whether no two labels differ (CoSENT then has nothing to rank), as a tensor (no sync)."""
+    flat = labels.reshape(-1)
+    return True if flat.numel() < 2 else (flat == flat[0]).all()
 
-    ``v_i`` is the positive of ``u_i``; every other ``v_j`` of the batch is a negative for it,
-    and the denominator includes the positive (cross-entropy over the ``N × N`` cosine matrix
-    with the diagonal as targets).
 
-    Selecting positives is the caller's job: pass only pairs that *are* positives (e.g. STS
-    pairs with a high score, or NLI entailment pairs); labelled negatives must not be passed
-    as ``(u_i, v_i)``. Duplicate sentences in a batch become false negatives. Gathering ``v``
-    over processes for more negatives is also left to the trainer; the function uses the rows
-    it is given.
+@register_loss("cosent")
+class CoSENTRankingLoss(EmbeddingLoss):
+    """CoSENT (eq. 10) on the cosine of each pair's embeddings (:func:`cosent_loss`).
 
-    Args:
-        u: ``(N, d)`` anchor embeddings.
-        v: ``(N, d)`` embeddings of their positives, row-aligned with ``u``.
-        temperature: ``τ > 0``.
-
-    Returns:
-        The mean over anchors (scalar, float32 or float64).
-
-    References:
-        van den Oord, Li and Vinyals, "Representation Learning with Contrastive Predictive
-        Coding", arXiv:1807.03748; Gao, Yao and Chen, "SimCSE", EMNLP 2021; Huang et al.,
-        CoSENT (TASLP 2024), §III-A, eq. 3.
-
-    Inputs:
-        +----------------------------------+------------------------+
-        | Inputs                           | Labels                 |
-        +==================================+========================+
-        | ``(anchor, positive)`` pairs     | none                   |
-        +----------------------------------+------------------------+
-
-    Relations:
-        - sentence-transformers' ``MultipleNegativesRankingLoss`` with ``scale = 1/τ``.
-        - :func:`cosent_loss` uses the labels' ranking instead of a temperature and explicit
-          positives.
+    Config fields read: ``cosent_scale`` (λ), ``gather_across_processes`` (rank the pairs
+    of every process's batch: scores and labels all-gathered, gradient through the local
+    part, scaled by the world size so DDP's averaging gives the gradient of one process over
+    the whole batch; the logged value is the whole batch's loss). A batch with no two
+    distinct labels gives 0 and is counted as degenerate.
     """
-    _check_pairs(u, v)
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    dtype = _compute_dtype(u)
-    a = F.normalize(u.to(dtype), dim=-1)
-    b = F.normalize(v.to(dtype), dim=-1)
-    logits = a @ b.T / temperature
-    targets = torch.arange(u.shape[0], device=u.device)
-    return F.cross_entropy(logits, targets)
+
+    citation = CITATION
+
+    def __init__(self, scale: float = 20.0, gather: bool = False) -> None:
+        super().__init__()
+        self.scale = scale
+        self.gather = gather
+
+    @classmethod
+    def from_config(cls, config, model=None) -> CoSENTRankingLoss:
+        return cls(config.cosent_scale, config.gather_across_processes)
+
+    def config_dict(self) -> dict:
+        return {"scale": self.scale, "gather": self.gather}
+
+    def forward(self, embeddings, labels: Tensor) -> Tensor:
+        return self.rank(pairwise_cosine(embeddings["sentence1"], embeddings["sentence2"]), labels)
+
+    def rank(self, scores: Tensor, labels: Tensor) -> Tensor:
+        """CoSENT over the local batch's scores, or over every process's."""
+        if not self.gather:
+            self.note_degenerate("no two distinct labels", has_no_ordered_pair(labels))
+            return cosent_loss(scores, labels, scale=self.scale)
+        gathered_scores = all_gather_with_grad(scores)
+        gathered_labels = all_gather_with_grad(labels.to(scores.dtype))
+        self.note_degenerate("no two distinct labels", has_no_ordered_pair(gathered_labels))
+        loss = cosent_loss(gathered_scores, gathered_labels, scale=self.scale)
+        return scale_gathered_gradient(loss)  # same value, gradient × world size
+
+
+@register_loss("contrastive")
+class ContrastiveThresholdLoss(EmbeddingLoss):
+    """:func:`contrastive_threshold_loss` (eq. 2) on binary labels; reads
+    ``contrastive_margin`` (ε)."""
+
+    label_kind = "binary"
+    citation = CITATION
+
+    def __init__(self, margin: float = 0.5) -> None:
+        super().__init__()
+        self.margin = margin
+
+    @classmethod
+    def from_config(cls, config, model=None) -> ContrastiveThresholdLoss:
+        return cls(config.contrastive_margin)
+
+    def config_dict(self) -> dict:
+        return {"margin": self.margin}
+
+    def forward(self, embeddings, labels: Tensor) -> Tensor:
+        u, v = embeddings["sentence1"], embeddings["sentence2"]
+        return contrastive_threshold_loss(u, v, labels, margin=self.margin)
+
+
+@register_loss("softmax")
+class SoftmaxClassifierLoss(EmbeddingLoss):
+    """:func:`softmax_classifier_loss` (SBERT's classifier over (u, v, |u − v|)) with the
+    classifier saved beside the encoder as ``softmax_classifier``; class labels
+    ``0 … num_labels − 1`` (the ``label`` column)."""
+
+    label_kind = "class"
+    citation = CITATION
+
+    def __init__(self, classifier: nn.Linear) -> None:
+        super().__init__()
+        self.classifier = classifier
+
+    @classmethod
+    def from_config(cls, config, model=None) -> SoftmaxClassifierLoss:
+        if model is None or not hasattr(model, SOFTMAX_HEAD):
+            raise ValueError(f"loss softmax needs the model's {SOFTMAX_HEAD} head")
+        return cls(getattr(model, SOFTMAX_HEAD))
+
+    def forward(self, embeddings, labels: Tensor) -> Tensor:
+        u, v = embeddings["sentence1"], embeddings["sentence2"]
+        return softmax_classifier_loss(u, v, labels.long(), self.classifier)

@@ -44,6 +44,7 @@ from .readers import (
     read_stsb_csv,
     read_wikiqa,
 )
+from .references import load_reference, registry_names, split_reference
 from .registry import (
     DatasetSpec,
     data_location,
@@ -67,12 +68,15 @@ __all__ = [
     "load_filtered_stsb_sick",
     "load_named",
     "load_pairs",
+    "load_reference",
     "load_test_sets",
     "merge_datasets",
     "read_path",
+    "registry_names",
     "rescale_scores",
     "resolve_data_dir",
     "sick_to_sts",
+    "split_reference",
     "NLI_LABELS",
     "NLI_SCORES",
     "DataConfigError",

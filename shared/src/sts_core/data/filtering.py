@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from datasets import Dataset, Features, Value, concatenate_datasets
 
+from sts_core.names import STS_TASKS
+
 from ._io import PathLike
 from .registry import DEFAULT_VARIANT, load_named
 
@@ -32,7 +34,7 @@ __all__ = [
 logger = logging.getLogger("sts_core.data")
 
 #: the seven STS test sets of the SentEval protocol
-TEST_SETS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+TEST_SETS = STS_TASKS
 
 Pair = tuple[str, str]
 

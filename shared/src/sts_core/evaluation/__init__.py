@@ -1,4 +1,5 @@
-"""Evaluation: the STS evaluator (SentEval and MTEB protocols) and the metrics behind it."""
+"""Evaluation: the STS evaluator (SentEval and MTEB protocols), the pair evaluator (one
+labelled pair set, any scorer) and the metrics behind them."""
 
 from sts_core.evaluation.metrics import (
     apply_threshold,
@@ -9,6 +10,14 @@ from sts_core.evaluation.metrics import (
     pearson,
     ranking_metrics,
     spearman,
+)
+from sts_core.evaluation.pairs import (
+    CrossEncoderScorer,
+    PairEvaluator,
+    PairScorer,
+    check_scored_pairs,
+    cosine_scorer,
+    cross_encoder_scorer,
 )
 from sts_core.evaluation.sts import (
     PROTOCOLS,
@@ -24,6 +33,9 @@ from sts_core.evaluation.sts import (
 __all__ = [
     "PROTOCOLS",
     "STS_TASKS",
+    "CrossEncoderScorer",
+    "PairEvaluator",
+    "PairScorer",
     "PairSimilarityEvaluator",
     "STSEvaluator",
     "STSReport",
@@ -31,7 +43,10 @@ __all__ = [
     "apply_threshold",
     "best_accuracy_threshold",
     "best_f1_threshold",
+    "check_scored_pairs",
+    "cosine_scorer",
     "cosine_scores",
+    "cross_encoder_scorer",
     "group_by_query",
     "pair_classification_metrics",
     "pearson",

@@ -30,10 +30,16 @@ from typing import Any
 import numpy as np
 
 from sts_core.evaluation.metrics import pearson, spearman
+from sts_core.evaluation.pairs import (
+    PairEvaluator,
+    check_scored_pairs,
+    cosine_scorer,
+    cosine_scores,
+)
+from sts_core.names import STS_TASKS
 
 logger = logging.getLogger(__name__)
 
-STS_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 TASK_TITLES = {
     "sts12": "STS12",
     "sts13": "STS13",
@@ -47,14 +53,6 @@ PROTOCOLS = ("senteval", "mteb")
 AGGREGATES = ("all", "mean", "wmean")
 
 Encode = Callable[[Sequence[str]], np.ndarray]
-
-
-def cosine_scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two ``(n, d)`` arrays, in float64."""
-    left = np.asarray(left, dtype=np.float64)
-    right = np.asarray(right, dtype=np.float64)
-    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
-    return (left * right).sum(axis=1) / np.maximum(norms, 1e-12)
 
 
 @dataclass
@@ -229,35 +227,6 @@ def task_source(
         return None
 
 
-def check_scored_pairs(dataset: Any, name: str, source: str | os.PathLike | None = None) -> None:
-    """Raise :class:`~sts_core.data.DataContentError` unless ``dataset`` can be scored.
-
-    A correlation needs at least 2 pairs, finite gold scores and gold scores that are
-    not all equal; the error names the set (``name``), where it came from (``source``)
-    and the problem.
-    """
-    from sts_core.data.errors import DataContentError
-
-    columns = getattr(dataset, "column_names", None)
-    if columns is None and isinstance(dataset, Mapping):
-        columns = list(dataset)
-    missing = [c for c in ("sentence1", "sentence2", "score") if c not in (columns or ())]
-    if missing:
-        raise DataContentError(name, f"no column(s) {missing}; found {list(columns or ())}", source)
-    gold = np.asarray(dataset["score"], dtype=np.float64)
-    if len(gold) < 2:
-        problem = f"{len(gold)} scored pair(s); a correlation needs at least 2"
-        raise DataContentError(name, problem, source)
-    if not np.all(np.isfinite(gold)):
-        bad = int((~np.isfinite(gold)).sum())
-        raise DataContentError(name, f"{bad} gold score(s) are NaN or infinite", source)
-    if np.ptp(gold) == 0:
-        problem = (
-            f"all {len(gold)} gold scores are equal ({gold[0]:g}); the correlation is undefined"
-        )
-        raise DataContentError(name, problem, source)
-
-
 class STSEvaluator:
     """Evaluate sentence embeddings on the seven STS tasks (or a subset of them).
 
@@ -350,19 +319,14 @@ def _as_encode_fn(encoder: Any, batch_size: int, progress: bool = False) -> Enco
     raise TypeError("evaluate() needs an object with encode(sentences) or a callable")
 
 
-class PairSimilarityEvaluator:
-    """Spearman/Pearson (×100) of cosine similarity on one labelled pair set, for training.
+class PairSimilarityEvaluator(PairEvaluator):
+    """A :class:`~sts_core.evaluation.pairs.PairEvaluator` with the bi-encoder scorer
+    (:func:`~sts_core.evaluation.pairs.cosine_scorer`): Spearman/Pearson (×100) of cosine
+    similarity (or of the model's ``score_pairs``) on one labelled pair set.
 
-    Follows the ``primary_metric`` / ``greater_is_better`` contract: results are keyed
-    ``<name>_spearman`` and ``<name>_pearson``; the Trainer prefixes them with ``eval_``,
-    so ``metric_for_best_model: stsb_dev_spearman`` selects on STS-B dev.
-
-    A set with fewer than 2 pairs or constant gold scores is rejected when the evaluator
-    is built (:class:`~sts_core.data.DataContentError` naming ``name`` and ``source``),
-    not at the first evaluation after training.
+    Kept for the public API; ``PairEvaluator(dataset, name, cosine_scorer, batch_size)``
+    is the same evaluator.
     """
-
-    greater_is_better = True
 
     def __init__(
         self,
@@ -371,22 +335,4 @@ class PairSimilarityEvaluator:
         batch_size: int = 64,
         source: str | os.PathLike | None = None,
     ) -> None:
-        check_scored_pairs(dataset, name, source)
-        self.name = name
-        self.batch_size = batch_size
-        self.sentences1 = list(dataset["sentence1"])
-        self.sentences2 = list(dataset["sentence2"])
-        self.gold = np.asarray(dataset["score"], dtype=np.float64)
-
-    @property
-    def primary_metric(self) -> str:
-        return f"{self.name}_spearman"
-
-    def __call__(self, encoder: Any) -> dict[str, float]:
-        encode_fn = _as_encode_fn(encoder, self.batch_size)
-        vectors = encode_fn(self.sentences1 + self.sentences2)
-        predicted = cosine_scores(vectors[: len(self.sentences1)], vectors[len(self.sentences1) :])
-        return {
-            f"{self.name}_spearman": 100 * spearman(predicted, self.gold),
-            f"{self.name}_pearson": 100 * pearson(predicted, self.gold),
-        }
+        super().__init__(dataset, name, cosine_scorer, batch_size, source=source)

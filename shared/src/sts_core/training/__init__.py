@@ -9,8 +9,9 @@ from sts_core.training.distributed import (
     world_size,
 )
 from sts_core.training.losses import cosine_mse_loss
+from sts_core.training.model import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
-from sts_core.training.run import build_encoder, cli_main, make_parser, run_training
+from sts_core.training.run import TrainingRun, cli_main, make_parser, run_stages, run_training
 from sts_core.training.trainer import BaseTrainer
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "DataArguments",
     "ModelArguments",
     "SentenceCollator",
+    "TrainingRun",
     "all_gather_with_grad",
     "build_encoder",
     "cli_main",
@@ -28,6 +30,7 @@ __all__ = [
     "gathered_loss_scale",
     "make_parser",
     "read_recipe",
+    "run_stages",
     "run_training",
     "scale_gathered_gradient",
     "split_features",

@@ -65,14 +65,36 @@ class ModelArguments:
         },
     )
     use_lora: bool = field(
-        default=False, metadata={"help": "Train LoRA adapters (needs sts-core[peft])."}
+        default=False,
+        metadata={
+            "help": "Train LoRA adapters on the frozen backbone (needs sts-core[peft]); the "
+            "output folder holds the adapter and records the base model (or merged weights "
+            "with merge_lora). A model_name_or_path that is an adapter folder: its adapter "
+            "is trained further."
+        },
     )
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling alpha."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank r (default 8)."})
+    lora_alpha: int = field(
+        default=16, metadata={"help": "LoRA alpha: the update is scaled by alpha / r (16)."}
+    )
+    lora_dropout: float = field(
+        default=0.05, metadata={"help": "Dropout on the LoRA input, in [0, 1) (0.05)."}
+    )
     lora_target_modules: list[str] | None = field(
-        default=None,
-        metadata={"help": "Module names LoRA wraps (default: peft's for the architecture)."},
+        default_factory=lambda: ["all-linear"],
+        metadata={
+            "help": "Modules LoRA wraps: all-linear (default: every linear layer but the "
+            "output layer), or module names such as q_proj v_proj; none: peft's default "
+            "for the architecture."
+        },
+    )
+    merge_lora: bool = field(
+        default=False,
+        metadata={
+            "help": "Save merged full weights (loadable by transformers and "
+            "sentence-transformers like any other save) instead of the adapter; the "
+            "adapter is kept in lora_adapter/. Needs use_lora; not with load_in_4bit."
+        },
     )
     load_in_4bit: bool = field(
         default=False,
@@ -91,6 +113,7 @@ class ModelArguments:
             check_pooling_mode(self.pooling)
         resolve_prompt(self.prompt)
         require_at_least(1, max_seq_length=self.max_seq_length, lora_r=self.lora_r)
+        self._check_lora()
         if self.padding_side not in (None, "left", "right"):
             raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
         if self.model_dtype is not None and self.model_dtype not in MODEL_DTYPES:
@@ -103,6 +126,46 @@ class ModelArguments:
                 "scaling; small updates round to zero and the model degrades). Keep float32 "
                 "weights and set fp16: true (mixed precision with a loss scaler, CUDA GPU) or "
                 "bf16: true; float16 is fine for a frozen base under use_lora"
+            )
+
+    def _check_lora(self) -> None:
+        """The LoRA options (ValueError)."""
+        if not self.lora_alpha > 0:
+            raise ValueError(f"lora_alpha must be above 0, got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        targets = self.lora_target_modules
+        if isinstance(targets, str):
+            targets = self.lora_target_modules = [targets]
+        if targets is not None:
+            if not targets or any(not isinstance(t, str) or not t.strip() for t in targets):
+                raise ValueError(
+                    f"lora_target_modules must be module names or all-linear, got {targets!r}"
+                )
+            if "all-linear" in targets and len(targets) > 1:
+                raise ValueError(
+                    "lora_target_modules: all-linear stands alone (it means every linear "
+                    f"layer), got {targets}"
+                )
+        if self.merge_lora and not (self.use_lora or self.load_in_4bit):
+            raise ValueError("merge_lora: true needs use_lora: true (there is no adapter)")
+        if self.merge_lora and self.load_in_4bit:
+            raise ValueError(
+                "merge_lora with load_in_4bit: the adapter cannot be merged into 4-bit "
+                "weights without loss; save the adapter (merge_lora: false) and merge it on a "
+                "float base with SentenceEncoder.from_pretrained(<output_dir>, merge_lora=True)"
+            )
+        folder = Path(str(self.model_name_or_path or "")).expanduser()
+        adapter_folder = (
+            bool(self.model_name_or_path)
+            and (folder / "adapter_config.json").is_file()
+            and not (folder / "config.json").is_file()
+        )
+        if adapter_folder and not (self.use_lora or self.load_in_4bit):
+            raise ValueError(
+                f"model_name_or_path {self.model_name_or_path} is a LoRA adapter folder: set "
+                "use_lora: true to train its adapter further (its base stays frozen), or "
+                "start from a merge_lora save to train every weight"
             )
 
 
@@ -251,6 +314,13 @@ class BaseConfig(TrainingArguments):
         "Replace the contents of an output_dir that holds an earlier run (without it, or "
         "resume_from_checkpoint, such an output_dir is refused).",
     )
+    learning_rate_mapping: str | None = _default(
+        None,
+        "Learning rates by parameter name: a mapping of regular expression → learning rate "
+        "(YAML mapping, or JSON on the command line), e.g. {'sts_loss\\.': 1e-3}. Parameters "
+        "whose name matches (re.search, first match) get that rate; others learning_rate. "
+        "Scalar parameters (a trainable temperature) never get weight decay.",
+    )
     check_only: bool = _default(
         False,
         "Check the recipe, data, model folder and output_dir, say what would run, and stop "
@@ -264,6 +334,7 @@ class BaseConfig(TrainingArguments):
             per_device_eval_batch_size=self.per_device_eval_batch_size,
             gradient_accumulation_steps=self.gradient_accumulation_steps,
         )
+        self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
             raise ValueError("num_train_epochs must be above 0 (or set max_steps)")
         if (self.fp16 or self.fp16_full_eval) and not accelerator_available():
@@ -277,6 +348,30 @@ class BaseConfig(TrainingArguments):
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
         super().__post_init__()
+
+
+def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
+    """``learning_rate_mapping`` as {regex: rate}: from a mapping or its JSON text."""
+    import json
+    import re
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"learning_rate_mapping is not a JSON mapping: {error}") from error
+    if not isinstance(value, dict):
+        raise ValueError(f"learning_rate_mapping must map patterns to rates, got {value!r}")
+    mapping = {}
+    for pattern, rate in value.items():
+        try:
+            re.compile(pattern)
+            mapping[str(pattern)] = float(rate)
+        except (re.error, TypeError, ValueError) as error:
+            raise ValueError(f"learning_rate_mapping: {pattern!r}: {rate!r}: {error}") from error
+    return mapping
 
 
 def cpu_launch_settings(config: TrainingArguments) -> dict[str, object]:

@@ -9,46 +9,32 @@ from datasets import Dataset
 
 from sts_core.data import (
     filter_test_overlap,
-    list_datasets,
-    load_named,
-    load_pairs,
     load_test_sets,
     merge_datasets,
+    registry_names,
     rescale_scores,
-    sick_to_sts,
+    split_reference,
 )
+from sts_core.data import load_reference as _load_reference
 from sts_core.training.config import DataArguments
 from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
 
-def split_reference(reference: str, default_split: str) -> tuple[str, str]:
-    """``"stsb:dev"`` → ``("stsb", "dev")``; a name or path alone takes ``default_split``."""
-    name, sep, split = reference.rpartition(":")
-    if sep and name and name in _registry_names() and split:
-        return name, split
-    return reference, default_split
-
-
-def _registry_names() -> set[str]:
-    return {spec.name for spec in list_datasets()}
-
-
 def load_reference(
     reference: str, default_split: str, data_args: DataArguments
 ) -> tuple[str, Dataset]:
-    """Load a recipe's dataset reference: a registry name (``name[:split]``) or a path."""
-    name, split = split_reference(reference, default_split)
-    if name in _registry_names():
-        dataset = load_named(
-            name, split, data_dir=data_args.data_dir, variant=data_args.data_variant
-        )
-    else:
-        dataset = load_pairs(name, split, data_dir=data_args.data_dir, fmt=data_args.train_format)
-    if name == "sickr" and data_args.sick_to_sts_scale:
-        dataset = sick_to_sts(dataset)
-    return name, dataset
+    """Load a recipe's dataset reference with ``data_args``' data folder, variant, file
+    format and SICK rescaling (see :func:`sts_core.data.load_reference`)."""
+    return _load_reference(
+        reference,
+        default_split,
+        data_dir=data_args.data_dir,
+        variant=data_args.data_variant,
+        fmt=data_args.train_format,
+        sick_to_sts_scale=data_args.sick_to_sts_scale,
+    )
 
 
 def build_train_dataset(data_args: DataArguments, seed: int = 42) -> tuple[Dataset, dict[str, Any]]:
@@ -93,7 +79,7 @@ def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
     if data_args.max_eval_samples is not None:
         dataset = dataset.select(range(min(data_args.max_eval_samples, len(dataset))))
     _, split = split_reference(reference, "dev")
-    label = f"{name}_{split}" if name in _registry_names() else "dev"
+    label = f"{name}_{split}" if name in registry_names() else "dev"
     return label.replace("-", "_"), dataset
 
 

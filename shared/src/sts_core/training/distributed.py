@@ -1,66 +1,17 @@
-"""Helpers for losses over the batch of all processes (DDP, DeepSpeed)."""
+"""Re-export of :mod:`sts_core.distributed` (its former place)."""
 
-from __future__ import annotations
+from sts_core.distributed import (
+    all_gather_with_grad,
+    gathered_loss_scale,
+    rank,
+    scale_gathered_gradient,
+    world_size,
+)
 
-import torch
-import torch.distributed as dist
-
-
-def world_size() -> int:
-    """Number of processes (1 when torch.distributed is not initialised)."""
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def rank() -> int:
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
-def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
-    """Concatenate ``tensor`` (first dimension) from every process, in rank order.
-
-    The local part keeps its autograd graph; the other processes' parts are constants.
-    Processes may hold different batch sizes (the last batch): parts are padded for the
-    collective and trimmed after.
-
-    Under DDP every process computes the same loss over the gathered batch but sends
-    gradient only into its own part, and DDP *averages* gradients over processes, so the
-    update is ``1 / world_size`` of the single-process gradient of that loss. Pass the loss
-    through :func:`scale_gathered_gradient` to get exactly the gradient of one process over
-    the whole batch while the logged value stays the loss itself.
-    """
-    size = world_size()
-    if size == 1:
-        return tensor
-    local = tensor.contiguous()
-    length = torch.tensor([local.shape[0]], device=local.device)
-    lengths = [torch.zeros_like(length) for _ in range(size)]
-    dist.all_gather(lengths, length)
-    longest = int(max(int(n.item()) for n in lengths))
-    padded = local
-    if local.shape[0] < longest:
-        filler = local.new_zeros((longest - local.shape[0], *local.shape[1:]))
-        padded = torch.cat([local, filler])
-    parts = [torch.empty_like(padded) for _ in range(size)]
-    dist.all_gather(parts, padded.detach())
-    parts = [part[: int(n.item())] for part, n in zip(parts, lengths, strict=True)]
-    parts[rank()] = tensor
-    return torch.cat(parts)
-
-
-def gathered_loss_scale() -> float:
-    """Factor for a loss over gathered embeddings so DDP's averaging gives the full gradient."""
-    return float(world_size())
-
-
-def scale_gathered_gradient(loss: torch.Tensor) -> torch.Tensor:
-    """``loss`` with the same value but its gradient multiplied by the world size.
-
-    For a loss over :func:`all_gather_with_grad` outputs: DDP then averages the processes'
-    gradients (each through its own part) into exactly the whole batch's gradient, and the
-    logged loss (``train_loss`` too) is the loss over the whole batch, not world_size × it.
-    ``loss − loss.detach()`` is exactly zero, so the value is unchanged bit for bit.
-    """
-    scale = gathered_loss_scale()
-    if scale == 1.0:
-        return loss
-    return loss + (scale - 1.0) * (loss - loss.detach())
+__all__ = [
+    "all_gather_with_grad",
+    "gathered_loss_scale",
+    "rank",
+    "scale_gathered_gradient",
+    "world_size",
+]

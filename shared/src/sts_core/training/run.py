@@ -23,33 +23,13 @@ from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.saving import write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.model import build_encoder as build_encoder  # its former home
 from sts_core.training.output import is_main_process, prepare_output_dir, process_rank
 from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
 logger = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
-
-
-def build_encoder(model_args: ModelArguments) -> Any:
-    """The SentenceEncoder described by ``model_args`` (LoRA/QLoRA applied when asked)."""
-    from sts_core.encoder import SentenceEncoder
-    from sts_core.training.peft_utils import apply_lora, quantization_kwargs
-
-    encoder = SentenceEncoder.from_pretrained(
-        model_args.model_name_or_path,
-        pooling=model_args.pooling,
-        prompt=model_args.prompt,
-        max_length=model_args.max_seq_length,
-        normalize=model_args.normalize_embeddings,
-        padding_side=model_args.padding_side,
-        dtype=model_args.model_dtype,
-        padding_free=model_args.padding_free,
-        **quantization_kwargs(model_args),
-    )
-    if model_args.use_lora or model_args.load_in_4bit:
-        apply_lora(encoder, model_args)
-    return encoder
 
 
 def make_parser(
@@ -83,13 +63,129 @@ class RunInputs:
         return lines
 
 
+class TrainingRun:
+    """One training run, in steps a method package may override.
+
+    ``run()`` does, in order: :meth:`parse` the recipe and flags; :meth:`check` everything
+    that can be checked without the weights (the model location, :meth:`prepare_data`: every
+    data set and what the loss needs of it, the output folder) — a bad input stops here;
+    then :meth:`build_model`, :meth:`build_callbacks`, :meth:`build_trainer`, :meth:`train`
+    and :meth:`finalise` (save, dev scores, final evaluation, ``metrics.json``).
+    ``check_only`` stops after the checks. Two stages are two runs, the second starting
+    from the first's output folder (:func:`run_stages`).
+
+    Class attributes: ``config_class``, ``trainer_class``, ``description``; or pass them to
+    the constructor.
+    """
+
+    config_class: type[BaseConfig] = BaseConfig
+    trainer_class: type[BaseTrainer] = BaseTrainer
+    description: str | None = None
+
+    def __init__(
+        self,
+        argv: Sequence[str] | None = None,
+        config_class: type[BaseConfig] | None = None,
+        trainer_class: type[BaseTrainer] | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.config_class = config_class or self.config_class
+        self.trainer_class = trainer_class or self.trainer_class
+        self.description = description or self.description
+        self.argv = None if argv is None else list(argv)
+        self.model_args: ModelArguments
+        self.data_args: DataArguments
+        self.config: BaseConfig
+        self.inputs: RunInputs | None = None
+
+    # ------------------------------------------------------------------ the steps
+    def parse(self) -> None:
+        parser = make_parser(self.config_class, self.description)
+        self.model_args, self.data_args, self.config = parser.parse(self.argv)
+        logging.basicConfig(
+            level=logging.INFO if self.config.should_log else logging.WARNING,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+
+    def check(self) -> Any:
+        """The checks before the work; returns the output-folder plan (locked)."""
+        check_model_location(self.model_args.model_name_or_path)
+        self.inputs = self.prepare_data()
+        return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def prepare_data(self) -> RunInputs:
+        """Load and check every data set of the run (ConfigError / DataError)."""
+        return prepare_inputs(self.trainer_class, self.data_args, self.config)
+
+    def build_model(self) -> Any:
+        return self.trainer_class.build_model(self.model_args, self.config)
+
+    def build_callbacks(self) -> list[Any]:
+        """``TrainerCallback``s for the trainer (none by default)."""
+        return []
+
+    def build_trainer(self, model: Any) -> BaseTrainer:
+        trainer = self.trainer_class(
+            model=model,
+            args=self.config,
+            train_dataset=self.inputs.train_dataset,
+            evaluator=self.inputs.evaluator,
+            callbacks=self.build_callbacks() or None,
+        )
+        trainer.final_sts_evaluator = self.inputs.final_sts_evaluator
+        trainer.model_card_data.update(
+            base_model=self.model_args.model_name_or_path,
+            train_data=", ".join(self.data_args.train_datasets),
+        )
+        return trainer
+
+    def train(self, trainer: BaseTrainer) -> Any:
+        return trainer.train(resume_from_checkpoint=self.config.resume_from_checkpoint)
+
+    def finalise(self, trainer: BaseTrainer, train_output: Any) -> dict[str, Any]:
+        """Save the model, score it, write ``metrics.json``; return the metrics."""
+        trainer.save_model(self.config.output_dir)
+        metrics = {
+            "launch": launch_summary(trainer),
+            "train": {**train_output.metrics, "batches": trainer.degenerate_batch_report()},
+            "data": self.inputs.data_summary,
+            "dev": trainer.evaluate(),
+        }
+        metrics.update(trainer.final_evaluation(self.data_args))
+        if trainer.is_world_process_zero():
+            _write_metrics(Path(self.config.output_dir), metrics)
+        return metrics
+
+    # ------------------------------------------------------------------ the whole run
+    def run(self) -> dict[str, Any]:
+        """Train as the recipe and flags say; return (and write) the metrics."""
+        self.parse()
+        plan = self.check()
+        try:
+            if self.config.check_only:
+                return report_check(self.inputs, self.model_args, self.data_args, plan)
+            try:
+                return self._work()
+            except (ConfigError, DataError, OSError) as error:
+                error.sts_during_training = True  # every process reports its own
+                raise
+        finally:
+            if plan is not None:
+                plan.release()
+
+    def _work(self) -> dict[str, Any]:
+        set_seed(self.config.seed)
+        trainer = self.build_trainer(self.build_model())
+        return self.finalise(trainer, self.train(trainer))
+
+
 def run_training(
     config_class: type[BaseConfig] = BaseConfig,
     trainer_class: type[BaseTrainer] = BaseTrainer,
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> dict[str, Any]:
-    """Train as the recipe and flags say; return (and write) the metrics.
+    """Train as the recipe and flags say (a :class:`TrainingRun`); return the metrics.
 
     Everything that can be checked without the weights is checked first (arguments, the
     model folder, the output folder, every data set the run will read, what the loss needs
@@ -99,25 +195,21 @@ def run_training(
     kind of model (a cross-encoder) reuses this whole path. ``check_only`` stops after the
     checks.
     """
-    model_args, data_args, config = make_parser(config_class, description).parse(argv)
-    logging.basicConfig(
-        level=logging.INFO if config.should_log else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    check_model_location(model_args.model_name_or_path)
-    inputs = prepare_inputs(trainer_class, data_args, config)
-    plan = prepare_output_dir(config, dry_run=config.check_only)
-    try:
-        if config.check_only:
-            return report_check(inputs, model_args, data_args, plan)
-        try:
-            return _train(trainer_class, model_args, data_args, config, inputs)
-        except (ConfigError, DataError, OSError) as error:
-            error.sts_during_training = True  # every process reports its own
-            raise
-    finally:
-        if plan is not None:
-            plan.release()
+    return TrainingRun(argv, config_class, trainer_class, description).run()
+
+
+def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
+    """Run ``stages`` in order; each after the first starts from the previous stage's output
+    folder (its ``model_name_or_path`` is set to it, after its own recipe and flags: a
+    saved encoder, or a LoRA adapter folder). Returns every stage's metrics."""
+    results: list[dict[str, Any]] = []
+    previous: str | None = None
+    for stage in stages:
+        if previous is not None:
+            stage.argv = [*(stage.argv or []), "--model_name_or_path", previous]
+        results.append(stage.run())
+        previous = str(stage.config.output_dir)
+    return results
 
 
 def prepare_inputs(
@@ -164,36 +256,6 @@ def report_check(
         print("check_only: the inputs are usable; nothing was loaded or trained")
         print("\n".join(f"  {line}" for line in lines))
     return {"check_only": lines}
-
-
-def _train(
-    trainer_class: type[BaseTrainer],
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    config: BaseConfig,
-    inputs: RunInputs,
-) -> dict[str, Any]:
-    set_seed(config.seed)
-    model = trainer_class.build_model(model_args, config)
-    trainer = trainer_class(
-        model=model, args=config, train_dataset=inputs.train_dataset, evaluator=inputs.evaluator
-    )
-    trainer.final_sts_evaluator = inputs.final_sts_evaluator
-    trainer.model_card_data.update(
-        base_model=model_args.model_name_or_path, train_data=", ".join(data_args.train_datasets)
-    )
-    train_output = trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
-    trainer.save_model(config.output_dir)
-    metrics = {
-        "launch": launch_summary(trainer),
-        "train": {**train_output.metrics, "batches": trainer.degenerate_batch_report()},
-        "data": inputs.data_summary,
-        "dev": trainer.evaluate(),
-    }
-    metrics.update(trainer.final_evaluation(data_args))
-    if trainer.is_world_process_zero():
-        _write_metrics(Path(config.output_dir), metrics)
-    return metrics
 
 
 def cli_main(

@@ -21,10 +21,12 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from sts_core.losses import EmbeddingLoss, build_loss, check_labels, loss_class
 from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
 from sts_core.training.collator import SentenceCollator, concat_features, split_features
-from sts_core.training.losses import cosine_mse_loss
+from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
+from sts_core.training.optimization import regroup_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,19 @@ TRAINING_ARGS_NAME = "training_args.bin"
 TRAINER_STATE_NAME = "trainer_state.json"
 # A warning after training when at least this share of the batches gave no usable pairs.
 DEGENERATE_WARNING_SHARE = 0.1
+
+
+LOSS_MODULE_NAME = "sts_loss"
+
+
+def attach_loss_parameters(model: Any, loss_module: Any) -> None:
+    """A loss with trainable parameters of its own (a temperature) becomes the submodule
+    ``sts_loss`` of the model, so the optimizer, DDP's gradient averaging and checkpoints
+    (resume) include it; its learning rate comes from ``learning_rate_mapping``
+    (``{"sts_loss\\.": rate}``)."""
+    shared = {id(p) for p in model.parameters()}
+    if any(id(p) not in shared for p in loss_module.parameters()):
+        model.add_module(LOSS_MODULE_NAME, loss_module)
 
 
 class BaseTrainer(Trainer):
@@ -52,43 +67,99 @@ class BaseTrainer(Trainer):
         "  booktitle={EMNLP-IJCNLP},\n  year={2019}\n}",
     }
     loss_is_scaled_for_ga = False  # our losses are per-batch means
+    default_loss: ClassVar[str] = "cosine_mse"  # when the config has no ``loss`` field
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
         if kwargs.get("data_collator") is None:
-            label_column = getattr(args, "label_column", "score")
+            label_column = self.label_column_for(args)
             kwargs["data_collator"] = SentenceCollator(model, label_column=label_column)
         if kwargs.get("processing_class") is None:
             kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
+        loss_module = build_loss(self.loss_name(args), args, model=model)
+        attach_loss_parameters(model, loss_module)
         super().__init__(model=model, args=args, **kwargs)
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
+        self.loss_module: EmbeddingLoss = loss_module
+
+    @classmethod
+    def loss_name(cls, config: Any) -> str:
+        """The registered loss this run trains with: ``config.loss``, else ``default_loss``."""
+        return getattr(config, "loss", None) or cls.default_loss
+
+    # ------------------------------------------------------------------ batches of an epoch
+    def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
+        """Hook: the global batches of ``epoch`` (lists of indices into ``dataset``, at most
+        ``per_device_train_batch_size × processes`` each), built at the start of the epoch —
+        from the current model if wanted (``self.accelerator.unwrap_model(self.model)``
+        can ``encode``). ``None`` (the default): the Trainer's own random batches. Called on
+        every process; the main process's batches are used (see
+        :mod:`sts_core.training.sampler`)."""
+        return None
+
+    def get_train_dataloader(self) -> Any:
+        if type(self).build_epoch_batches is BaseTrainer.build_epoch_batches:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+
+        from sts_core.training.sampler import EpochBatchSampler
+
+        dataset = self.train_dataset
+        sampler = EpochBatchSampler(
+            lambda epoch: self.build_epoch_batches(dataset, epoch),
+            len(dataset),
+            self.args.per_device_train_batch_size,
+            self.args.world_size,
+        )
+        loader = DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+        )
+        return self.accelerator.prepare(loader)
+
+    def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:
+        """The Trainer's AdamW groups, then ``learning_rate_mapping`` and no weight decay on
+        scalar parameters (:func:`sts_core.training.optimization.regroup_parameters`)."""
+        optimizer = super().create_optimizer(model)
+        target = self.model if model is None else model
+        mapping = getattr(self.args, "learning_rate_mapping", None)
+        optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+        regroup_parameters(optimizer, target.named_parameters(), mapping)
+        return self.optimizer
 
     # ------------------------------------------------------------------ building (run_training)
     @classmethod
     def build_model(cls, model_args: Any, config: Any) -> Any:
         """The model to train: a SentenceEncoder as ``model_args`` describe it."""
-        from sts_core.training.run import build_encoder
-
         return build_encoder(model_args)
 
     @classmethod
     def build_evaluator(cls, name: str, dataset: Any, config: Any) -> Any:
-        """The dev evaluator: Spearman/Pearson of cosine similarity (``<name>_spearman``)."""
-        from sts_core.evaluation.sts import PairSimilarityEvaluator
+        """The dev evaluator: Spearman/Pearson (``<name>_spearman``) of the bi-encoder's pair
+        scores (cosine similarity, or the model's ``score_pairs``). A method scoring pairs
+        another way returns a ``PairEvaluator`` with its own scorer."""
+        from sts_core.evaluation.pairs import PairEvaluator, cosine_scorer
 
-        return PairSimilarityEvaluator(
-            dataset, name=name, batch_size=config.per_device_eval_batch_size
+        return PairEvaluator(
+            dataset, name=name, scorer=cosine_scorer, batch_size=config.per_device_eval_batch_size
         )
 
     @classmethod
     def label_column_for(cls, config: Any) -> str:
-        """The dataset column this trainer's loss reads as labels."""
-        return config.label_column
+        """The dataset column the loss reads as labels: ``label_column``, except that a loss
+        over class labels (``label_kind: class``) reads ``label`` when it is left at
+        ``score``."""
+        column = getattr(config, "label_column", "score")
+        kind = loss_class(cls.loss_name(config)).label_kind
+        return "label" if kind == "class" and column == "score" else column
 
     @classmethod
     def check_train_dataset(cls, dataset: Any, config: Any) -> None:
@@ -101,12 +172,18 @@ class BaseTrainer(Trainer):
                 f"the training set has no column {', '.join(texts)} (it has "
                 f"{', '.join(sorted(columns))}): {cls.__name__} trains on sentence pairs"
             )
+        name = cls.loss_name(config)
+        if loss_class(name).label_kind is None:
+            return
         label = cls.label_column_for(config)
         if label not in columns:
             raise ValueError(
                 f"the training set has no label column {label!r} (it has "
                 f"{', '.join(sorted(columns))}): set label_column"
             )
+        problem = check_labels(name, dataset[label], getattr(config, "num_labels", None))
+        if problem:
+            raise ValueError(f"loss {name} {problem} in column {label!r}")
 
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """After training: the STS table on ``final_sts_tasks`` and the scores on
@@ -119,17 +196,22 @@ class BaseTrainer(Trainer):
         return results
 
     def _score_pair_sets(self, data_args: Any) -> dict[str, dict[str, float]]:
-        from sts_core.training.data import load_reference, split_reference
+        """Each of ``final_eval_datasets`` scored by this trainer's dev evaluator."""
+        from sts_core.data import load_reference, split_reference
 
         scores = {}
         model = self.accelerator.unwrap_model(self.model)
         for reference in data_args.final_eval_datasets:
-            name, dataset = load_reference(reference, "test", data_args)
+            _, dataset = load_reference(
+                reference,
+                "test",
+                data_dir=data_args.data_dir,
+                variant=data_args.data_variant,
+                fmt=data_args.train_format,
+                sick_to_sts_scale=data_args.sick_to_sts_scale,
+            )
             label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
             evaluator = self.build_evaluator(label, dataset, self.args)
-            if hasattr(evaluator, "tokenizer"):  # a cross-encoder evaluator
-                evaluator.tokenizer = self.processing_class
-                evaluator.max_length = getattr(model, "sts_max_length", evaluator.max_length)
             scores[reference] = evaluator(model)
         if self.is_world_process_zero():
             for reference, values in scores.items():
@@ -177,10 +259,21 @@ class BaseTrainer(Trainer):
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs: Any,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Cosine MSE on (sentence1, sentence2, labels); methods override this."""
+        """The registered loss (``loss_module``) on the batch's embeddings and labels; a loss
+        with parts logs each of them. Methods with another kind of model override this."""
         embeddings = self.embed(model, inputs)
-        loss = cosine_mse_loss(embeddings["sentence1"], embeddings["sentence2"], inputs["labels"])
+        loss = self.apply_loss(embeddings, inputs.get("labels"))
         return (loss, embeddings) if return_outputs else loss
+
+    def apply_loss(self, embeddings: dict[str, torch.Tensor], labels: Any) -> torch.Tensor:
+        """Call ``loss_module``; log its parts, count its degenerate batches."""
+        output = self.loss_module(embeddings, labels)
+        for reason, happened in self.loss_module.pop_degenerate():
+            self.record_degenerate_batch(reason, happened)
+        if isinstance(output, dict):
+            self.log_loss_parts({k: v for k, v in output.items() if k != "loss"})
+            return output["loss"]
+        return output
 
     def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
         """Record named parts of a loss; they are averaged into the next log line."""
@@ -253,11 +346,13 @@ class BaseTrainer(Trainer):
         if not self.args.should_save:
             return
         encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        checkpoint = STAGING_DIR in Path(output_dir).parts  # the adapter only, never merged
         encoder.save_pretrained(
             output_dir,
             state_dict=state_dict,
             model_card=self.model_card_text(),
             write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
+            **({"merge_lora": False} if checkpoint else {}),
         )
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:

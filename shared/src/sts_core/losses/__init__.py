@@ -1,0 +1,37 @@
+"""Losses shared by the method packages, and the registry every trainer picks its loss from.
+
+Only torch is imported here (the losses are the math alone). See :mod:`.registry` for the
+contract of a registered loss.
+"""
+
+from sts_core.losses.registry import (
+    LOSSES,
+    EmbeddingLoss,
+    build_loss,
+    check_labels,
+    compute_dtype,
+    loss_class,
+    register_loss,
+    zero_loss,
+)
+from sts_core.losses.similarity import (
+    CosineMSELoss,
+    InfoNCELoss,
+    cosine_mse_loss,
+    in_batch_infonce_loss,
+)
+
+__all__ = [
+    "LOSSES",
+    "CosineMSELoss",
+    "EmbeddingLoss",
+    "InfoNCELoss",
+    "build_loss",
+    "check_labels",
+    "compute_dtype",
+    "cosine_mse_loss",
+    "in_batch_infonce_loss",
+    "loss_class",
+    "register_loss",
+    "zero_loss",
+]

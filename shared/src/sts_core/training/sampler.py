@@ -1,0 +1,90 @@
+"""An epoch-aware batch sampler: the batches of each epoch are rebuilt, from the current
+model if the method wants (BSC's example-based shuffling embeds the data with it).
+
+A trainer overrides :meth:`BaseTrainer.build_epoch_batches` to return the epoch's *global*
+batches (lists of dataset indices, at most ``per_device_train_batch_size × processes``
+each, ``ceil(N / that)`` of them). :class:`EpochBatchSampler` calls it at the start of
+every epoch on every process (so a model sharded by DeepSpeed ZeRO-3 can still encode),
+takes the main process's answer (broadcast) and yields each global batch as one chunk per
+process, in rank order; accelerate's ``BatchSamplerShard`` then hands chunk ``r`` to rank
+``r``: every rank gets its share of the same batch order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from sts_core.distributed import rank, world_size
+
+
+def expected_batches(dataset_size: int, per_device: int, processes: int) -> int:
+    return math.ceil(dataset_size / (per_device * processes))
+
+
+def shard_global_batch(batch: list[int], per_device: int, processes: int) -> list[list[int]]:
+    """One global batch as ``processes`` per-device chunks (consecutive slices of
+    ``per_device``; a short last batch is split evenly, rows repeated if fewer than the
+    processes so no chunk is empty)."""
+    if len(batch) == per_device * processes:
+        return [batch[r * per_device : (r + 1) * per_device] for r in range(processes)]
+    rows = list(batch)
+    while len(rows) < processes:
+        rows += batch[: processes - len(rows)]
+    return [list(map(int, part)) for part in np.array_split(rows, processes)]
+
+
+class EpochBatchSampler:
+    """Batch sampler over per-device chunks of the global batches ``build(epoch)`` returns."""
+
+    def __init__(
+        self,
+        build: Callable[[int], list[list[int]]],
+        dataset_size: int,
+        per_device: int,
+        processes: int | None = None,
+    ) -> None:
+        self.build = build
+        self.dataset_size = dataset_size
+        self.per_device = per_device
+        self.processes = processes or world_size()
+        self.epoch = 0
+        self.sampler = self  # accelerate calls batch_sampler.batch_sampler.sampler.set_epoch
+        self.drop_last = False
+        self.batch_size = per_device
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return expected_batches(self.dataset_size, self.per_device, self.processes) * self.processes
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._checked(_from_main_process(self.build(self.epoch)))
+        self.epoch += 1
+        for batch in batches:
+            yield from shard_global_batch(batch, self.per_device, self.processes)
+
+    def _checked(self, batches: list[list[int]]) -> list[list[int]]:
+        expected = expected_batches(self.dataset_size, self.per_device, self.processes)
+        largest = self.per_device * self.processes
+        if len(batches) != expected or any(not b or len(b) > largest for b in batches):
+            raise ValueError(
+                f"build_epoch_batches returned {len(batches)} batches (sizes "
+                f"{sorted({len(b) for b in batches})}); expected {expected} non-empty batches "
+                f"of at most {largest} indices for {self.dataset_size} rows"
+            )
+        return [[int(i) for i in batch] for batch in batches]
+
+
+def _from_main_process(batches: list[list[int]]) -> list[list[int]]:
+    """Rank 0's batches on every process (each computed its own; they must agree)."""
+    if world_size() == 1:
+        return batches
+    import torch.distributed as dist
+
+    payload = [batches if rank() == 0 else None]
+    dist.broadcast_object_list(payload, src=0)
+    return payload[0]

@@ -1,0 +1,87 @@
+"""The epoch-aware batch sampler hook: rebuilt at every epoch from the current model, its
+batches used in order, split per process in rank order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import quick_training_args
+from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.training.sampler import EpochBatchSampler, shard_global_batch
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+SENTENCES = ["a man plays", "the dog runs", "a cat eats", "the boy sits", "a woman eats food"]
+
+
+def tiny_dataset(n: int = 10) -> Dataset:
+    return Dataset.from_dict(
+        {
+            "sentence1": [SENTENCES[i % 5] for i in range(n)],
+            "sentence2": [SENTENCES[(i + 1) % 5] + " on the street" for i in range(n)],
+            "score": [i / n for i in range(n)],  # row i has score i / n: its id in the batch
+        }
+    )
+
+
+class RecordingTrainer(BaseTrainer):
+    """Batches by similarity of the current model's embeddings to row 0 (as BSC's
+    example-based shuffling does with k-NN), recording each call and each batch seen."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[int, float]] = []
+        self.seen: list[list[int]] = []
+
+    def build_epoch_batches(self, dataset, epoch):
+        encoder = self.accelerator.unwrap_model(self.model)
+        vectors = torch.as_tensor(encoder.encode(dataset["sentence1"], show_progress_bar=False))
+        weight_sum = float(sum(p.detach().double().sum() for p in encoder.parameters()))
+        self.calls.append((epoch, weight_sum))
+        order = torch.argsort(vectors @ vectors[0], descending=True).tolist()
+        size = self.args.per_device_train_batch_size
+        self.expected = [order[i : i + size] for i in range(0, len(order), size)]
+        return self.expected
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        n = len(self.train_dataset)
+        self.seen.append(sorted(round(float(x) * n) for x in inputs["labels"]))
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
+def test_batches_are_rebuilt_each_epoch_from_the_current_model(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    args = quick_training_args(
+        BaseConfig, tmp_path, per_device_train_batch_size=4, num_train_epochs=2, max_steps=-1
+    )
+    trainer = RecordingTrainer(model=encoder, args=args, train_dataset=tiny_dataset())
+    trainer.train()
+    assert [epoch for epoch, _ in trainer.calls] == [0, 1]
+    assert trainer.calls[0][1] != trainer.calls[1][1]  # epoch 1 saw the trained weights
+    assert len(trainer.seen) == 6  # 3 batches (4, 4, 2) an epoch
+    assert trainer.seen[3:] == [sorted(b) for b in trainer.expected]  # in the hook's order
+
+
+def test_a_wrong_number_of_batches_is_an_error() -> None:
+    sampler = EpochBatchSampler(lambda epoch: [[0, 1, 2, 3]], dataset_size=10, per_device=4)
+    with pytest.raises(ValueError, match="returned 1 batches"):
+        list(sampler)
+
+
+def test_global_batches_are_split_per_process_in_rank_order() -> None:
+    assert shard_global_batch([5, 6, 7, 8, 9, 10], 3, 2) == [[5, 6, 7], [8, 9, 10]]
+    assert shard_global_batch([5, 6, 7], 3, 2) == [[5, 6], [7]]  # the short last batch
+    assert shard_global_batch([5], 3, 2) == [[5], [5]]  # no empty chunk
+    sampler = EpochBatchSampler(
+        lambda epoch: [[0, 1, 2, 3], [4, 5]], dataset_size=6, per_device=2, processes=2
+    )
+    assert len(sampler) == 4
+    assert list(sampler) == [[0, 1], [2, 3], [4], [5]]  # rank 0 gets 0 and 2, rank 1 gets 1, 3
+    assert sampler.epoch == 1
