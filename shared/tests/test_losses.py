@@ -210,3 +210,26 @@ def test_loss_parameters_train_in_their_own_group(
     assert len(group["params"]) == 1
     assert float(trainer.loss_module.scale.detach()) != before  # it was trained
     assert "sts_loss.scale" in dict(encoder.named_parameters())
+
+
+def test_columns_and_labels_a_loss_needs_are_checked_from_the_registry() -> None:
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    unlabelled = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"]})
+    config = SimpleNamespace(loss="infonce", positive_threshold=None, label_column="score")
+    BaseTrainer.check_train_dataset(unlabelled, config)  # InfoNCE alone needs no labels
+    config.positive_threshold = 4.0  # now it selects positives by label
+    with pytest.raises(ValueError, match="no label column 'score'"):
+        BaseTrainer.check_train_dataset(unlabelled, config)
+    with pytest.raises(ValueError, match="no column sentence2"):
+        BaseTrainer.check_train_dataset(Dataset.from_dict({"sentence1": ["a"]}), config)
+
+
+def test_infonce_without_positives_anywhere_is_a_counted_zero() -> None:
+    u, v = random_pairs(seed=5)
+    loss = InfoNCELoss(positive_threshold=4.0, gather=True)  # one process: gathering is a no-op
+    out = loss({"sentence1": u, "sentence2": v}, torch.zeros(5, dtype=torch.float64))
+    assert out.item() == 0.0
+    assert [reason for reason, _ in loss.pop_degenerate()] == ["no positive pair"]

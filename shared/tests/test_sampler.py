@@ -85,3 +85,34 @@ def test_global_batches_are_split_per_process_in_rank_order() -> None:
     assert len(sampler) == 4
     assert list(sampler) == [[0, 1], [2, 3], [4], [5]]  # rank 0 gets 0 and 2, rank 1 gets 1, 3
     assert sampler.epoch == 1
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rows"),
+    [([4, 4, 2], 10), ([2, 4, 4], 10), ([1, 4, 4], 9), ([4, 4, 4], 12)],  # short ones anywhere
+)
+def test_every_row_reaches_one_process_through_accelerates_sharding(
+    sizes: list[int], rows: int
+) -> None:
+    """What accelerate does with the sampler under 2 processes (BatchSamplerShard with
+    even batches): every row is trained on by exactly one process, and both processes
+    take the same number of steps (a different count would hang DDP)."""
+    from accelerate.data_loader import BatchSamplerShard
+
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [list(range(start, start + size)) for start, size in zip(starts, sizes, strict=True)]
+    per_rank = []
+    for rank in (0, 1):
+        sampler = EpochBatchSampler(lambda epoch: batches, rows, per_device=2, processes=2)
+        shard = BatchSamplerShard(sampler, num_processes=2, process_index=rank)
+        per_rank.append(list(shard))
+        assert len(shard) == len(per_rank[-1])
+    assert len(per_rank[0]) == len(per_rank[1]) == len(batches)
+    seen = sorted(i for rank in per_rank for batch in rank for i in batch)
+    assert set(seen) == set(range(rows))
+
+
+def test_batches_must_cover_every_row_once() -> None:
+    sampler = EpochBatchSampler(lambda epoch: [[0, 1, 2, 3], [3, 4]], dataset_size=6, per_device=4)
+    with pytest.raises(ValueError, match="every row of the dataset exactly once"):
+        list(sampler)

@@ -63,3 +63,22 @@ def test_second_stage_starts_from_the_first_stages_output(
     assert str(tmp_path / "stage1") in card
     written = json.loads((tmp_path / "stage2" / "metrics.json").read_text(encoding="utf-8"))
     assert written["dev"] == stage2["dev"] and stage1["dev"] != stage2["dev"]
+
+
+def test_cli_main_runs_a_packages_own_run_class(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
+) -> None:
+    from sts_core.training import BaseConfig, BaseTrainer, cli_main
+
+    class Checked(TrainingRun):
+        built = False
+
+        def build_callbacks(self):
+            Checked.built = True
+            return []
+
+    argv = ["--config", str(recipe(tmp_path, "own", tiny_bert_nodropout_dir))]
+    assert cli_main(BaseConfig, BaseTrainer, argv, run_class=Checked) == 0
+    assert Checked.built
+    assert cli_main(BaseConfig, BaseTrainer, argv, run_class=Checked) == 2  # folder now used
+    assert "holds an earlier run" in capsys.readouterr().err

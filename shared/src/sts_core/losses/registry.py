@@ -41,6 +41,11 @@ class EmbeddingLoss(nn.Module):
     def from_config(cls, config: Any, model: Any = None) -> EmbeddingLoss:
         return cls()
 
+    @classmethod
+    def required_label_kind(cls, config: Any) -> str | None:
+        """The label kind this loss needs under ``config`` (default: ``label_kind``)."""
+        return cls.label_kind
+
     def config_dict(self) -> dict[str, Any]:
         """The loss's settings (for the model card and logs)."""
         return {}

@@ -147,19 +147,26 @@ class InfoNCELoss(EmbeddingLoss):
             "gather": self.gather,
         }
 
+    @classmethod
+    def required_label_kind(cls, config: Any) -> str | None:
+        """Labels are needed only to select positives (``positive_threshold``)."""
+        return "score" if getattr(config, "positive_threshold", None) is not None else None
+
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
         anchors, positives = embeddings["sentence1"], embeddings["sentence2"]
         negatives = embeddings.get("hard_negative")
-        if self.positive_threshold is not None and labels is not None:
+        reference = anchors
+        if self.positive_threshold is not None:
+            if labels is None:
+                raise ValueError("positive_threshold is set but the batch has no labels")
             keep = labels >= self.positive_threshold
-            if not bool(keep.any()):
-                self.note_degenerate("no positive pair")
-                return zero_loss(anchors)
             anchors, positives = anchors[keep], positives[keep]
             negatives = None if negatives is None else negatives[keep]
-        if not self.gather:
-            return in_batch_infonce_loss(anchors, positives, self.temperature, negatives)
-        anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
-        negatives = None if negatives is None else all_gather_with_grad(negatives)
+        if self.gather:  # every process gathers, even with no positive of its own
+            anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
+            negatives = None if negatives is None else all_gather_with_grad(negatives)
+        if anchors.shape[0] == 0:
+            self.note_degenerate("no positive pair")
+            return zero_loss(reference)
         loss = in_batch_infonce_loss(anchors, positives, self.temperature, negatives)
-        return scale_gathered_gradient(loss)
+        return scale_gathered_gradient(loss) if self.gather else loss

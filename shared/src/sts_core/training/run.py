@@ -206,7 +206,8 @@ def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
     previous: str | None = None
     for stage in stages:
         if previous is not None:
-            stage.argv = [*(stage.argv or []), "--model_name_or_path", previous]
+            own = sys.argv[1:] if stage.argv is None else stage.argv
+            stage.argv = [*own, "--model_name_or_path", previous]
         results.append(stage.run())
         previous = str(stage.config.output_dir)
     return results
@@ -263,12 +264,14 @@ def cli_main(
     trainer_class: type[BaseTrainer],
     argv: Sequence[str] | None = None,
     description: str | None = None,
+    run_class: type[TrainingRun] = TrainingRun,
 ) -> int:
     """``main()`` of a ``train.py``: a bad recipe, data file, model location or output
     folder (the message names the file, key or path) is one line on stderr and exit status
-    2, before training. Under a launcher only the main process prints it."""
+    2, before training. Under a launcher only the main process prints it. ``run_class``: a
+    package's :class:`TrainingRun` subclass."""
     try:
-        run_training(config_class, trainer_class, argv, description=description)
+        run_class(argv, config_class, trainer_class, description).run()
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
         return 2

@@ -53,7 +53,9 @@ class EpochBatchSampler:
         self.epoch = 0
         self.sampler = self  # accelerate calls batch_sampler.batch_sampler.sampler.set_epoch
         self.drop_last = False
-        self.batch_size = per_device
+        # None, not per_device: accelerate's BatchSamplerShard then hands every chunk on,
+        # short ones included (with a batch size it holds back a short chunk and drops rows)
+        self.batch_size = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -76,7 +78,14 @@ class EpochBatchSampler:
                 f"{sorted({len(b) for b in batches})}); expected {expected} non-empty batches "
                 f"of at most {largest} indices for {self.dataset_size} rows"
             )
-        return [[int(i) for i in batch] for batch in batches]
+        batches = [[int(i) for i in batch] for batch in batches]
+        rows = sorted(i for batch in batches for i in batch)
+        if rows != list(range(self.dataset_size)):
+            raise ValueError(
+                "build_epoch_batches must use every row of the dataset exactly once "
+                f"({len(rows)} indices given for {self.dataset_size} rows)"
+            )
+        return batches
 
 
 def _from_main_process(batches: list[list[int]]) -> list[list[int]]:

@@ -11,6 +11,7 @@ through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``Aut
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections import defaultdict
@@ -111,7 +112,7 @@ class BaseTrainer(Trainer):
 
         dataset = self.train_dataset
         sampler = EpochBatchSampler(
-            lambda epoch: self.build_epoch_batches(dataset, epoch),
+            lambda epoch: self.build_epoch_batches(dataset, self._current_epoch(epoch)),
             len(dataset),
             self.args.per_device_train_batch_size,
             self.args.world_size,
@@ -124,6 +125,13 @@ class BaseTrainer(Trainer):
             pin_memory=self.args.dataloader_pin_memory,
         )
         return self.accelerator.prepare(loader)
+
+    def _current_epoch(self, counted: int) -> int:
+        """The epoch being started, from the trainer state (right after a resume too, where
+        accelerate's batch skipping does not pass ``set_epoch`` on to the sampler)."""
+        if self.state is not None and self.state.epoch is not None:
+            return int(math.floor(self.state.epoch + 1e-9))
+        return counted
 
     def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:
         """The Trainer's AdamW groups, then ``learning_rate_mapping`` and no weight decay on
@@ -166,14 +174,15 @@ class BaseTrainer(Trainer):
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""
         columns = set(dataset.column_names)
-        texts = [c for c in ("sentence1", "sentence2") if c not in columns]
+        needed = [c for c in loss_class(cls.loss_name(config)).columns if c != "hard_negative"]
+        texts = [c for c in needed if c not in columns]
         if texts:
             raise ValueError(
                 f"the training set has no column {', '.join(texts)} (it has "
                 f"{', '.join(sorted(columns))}): {cls.__name__} trains on sentence pairs"
             )
         name = cls.loss_name(config)
-        if loss_class(name).label_kind is None:
+        if loss_class(name).required_label_kind(config) is None:
             return
         label = cls.label_column_for(config)
         if label not in columns:
