@@ -77,3 +77,4 @@ def test_the_example_package_trains_with_its_recipe(
     assert metrics["train"]["train_loss"] > 0
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert "Margin MSE (example)" in card
+    assert "- Loss module: `margin_mse` (MarginMSELoss)" in card

@@ -34,6 +34,7 @@ def render_model_card(
         "",
         "- Encoder: " + ", ".join(f"{k} `{v}`" for k, v in settings.items()),
         f"- Loss: {card_data.get('loss', paper.get('name', ''))}",
+        *([f"- Loss module: {card_data['loss_module']}"] if card_data.get("loss_module") else []),
         f"- Training data: {card_data.get('train_data', 'unknown')}",
         f"- Steps: {state.global_step}; epochs: {state.epoch}",
         "",

@@ -87,6 +87,11 @@ class BaseTrainer(Trainer):
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
         self.loss_module: EmbeddingLoss = loss_module
+        settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
+        self.model_card_data["loss_module"] = (
+            f"`{self.loss_name(args)}` ({type(loss_module).__name__}"
+            + (f": {settings})" if settings else ")")
+        )
 
     @classmethod
     def loss_name(cls, config: Any) -> str:
