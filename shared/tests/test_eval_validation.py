@@ -12,6 +12,7 @@ import pytest
 import sts_core.cli as cli
 import sts_core.data.hub as hub
 from sts_core.cli import data_main, eval_main
+from sts_core.testing import write_stsb_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 STSB_TEST = "senteval/STS/STSBenchmark/sts-test.csv"
@@ -35,17 +36,6 @@ def no_model_loading(monkeypatch):
 def data_copy(tmp_path) -> Path:
     """A writable copy of the fixture data folder."""
     return Path(shutil.copytree(FIXTURES, tmp_path / "data"))
-
-
-def write_stsb(path: Path, scores: list[float]) -> Path:
-    """An STS-B file (SentEval layout) with one pair per score."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [
-        f"main-news\theadlines\t2016\t{i:04d}\t{score:.3f}\ta man plays {i} .\ta dog runs {i} ."
-        for i, score in enumerate(scores)
-    ]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return path
 
 
 def run_eval(capsys, *options: str, data: Path | str = FIXTURES, model="unused-model"):
@@ -158,7 +148,7 @@ def test_missing_pairs_set_fails_before_the_model(capsys, no_model_loading):
 
 
 def test_constant_pairs_set_fails_before_the_model(data_copy, capsys, no_model_loading):
-    dev = write_stsb(data_copy / STSB_DEV, [2.0, 2.0, 2.0])
+    dev = write_stsb_file(data_copy / STSB_DEV, [2.0, 2.0, 2.0])
     code, _, err = run_eval(capsys, "--pairs", "stsb:dev", data=data_copy)
     assert code == 2
     line = one_error_line(err)
@@ -182,7 +172,7 @@ def test_unusable_task_data_fails_before_the_model(
         path = data_copy / SICK_TEST
         path.write_text(SICK_HEADER, encoding="utf-8")
     else:
-        path = write_stsb(data_copy / STSB_TEST, [3.0] * 3 if task == "stsb" else [3.0])
+        path = write_stsb_file(data_copy / STSB_TEST, [3.0] * 3 if task == "stsb" else [3.0])
         task = "stsb"
     code = eval_main(["--model", "m", "--tasks", task, "--data-dir", str(data_copy), "--quiet"])
     captured = capsys.readouterr()

@@ -16,6 +16,7 @@ from sts_core.evaluation.sts import (
     cosine_scores,
     score_subsets,
 )
+from sts_core.testing import write_stsb_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 
@@ -217,18 +218,6 @@ SICK_TEST = "senteval/SICK/SICK_test_annotated.txt"
 SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
 
 
-def write_stsb(root: Path, scores: list[float]) -> Path:
-    """A SentEval-layout STS-B test file with one pair per score."""
-    path = root / STSB_TEST
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [
-        f"main-news\theadlines\t2016\t{i:04d}\t{score:.3f}\ta man plays {i} .\ta dog runs {i} ."
-        for i, score in enumerate(scores)
-    ]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize(
     "scores,problem",
     [
@@ -240,7 +229,7 @@ def write_stsb(root: Path, scores: list[float]) -> Path:
 def test_unusable_task_data_is_an_error_when_loaded(tmp_path, scores, problem):
     from sts_core.data import DataError
 
-    path = write_stsb(tmp_path, scores)
+    path = write_stsb_file(tmp_path / STSB_TEST, scores)
     with pytest.raises(DataError) as info:
         STSEvaluator(data_dir=tmp_path, tasks=["stsb"])
     message = str(info.value)

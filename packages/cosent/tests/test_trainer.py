@@ -30,7 +30,6 @@ from sts_core.testing import (
     quick_training_args,
     trainer_step_losses,
 )
-from sts_core.training import distributed, losses
 from sts_cosent import CoSENTConfig, CoSENTTrainer
 from sts_cosent.loss import (
     contrastive_threshold_loss,
@@ -379,12 +378,7 @@ def test_two_processes_rank_over_the_whole_batch(
     monkeypatch.syspath_prepend(str(FIXTURES))  # spawned children get the parent's sys.path
     import cosent_gather_worker
 
-    paths = {
-        "distributed": distributed.__file__,
-        "losses": losses.__file__,
-        "loss": loss_module.__file__,
-        "trainer": trainer_module.__file__,
-    }
+    paths = {"loss": loss_module.__file__}
     mp.spawn(
         cosent_gather_worker.worker,
         args=(2, free_port(), CASES, paths, str(tmp_path)),

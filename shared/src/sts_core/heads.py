@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -145,15 +146,16 @@ def pair_features(u: torch.Tensor, v: torch.Tensor, kind: str = "u,v,|u-v|") -> 
     return torch.cat([parts[name] for name in kind.split(",")], dim=-1)
 
 
-class Head(nn.Module):
+class Head(nn.Module, ABC):
     """Base class of heads: ``from_head_config(config)`` is ``cls(**config)``; a subclass
     implements ``head_config()`` (the constructor's arguments, JSON values) and is
     registered with :func:`register_head`."""
 
     head_type: ClassVar[str]
 
+    @abstractmethod
     def head_config(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The constructor's arguments (JSON values)."""
 
     @classmethod
     def from_head_config(cls, config: dict[str, Any]) -> Head:

@@ -202,6 +202,17 @@ FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
 }
 
 
+def write_stsb_file(path: Path, scores: list[float]) -> Path:
+    """An STS-B file (SentEval layout) with one pair per score, e.g. an unusable dev set."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [
+        f"main-news\theadlines\t2016\t{i:04d}\t{score:.3f}\ta man plays {i} .\ta dog runs {i} ."
+        for i, score in enumerate(scores)
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
 def write_fixture_recipe(
     path: Path,
     comment: str,

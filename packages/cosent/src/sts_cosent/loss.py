@@ -28,7 +28,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
-from sts_core.losses import EmbeddingLoss, cosine_mse_loss, in_batch_infonce_loss, register_loss
+from sts_core.losses import (
+    EmbeddingLoss,
+    compute_dtype,
+    cosine_mse_loss,
+    in_batch_infonce_loss,
+    register_loss,
+)
 
 __all__ = [
     "CoSENTLoss",
@@ -42,11 +48,6 @@ __all__ = [
     "pairwise_cosine",
     "softmax_classifier_loss",
 ]
-
-
-def _compute_dtype(tensor: Tensor) -> torch.dtype:
-    """float32 for half/integer inputs, float64 stays float64."""
-    return torch.promote_types(tensor.dtype, torch.float32)
 
 
 def _check_pairs(u: Tensor, v: Tensor, labels: Tensor | None = None) -> None:
@@ -74,7 +75,7 @@ def pairwise_cosine(u: Tensor, v: Tensor) -> Tensor:
         :func:`torch.nn.functional.cosine_similarity`).
     """
     _check_pairs(u, v)
-    dtype = _compute_dtype(u)
+    dtype = compute_dtype(u)
     return F.cosine_similarity(u.to(dtype), v.to(dtype), dim=-1)
 
 
@@ -161,7 +162,7 @@ def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:
             f"expected one score per label, got scores {tuple(scores.shape)} and labels "
             f"{tuple(labels.shape)}"
         )
-    dtype = _compute_dtype(scores)
+    dtype = compute_dtype(scores)
     s = scores.reshape(-1).to(dtype) * scale
     y = labels.reshape(-1).to(scores.device)
     if y.dtype == torch.bool:
@@ -294,7 +295,7 @@ def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn
         raise ValueError(f"class labels must lie in [0, {classifier.out_features})")
     features = torch.cat([u, v, (u - v).abs()], dim=-1).to(classifier.weight.dtype)
     logits = classifier(features)
-    return F.cross_entropy(logits.to(_compute_dtype(logits)), y)
+    return F.cross_entropy(logits.to(compute_dtype(logits)), y)
 
 
 CITATION = """@article{huang2024cosent,

@@ -15,7 +15,6 @@ from sts_core.training import BaseTrainer
 from sts_cosent.loss import (
     CITATION,
     SOFTMAX_HEAD,
-    CoSENTRankingLoss,
     cosent_loss,
     has_no_ordered_pair,
 )
@@ -56,15 +55,6 @@ class CoSENTTrainer(BaseTrainer):
         args.label_column = self.label_column_for(args)
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
-
-    def ranking_loss(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """CoSENT over the local batch, or over the batch of all processes (the ``cosent``
-        loss module's ranking, for scores computed elsewhere)."""
-        ranking = CoSENTRankingLoss(self.args.cosent_scale, self.args.gather_across_processes)
-        loss = ranking.rank(scores, labels)
-        for reason, happened in ranking.pop_degenerate():
-            self.record_degenerate_batch(reason, happened)
-        return loss
 
 
 class CoSENTCrossEncoderTrainer(BaseTrainer):

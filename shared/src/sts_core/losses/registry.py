@@ -12,6 +12,7 @@ losses that score with a module saved beside the encoder (a classifier head).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 
-class EmbeddingLoss(nn.Module):
+class EmbeddingLoss(nn.Module, ABC):
     """Base class of registered losses.
 
     Class attributes a loss sets:
@@ -59,10 +60,11 @@ class EmbeddingLoss(nn.Module):
         events, self._degenerate = self._degenerate, []
         return events
 
+    @abstractmethod
     def forward(
         self, embeddings: Mapping[str, Tensor], labels: Tensor | None
-    ) -> Tensor | dict[str, Tensor]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    ) -> Tensor | dict[str, Tensor]:
+        """The loss of a batch: a scalar, or named parts with the total under ``"loss"``."""
 
 
 LOSSES: dict[str, type[EmbeddingLoss]] = {}

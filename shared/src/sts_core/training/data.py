@@ -17,7 +17,6 @@ from sts_core.data import (
 )
 from sts_core.data import load_reference as _load_reference
 from sts_core.training.config import DataArguments
-from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +83,5 @@ def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
 
 
 def _score_range(values: list[float]) -> tuple[float, float]:
-    if len(values) != 2 or values[0] >= values[1]:
-        raise ConfigError(f"score_range must be [low, high] with low < high, got {values}")
+    """``score_range`` as a tuple (DataArguments has checked it is [low, high], low < high)."""
     return float(values[0]), float(values[1])
