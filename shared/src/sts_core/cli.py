@@ -185,6 +185,11 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)"
     )
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the modelling code the model ships (Jina Embeddings v2, Nomic Embed)",
+    )
 
 
 def make_eval_parser() -> argparse.ArgumentParser:
@@ -253,6 +258,7 @@ def load_encoder(args: argparse.Namespace):
         normalize=args.normalize,
         padding_side=args.padding_side,
         dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
     )
     return encoder.to(device).eval()
 

@@ -314,6 +314,7 @@ class SentenceEncoder(nn.Module):
         padding_free: bool = True,
         merge_lora: bool = False,
         base_model: str | os.PathLike | None = None,
+        trust_remote_code: bool = False,
         **model_kwargs: Any,
     ) -> SentenceEncoder:
         """Load a backbone and its tokenizer; settings saved in the folder are the defaults.
@@ -326,7 +327,10 @@ class SentenceEncoder(nn.Module):
         ``config.json``) loads its base model (``base_model``, else the one recorded in
         ``sts_encoder_config.json``, else the adapter's ``base_model_name_or_path``) and
         applies the adapter with peft (frozen); ``merge_lora`` merges it into the base
-        weights (a plain backbone, slightly faster to run).
+        weights (a plain backbone, slightly faster to run). ``trust_remote_code`` runs the
+        modelling code a folder or hub model ships (Jina v2, Nomic Embed), for the tokenizer
+        and the model; such a backbone is never packed (padding-free needs transformers' own
+        BERT).
         """
         from transformers import AutoModel, AutoTokenizer
 
@@ -337,6 +341,8 @@ class SentenceEncoder(nn.Module):
             # padding_side as a tokenizer argument (not set afterwards), so that
             # tokenizer.save_pretrained records it and a reloaded folder pads the same way
             sides = {} if padding_side is None else {"padding_side": padding_side}
+            if trust_remote_code:
+                sides["trust_remote_code"] = model_kwargs["trust_remote_code"] = True
             tokenizer = AutoTokenizer.from_pretrained(location, **sides)
             if base is not None:
                 backbone = _load_lora_backbone(
@@ -569,6 +575,7 @@ class SentenceEncoder(nn.Module):
         config = getattr(self.backbone, "config", None)
         return (
             getattr(config, "model_type", None) in PADDING_FREE_MODEL_TYPES
+            and type(_inner_model(self.backbone)).__module__.startswith("transformers.")
             and getattr(config, "_attn_implementation", None) in PADDING_FREE_ATTENTION
             and not getattr(config, "is_decoder", False)
         )

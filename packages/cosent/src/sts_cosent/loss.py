@@ -7,14 +7,14 @@ for float64 inputs).
 
 - :func:`cosent_loss`: CoSENT, eq. 10 (sentence embeddings) and eq. 11 (cross-encoder scores).
 - :func:`contrastive_threshold_loss`: the cosine contrastive loss, eq. 2.
-- :func:`softmax_classifier_loss`: SBERT's classification objective, eq. 5.
-- :func:`in_batch_infonce_loss`: InfoNCE with in-batch negatives, eq. 3, and
-  :func:`cosine_mse_loss`: cosine MSE, eq. 4, are the core's (``sts_core.losses``,
-  registered there as ``infonce`` and ``cosine_mse``), re-exported here.
+- :func:`in_batch_infonce_loss`: InfoNCE with in-batch negatives, eq. 3,
+  :func:`cosine_mse_loss`: cosine MSE, eq. 4, and :func:`softmax_classifier_loss`: SBERT's
+  classification objective, eq. 5, are the core's (``sts_core.losses``, registered there as
+  ``infonce``, ``cosine_mse`` and ``softmax``), re-exported here.
 
 The registered modules (``loss: <name>`` in a recipe, see ``sts_core.losses``):
-``cosent`` (:class:`CoSENTRankingLoss`), ``contrastive`` (:class:`ContrastiveThresholdLoss`),
-``softmax`` (:class:`SoftmaxClassifierLoss`).
+``cosent`` (:class:`CoSENTRankingLoss`) and ``contrastive`` (:class:`ContrastiveThresholdLoss`)
+here; ``softmax`` (:class:`SoftmaxClassifierLoss`) is the core's.
 
 Reference: X. Huang, H. Peng, D. Zou, Z. Liu, J. Li, K. Liu, J. Wu, J. Su and P. S. Yu,
 "CoSENT: Consistent Sentence Embedding via Similarity Ranking", IEEE/ACM Transactions on
@@ -29,17 +29,22 @@ from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
 from sts_core.losses import (
+    SOFTMAX_HEAD,
     EmbeddingLoss,
+    SoftmaxClassifierLoss,
     compute_dtype,
     cosine_mse_loss,
     in_batch_infonce_loss,
     register_loss,
+    softmax_classifier_loss,
 )
 
 __all__ = [
     "CoSENTLoss",
     "CoSENTRankingLoss",
     "ContrastiveThresholdLoss",
+    "SOFTMAX_HEAD",
+    "SoftmaxClassifierLoss",
     "SoftmaxClassifierLoss",
     "contrastive_threshold_loss",
     "cosent_loss",
@@ -240,64 +245,6 @@ def contrastive_threshold_loss(u: Tensor, v: Tensor, labels: Tensor, margin: flo
     return (positive + negative).mean()
 
 
-def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Linear) -> Tensor:
-    r"""SBERT's classification objective: cross-entropy of a linear layer on ``[u; v; |u − v|]``.
-
-    .. math::
-
-        h_i = W\,[u_i;\ v_i;\ |u_i - v_i|] + b, \qquad
-        \mathcal{L} = -\frac{1}{N}\sum_i \log \frac{e^{h_{i, y_i}}}{\sum_c e^{h_{i,c}}}
-
-    ``W`` (``classifier``) has ``3d`` inputs and one output per class; it is trained with the
-    encoder and discarded afterwards. Features are cast to the classifier's dtype; the
-    cross-entropy is taken in at least float32.
-
-    Args:
-        u, v: ``(N, d)`` embeddings of the two sentences of each pair.
-        labels: ``(N,)`` class ids in ``[0, C)`` (integers, or floats with integral values such
-            as the NLI readers' 2/1/0); anything else raises ``ValueError``.
-        classifier: ``nn.Linear(3 * d, C)``.
-
-    Returns:
-        The mean cross-entropy over the batch (scalar).
-
-    References:
-        Reimers and Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",
-        EMNLP-IJCNLP 2019, §3 (classification objective); Huang et al., CoSENT (TASLP 2024),
-        §III-A, eq. 5.
-
-    Inputs:
-        +----------------------------------+------------------------+
-        | Inputs                           | Labels                 |
-        +==================================+========================+
-        | ``(u_i, v_i)`` embedding pairs   | class id (e.g. NLI)    |
-        +----------------------------------+------------------------+
-
-    Relations:
-        - sentence-transformers' ``SoftmaxLoss`` with its default concatenation
-          (``u``, ``v``, ``|u − v|``).
-        - The cosine is never trained here, yet it is what STS evaluation uses; CoSENT's
-          motivation (§III-A).
-    """
-    _check_pairs(u, v, labels)
-    if classifier.in_features != 3 * u.shape[1]:
-        raise ValueError(
-            f"classifier takes {classifier.in_features} features, expected 3 * {u.shape[1]}"
-        )
-    y = labels.reshape(-1).to(u.device)
-    if y.is_floating_point():
-        if not bool((y == y.round()).all()):
-            raise ValueError("softmax_classifier_loss needs integer class labels")
-    elif y.dtype == torch.bool:
-        raise ValueError("softmax_classifier_loss needs integer class labels, got bool")
-    y = y.long()
-    if y.numel() and not bool(((y >= 0) & (y < classifier.out_features)).all()):
-        raise ValueError(f"class labels must lie in [0, {classifier.out_features})")
-    features = torch.cat([u, v, (u - v).abs()], dim=-1).to(classifier.weight.dtype)
-    logits = classifier(features)
-    return F.cross_entropy(logits.to(compute_dtype(logits)), y)
-
-
 CITATION = """@article{huang2024cosent,
   title={CoSENT: Consistent Sentence Embedding via Similarity Ranking},
   author={Huang, Xiang and Peng, Hao and Zou, Dongcheng and Liu, Zhiwei and Li, Jianxin and
@@ -307,7 +254,6 @@ CITATION = """@article{huang2024cosent,
   pages={2800--2813},
   year={2024}
 }"""
-SOFTMAX_HEAD = "softmax_classifier"
 
 
 def has_no_ordered_pair(labels: Tensor) -> Tensor | bool:
@@ -378,27 +324,3 @@ class ContrastiveThresholdLoss(EmbeddingLoss):
     def forward(self, embeddings, labels: Tensor) -> Tensor:
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return contrastive_threshold_loss(u, v, labels, margin=self.margin)
-
-
-@register_loss("softmax")
-class SoftmaxClassifierLoss(EmbeddingLoss):
-    """:func:`softmax_classifier_loss` (SBERT's classifier over (u, v, |u − v|)) with the
-    classifier saved beside the encoder as ``softmax_classifier``; class labels
-    ``0 … num_labels − 1`` (the ``label`` column)."""
-
-    label_kind = "class"
-    citation = CITATION
-
-    def __init__(self, classifier: nn.Linear) -> None:
-        super().__init__()
-        self.classifier = classifier
-
-    @classmethod
-    def from_config(cls, config, model=None) -> SoftmaxClassifierLoss:
-        if model is None or not hasattr(model, SOFTMAX_HEAD):
-            raise ValueError(f"loss softmax needs the model's {SOFTMAX_HEAD} head")
-        return cls(getattr(model, SOFTMAX_HEAD))
-
-    def forward(self, embeddings, labels: Tensor) -> Tensor:
-        u, v = embeddings["sentence1"], embeddings["sentence2"]
-        return softmax_classifier_loss(u, v, labels.long(), self.classifier)

@@ -9,12 +9,11 @@ from transformers import Trainer
 
 from sts_core.cross_encoder import PairCrossCollator, load_cross_encoder
 from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
-from sts_core.heads import LinearHead
 from sts_core.saving import staged_contents
 from sts_core.training import BaseTrainer
 from sts_cosent.loss import (
     CITATION,
-    SOFTMAX_HEAD,
+    SOFTMAX_HEAD,  # noqa: F401 - the softmax baseline's head name, re-exported
     cosent_loss,
     has_no_ordered_pair,
 )
@@ -40,19 +39,15 @@ class CoSENTTrainer(BaseTrainer):
     by the world size so DDP's averaging gives exactly the gradient of one process over the
     whole batch; the loss value, and so the logged loss, is that of the whole batch, whatever
     the number of processes), and so are InfoNCE's embeddings; otherwise each process uses
-    its own batch. The other baselines (cosine MSE, contrastive, softmax) use the local batch.
+    its own batch. The other baselines (cosine MSE, contrastive, softmax) use the local batch;
+    the softmax baseline's classifier is the head ``softmax_classifier`` (added by the core's
+    ``softmax`` loss, saved with the model).
     """
 
     _paper: ClassVar[dict[str, str]] = PAPER
     default_loss = "cosent"
 
     def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
-        if args.loss == "softmax" and not hasattr(model, SOFTMAX_HEAD):
-            # SBERT's classifier over (u, v, |u − v|): a head saved with the model and rebuilt
-            # by SentenceEncoder.from_pretrained.
-            head = LinearHead.for_pairs(model.dimension, args.num_labels)
-            model.add_head(SOFTMAX_HEAD, head)
-        args.label_column = self.label_column_for(args)
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
 

@@ -1,5 +1,5 @@
 """Data layer: readers for each benchmark file format, a registry of named datasets,
-and test-overlap filtering / label rescaling.
+and test-overlap filtering / label rescaling and mapping.
 
 Column conventions: pair datasets have ``sentence1``, ``sentence2`` (str) and
 ``score`` (float64), plus ``label`` (int64) or ``hard_negative`` (str) where the
@@ -20,8 +20,10 @@ from .filtering import (
     filter_test_overlap,
     load_filtered_stsb_sick,
     load_test_sets,
+    map_labels,
     merge_datasets,
     rescale_scores,
+    resolve_label_mapping,
     sick_to_sts,
 )
 from .formats import FORMATS, guess_format, read_path
@@ -70,11 +72,13 @@ __all__ = [
     "load_pairs",
     "load_reference",
     "load_test_sets",
+    "map_labels",
     "merge_datasets",
     "read_path",
     "registry_names",
     "rescale_scores",
     "resolve_data_dir",
+    "resolve_label_mapping",
     "sick_to_sts",
     "split_reference",
     "NLI_LABELS",

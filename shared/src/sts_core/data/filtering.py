@@ -1,4 +1,4 @@
-"""Test-overlap filtering, label rescaling and merging of training sets.
+"""Test-overlap filtering, label rescaling and mapping, and merging of training sets.
 
 The filter follows Appendix A of the regression paper (translated ReLU / smooth
 K2): a training pair is dropped when ``(s1, s2)`` or ``(s2, s1)`` equals a pair of
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 from datasets import Dataset, Features, Value, concatenate_datasets
@@ -18,6 +19,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 from sts_core.names import STS_TASKS
 
 from ._io import PathLike
+from .errors import DataConfigError
 from .registry import DEFAULT_VARIANT, load_named
 
 __all__ = [
@@ -26,8 +28,10 @@ __all__ = [
     "filter_test_overlap",
     "load_filtered_stsb_sick",
     "load_test_sets",
+    "map_labels",
     "merge_datasets",
     "rescale_scores",
+    "resolve_label_mapping",
     "sick_to_sts",
 ]
 
@@ -135,6 +139,73 @@ def rescale_scores(
     rescaled = new_lo + (scores - lo) * ((new_hi - new_lo) / (hi - lo))
     columns = ds.column_names
     return ds.remove_columns("score").add_column("score", rescaled).select_columns(columns)
+
+
+def resolve_label_mapping(mapping: Mapping[Any, Any], column: str) -> dict[float, float]:
+    """``mapping`` as {value in ``column``: new value}. A key is a number (the column's value)
+    or an NLI class name, which stands for the value the NLI readers give that class in
+    ``column``: ``label`` (entailment 0, neutral 1, contradiction 2) or ``score``
+    (entailment 2, neutral 1, contradiction 0). DataConfigError on anything else."""
+    from .nli import NLI_LABELS, NLI_SCORES
+
+    resolved: dict[float, float] = {}
+    for key, value in mapping.items():
+        name = str(key).strip().lower()
+        if name in NLI_LABELS:
+            if column not in ("label", "score"):
+                raise DataConfigError(
+                    f"label_mapping: the class name {key!r} stands for a value of the NLI "
+                    f"readers' label or score column, not of {column!r}"
+                )
+            number = NLI_LABELS[name] if column == "label" else NLI_SCORES[NLI_LABELS[name]]
+        else:
+            problem = f"label_mapping: key {key!r} is neither a number nor an NLI class"
+            number = _number(key, problem)
+        target = _number(value, f"label_mapping: {key!r}: the value {value!r} is not a number")
+        if float(number) in resolved:
+            raise DataConfigError(f"label_mapping: {key!r} names the value {number:g} twice")
+        resolved[float(number)] = target
+    if not resolved:
+        raise DataConfigError("label_mapping is empty")
+    return resolved
+
+
+def _number(value: Any, problem: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DataConfigError(problem) from None
+    if not np.isfinite(number) or isinstance(value, bool):
+        raise DataConfigError(problem)
+    return number
+
+
+def map_labels(
+    ds: Dataset, column: str, mapping: Mapping[Any, Any]
+) -> tuple[Dataset, dict[str, int]]:
+    """Replace each value of ``column`` by ``mapping[value]`` (keys as
+    :func:`resolve_label_mapping` reads them; the column becomes float64). Every value in the
+    data must have a mapping: otherwise DataConfigError naming the unmapped values and
+    their counts (no row is dropped). Returns the dataset and the rows per new value."""
+    if column not in ds.column_names:
+        raise DataConfigError(
+            f"label_mapping: the training set has no column {column!r} "
+            f"(it has {', '.join(ds.column_names)})"
+        )
+    resolved = resolve_label_mapping(mapping, column)
+    values = np.asarray(ds[column], dtype=np.float64)
+    unmapped = sorted(set(values.tolist()) - set(resolved))
+    if unmapped:
+        counts = ", ".join(f"{v:g} ({int((values == v).sum())} rows)" for v in unmapped[:5])
+        raise DataConfigError(
+            f"label_mapping has no entry for the value(s) {counts} of column {column!r}; "
+            f"it maps {', '.join(f'{k:g}' for k in sorted(resolved))}"
+        )
+    mapped = np.array([resolved[v] for v in values.tolist()], dtype=np.float64)
+    counts = {f"{k:g}": int((mapped == k).sum()) for k in sorted(set(mapped.tolist()))}
+    columns = ds.column_names
+    ds = ds.remove_columns(column).add_column(column, mapped).select_columns(columns)
+    return ds, counts
 
 
 def sick_to_sts(ds: Dataset) -> Dataset:

@@ -18,6 +18,7 @@ from sts_core.evaluation.pairs import (
     check_scored_pairs,
     cosine_scorer,
     cross_encoder_scorer,
+    head_scorer,
 )
 from sts_core.evaluation.sts import (
     PROTOCOLS,
@@ -48,6 +49,7 @@ __all__ = [
     "cosine_scores",
     "cross_encoder_scorer",
     "group_by_query",
+    "head_scorer",
     "pair_classification_metrics",
     "pearson",
     "ranking_metrics",

@@ -8,6 +8,8 @@ those scores with the gold scores. The scorers here:
 - :func:`cosine_scorer`: a bi-encoder. Both sides are embedded with the model's
   ``encode``; the pair's score is ``model.score_pairs(u, v)`` when the model defines it
   (a head that scores pairs), else the cosine similarity of the two embeddings.
+- :func:`head_scorer`: a bi-encoder's head that scores pairs (``head.score(u, v)``), e.g.
+  a regression head's predictions.
 - :func:`cross_encoder_scorer`: a cross-encoder (a sequence classifier with one output):
   its logit on the jointly encoded pair.
 
@@ -107,6 +109,35 @@ def cosine_scorer(
     if isinstance(scores, torch.Tensor):
         scores = scores.detach().double().cpu().numpy()
     return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+
+def head_scorer(head_name: str) -> PairScorer:
+    """Bi-encoder pair scores from the model's head ``head_name`` (its ``score(u, v)``),
+    whatever :attr:`~sts_core.encoder.SentenceEncoder.pair_scorer` says: e.g. the
+    regression head's predictions, when STS evaluation scores the cosine."""
+
+    def scorer(
+        model: Any, sentences1: Sequence[str], sentences2: Sequence[str], batch_size: int = 64
+    ) -> np.ndarray:
+        import torch
+
+        heads = getattr(model, "heads", {})
+        if head_name not in heads:
+            raise ValueError(f"the model has no head {head_name!r} (heads: {list(heads)})")
+        head = heads[head_name]
+        vectors = encode_sentences(model, [*sentences1, *sentences2], batch_size)
+        parameter = next(head.parameters())
+        as_tensor = lambda rows: torch.as_tensor(  # noqa: E731
+            np.asarray(rows), dtype=parameter.dtype, device=parameter.device
+        )
+        with torch.inference_mode():
+            scores = head.score(
+                as_tensor(vectors[: len(sentences1)]), as_tensor(vectors[len(sentences1) :])
+            )
+        return scores.detach().double().cpu().numpy().reshape(-1)
+
+    scorer.__name__ = f"head_scorer({head_name!r})"
+    return scorer
 
 
 class CrossEncoderScorer:

@@ -4,9 +4,15 @@ Only torch is imported here (the losses are the math alone). See :mod:`.registry
 contract of a registered loss.
 """
 
+from sts_core.losses.classification import (
+    SOFTMAX_HEAD,
+    SoftmaxClassifierLoss,
+    softmax_classifier_loss,
+)
 from sts_core.losses.registry import (
     LOSSES,
     EmbeddingLoss,
+    HeadLoss,
     build_loss,
     check_labels,
     compute_dtype,
@@ -23,9 +29,12 @@ from sts_core.losses.similarity import (
 
 __all__ = [
     "LOSSES",
+    "SOFTMAX_HEAD",
     "CosineMSELoss",
     "EmbeddingLoss",
+    "HeadLoss",
     "InfoNCELoss",
+    "SoftmaxClassifierLoss",
     "build_loss",
     "check_labels",
     "compute_dtype",
@@ -33,5 +42,6 @@ __all__ = [
     "in_batch_infonce_loss",
     "loss_class",
     "register_loss",
+    "softmax_classifier_loss",
     "zero_loss",
 ]

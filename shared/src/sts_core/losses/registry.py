@@ -8,6 +8,11 @@ or a dict of named scalars with the total under ``"loss"`` (the parts are logged
 touches the model or the tokenizer. ``from_config(config, model)`` builds it from a
 method's config (the fields it reads are listed in its docstring); ``model`` is there for
 losses that score with a module saved beside the encoder (a classifier head).
+
+A loss that trains such a module (SBERT's classifier, a regression head) is a
+:class:`HeadLoss`: :meth:`EmbeddingLoss.prepare_model`, which the trainer calls before
+building the loss, adds its head to the model (or checks the one a reloaded model has), so
+the head is trained with the encoder, saved beside it and rebuilt by ``from_pretrained``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class EmbeddingLoss(nn.Module, ABC):
     columns: ClassVar[tuple[str, ...]] = ("sentence1", "sentence2")
     label_kind: ClassVar[str | None] = "score"
     citation: ClassVar[str] = ""
+    registered_name: ClassVar[str] = ""  # set by register_loss
 
     def __init__(self) -> None:
         super().__init__()
@@ -41,6 +47,22 @@ class EmbeddingLoss(nn.Module, ABC):
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> EmbeddingLoss:
         return cls()
+
+    @classmethod
+    def display_name(cls) -> str:
+        """The registered name, else the class name."""
+        return cls.registered_name or cls.__name__
+
+    @classmethod
+    def prepare_model(cls, model: Any, config: Any) -> None:
+        """Called by the trainer before :meth:`from_config`: add what the loss needs to the
+        model (a head). Nothing by default."""
+
+    @classmethod
+    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+        """Before the weights load: ValueError when the heads a saved model records
+        (``sts_heads.json``'s entries, by name) cannot serve this loss under ``config``.
+        Nothing to check by default."""
 
     @classmethod
     def required_label_kind(cls, config: Any) -> str | None:
@@ -65,6 +87,70 @@ class EmbeddingLoss(nn.Module, ABC):
         self, embeddings: Mapping[str, Tensor], labels: Tensor | None
     ) -> Tensor | dict[str, Tensor]:
         """The loss of a batch: a scalar, or named parts with the total under ``"loss"``."""
+
+
+class HeadLoss(EmbeddingLoss):
+    """A loss that scores pairs with a head trained beside the encoder.
+
+    The head is a registered head (:mod:`sts_core.heads`) that the model holds as
+    ``head_name``: :meth:`prepare_model` adds :meth:`build_head`'s head when the model has
+    none, and keeps the model's own when it has one of the same type and settings (a
+    second stage starting from a saved model, whose heads ``from_pretrained`` rebuilt); a
+    head of other settings is an error naming both. Saved with the encoder
+    (``sts_heads.json``), so a run resumes with it and its predictions can be inspected.
+    Subclasses set ``head_name``, implement :meth:`build_head` and build themselves with
+    :meth:`head_of` in ``from_config``.
+    """
+
+    head_name: ClassVar[str]
+
+    def __init__(self, head: nn.Module) -> None:
+        super().__init__()
+        self.head = head
+
+    @classmethod
+    @abstractmethod
+    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+        """A new head for embeddings of width ``dimension``, as ``config`` asks."""
+
+    @classmethod
+    def prepare_model(cls, model: Any, config: Any) -> None:
+        from sts_core.heads import head_entry
+
+        existing = model.heads.get(cls.head_name)
+        if existing is None:
+            model.add_head(cls.head_name, cls.build_head(config, model.dimension))
+            return
+        cls.check_saved_heads({cls.head_name: head_entry(existing)}, config, model.dimension)
+
+    @classmethod
+    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+        """The model's head of this loss's name, if it has one, must be the head
+        :meth:`build_head` would make (same type and settings)."""
+        from sts_core.heads import head_entry
+
+        have = heads.get(cls.head_name)
+        if have is None:
+            return
+        want = head_entry(cls.build_head(config, dimension))
+        if (have.get("type"), have.get("config")) != (want["type"], want["config"]):
+            raise ValueError(
+                f"the model already has a {cls.head_name!r} head ({have.get('type')} "
+                f"{have.get('config')}), but loss {cls.display_name()} with these settings "
+                f"needs {want['type']} {want['config']}: match the settings, or start from a "
+                "model without that head"
+            )
+
+    @classmethod
+    def head_of(cls, model: Any) -> nn.Module:
+        """The model's head for this loss (ValueError when it has none)."""
+        heads = getattr(model, "heads", {})
+        if cls.head_name not in heads:
+            raise ValueError(
+                f"loss {cls.display_name()} needs the model's {cls.head_name!r} head "
+                "(the trainer adds it with prepare_model)"
+            )
+        return heads[cls.head_name]
 
 
 LOSSES: dict[str, type[EmbeddingLoss]] = {}

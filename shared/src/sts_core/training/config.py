@@ -45,6 +45,22 @@ class ModelArguments:
     normalize_embeddings: bool | None = field(
         default=None, metadata={"help": "L2-normalise the sentence vectors."}
     )
+    freeze_backbone: bool = field(
+        default=False,
+        metadata={
+            "help": "Train only what sits beside the backbone (a loss's head, loss "
+            "parameters): the backbone's weights get no gradient and stay as loaded (the "
+            "regression paper's first stage for contrastive models, §4.2). Dropout still "
+            "runs in training mode. Not with use_lora."
+        },
+    )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={
+            "help": "Run the modelling code a model folder or hub model ships (Jina "
+            "Embeddings v2, Nomic Embed); such a backbone is not packed (padding_free)."
+        },
+    )
     padding_free: bool = field(
         default=True,
         metadata={
@@ -147,6 +163,11 @@ class ModelArguments:
                     "lora_target_modules: all-linear stands alone (it means every linear "
                     f"layer), got {targets}"
                 )
+        if self.freeze_backbone and (self.use_lora or self.load_in_4bit):
+            raise ValueError(
+                "freeze_backbone with use_lora: LoRA already keeps the base weights frozen "
+                "and trains only its adapters; set one of them"
+            )
         if self.merge_lora and not (self.use_lora or self.load_in_4bit):
             raise ValueError("merge_lora: true needs use_lora: true (there is no adapter)")
         if self.merge_lora and self.load_in_4bit:
@@ -211,6 +232,16 @@ class DataArguments:
         default=None,
         metadata={"help": "Rescale training and dev scores from this [low, high] range to [0, 1]."},
     )
+    label_mapping: str | None = field(
+        default=None,
+        metadata={
+            "help": "Map the training labels (the loss's label column) to new values before "
+            "training: {old: new} as a YAML mapping or JSON; a key is a value of the column "
+            "or an NLI class name (entailment, neutral, contradiction), e.g. "
+            "{contradiction: 0, neutral: 1, entailment: 2}. Every value in the data needs "
+            "an entry. Applied before score_range; not to the dev set."
+        },
+    )
     max_train_samples: int | None = field(
         default=None,
         metadata={"help": "Keep the first N training pairs (after shuffling with the seed)."},
@@ -250,6 +281,11 @@ class DataArguments:
         require_at_least(
             1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
         )
+        self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
+        if self.label_mapping is not None:
+            from sts_core.data import resolve_label_mapping
+
+            resolve_label_mapping(self.label_mapping, "label")  # names and numbers, early
         if self.score_range is not None and (
             len(self.score_range) != 2 or self.score_range[0] >= self.score_range[1]
         ):
@@ -321,6 +357,14 @@ class BaseConfig(TrainingArguments):
         "whose name matches (re.search, first match) get that rate; others learning_rate. "
         "Scalar parameters (a trainable temperature) never get weight decay.",
     )
+    layer_lr_decay: float | None = _default(
+        None,
+        "Layer-wise learning-rate decay: the backbone's top layer trains at learning_rate, "
+        "each layer below at this factor times the one above (layer i of L at "
+        "learning_rate · decay^(L−1−i)); embeddings, heads and loss parameters at "
+        "learning_rate. In (0, 1]; none: off. The regression paper's code uses 0.95. "
+        "learning_rate_mapping takes precedence for the parameters it names.",
+    )
     check_only: bool = _default(
         False,
         "Check the recipe, data, model folder and output_dir, say what would run, and stop "
@@ -335,6 +379,8 @@ class BaseConfig(TrainingArguments):
             gradient_accumulation_steps=self.gradient_accumulation_steps,
         )
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
+        if self.layer_lr_decay is not None and not 0 < self.layer_lr_decay <= 1:
+            raise ValueError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
             raise ValueError("num_train_epochs must be above 0 (or set max_steps)")
         if (self.fp16 or self.fp16_full_eval) and not accelerator_available():
@@ -350,10 +396,9 @@ class BaseConfig(TrainingArguments):
         super().__post_init__()
 
 
-def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
-    """``learning_rate_mapping`` as {regex: rate}: from a mapping or its JSON text."""
+def parse_json_mapping(value: object, name: str) -> dict | None:
+    """An option given as a YAML mapping or as JSON text (the command line) as a dict."""
     import json
-    import re
 
     if value is None or value == "":
         return None
@@ -361,9 +406,19 @@ def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
         try:
             value = json.loads(value)
         except ValueError as error:
-            raise ValueError(f"learning_rate_mapping is not a JSON mapping: {error}") from error
+            raise ValueError(f"{name} is not a JSON mapping: {error}") from error
     if not isinstance(value, dict):
-        raise ValueError(f"learning_rate_mapping must map patterns to rates, got {value!r}")
+        raise ValueError(f"{name} must be a mapping, got {value!r}")
+    return value
+
+
+def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
+    """``learning_rate_mapping`` as {regex: rate}: from a mapping or its JSON text."""
+    import re
+
+    value = parse_json_mapping(value, "learning_rate_mapping")
+    if value is None:
+        return None
     mapping = {}
     for pattern, rate in value.items():
         try:

@@ -10,6 +10,7 @@ from datasets import Dataset
 from sts_core.data import (
     filter_test_overlap,
     load_test_sets,
+    map_labels,
     merge_datasets,
     registry_names,
     rescale_scores,
@@ -36,9 +37,15 @@ def load_reference(
     )
 
 
-def build_train_dataset(data_args: DataArguments, seed: int = 42) -> tuple[Dataset, dict[str, Any]]:
-    """Load, merge, filter and rescale the training sets; return them and a summary."""
-    loaded = [load_reference(ref, "train", data_args) for ref in data_args.train_datasets]
+def build_train_dataset(
+    data_args: DataArguments, seed: int = 42, label_column: str = "score"
+) -> tuple[Dataset, dict[str, Any]]:
+    """Load, merge, filter, map the labels of (``label_mapping`` on ``label_column``) and
+    rescale the training sets; return them and a summary."""
+    loaded = source_names(
+        data_args.train_datasets,
+        [load_reference(ref, "train", data_args) for ref in data_args.train_datasets],
+    )
     summary: dict[str, Any] = {"sources": {name: len(ds) for name, ds in loaded}}
     if len(loaded) == 1:
         train = loaded[0][1]
@@ -54,6 +61,10 @@ def build_train_dataset(data_args: DataArguments, seed: int = 42) -> tuple[Datas
             train, load_test_sets(data_args.data_dir, data_args.data_variant)
         )
         summary["filter"] = report.to_dict()
+    if data_args.label_mapping:
+        train, counts = map_labels(train, label_column, data_args.label_mapping)
+        summary["label_mapping"] = {"column": label_column, "rows_per_value": counts}
+        logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
     if data_args.score_range:
         train = rescale_scores(train, _score_range(data_args.score_range))
     if data_args.max_train_samples is not None and data_args.max_train_samples < len(train):
@@ -65,6 +76,18 @@ def build_train_dataset(data_args: DataArguments, seed: int = 42) -> tuple[Datas
         train = train.shuffle(seed=seed).select(range(data_args.max_train_samples))
     summary["train_pairs"] = len(train)
     return train, summary
+
+
+def source_names(
+    references: list[str], loaded: list[tuple[str, Dataset]]
+) -> list[tuple[str, Dataset]]:
+    """Each training set under its dataset name, or under its reference where two share a
+    name (``snli:dev`` and ``snli:test``), so the summary and ``source`` keep them apart."""
+    names = [name for name, _ in loaded]
+    return [
+        (name if names.count(name) == 1 else reference, dataset)
+        for reference, (name, dataset) in zip(references, loaded, strict=True)
+    ]
 
 
 def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:

@@ -8,7 +8,8 @@ from sts_core.training.config import ModelArguments
 
 
 def build_encoder(model_args: ModelArguments) -> Any:
-    """The SentenceEncoder described by ``model_args`` (LoRA/QLoRA applied when asked)."""
+    """The SentenceEncoder described by ``model_args`` (LoRA/QLoRA applied when asked; the
+    backbone's parameters frozen with ``freeze_backbone``)."""
     from sts_core.encoder import SentenceEncoder
     from sts_core.training.peft_utils import apply_lora, quantization_kwargs
 
@@ -21,8 +22,11 @@ def build_encoder(model_args: ModelArguments) -> Any:
         padding_side=model_args.padding_side,
         dtype=model_args.model_dtype,
         padding_free=model_args.padding_free,
+        trust_remote_code=model_args.trust_remote_code,
         **quantization_kwargs(model_args),
     )
     if model_args.use_lora or model_args.load_in_4bit:
         apply_lora(encoder, model_args)
+    if model_args.freeze_backbone:
+        encoder.backbone.requires_grad_(False)
     return encoder

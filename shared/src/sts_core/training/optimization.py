@@ -1,11 +1,15 @@
-"""Parameter groups: learning rates by parameter name, no weight decay on scalars.
+"""Parameter groups: learning rates by parameter name or layer, no weight decay on scalars.
 
 The Trainer builds two AdamW groups (with and without weight decay) over the model's
 parameters. :func:`regroup_parameters` then moves a parameter whose name matches a pattern
 of ``learning_rate_mapping`` (``re.search``, first match wins) into a group with that
-learning rate, and every scalar parameter (a trainable temperature, a loss weight) into a
+learning rate; with ``layer_lr_decay`` the other parameters of the backbone's numbered
+layers get the group's rate times ``decay^(L−1−i)`` (layer ``i`` of ``L``: the top layer
+keeps the rate; embeddings, heads and loss parameters keep it too, as in the regression
+paper's code); every scalar parameter (a trainable temperature, a loss weight) goes into a
 group without weight decay. The scheduler, created afterwards, scales every group's rate
-alike (warm-up, decay). This is sentence-transformers' ``learning_rate_mapping``.
+alike (warm-up, decay). ``learning_rate_mapping`` is sentence-transformers'; layer-wise
+decay is ELECTRA's / the regression paper's (``RATE_DECAY_FACTOR = 0.95``).
 """
 
 from __future__ import annotations
@@ -16,20 +20,47 @@ from typing import Any
 
 import torch
 
+# ``encoder.layer.3.`` (BERT, MPNet), ``layers.3.`` (Llama, Mistral), ``h.3.`` (GPT-2)
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h)\.(\d+)\.")
+
+
+def layer_index(name: str) -> int | None:
+    """The index of the numbered transformer layer a backbone parameter belongs to."""
+    if not name.startswith("backbone."):
+        return None
+    match = LAYER_INDEX.search(name)
+    return int(match.group(1)) if match else None
+
+
+def layer_rate_factors(names: Iterable[str], decay: float | None) -> dict[str, float]:
+    """``{name: decay^(L−1−i)}`` for every parameter of layer ``i`` (``L`` layers)."""
+    if decay is None or decay == 1:
+        return {}
+    indices = {name: index for name in names if (index := layer_index(name)) is not None}
+    if not indices:
+        return {}
+    top = max(indices.values())
+    return {name: decay ** (top - index) for name, index in indices.items()}
+
 
 def regroup_parameters(
     optimizer: torch.optim.Optimizer,
     named_parameters: Iterable[tuple[str, torch.nn.Parameter]],
     learning_rate_mapping: dict[str, float] | None,
+    layer_lr_decay: float | None = None,
 ) -> None:
     """Split the optimizer's groups in place (before the first step) as described above."""
     names = {id(parameter): name for name, parameter in named_parameters}
     patterns = [(re.compile(p), rate) for p, rate in (learning_rate_mapping or {}).items()]
+    factors = layer_rate_factors(names.values(), layer_lr_decay)
     moved: dict[tuple[float, float], dict[str, Any]] = {}
     for group in optimizer.param_groups:
         kept = []
         for parameter in group["params"]:
-            rate = _mapped_rate(names.get(id(parameter), ""), patterns)
+            name = names.get(id(parameter), "")
+            rate = _mapped_rate(name, patterns)
+            if rate is None and name in factors:
+                rate = group["lr"] * factors[name]
             scalar = parameter.dim() == 0
             if rate is None and not (scalar and group["weight_decay"]):
                 kept.append(parameter)

@@ -59,6 +59,10 @@ HUB_MODEL_IDS = {
     "all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
     "SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "bert-base-uncased": "google-bert/bert-base-uncased",
+    "roberta-base": "FacebookAI/roberta-base",
+    "jina-embeddings-v2-base-en": "jinaai/jina-embeddings-v2-base-en",
+    "nomic-embed-text-v1": "nomic-ai/nomic-embed-text-v1",
 }
 _MODELS_DIR_PATTERN = re.compile(r"^\$\{?" + MODELS_DIR_VARIABLE + r"\}?/([^/]+)/?$")
 

@@ -109,9 +109,24 @@ class TrainingRun:
 
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
-        check_model_location(self.model_args.model_name_or_path)
+        location = check_model_location(self.model_args.model_name_or_path)
+        self.check_saved_heads(location)
         self.inputs = self.prepare_data()
         return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def check_saved_heads(self, location: str) -> None:
+        """A model folder that records heads (a first stage's output) must fit the loss:
+        e.g. a regression head of other pair features is an error here, not after loading."""
+        from sts_core.losses import loss_class
+
+        heads, dimension = saved_heads(location)
+        if not heads or dimension is None:
+            return
+        loss = loss_class(self.trainer_class.loss_name(self.config))
+        try:
+            loss.check_saved_heads(heads, self.config, dimension)
+        except ValueError as error:
+            raise ConfigError(f"model folder {location}: {error}") from error
 
     def prepare_data(self) -> RunInputs:
         """Load and check every data set of the run (ConfigError / DataError)."""
@@ -179,6 +194,26 @@ class TrainingRun:
         return self.finalise(trainer, self.train(trainer))
 
 
+def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
+    """The heads a local model folder records (``sts_heads.json``) and its hidden size (from
+    ``config.json``); empty and None for a hub id or a folder without them."""
+    import json
+
+    from sts_core.heads import HEADS_CONFIG_NAME
+
+    folder = Path(location)
+    try:
+        listing = json.loads((folder / HEADS_CONFIG_NAME).read_text(encoding="utf-8"))
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}, None
+    heads = listing.get("heads") if isinstance(listing, dict) else None
+    dimension = config.get("hidden_size") if isinstance(config, dict) else None
+    return (heads if isinstance(heads, dict) else {}), (
+        dimension if isinstance(dimension, int) else None
+    )
+
+
 def run_training(
     config_class: type[BaseConfig] = BaseConfig,
     trainer_class: type[BaseTrainer] = BaseTrainer,
@@ -220,7 +255,8 @@ def prepare_inputs(
     from sts_core.evaluation.sts import STSEvaluator
     from sts_core.training.data import build_dev_set, build_train_dataset, load_reference
 
-    train_dataset, data_summary = build_train_dataset(data_args, seed=config.seed)
+    label_column = trainer_class.label_column_for(config)
+    train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
     if len(train_dataset) == 0:
         raise ConfigError("the training set is empty (after filtering)")
     try:

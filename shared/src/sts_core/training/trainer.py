@@ -50,6 +50,16 @@ def attach_loss_parameters(model: Any, loss_module: Any) -> None:
         model.add_module(LOSS_MODULE_NAME, loss_module)
 
 
+def require_trainable_parameters(model: Any, loss_name: str) -> None:
+    """ValueError when no parameter of the model would train (a frozen backbone and a loss
+    without a head or parameters of its own)."""
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise ValueError(
+            f"nothing to train: no parameter of the model needs a gradient (freeze_backbone "
+            f"with loss {loss_name}, which has no head or parameters of its own)"
+        )
+
+
 class BaseTrainer(Trainer):
     """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
 
@@ -71,15 +81,17 @@ class BaseTrainer(Trainer):
     default_loss: ClassVar[str] = "cosine_mse"  # when the config has no ``loss`` field
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
+        args.label_column = self.label_column_for(args)
         if kwargs.get("data_collator") is None:
-            label_column = self.label_column_for(args)
-            kwargs["data_collator"] = SentenceCollator(model, label_column=label_column)
+            kwargs["data_collator"] = SentenceCollator(model, label_column=args.label_column)
         if kwargs.get("processing_class") is None:
             kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
+        loss_class(self.loss_name(args)).prepare_model(model, args)  # a loss's head
         loss_module = build_loss(self.loss_name(args), args, model=model)
         attach_loss_parameters(model, loss_module)
+        require_trainable_parameters(model, self.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
@@ -139,13 +151,15 @@ class BaseTrainer(Trainer):
         return counted
 
     def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:
-        """The Trainer's AdamW groups, then ``learning_rate_mapping`` and no weight decay on
-        scalar parameters (:func:`sts_core.training.optimization.regroup_parameters`)."""
+        """The Trainer's AdamW groups, then ``learning_rate_mapping``, ``layer_lr_decay`` and
+        no weight decay on scalar parameters
+        (:func:`sts_core.training.optimization.regroup_parameters`)."""
         optimizer = super().create_optimizer(model)
         target = self.model if model is None else model
         mapping = getattr(self.args, "learning_rate_mapping", None)
+        decay = getattr(self.args, "layer_lr_decay", None)
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
-        regroup_parameters(optimizer, target.named_parameters(), mapping)
+        regroup_parameters(optimizer, target.named_parameters(), mapping, decay)
         return self.optimizer
 
     # ------------------------------------------------------------------ building (run_training)
