@@ -25,6 +25,7 @@ DEV = FIXTURES / "sts-dev.csv"  # 8 pairs
 # package adds its entry here (test_every_package_has_a_tiny_recipe checks that it did).
 TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"loss": "cosent"},
+    "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
 }
 
 

@@ -1,0 +1,109 @@
+"""``RegressionConfig``: the regression method's own options on top of ``BaseConfig``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sts_core.heads import PAIR_FEATURES
+from sts_core.training import BaseConfig
+from sts_regression.loss import CLAMP_MODES, check_band
+
+#: the regression losses on the head, and SBERT's softmax classifier (the baseline)
+REGRESSION_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
+LOSSES = (*REGRESSION_LOSSES, "softmax")
+
+
+@dataclass
+class RegressionConfig(BaseConfig):
+    """Training arguments of the Siamese regression framework (Zhang and Li, EMNLP 2024).
+
+    Only the method's fields are here; everything else is ``BaseConfig``'s (lr 2e-5, weight
+    decay 0.01, 10 % warm-up, batch 16, 1 epoch; the recipes set the paper's values).
+    ``layer_lr_decay`` (the authors' 0.95) and ``freeze_backbone`` (stage 1 for contrastive
+    models) are the core's options.
+    """
+
+    loss: str = field(
+        default="smooth_k2",
+        metadata={
+            "help": "smooth_k2 (eq. 2), translated_relu (eq. 1), mse, l1 (on the regression "
+            "head), or softmax (SBERT's classifier over the pair, the classification "
+            "baseline; class labels in the label column)."
+        },
+    )
+    k: float = field(
+        default=2.0,
+        metadata={"help": "k of Translated ReLU (slope) and Smooth K2 (scale); above 0."},
+    )
+    x0: float = field(
+        default=0.25,
+        metadata={
+            "help": "x0: half-width of the zero-gradient band of Translated ReLU and Smooth "
+            "K2; in [0, label_spacing / 2]."
+        },
+    )
+    label_spacing: float = field(
+        default=1.0,
+        metadata={
+            "help": "d: spacing of the label grid (1 for NLI 0/1/2 and for 0–5 STS grades); "
+            "x0 may not exceed d/2."
+        },
+    )
+    clamp_predictions: str = field(
+        default="none",
+        metadata={
+            "help": "Before the loss, move predictions outside label_range to its nearest "
+            "end: none; low (below the low end only: the authors' code, prediction · "
+            "(prediction ≥ 0) with labels from 0); both (either end, §3.3). Moved "
+            "predictions get no gradient."
+        },
+    )
+    label_range: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": "[low, high] of the labels, e.g. [0, 2] for NLI or [0, 5] for STS: needed "
+            "by clamp_predictions; when set, every training label must lie in it."
+        },
+    )
+    pair_features: str = field(
+        default="u,v,|u-v|",
+        metadata={
+            "help": "What the head reads (Table 6): u,v,|u-v| (3·d → 1, the paper's), u,v, "
+            "|u-v|, or u,v,|u-v|,u*v."
+        },
+    )
+    num_labels: int = field(
+        default=3, metadata={"help": "Classes of the softmax baseline (label column = label)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
+        check_band(self.k, self.x0, self.label_spacing)
+        if self.clamp_predictions not in CLAMP_MODES:
+            raise ValueError(
+                f"clamp_predictions {self.clamp_predictions!r} is not one of "
+                f"{', '.join(CLAMP_MODES)}"
+            )
+        if self.pair_features not in PAIR_FEATURES:
+            choices = ", ".join(PAIR_FEATURES)
+            raise ValueError(f"pair_features {self.pair_features!r} is not one of {choices}")
+        self._check_label_range()
+        if self.num_labels < 2:
+            raise ValueError(f"num_labels must be at least 2, got {self.num_labels}")
+
+    def _check_label_range(self) -> None:
+        if self.label_range is not None:
+            if len(self.label_range) != 2 or not self.label_range[0] < self.label_range[1]:
+                raise ValueError(
+                    f"label_range must be [low, high] with low < high, got {self.label_range}"
+                )
+            self.label_range = [float(x) for x in self.label_range]
+        if self.clamp_predictions != "none" and self.label_range is None:
+            raise ValueError(
+                f"clamp_predictions: {self.clamp_predictions} needs label_range: [low, high] "
+                "(e.g. [0, 2] for NLI labels 0/1/2, [0, 5] for STS scores)"
+            )
+        if self.clamp_predictions != "none" and self.loss == "softmax":
+            raise ValueError("clamp_predictions applies to the regression losses, not softmax")

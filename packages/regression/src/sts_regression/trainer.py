@@ -1,0 +1,87 @@
+"""``RegressionTrainer``: Siamese regression with Translated ReLU / Smooth K2 (or a baseline)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sts_core.training import BaseTrainer
+from sts_regression.loss import CITATION, REGRESSION_HEAD
+
+PAPER = {
+    "name": "Siamese regression with Translated ReLU and Smooth K2 loss",
+    "citation": CITATION,
+}
+LOSS_NAMES = {
+    "smooth_k2": "Smooth K2 on a regression head (eq. 2)",
+    "translated_relu": "Translated ReLU on a regression head (eq. 1)",
+    "mse": "MSE on a regression head (baseline)",
+    "l1": "L1 on a regression head (baseline)",
+    "softmax": "SBERT softmax classifier over the pair (classification baseline)",
+}
+
+
+class RegressionTrainer(BaseTrainer):
+    """Siamese training through a head over ``(u, v, |u − v|)`` (``args.loss``).
+
+    The loss comes from the ``sts_core.losses`` registry: ``smooth_k2``,
+    ``translated_relu``, ``mse`` and ``l1`` (:mod:`sts_regression.loss`) predict the label
+    with the one-output ``regression`` head; ``softmax`` (the core's) is SBERT's
+    classifier with ``num_labels`` outputs. Either head is added to the model by the loss,
+    saved beside the encoder and reused by a second stage that starts from the saved
+    folder. The dev evaluator and the STS table score the cosine of the embeddings, as in
+    the paper; after training, ``metrics.json`` also has the regression head's own dev
+    scores (``head``).
+    """
+
+    _paper: ClassVar[dict[str, str]] = PAPER
+    default_loss = "smooth_k2"
+
+    def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
+        super().__init__(model, args, **kwargs)
+        self.model_card_data["loss"] = LOSS_NAMES[args.loss]
+
+    @classmethod
+    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
+        """Also: every label lies in ``label_range`` when it is set."""
+        super().check_train_dataset(dataset, config)
+        label_range = getattr(config, "label_range", None)
+        if label_range is None or config.loss == "softmax":
+            return
+        column = cls.label_column_for(config)
+        labels = np.asarray(dataset[column], dtype=np.float64)
+        low, high = label_range
+        outside = (labels < low) | (labels > high)
+        if outside.any():
+            values = sorted(set(labels[outside].tolist()))
+            raise ValueError(
+                f"{int(outside.sum())} training label(s) in column {column!r} lie outside "
+                f"label_range [{low:g}, {high:g}]: {', '.join(f'{v:g}' for v in values[:5])}"
+            )
+
+    def final_evaluation(self, data_args: Any) -> dict[str, Any]:
+        """The core's final scores, and the regression head's on the dev set (``head``)."""
+        results = super().final_evaluation(data_args)
+        model = self.accelerator.unwrap_model(self.model)
+        if self.evaluator is not None and REGRESSION_HEAD in getattr(model, "heads", {}):
+            results["head"] = self.head_dev_scores(model)
+        return results
+
+    def head_dev_scores(self, model: Any) -> dict[str, float]:
+        """Spearman/Pearson (×100) of the regression head's predictions on the dev set."""
+        from sts_core.evaluation import PairEvaluator, head_scorer
+
+        dev = self.evaluator
+        pairs = {"sentence1": dev.sentences1, "sentence2": dev.sentences2, "score": dev.gold}
+        evaluator = PairEvaluator(
+            pairs,
+            name=f"{dev.name}_head",
+            scorer=head_scorer(REGRESSION_HEAD),
+            batch_size=self.args.per_device_eval_batch_size,
+        )
+        scores = evaluator(model)
+        if self.is_world_process_zero():
+            line = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
+            print(f"regression head on {dev.name}: {line}")
+        return scores

@@ -1,0 +1,14 @@
+"""Train with the Siamese regression losses (Translated ReLU, Smooth K2).
+
+accelerate launch packages/regression/train.py --config packages/regression/configs/<recipe>.yaml
+python packages/regression/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+"""
+
+import sys
+
+from sts_regression.cli import main, make_parser
+
+__all__ = ["main", "make_parser"]
+
+if __name__ == "__main__":
+    sys.exit(main())
