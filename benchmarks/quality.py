@@ -65,7 +65,15 @@ TASKS = STS_TASKS
 TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 AVERAGES = ("avg", "avg_wmean")  # mean of the seven 'all' numbers; the same with 'wmean'
 ST_POOLING = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
-DEFAULT_METHODS = ["base", "ours-cosent", "ours-cosine_mse", "st-cosent", "st-angle", "st-cosine"]
+DEFAULT_METHODS = [
+    "base",
+    "ours-cosent",
+    "ours-cosine_mse",
+    "ours-smooth_k2",
+    "st-cosent",
+    "st-angle",
+    "st-cosine",
+]
 MODES = {
     "smoke": {
         "max_steps": 2,

@@ -1,0 +1,290 @@
+"""A package's training recipe, in variants and seeds: the seven-task table of each.
+
+Each run is ``python packages/<method>/train.py --config <recipe> <variant's flags> --seed S``
+in a fresh process, into its own output folder; its ``metrics.json`` gives the final STS
+table (SentEval protocol, 'all', Spearman × 100, all test pairs) and the dev score. A row is
+a variant, mean ± sd over seeds; the first row is the model before training (``--base``).
+This is how the packages' READMEs compare their losses and stages on a CPU recipe.
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/recipes.py --name regression_nli \\
+        --recipe packages/regression/configs/cpu_minilm_nli.yaml --base all-MiniLM-L6-v2 \\
+        --variant "Smooth K2 (k 2, x0 0.25)=" \\
+        --variant "Translated ReLU (k 2.5, x0 0.25)=--loss translated_relu --k 2.5" \\
+        --seeds 0 1 2
+    uv run python benchmarks/recipes.py --smoke --output-dir /tmp/bench   # for tests
+
+A variant is ``label=flags``: the flags go after ``--config`` (``--config other.yaml`` among
+them replaces the recipe). Results: ``benchmarks/results/<name>.{md,json}`` (or
+``--output-dir``); each run's folder is removed unless ``--keep-runs DIR`` keeps them there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    BenchmarkError,
+    check_environment,
+    data_dir,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    mean_sd,
+    model_path,
+    write_json,
+    write_markdown,
+)
+
+from sts_core.names import STS_TASKS
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results"
+TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+SMOKE_SETTINGS = [  # seconds: a tiny model built here, the fixture pairs, 40 pairs per task
+    "--max_steps",
+    "2",
+    "--per_device_train_batch_size",
+    "4",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--load_best_model_at_end",
+    "false",
+    "--eval_dataset",
+    "none",
+    "--max_train_samples",
+    "8",
+]
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    label, separator, flags = text.partition("=")
+    if not separator or not label.strip():
+        raise BenchmarkError(f"--variant {text!r}: write label=flags (flags may be empty)")
+    return label.strip(), shlex.split(flags)
+
+
+def train_script(recipe: Path) -> Path:
+    """``packages/<method>/train.py`` of the package the recipe belongs to."""
+    script = recipe.resolve().parent.parent / "train.py"
+    if not script.is_file():
+        raise BenchmarkError(f"{recipe}: no train.py beside its configs/ folder ({script})")
+    return script
+
+
+def run_once(
+    script: Path, recipe: Path, flags: list[str], seed: int, output_dir: Path, extra: list[str]
+) -> dict[str, Any]:
+    """Train one variant with one seed in a fresh process; its scores and wall time."""
+    command = [
+        sys.executable,
+        str(script),
+        "--config",
+        str(recipe),
+        *flags,
+        *extra,
+        "--seed",
+        str(seed),
+        "--output_dir",
+        str(output_dir),
+        "--overwrite_output_dir",
+        "true",
+    ]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise BenchmarkError(
+            f"{' '.join(command)} failed (exit {result.returncode}): "
+            + " ".join(result.stderr.strip().splitlines()[-3:])
+        )
+    metrics = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    return scores_of(metrics["sts"], seconds, metrics.get("dev", {}))
+
+
+def scores_of(report: dict[str, Any], seconds: float, dev: dict[str, Any]) -> dict[str, Any]:
+    scores = {task: report["tasks"][task]["spearman"]["all"] for task in report["tasks"]}
+    scores["avg"] = report["average"]["spearman_all"]
+    scores["avg_wmean"] = report["average"].get("spearman_wmean", float("nan"))
+    scores["seconds"] = round(seconds, 1)
+    primary = [key for key in dev if key.endswith("_spearman")]
+    if primary:
+        scores["dev_spearman"] = dev[primary[0]]
+    return scores
+
+
+def base_scores(model: str, tasks: list[str]) -> dict[str, Any]:
+    """The model before training, scored as the runs' final evaluation scores it."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.evaluation import STSEvaluator
+
+    start = time.perf_counter()
+    encoder = SentenceEncoder.from_pretrained(model)
+    report = STSEvaluator(data_dir=data_dir(), tasks=tasks, show_progress_bar=False).evaluate(
+        encoder, model_name=model
+    )
+    return scores_of(report.to_dict(), time.perf_counter() - start, {})
+
+
+def summarise(label: str, runs: dict[int, dict[str, Any]], tasks: list[str]) -> dict[str, Any]:
+    keys = [*tasks, "avg", "avg_wmean", "dev_spearman", "seconds"]
+    summary = {
+        key: mean_sd([run[key] for run in runs.values()])
+        for key in keys
+        if all(key in run for run in runs.values())
+    }
+    return {"label": label, "seeds": runs, "summary": summary}
+
+
+def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: dict) -> str:
+    tasks = args.tasks
+    base = next((row for row in rows if row.get("base")), None)
+    header = ["", *(TITLES[STS_TASKS.index(t)] for t in tasks), "Avg.", "Avg. (wmean)"]
+    header += ["Δ avg vs before", "STS-B dev", "seeds", "s / run"]
+    lines = []
+    for row in rows:
+        seeds = len(row["seeds"])
+        cell = lambda key, row=row, seeds=seeds: _cell(row["summary"].get(key), seeds)  # noqa: E731
+        delta = (
+            row["summary"]["avg"][0] - base["summary"]["avg"][0]
+            if base and not row.get("base")
+            else 0.0
+        )
+        lines.append(
+            [
+                row["label"],
+                *(cell(task) for task in tasks),
+                cell("avg"),
+                cell("avg_wmean"),
+                f"{delta:+.2f}",
+                cell("dev_spearman"),
+                seeds,
+                f"{row['summary']['seconds'][0]:.0f}",
+            ]
+        )
+    variants = "; ".join(f"`{label}`: `{flags}`" for label, flags in args.variant_texts)
+    return "\n".join(
+        [
+            f"# {args.name}: `{args.recipe}`, {len(args.seeds)} seed(s) {args.seeds}",
+            "",
+            f"Each run: `python {args.script} --config {args.recipe} <flags> --seed S` in a "
+            "fresh process; the final STS table of its metrics.json (SentEval protocol, 'all', "
+            "Spearman × 100, all test pairs). Variants (flags after the recipe): " + variants + ".",
+            "",
+            machine_markdown(info),
+            "",
+            markdown_table(header, lines),
+            "",
+            "Mean ± sd over seeds. *Avg.* is the mean of the seven 'all' numbers; *Avg. "
+            "(wmean)* the same with SentEval's 'wmean'. *STS-B dev*: the selected model's dev "
+            "Spearman (cosine). *s / run*: wall seconds of one run (training, selection, final "
+            "evaluation, loading).",
+        ]
+    )
+
+
+def _cell(value: tuple[float, float] | None, seeds: int) -> str:
+    if value is None:
+        return ""
+    mean, sd = value
+    return f"{mean:.2f}" if seeds < 2 else f"{mean:.2f} ± {sd:.2f}"
+
+
+def smoke_setup(args: argparse.Namespace, folder: Path) -> list[str]:
+    """A tiny model and fixture recipe for ``--smoke`` (the regression package's train.py);
+    the flags that make runs take seconds."""
+    from sts_core.testing import make_tiny_bert, write_fixture_recipe
+
+    model = make_tiny_bert(folder / "tiny-bert")
+    fixtures = REPO / "shared" / "tests" / "fixtures" / "training"
+    args.script = str(REPO / "packages" / "regression" / "train.py")
+    recipe = write_fixture_recipe(
+        folder / "smoke-recipe.yaml",
+        "smoke",
+        model,
+        fixtures / "sts-train.csv",
+        fixtures / "sts-dev.csv",
+        folder / "unused",
+        final_sts_tasks="[sts12, stsb]",
+    )
+    args.recipe, args.base, args.tasks = str(recipe), str(model), ["sts12", "stsb"]
+    args.variant = args.variant or ["smooth_k2=--loss smooth_k2", "l1=--loss l1"]
+    args.seeds = args.seeds or [0]
+    return [*SMOKE_SETTINGS, "--final_sts_tasks", "sts12", "stsb"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", default="recipes", help="result file name")
+    parser.add_argument("--recipe", help="the package recipe (YAML) every variant starts from")
+    parser.add_argument("--variant", action="append", help="label=flags (repeatable)")
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--base", help="model scored before training (name or folder)")
+    parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), choices=STS_TASKS)
+    parser.add_argument("--script", help="the train.py to run (default: the recipe's package's)")
+    parser.add_argument("--keep-runs", help="keep every run's output folder under this folder")
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--smoke", action="store_true", help="seconds: tiny model, fixtures")
+    args = parser.parse_args(argv)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="sts-bench-recipes-") as scratch:
+        extra = smoke_setup(args, Path(scratch)) if args.smoke else []
+        if not args.recipe or not args.variant:
+            raise BenchmarkError("--recipe and at least one --variant are needed")
+        check_environment([args.base] if args.base and not args.smoke else [])
+        args.script = str(args.script or train_script(Path(args.recipe)))
+        args.seeds = args.seeds or [0, 1, 2]
+        args.variant_texts = [
+            (label, shlex.join(flags)) for label, flags in map(parse_variant, args.variant)
+        ]
+        runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
+        rows = run_all(args, runs_root, extra)
+    info = machine_info()
+    folder = Path(args.output_dir) if args.output_dir else RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
+    settings = {k: v for k, v in vars(args).items() if k != "variant"}
+    write_json(stem, {"settings": settings, "machine": info, "rows": rows})
+    write_markdown(stem, report_markdown(rows, args, info))
+    for row in rows:
+        mean, sd = row["summary"]["avg"]
+        print(f"{row['label']}: avg {mean:.2f} ± {sd:.2f}")
+    print(f"wrote {stem}.md/.json")
+    return 0
+
+
+def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    recipe, script = Path(args.recipe), Path(args.script)
+    if args.base:
+        base = base_scores(str(model_path(args.base)), args.tasks)
+        rows.append({**summarise("before training", {0: base}, args.tasks), "base": True})
+    for index, (label, flags) in enumerate(map(parse_variant, args.variant)):
+        runs = {}
+        for seed in args.seeds:
+            print(f"  {label} (seed {seed}) …", flush=True)
+            output_dir = runs_root / f"variant{index}-seed{seed}"
+            runs[seed] = run_once(script, recipe, flags, seed, output_dir, extra)
+            print(f"    avg {runs[seed]['avg']:.2f} ({runs[seed]['seconds']:.0f} s)", flush=True)
+        rows.append(summarise(label, runs, args.tasks))
+    return rows
+
+
+if __name__ == "__main__":
+    main_guard(main)
