@@ -27,6 +27,13 @@ TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"loss": "cosent"},
     "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
 }
+# What makes a package's loss over a batch split across processes the loss of the whole
+# batch (test_launch.py checks that two processes take the step of one): CoSENT ranks the
+# gathered batch; the regression losses are per pair, so DDP's averaging suffices.
+WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
+    "cosent": {"gather_across_processes": "true"},
+    "regression": {},
+}
 
 
 def load_train_script(package: Path) -> ModuleType:

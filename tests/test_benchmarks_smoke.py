@@ -212,3 +212,26 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
     run_script("quality", "--render", str(saved))
     assert "| Avg. (wmean) |" in saved.with_suffix(".md").read_text(encoding="utf-8")
     assert saved.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.real_data
+@pytest.mark.slow
+def test_recipes_benchmark_runs_a_recipe_in_variants(
+    tmp_path: Path, sts_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recipes.py --smoke``: a tiny model on the fixture pairs, two variants of the
+    regression recipe (seconds); each row's average is the mean of its tasks' 'all'."""
+    monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
+    run_script("recipes", "--smoke", "--output-dir", str(tmp_path))
+    result = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
+    labels = [row["label"] for row in result["rows"]]
+    assert labels == ["before training", "smooth_k2", "l1"]
+    for row in result["rows"]:
+        for scores in row["seeds"].values():
+            tasks = [scores[task] for task in ("sts12", "stsb")]
+            assert scores["avg"] == pytest.approx(np.mean(tasks), abs=1e-9)
+        assert row["summary"]["avg"][0] == pytest.approx(
+            statistics.fmean(s["avg"] for s in row["seeds"].values())
+        )
+    markdown = (tmp_path / "recipes_smoke.md").read_text(encoding="utf-8")
+    assert "| smooth_k2 |" in markdown and "`--loss l1`" in markdown

@@ -4,7 +4,8 @@
 - Two processes with half the batch each and the loss over the gathered batch take the same
   step as one process over the whole batch: same logged loss, same updated weights (SGD, so
   the weights after one step are ``w0 − lr · gradient``), while without gathering they
-  differ (the test can fail).
+  differ (the test can fail); and so does every package's ``train.py`` under plain DDP,
+  heads included.
 - Every package's ``train.py`` trains under ``deepspeed_zero2.yaml`` and
   ``deepspeed_zero3.yaml``: the engine is a ``DeepSpeedEngine`` over two processes, and the
   saved folder reloads and gives the final score written in metrics.json.
@@ -28,6 +29,7 @@ from launch_support import (
     DEV,
     PACKAGES,
     REPO,
+    WHOLE_BATCH_SETTINGS,
     accelerate_launch,
     free_port,
     load_train_script,
@@ -103,6 +105,43 @@ def test_two_processes_with_a_gathered_loss_step_like_one_process(
     assert largest_difference(local_weights, one_weights) > 1e-3
 
 
+def saved_weights(output_dir: Path) -> dict[str, torch.Tensor]:
+    """The saved model's weights and those of its heads (sts_extra_modules), if any."""
+    weights = load_file(output_dir / "model.safetensors")
+    extra = output_dir / "sts_extra_modules.safetensors"
+    return {**weights, **(load_file(extra) if extra.is_file() else {})}
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_every_package_takes_one_step_on_two_processes_like_one(
+    package: Path, tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """Plain DDP (cpu.yaml, gloo): two processes with 4 pairs each take the SGD step of one
+    process with the 8 pairs, heads included (a loss's head runs inside the DDP forward)."""
+    weights = {}
+    for name, processes, batch in (("one", 1, 8), ("two", 2, 4)):
+        output_dir = tmp_path / name
+        recipe = write_tiny_recipe(
+            tmp_path / f"{name}.yaml",
+            package.name,
+            tiny_bert_nodropout_dir,
+            output_dir,
+            per_device_train_batch_size=str(batch),
+            **ONE_SGD_STEP,
+            **WHOLE_BATCH_SETTINGS[package.name],
+        )
+        if processes == 1:
+            run_command([sys.executable, str(package / "train.py"), "--config", str(recipe)])
+        else:
+            accelerate_launch("cpu.yaml", 2, package / "train.py", "--config", str(recipe))
+        assert read_metrics(output_dir)["launch"]["world_size"] == processes
+        weights[name] = saved_weights(output_dir)
+    start = load_file(tiny_bert_nodropout_dir / "model.safetensors")
+    step = largest_difference({k: weights["one"][k] for k in start}, start)
+    assert step > 1e-4  # the step moved the encoder
+    assert largest_difference(weights["two"], weights["one"]) < 1e-5 * max(1.0, step)
+
+
 def final_spearman(metrics: dict) -> float:
     (scores,) = metrics["final"].values()
     (key,) = [k for k in scores if k.endswith("_spearman")]
@@ -139,6 +178,12 @@ def test_train_script_trains_with_deepspeed_on_two_processes(
     assert metrics["train"]["epoch"] == pytest.approx(2.0)  # 4 steps × 2 × 4 pairs = 2 × 16
     assert math.isfinite(metrics["train"]["train_loss"])
     assert (output_dir / "checkpoint-4").is_dir()
+    heads = output_dir / "sts_heads.json"
+    if heads.is_file():  # a loss's head (regression) is gathered and saved with the model
+        names = json.loads(heads.read_text(encoding="utf-8"))["heads"]
+        extra = load_file(output_dir / "sts_extra_modules.safetensors")
+        assert {key.split(".")[0] for key in extra} == set(names)
+        assert min(t.numel() for t in extra.values()) > 0
     # the saved folder is an ordinary model folder that gives the final score again
     assert spearman_of_saved_model(output_dir) == pytest.approx(final_spearman(metrics), abs=1e-3)
     weights = load_file(output_dir / "model.safetensors")

@@ -200,20 +200,20 @@ def test_training_sets_sharing_a_name_are_counted_apart(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------- remote code
-REMOTE_CONFIG = '''from transformers import BertConfig
+REMOTE_CONFIG = """from transformers import BertConfig
 
 
 class TinyRemoteConfig(BertConfig):
     model_type = "tinyremote"
-'''
-REMOTE_MODEL = '''from transformers import BertModel
+"""
+REMOTE_MODEL = """from transformers import BertModel
 
 from .configuration_tinyremote import TinyRemoteConfig
 
 
 class TinyRemoteModel(BertModel):
     config_class = TinyRemoteConfig
-'''
+"""
 
 
 @pytest.fixture
@@ -276,3 +276,94 @@ def test_head_scorer_scores_pairs_with_the_named_head(tiny_bert_dir: Path) -> No
     assert set(result) == {"dev_head_spearman", "dev_head_pearson"}
     with pytest.raises(ValueError, match="no head 'other'"):
         head_scorer("other")(encoder, ["a"], ["b"], 1)
+
+
+# ----------------------------------------------------------------- review mends
+def test_layer_decay_is_applied_once_when_the_optimizer_is_asked_for_twice(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """DeepSpeed's set-up asks the Trainer for its optimizer twice."""
+    from sts_core.training import BaseTrainer
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    args = quick_training_args(BaseConfig, tmp_path, learning_rate=1e-3, layer_lr_decay=0.5)
+    data = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"], "score": [0.5]})
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
+    first = sorted(group["lr"] for group in trainer.create_optimizer().param_groups)
+    second = sorted(group["lr"] for group in trainer.create_optimizer().param_groups)
+    assert first == second and min(first) == pytest.approx(5e-4)
+
+
+def test_layer_decay_without_numbered_layers_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    model = nn.Module()
+    model.backbone = nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with caplog.at_level("WARNING"):
+        regroup_parameters(optimizer, model.named_parameters(), None, layer_lr_decay=0.9)
+    assert "no numbered layer" in caplog.text
+    assert [g["lr"] for g in optimizer.param_groups] == [1e-3]
+    assert layer_index("backbone.encoder.block.3.layer.1.DenseReluDense.wi.weight") == 3  # T5
+
+
+def test_merging_keeps_a_column_type_the_sets_agree_on() -> None:
+    from sts_core.data import merge_datasets
+
+    a, b = nli_pairs(), nli_pairs()
+    merged = merge_datasets(a, b, names=["a", "b"], columns=["sentence1", "sentence2", "label"])
+    assert str(merged.features["label"].dtype) == "int64"
+    assert list(merged["label"]) == list(a["label"]) * 2
+
+
+def test_label_counts_are_those_of_the_rows_that_train(tmp_path: Path) -> None:
+    from sts_core.training.data import build_train_dataset
+
+    folder = tmp_path / "data" / "nli" / "snli-devtest"
+    folder.mkdir(parents=True)
+    labels = ["entailment"] * 6 + ["contradiction"] * 4
+    (folder / "s1.dev").write_text("a man\n" * 10, encoding="utf-8")
+    (folder / "s2.dev").write_text("a woman\n" * 10, encoding="utf-8")
+    (folder / "labels.dev").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    data_args = DataArguments(
+        data_dir=str(tmp_path / "data"),
+        train_datasets=["snli:dev"],
+        label_mapping={"contradiction": 0, "entailment": 2},
+        max_train_samples=5,
+    )
+    train, summary = build_train_dataset(data_args, label_column="label")
+    counts = summary["label_mapping"]["rows_per_value"]
+    assert sum(counts.values()) == len(train) == 5
+    assert counts == {f"{v:g}": train["label"].count(v) for v in sorted(set(train["label"]))}
+
+
+def test_a_saved_heads_width_is_read_from_the_names_configs_use(tmp_path: Path) -> None:
+    from sts_core.training.run import saved_heads
+
+    (tmp_path / "sts_heads.json").write_text('{"heads": {"regression": {}}}', encoding="utf-8")
+    for key in ("hidden_size", "n_embd", "d_model"):
+        (tmp_path / "config.json").write_text(json.dumps({key: 48}), encoding="utf-8")
+        assert saved_heads(str(tmp_path)) == ({"regression": {}}, 48)
+
+
+def test_freeze_backbone_with_a_loss_without_head_stops_before_loading(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from sts_core.testing import write_fixture_recipe
+    from sts_core.training.run import main
+
+    def not_loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the check")
+
+    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    fixtures = Path(__file__).parent / "fixtures" / "training"
+    recipe = write_fixture_recipe(
+        tmp_path / "r.yaml",
+        "frozen",
+        tiny_bert_dir,
+        fixtures / "sts-train.csv",
+        fixtures / "sts-dev.csv",
+        tmp_path / "out",
+        freeze_backbone="true",
+        score_range="[0, 5]",
+    )
+    assert main(["--config", str(recipe)]) == 2
+    assert "freeze_backbone: loss cosine_mse trains no head" in capsys.readouterr().err

@@ -135,6 +135,6 @@ def test_trainer_embeds_all_columns_in_one_packed_forward(
         results.append((trainer.embed(encoder, batch), len(calls)))
         hook.remove()
     (packed_out, packed_calls), (padded_out, padded_calls) = results
-    assert (packed_calls, padded_calls) == (1, 2)
+    assert (packed_calls, padded_calls) == (1, 1)  # one forward either way (DDP needs one)
     for column in ("sentence1", "sentence2"):
         torch.testing.assert_close(packed_out[column], padded_out[column], atol=2e-6, rtol=1e-5)

@@ -46,13 +46,13 @@ def write_recipe(
 
 def write_nli_csv(path: Path) -> Path:
     """An NLI csv (the official SNLI csv layout) with the three classes."""
-    rows = [
+    rows = [  # 4 entailment, 1 neutral, 3 contradiction: every class count differs
         ("a man plays a guitar", "a man plays music", "entailment"),
         ("a man plays a guitar", "a man sleeps", "contradiction"),
         ("a dog runs in a park", "an animal is outside", "entailment"),
         ("a dog runs in a park", "a cat sleeps", "contradiction"),
         ("two boys play soccer", "the boys are friends", "neutral"),
-        ("a woman rides a horse", "the woman is a jockey", "neutral"),
+        ("a woman rides a horse", "a person is on a horse", "entailment"),
         ("a child plays piano", "a child makes music", "entailment"),
         ("a child plays piano", "nobody is playing", "contradiction"),
     ]
@@ -109,9 +109,9 @@ def test_main_maps_nli_classes_and_clamps_below_the_label_range(
     )
     assert main(["--config", str(recipe)]) == 0
     metrics = read_metrics(output_dir)
-    assert metrics["data"]["label_mapping"] == {
+    assert metrics["data"]["label_mapping"] == {  # contradiction 0, neutral 1, entailment 2
         "column": "label",
-        "rows_per_value": {"0": 3, "1": 2, "2": 3},
+        "rows_per_value": {"0": 3, "1": 1, "2": 4},
     }
     card = (output_dir / "README.md").read_text(encoding="utf-8")
     assert "clamp low" in card and "label_range [0.0, 2.0]" in card
@@ -132,7 +132,8 @@ def test_softmax_baseline_reads_the_classes_in_sbert_order(
     )
     assert main(["--config", str(recipe)]) == 0
     metrics = read_metrics(output_dir)
-    assert metrics["data"]["label_mapping"]["rows_per_value"] == {"0": 3, "1": 3, "2": 2}
+    # SBERT's order: contradiction 0, entailment 1, neutral 2
+    assert metrics["data"]["label_mapping"]["rows_per_value"] == {"0": 3, "1": 4, "2": 1}
     assert "head" not in metrics  # no regression head to score with
     heads = json.loads((output_dir / "sts_heads.json").read_text(encoding="utf-8"))
     assert heads["heads"]["softmax_classifier"]["config"]["out_features"] == 3
@@ -186,12 +187,17 @@ def test_two_stages_through_the_output_folder(tiny_bert_dir: Path, tmp_path: Pat
 
 
 def test_a_second_stage_with_another_head_stops_before_loading(
-    tiny_bert_dir: Path, tmp_path: Path, capsys
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     stage1 = tmp_path / "stage1"
     first = write_recipe(tmp_path / "s1.yaml", tiny_bert_dir, stage1, max_steps="1")
     assert main(["--config", str(first)]) == 0
     capsys.readouterr()
+
+    def not_loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before its head was checked")
+
+    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
     second = write_recipe(tmp_path / "s2.yaml", stage1, tmp_path / "s2", pair_features="u,v")
     assert main(["--config", str(second)]) == 2
     line = one_line_error(capsys.readouterr().err)
@@ -232,6 +238,19 @@ def test_bad_input_stops_with_one_line_before_the_model_loads(
     assert main(["--config", str(recipe)]) == 2
     assert words in one_line_error(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
+
+
+def test_nli_class_ids_without_a_mapping_are_refused(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """The readers' ids (entailment 0 … contradiction 2) would train the order backwards."""
+    train = write_nli_csv(tmp_path / "nli.csv")
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", train, label_column="label"
+    )
+    assert main(["--config", str(recipe)]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert "class ids of column 'label' (int64)" in line and "label_mapping" in line
 
 
 def test_a_single_sentence_file_is_refused_naming_the_column(

@@ -21,15 +21,17 @@ from sts_core.evaluation.pairs import CrossEncoderScorer, PairEvaluator
 
 
 def load_cross_encoder(
-    name_or_path: str | os.PathLike, max_length: int | None = None
+    name_or_path: str | os.PathLike, max_length: int | None = None, trust_remote_code: bool = False
 ) -> tuple[Any, Any, int]:
-    """``AutoModelForSequenceClassification`` with ``num_labels=1``, its tokenizer, max length."""
+    """``AutoModelForSequenceClassification`` with ``num_labels=1``, its tokenizer, max length
+    (``trust_remote_code``: run the modelling code the model ships)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     location = check_model_location(name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(location)
+    remote = {"trust_remote_code": True} if trust_remote_code else {}
+    tokenizer = AutoTokenizer.from_pretrained(location, **remote)
     model = AutoModelForSequenceClassification.from_pretrained(
-        location, num_labels=1, dtype=torch.float32
+        location, num_labels=1, dtype=torch.float32, **remote
     )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

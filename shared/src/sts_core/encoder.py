@@ -544,13 +544,22 @@ class SentenceEncoder(nn.Module):
         )
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **features: Any
-    ) -> torch.Tensor:
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        then: Callable[[torch.Tensor], Any] | None = None,
+        **features: Any,
+    ) -> Any:
         """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors.
 
         In training mode with ``padding_free`` (and a backbone that allows it) the real
         tokens are packed into rows first (see :meth:`uses_padding_free`): the work then
         scales with the tokens of the batch, not with batch × longest sentence.
+
+        ``then``: a function of the embeddings whose result is returned instead (the
+        trainer's loss). It runs inside this forward, so under DDP the heads and loss
+        parameters it uses belong to the forward DDP tracks (a parameter used after the
+        forward breaks DDP's gradient reduction).
         """
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
@@ -565,7 +574,7 @@ class SentenceEncoder(nn.Module):
         embeddings = pool(self.pooling, last, attention_mask, states)
         if self.normalize:
             embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
-        return embeddings
+        return embeddings if then is None else then(embeddings)
 
     def uses_padding_free(self) -> bool:
         """Whether :meth:`forward` packs tokens now: training mode, ``padding_free`` set, and a

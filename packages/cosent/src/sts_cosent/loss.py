@@ -45,7 +45,6 @@ __all__ = [
     "ContrastiveThresholdLoss",
     "SOFTMAX_HEAD",
     "SoftmaxClassifierLoss",
-    "SoftmaxClassifierLoss",
     "contrastive_threshold_loss",
     "cosent_loss",
     "cosine_mse_loss",

@@ -74,7 +74,9 @@ class CoSENTCrossEncoderTrainer(BaseTrainer):
     @classmethod
     def build_model(cls, model_args: Any, config: Any) -> Any:
         model, tokenizer, max_length = load_cross_encoder(
-            model_args.model_name_or_path, model_args.max_seq_length
+            model_args.model_name_or_path,
+            model_args.max_seq_length,
+            trust_remote_code=model_args.trust_remote_code,
         )
         model.sts_tokenizer, model.sts_max_length = tokenizer, max_length
         return model

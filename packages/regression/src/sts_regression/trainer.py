@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sts_core.training import BaseTrainer
+from sts_regression.config import REGRESSION_LOSSES
 from sts_regression.loss import CITATION, REGRESSION_HEAD
 
 PAPER = {
@@ -44,27 +45,28 @@ class RegressionTrainer(BaseTrainer):
 
     @classmethod
     def check_train_dataset(cls, dataset: Any, config: Any) -> None:
-        """Also: every label lies in ``label_range`` when it is set."""
+        """Also, for the regression losses: the labels are numbers on the scale the loss
+        expects (not raw class ids) and inside ``label_range`` when it is set."""
         super().check_train_dataset(dataset, config)
-        label_range = getattr(config, "label_range", None)
-        if label_range is None or config.loss == "softmax":
+        if config.loss not in REGRESSION_LOSSES:
             return
         column = cls.label_column_for(config)
-        labels = np.asarray(dataset[column], dtype=np.float64)
-        low, high = label_range
-        outside = (labels < low) | (labels > high)
-        if outside.any():
-            values = sorted(set(labels[outside].tolist()))
+        feature = getattr(dataset.features.get(column), "dtype", "float64")
+        if not str(feature).startswith("float"):
             raise ValueError(
-                f"{int(outside.sum())} training label(s) in column {column!r} lie outside "
-                f"label_range [{low:g}, {high:g}]: {', '.join(f'{v:g}' for v in values[:5])}"
+                f"loss {config.loss} would regress onto the class ids of column {column!r} "
+                f"({feature}); the NLI readers number entailment 0, neutral 1, contradiction "
+                "2, the reverse of their similarity: map them first, e.g. label_mapping: "
+                "{contradiction: 0, neutral: 1, entailment: 2}, or train on the score column"
             )
+        labels = np.asarray(dataset[column], dtype=np.float64)
+        check_label_range(labels, column, getattr(config, "label_range", None))
 
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """The core's final scores, and the regression head's on the dev set (``head``)."""
         results = super().final_evaluation(data_args)
         model = self.accelerator.unwrap_model(self.model)
-        if self.evaluator is not None and REGRESSION_HEAD in getattr(model, "heads", {}):
+        if self.evaluator is not None and self.args.loss in REGRESSION_LOSSES:
             results["head"] = self.head_dev_scores(model)
         return results
 
@@ -85,3 +87,17 @@ class RegressionTrainer(BaseTrainer):
             line = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
             print(f"regression head on {dev.name}: {line}")
         return scores
+
+
+def check_label_range(labels: np.ndarray, column: str, label_range: list[float] | None) -> None:
+    """ValueError naming the labels outside ``label_range`` (when it is set)."""
+    if label_range is None:
+        return
+    low, high = label_range
+    outside = (labels < low) | (labels > high)
+    if outside.any():
+        values = sorted(set(labels[outside].tolist()))
+        raise ValueError(
+            f"{int(outside.sum())} training label(s) in column {column!r} lie outside "
+            f"label_range [{low:g}, {high:g}]: {', '.join(f'{v:g}' for v in values[:5])}"
+        )

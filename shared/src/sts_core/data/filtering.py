@@ -226,9 +226,7 @@ def merge_datasets(
     names = list(names) if names is not None else [str(i) for i in range(len(datasets))]
     if len(names) != len(datasets):
         raise ValueError(f"{len(datasets)} datasets but {len(names)} names")
-    features = Features(
-        {c: Value("float64" if c == "score" else "string") for c in (*columns, "source")}
-    )
+    features = Features({c: _merged_type(c, datasets) for c in (*columns, "source")})
     parts = []
     for name, ds in zip(names, datasets, strict=True):
         missing = [c for c in columns if c not in ds.column_names]
@@ -239,6 +237,20 @@ def merge_datasets(
         ds = ds.select_columns([*columns, "source"])
         parts.append(ds if ds.features == features else ds.cast(features))
     return concatenate_datasets(parts)
+
+
+def _merged_type(column: str, datasets: Sequence[Dataset]) -> Value:
+    """A column's type in the merge: float64 for ``score``; the type every dataset gives it
+    when they agree (an NLI ``label`` stays an integer); else string."""
+    if column == "score":
+        return Value("float64")
+    types = {str(ds.features[column]) for ds in datasets if column in ds.column_names}
+    owners = [ds for ds in datasets if column in ds.column_names]
+    if len(types) == 1 and len(owners) == len(datasets):
+        feature = owners[0].features[column]
+        if isinstance(feature, Value):
+            return feature
+    return Value("string")
 
 
 def load_filtered_stsb_sick(

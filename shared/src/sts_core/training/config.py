@@ -165,8 +165,9 @@ class ModelArguments:
                 )
         if self.freeze_backbone and (self.use_lora or self.load_in_4bit):
             raise ValueError(
-                "freeze_backbone with use_lora: LoRA already keeps the base weights frozen "
-                "and trains only its adapters; set one of them"
+                "freeze_backbone with use_lora (or load_in_4bit, which implies it): LoRA "
+                "already keeps the base weights frozen and trains only its adapters; set one "
+                "of them"
             )
         if self.merge_lora and not (self.use_lora or self.load_in_4bit):
             raise ValueError("merge_lora: true needs use_lora: true (there is no adapter)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 from datasets import Dataset
 
 from sts_core.data import (
@@ -62,9 +63,7 @@ def build_train_dataset(
         )
         summary["filter"] = report.to_dict()
     if data_args.label_mapping:
-        train, counts = map_labels(train, label_column, data_args.label_mapping)
-        summary["label_mapping"] = {"column": label_column, "rows_per_value": counts}
-        logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
+        train, _ = map_labels(train, label_column, data_args.label_mapping)
     if data_args.score_range:
         train = rescale_scores(train, _score_range(data_args.score_range))
     if data_args.max_train_samples is not None and data_args.max_train_samples < len(train):
@@ -74,8 +73,18 @@ def build_train_dataset(
             len(train),
         )
         train = train.shuffle(seed=seed).select(range(data_args.max_train_samples))
+    if data_args.label_mapping:  # counted on what trains (after max_train_samples)
+        counts = value_counts(train[label_column])
+        summary["label_mapping"] = {"column": label_column, "rows_per_value": counts}
+        logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
     summary["train_pairs"] = len(train)
     return train, summary
+
+
+def value_counts(values: list[float]) -> dict[str, int]:
+    """``{"<value>": rows}`` in increasing order of value."""
+    array = np.asarray(values, dtype=np.float64)
+    return {f"{value:g}": int((array == value).sum()) for value in np.unique(array)}
 
 
 def source_names(

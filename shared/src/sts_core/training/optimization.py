@@ -14,14 +14,17 @@ decay is ELECTRA's / the regression paper's (``RATE_DECAY_FACTOR = 0.95``).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-# ``encoder.layer.3.`` (BERT, MPNet), ``layers.3.`` (Llama, Mistral), ``h.3.`` (GPT-2)
-LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h)\.(\d+)\.")
+# ``encoder.layer.3.`` (BERT, MPNet), ``layers.3.`` (Llama, Mistral, Nomic), ``h.3.``
+# (GPT-2), ``block.3.`` (T5: the first number, not its sub-layer's ``layer.0.``)
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h|block)\.(\d+)\.")
+logger = logging.getLogger(__name__)
 
 
 def layer_index(name: str) -> int | None:
@@ -36,8 +39,14 @@ def layer_rate_factors(names: Iterable[str], decay: float | None) -> dict[str, f
     """``{name: decay^(L−1−i)}`` for every parameter of layer ``i`` (``L`` layers)."""
     if decay is None or decay == 1:
         return {}
+    names = list(names)
     indices = {name: index for name in names if (index := layer_index(name)) is not None}
     if not indices:
+        logger.warning(
+            "layer_lr_decay %s: no numbered layer (layer.N., layers.N., h.N., block.N.) among "
+            "the backbone's parameters: every parameter keeps the base learning rate",
+            decay,
+        )
         return {}
     top = max(indices.values())
     return {name: decay ** (top - index) for name, index in indices.items()}

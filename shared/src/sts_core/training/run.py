@@ -110,9 +110,22 @@ class TrainingRun:
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
         location = check_model_location(self.model_args.model_name_or_path)
+        self.check_frozen_backbone()
         self.check_saved_heads(location)
         self.inputs = self.prepare_data()
         return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def check_frozen_backbone(self) -> None:
+        """``freeze_backbone`` needs a loss that trains something of its own (a head)."""
+        from sts_core.losses import HeadLoss, loss_class
+
+        name = self.trainer_class.loss_name(self.config)
+        if self.model_args.freeze_backbone and not issubclass(loss_class(name), HeadLoss):
+            raise ConfigError(
+                f"freeze_backbone: loss {name} trains no head of its own, so nothing would "
+                "train; use a loss with a head (e.g. the regression package's smooth_k2, or "
+                "softmax) or unfreeze the backbone"
+            )
 
     def check_saved_heads(self, location: str) -> None:
         """A model folder that records heads (a first stage's output) must fit the loss:
@@ -196,7 +209,8 @@ class TrainingRun:
 
 def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
     """The heads a local model folder records (``sts_heads.json``) and its hidden size (from
-    ``config.json``); empty and None for a hub id or a folder without them."""
+    ``config.json``); empty and None for a hub id or a folder without them (a LoRA adapter
+    folder: its head is then checked when the model is built)."""
     import json
 
     from sts_core.heads import HEADS_CONFIG_NAME
@@ -208,10 +222,13 @@ def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
     except (OSError, ValueError):
         return {}, None
     heads = listing.get("heads") if isinstance(listing, dict) else None
-    dimension = config.get("hidden_size") if isinstance(config, dict) else None
-    return (heads if isinstance(heads, dict) else {}), (
-        dimension if isinstance(dimension, int) else None
-    )
+    widths = [config.get(key) for key in WIDTH_KEYS] if isinstance(config, dict) else []
+    dimension = next((width for width in widths if isinstance(width, int)), None)
+    return (heads if isinstance(heads, dict) else {}), dimension
+
+
+# config.json's name for the hidden size: transformers', Nomic's / GPT-2's, T5's, DistilBERT's
+WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
 def run_training(

@@ -15,6 +15,7 @@ import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -155,11 +156,14 @@ class BaseTrainer(Trainer):
         no weight decay on scalar parameters
         (:func:`sts_core.training.optimization.regroup_parameters`)."""
         optimizer = super().create_optimizer(model)
+        inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+        if getattr(inner, "sts_regrouped", False):  # DeepSpeed asks for it twice
+            return self.optimizer
         target = self.model if model is None else model
         mapping = getattr(self.args, "learning_rate_mapping", None)
         decay = getattr(self.args, "layer_lr_decay", None)
-        optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
-        regroup_parameters(optimizer, target.named_parameters(), mapping, decay)
+        regroup_parameters(inner, target.named_parameters(), mapping, decay)
+        inner.sts_regrouped = True
         return self.optimizer
 
     # ------------------------------------------------------------------ building (run_training)
@@ -264,20 +268,31 @@ class BaseTrainer(Trainer):
         return report.to_dict()
 
     # ------------------------------------------------------------------ loss
-    def embed(self, model: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def embed(
+        self,
+        model: Any,
+        inputs: dict[str, torch.Tensor],
+        then: Callable[[dict[str, torch.Tensor]], Any] | None = None,
+    ) -> Any:
         """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``.
 
-        With a padding-free encoder (``SentenceEncoder.uses_padding_free``: training mode,
-        a BERT-family backbone) all columns go through one forward: packing makes the merged
-        batch cost its real tokens, not its rows × the longest sentence.
+        All columns go through one forward of ``model`` (the wrapped model in training):
+        with a padding-free encoder (``SentenceEncoder.uses_padding_free``: training mode,
+        a BERT-family backbone) packing makes the merged batch cost its real tokens; other
+        backbones get the narrower columns right-padded (masked, so each row embeds as in
+        its own column). ``then``, a function of the embeddings by column, runs inside that
+        forward and its result is returned instead: what it uses of the model (a loss's
+        head, loss parameters) is then part of the forward DDP tracks.
         """
         groups = split_features(inputs)
-        encoder = self.accelerator.unwrap_model(model)
-        packs = getattr(encoder, "uses_padding_free", None)
-        if len(groups) < 2 or packs is None or not packs():
-            return {column: model(**features) for column, features in groups.items()}
         merged, sizes = concat_features(list(groups.values()))
-        return dict(zip(groups, model(**merged).split(sizes), strict=True))
+
+        def by_column(flat: torch.Tensor) -> dict[str, torch.Tensor]:
+            return dict(zip(groups, flat.split(sizes), strict=True))
+
+        if then is None:
+            return by_column(model(**merged))
+        return model(**merged, then=lambda flat: then(by_column(flat)))
 
     def compute_loss(
         self,
@@ -287,10 +302,16 @@ class BaseTrainer(Trainer):
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs: Any,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The registered loss (``loss_module``) on the batch's embeddings and labels; a loss
-        with parts logs each of them. Methods with another kind of model override this."""
-        embeddings = self.embed(model, inputs)
-        loss = self.apply_loss(embeddings, inputs.get("labels"))
+        """The registered loss (``loss_module``) on the batch's embeddings and labels, computed
+        inside the model's forward (:meth:`embed` with ``then``); a loss with parts logs each
+        of them. Methods with another kind of model override this."""
+        embeddings: dict[str, torch.Tensor] = {}
+
+        def loss_of(by_column: dict[str, torch.Tensor]) -> torch.Tensor:
+            embeddings.update(by_column)
+            return self.apply_loss(by_column, inputs.get("labels"))
+
+        loss = self.embed(model, inputs, then=loss_of)
         return (loss, embeddings) if return_outputs else loss
 
     def apply_loss(self, embeddings: dict[str, torch.Tensor], labels: Any) -> torch.Tensor:
