@@ -3,14 +3,12 @@ each, and ``accelerate launch`` run as a user runs it (a subprocess, free port, 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from sts_core.testing import write_fixture_recipe
 
@@ -34,16 +32,6 @@ WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"gather_across_processes": "true"},
     "regression": {},
 }
-
-
-def load_train_script(package: Path) -> ModuleType:
-    """``packages/<m>/train.py`` imported by path, as ``python train.py`` runs it."""
-    spec = importlib.util.spec_from_file_location(
-        f"{package.name}_train_script", package / "train.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_tiny_recipe(

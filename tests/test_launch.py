@@ -32,7 +32,6 @@ from launch_support import (
     WHOLE_BATCH_SETTINGS,
     accelerate_launch,
     free_port,
-    load_train_script,
     read_metrics,
     run_command,
     subprocess_env,
@@ -42,6 +41,7 @@ from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
 from sts_core.encoder import SentenceEncoder
+from sts_core.testing import load_train_script
 
 pytestmark = pytest.mark.slow
 COSENT = next(p for p in PACKAGES if p.name == "cosent")

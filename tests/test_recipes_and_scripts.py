@@ -15,10 +15,11 @@ from launch_support import (
     PACKAGES,
     REPO,
     TINY_RECIPE_SETTINGS,
-    load_train_script,
     subprocess_env,
     write_tiny_recipe,
 )
+
+from sts_core.testing import load_train_script
 
 RECIPES = [
     (package, recipe)

@@ -3,12 +3,10 @@ format and a tiny BERT, and every recipe in packages/cosent/configs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import write_fixture_recipe
+from sts_core.testing import load_train_script, write_fixture_recipe
 from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer, CoSENTTrainer
 from sts_cosent.cli import make_parser, trainer_class_for
 
@@ -33,15 +31,7 @@ DEV = FIXTURES / "sts-dev.csv"
 TEST = FIXTURES / "sts-test.csv"
 
 
-def load_train_script() -> ModuleType:
-    """packages/cosent/train.py, imported by path as a user's ``python train.py`` would run it."""
-    spec = importlib.util.spec_from_file_location("cosent_train_script", PACKAGE / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-main = load_train_script().main
+main = load_train_script(PACKAGE).main
 
 
 def read_pairs(path: Path) -> tuple[list[str], list[str], np.ndarray]:

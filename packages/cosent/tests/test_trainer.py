@@ -27,6 +27,7 @@ from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
 from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
     ScriptedEvaluator,
+    embed_pairs,
     quick_training_args,
     trainer_step_losses,
 )
@@ -87,15 +88,6 @@ def make_args(output_dir: Path, **overrides: Any) -> CoSENTConfig:
     return quick_training_args(
         CoSENTConfig, output_dir, **{"per_device_train_batch_size": len(ROWS), **overrides}
     )
-
-
-def embed_pairs(encoder: SentenceEncoder, data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embeddings of both sides of every pair, by the encoder in eval mode, without gradient."""
-    encoder.eval()
-    with torch.no_grad():
-        u = encoder(**encoder.tokenize(list(data["sentence1"])))
-        v = encoder(**encoder.tokenize(list(data["sentence2"])))
-    return u, v
 
 
 def backbone_parameters(encoder: SentenceEncoder) -> dict[str, torch.Tensor]:

@@ -4,17 +4,15 @@ folder, and every bad input stopped with one line before the model is loaded."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from sts_core.testing import write_fixture_recipe
+from sts_core.testing import load_train_script, write_fixture_recipe
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -25,15 +23,7 @@ DEV = FIXTURES / "sts-dev.csv"
 TEST = FIXTURES / "sts-test.csv"
 
 
-def load_train_script() -> ModuleType:
-    """packages/regression/train.py, imported by path as ``python train.py`` runs it."""
-    spec = importlib.util.spec_from_file_location("regression_train_script", PACKAGE / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-main = load_train_script().main
+main = load_train_script(PACKAGE).main
 
 
 def write_recipe(

@@ -18,7 +18,7 @@ from datasets import Dataset
 from safetensors.torch import load_file
 
 from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
-from sts_core.testing import quick_training_args, trainer_step_losses
+from sts_core.testing import embed_pairs, quick_training_args, trainer_step_losses
 from sts_core.training import ModelArguments, build_encoder
 from sts_regression import RegressionConfig, RegressionTrainer, regression_loss
 
@@ -60,14 +60,6 @@ def make_args(output_dir: Path, **overrides: Any) -> RegressionConfig:
     return quick_training_args(
         RegressionConfig, output_dir, **{"per_device_train_batch_size": len(ROWS), **overrides}
     )
-
-
-def embed_pairs(encoder: SentenceEncoder, data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    encoder.eval()
-    with torch.no_grad():
-        u = encoder(**encoder.tokenize(list(data["sentence1"])))
-        v = encoder(**encoder.tokenize(list(data["sentence2"])))
-    return u, v
 
 
 def backbone_state(encoder: SentenceEncoder) -> dict[str, torch.Tensor]:

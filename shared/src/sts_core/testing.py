@@ -271,6 +271,30 @@ class ScriptedEvaluator:
         return {"fake_spearman": self.scores[self.calls - 1], "fake_pearson": 0.0}
 
 
+def load_train_script(package: Path) -> Any:
+    """``packages/<m>/train.py`` imported by path, as ``python train.py`` runs it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"{package.name}_train_script", package / "train.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def embed_pairs(encoder: Any, data: Any) -> tuple[Any, Any]:
+    """Embeddings of both sides of every pair of ``data`` (``sentence1``/``sentence2``), by
+    the encoder in eval mode, without gradient: a reference for a loss's first step."""
+    import torch
+
+    encoder.eval()
+    with torch.no_grad():
+        u = encoder(**encoder.tokenize(list(data["sentence1"])))
+        v = encoder(**encoder.tokenize(list(data["sentence2"])))
+    return u, v
+
+
 def trainer_step_losses(trainer: Any) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
     return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sts_core.training import BaseConfig
+from sts_core.training import BaseConfig, SoftmaxHeadOptions
 
 LOSSES = ("cosent", "cosine_mse", "contrastive", "softmax", "infonce")
 ARCHITECTURES = ("bi-encoder", "cross-encoder")
 
 
 @dataclass
-class CoSENTConfig(BaseConfig):
+class CoSENTConfig(BaseConfig, SoftmaxHeadOptions):
     """Training arguments of CoSENT (Huang et al., 2024) and its baselines.
 
     Only the method's fields are here; everything else is ``BaseConfig``'s (whose
@@ -54,9 +54,6 @@ class CoSENTConfig(BaseConfig):
             "help": "InfoNCE baseline: pairs with label ≥ this are the positives "
             "(e.g. 4.0 on 0–5 scores, 1 for binary labels); none = every pair."
         },
-    )
-    num_labels: int = field(
-        default=3, metadata={"help": "Classes of the softmax baseline (label column = label)."}
     )
 
     def __post_init__(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sts_core.heads import PAIR_FEATURES
-from sts_core.training import BaseConfig
+from sts_core.training import BaseConfig, SoftmaxHeadOptions
 from sts_regression.loss import CLAMP_MODES, check_band
 
 #: the regression losses on the head, and SBERT's softmax classifier (the baseline)
@@ -14,7 +14,7 @@ LOSSES = (*REGRESSION_LOSSES, "softmax")
 
 
 @dataclass
-class RegressionConfig(BaseConfig):
+class RegressionConfig(BaseConfig, SoftmaxHeadOptions):
     """Training arguments of the Siamese regression framework (Zhang and Li, EMNLP 2024).
 
     Only the method's fields are here; everything else is ``BaseConfig``'s (lr 2e-5, weight
@@ -71,9 +71,6 @@ class RegressionConfig(BaseConfig):
             "help": "What the head reads (Table 6): u,v,|u-v| (3·d → 1, the paper's), u,v, "
             "|u-v|, or u,v,|u-v|,u*v."
         },
-    )
-    num_labels: int = field(
-        default=3, metadata={"help": "Classes of the softmax baseline (label column = label)."}
     )
 
     def __post_init__(self) -> None:

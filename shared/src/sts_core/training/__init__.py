@@ -1,7 +1,12 @@
 """Training: base config and argument parsing, collator, base Trainer, distributed helpers."""
 
 from sts_core.training.collator import SentenceCollator, split_features
-from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.config import (
+    BaseConfig,
+    DataArguments,
+    ModelArguments,
+    SoftmaxHeadOptions,
+)
 from sts_core.training.distributed import (
     all_gather_with_grad,
     gathered_loss_scale,
@@ -22,6 +27,7 @@ __all__ = [
     "DataArguments",
     "ModelArguments",
     "SentenceCollator",
+    "SoftmaxHeadOptions",
     "TrainingRun",
     "all_gather_with_grad",
     "build_encoder",

@@ -295,6 +295,16 @@ class DataArguments:
             )
 
 
+@dataclass
+class SoftmaxHeadOptions:
+    """The option of the core's ``softmax`` loss (SBERT's classifier), for a method config
+    that offers it: ``class MyConfig(BaseConfig, SoftmaxHeadOptions)``."""
+
+    num_labels: int = field(
+        default=3, metadata={"help": "Classes of the softmax classifier (label column = label)."}
+    )
+
+
 MODEL_DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
 
 
