@@ -18,6 +18,8 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
 A variant is ``label=flags``: the flags go after ``--config`` (``--config other.yaml`` among
 them replaces the recipe). Results: ``benchmarks/results/<name>.{md,json}`` (or
 ``--output-dir``); each run's folder is removed unless ``--keep-runs DIR`` keeps them there.
+With ``--keep-runs``, a run whose folder already holds its ``metrics.json`` and a
+``recipe-run.json`` naming the same command (an interrupted benchmark) is read, not rerun.
 """
 
 from __future__ import annotations
@@ -84,10 +86,14 @@ def train_script(recipe: Path) -> Path:
     return script
 
 
+RUN_RECORD = "recipe-run.json"  # the command and wall time of a finished run, in its folder
+
+
 def run_once(
     script: Path, recipe: Path, flags: list[str], seed: int, output_dir: Path, extra: list[str]
 ) -> dict[str, Any]:
-    """Train one variant with one seed in a fresh process; its scores and wall time."""
+    """Train one variant with one seed in a fresh process; its scores and wall time. A run
+    already finished in ``output_dir`` with the same command is read instead."""
     command = [
         sys.executable,
         str(script),
@@ -102,6 +108,10 @@ def run_once(
         "--overwrite_output_dir",
         "true",
     ]
+    finished = finished_run(output_dir, command)
+    if finished is not None:
+        print(f"    read, not rerun: {output_dir / RUN_RECORD}", flush=True)
+        return finished
     start = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -110,8 +120,25 @@ def run_once(
             f"{' '.join(command)} failed (exit {result.returncode}): "
             + " ".join(result.stderr.strip().splitlines()[-3:])
         )
-    metrics = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
-    return scores_of(metrics["sts"], seconds, metrics.get("dev", {}))
+    record = {"command": command[1:], "seconds": round(seconds, 1)}
+    (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    scores = finished_run(output_dir, command)
+    if scores is None:
+        raise BenchmarkError(f"{' '.join(command)} wrote no {output_dir / 'metrics.json'}")
+    return scores
+
+
+def finished_run(output_dir: Path, command: list[str]) -> dict[str, Any] | None:
+    """The scores of a run finished in ``output_dir`` by ``command`` (the interpreter aside),
+    or None when there is none."""
+    record_path, metrics_path = output_dir / RUN_RECORD, output_dir / "metrics.json"
+    if not (record_path.is_file() and metrics_path.is_file()):
+        return None
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    if record.get("command") != command[1:]:
+        return None
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    return scores_of(metrics["sts"], record["seconds"], metrics.get("dev", {}))
 
 
 def scores_of(report: dict[str, Any], seconds: float, dev: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +271,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sts-bench-recipes-") as scratch:
-        extra = smoke_setup(args, Path(scratch)) if args.smoke else []
+        # smoke: the tiny model and recipe beside kept runs, so a rerun names the same paths
+        setup = Path(args.keep_runs) / "smoke-setup" if args.keep_runs else Path(scratch)
+        extra = smoke_setup(args, setup) if args.smoke else []
         if not args.recipe or not args.variant:
             raise BenchmarkError("--recipe and at least one --variant are needed")
         check_environment([args.base] if args.base and not args.smoke else [])

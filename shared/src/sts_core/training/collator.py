@@ -49,22 +49,3 @@ def split_features(inputs: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
                 groups.setdefault(column, {})[key[len(column) + 1 :]] = value
                 break
     return groups
-
-
-def concat_features(
-    groups: Sequence[dict[str, torch.Tensor]],
-) -> tuple[dict[str, torch.Tensor], list[int]]:
-    """Stack the feature dicts of several columns into one batch (one forward for all).
-
-    Narrower columns are right-padded with zeros (attention mask 0) to the widest, so the
-    result suits a padding-free forward, which drops every masked position; returns the
-    batch and the row count of each column (for ``torch.split`` of the output).
-    """
-    width = max(int(g["input_ids"].shape[1]) for g in groups)
-    merged = {
-        key: torch.cat(
-            [torch.nn.functional.pad(g[key], (0, width - g[key].shape[1])) for g in groups]
-        )
-        for key in groups[0]
-    }
-    return merged, [int(g["input_ids"].shape[0]) for g in groups]

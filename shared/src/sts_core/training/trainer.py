@@ -25,7 +25,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import EmbeddingLoss, build_loss, check_labels, loss_class
 from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
-from sts_core.training.collator import SentenceCollator, concat_features, split_features
+from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
@@ -276,23 +276,15 @@ class BaseTrainer(Trainer):
     ) -> Any:
         """Embeddings of each text column of a collated batch: ``{"sentence1": (N, d), …}``.
 
-        All columns go through one forward of ``model`` (the wrapped model in training):
-        with a padding-free encoder (``SentenceEncoder.uses_padding_free``: training mode,
-        a BERT-family backbone) packing makes the merged batch cost its real tokens; other
-        backbones get the narrower columns right-padded (masked, so each row embeds as in
-        its own column). ``then``, a function of the embeddings by column, runs inside that
-        forward and its result is returned instead: what it uses of the model (a loss's
-        head, loss parameters) is then part of the forward DDP tracks.
+        One call of ``model`` (the wrapped model in training) with every column
+        (``SentenceEncoder.forward(columns=…)``): a padding-free encoder packs them into one
+        forward, others embed each column apart, as sentence-transformers does. ``then``, a
+        function of the embeddings by column, runs inside that call and its result is
+        returned instead: what it uses of the model (a loss's head, loss parameters) is
+        then part of the forward DDP tracks.
         """
         groups = split_features(inputs)
-        merged, sizes = concat_features(list(groups.values()))
-
-        def by_column(flat: torch.Tensor) -> dict[str, torch.Tensor]:
-            return dict(zip(groups, flat.split(sizes), strict=True))
-
-        if then is None:
-            return by_column(model(**merged))
-        return model(**merged, then=lambda flat: then(by_column(flat)))
+        return model(columns=groups) if then is None else model(columns=groups, then=then)
 
     def compute_loss(
         self,
