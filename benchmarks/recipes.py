@@ -206,7 +206,8 @@ def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: 
         [
             f"# {args.name}: `{args.recipe}`, {len(args.seeds)} seed(s) {args.seeds}",
             "",
-            f"Each run: `python {args.script} --config {args.recipe} <flags> --seed S` in a "
+            f"Each run: `python {shown_path(args.script)} --config {args.recipe} <flags> "
+            "--seed S` in a "
             "fresh process; the final STS table of its metrics.json (SentEval protocol, 'all', "
             "Spearman × 100, all test pairs). Variants (flags after the recipe): " + variants + ".",
             "",
@@ -220,6 +221,12 @@ def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: 
             "evaluation, loading).",
         ]
     )
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the repository when it lies inside it."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
 
 
 def _cell(value: tuple[float, float] | None, seeds: int) -> str:
