@@ -140,11 +140,11 @@ def test_clamping_both_ends_forgives_predictions_past_the_top_label() -> None:
     label = torch.tensor([3.0])
     clamped = regression_loss(prediction, label, "translated_relu", 1.0, 0.25, "both", (0, 3))
     clamped.backward()
-    assert float(clamped) == 0.0 and float(prediction.grad) == 0.0
+    assert clamped.item() == 0.0 and float(prediction.grad) == 0.0
     unclamped = regression_loss(prediction, label, "translated_relu", 1.0, 0.25)
-    assert float(unclamped) == pytest.approx(0.32)
+    assert unclamped.item() == pytest.approx(0.32)
     low_only = regression_loss(prediction, label, "translated_relu", 1.0, 0.25, "low", (0, 3))
-    assert float(low_only) == pytest.approx(0.32)  # "low" leaves the top end alone
+    assert low_only.item() == pytest.approx(0.32)  # "low" leaves the top end alone
     np.testing.assert_allclose(
         clamp_predictions(torch.tensor([-1.0, 1.0, 9.0]), "both", (0.0, 3.0)).numpy(),
         [0.0, 1.0, 3.0],
