@@ -284,7 +284,7 @@ class BaseTrainer(Trainer):
         then part of the forward DDP tracks.
         """
         groups = split_features(inputs)
-        return model(columns=groups) if then is None else model(columns=groups, then=then)
+        return model(columns=groups, then=then)
 
     def compute_loss(
         self,
