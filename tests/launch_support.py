@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from sts_core.testing import write_fixture_recipe
+from sts_core.testing import free_port, write_fixture_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (REPO / "packages").iterdir() if (p / "train.py").is_file())
@@ -23,13 +22,17 @@ DEV = FIXTURES / "sts-dev.csv"  # 8 pairs
 # package adds its entry here (test_every_package_has_a_tiny_recipe checks that it did).
 TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"loss": "cosent"},
+    "pcctuning": {"loss": "pearson"},
     "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
 }
 # What makes a package's loss over a batch split across processes the loss of the whole
 # batch (test_launch.py checks that two processes take the step of one): CoSENT ranks the
-# gathered batch; the regression losses are per pair, so DDP's averaging suffices.
+# gathered batch, Pcc-tuning correlates it; the regression losses are per pair, so DDP's
+# averaging suffices.
 WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"gather_across_processes": "true"},
+    # and through gradient caching (mini-batches of 3: uneven on one process and on two)
+    "pcctuning": {"gather_across_processes": "true", "gradient_cache_batch_size": "3"},
     "regression": {},
 }
 
@@ -47,12 +50,6 @@ def write_tiny_recipe(
     }
     comment = f"{package} on the fixture pairs, tiny model"
     return write_fixture_recipe(path, comment, model, TRAIN, DEV, output_dir, **settings)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def subprocess_env() -> dict[str, str]:

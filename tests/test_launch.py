@@ -22,7 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from launch_support import (
@@ -38,10 +37,8 @@ from launch_support import (
     write_tiny_recipe,
 )
 from safetensors.torch import load_file
-from scipy.stats import spearmanr
 
-from sts_core.encoder import SentenceEncoder
-from sts_core.testing import load_train_script
+from sts_core.testing import load_train_script, spearman_of_saved_model
 
 pytestmark = pytest.mark.slow
 COSENT = next(p for p in PACKAGES if p.name == "cosent")
@@ -148,15 +145,6 @@ def final_spearman(metrics: dict) -> float:
     return scores[key]
 
 
-def spearman_of_saved_model(folder: Path) -> float:
-    rows = [line.split("\t") for line in DEV.read_text(encoding="utf-8").splitlines()]
-    encoder = SentenceEncoder.from_pretrained(folder)
-    u = encoder.encode([r[5] for r in rows], show_progress_bar=False)
-    v = encoder.encode([r[6] for r in rows], show_progress_bar=False)
-    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
-    return 100 * spearmanr(cosine, [float(r[4]) for r in rows]).statistic
-
-
 @pytest.mark.parametrize("stage", [2, 3])
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
 def test_train_script_trains_with_deepspeed_on_two_processes(
@@ -185,7 +173,9 @@ def test_train_script_trains_with_deepspeed_on_two_processes(
         assert {key.split(".")[0] for key in extra} == set(names)
         assert min(t.numel() for t in extra.values()) > 0
     # the saved folder is an ordinary model folder that gives the final score again
-    assert spearman_of_saved_model(output_dir) == pytest.approx(final_spearman(metrics), abs=1e-3)
+    assert spearman_of_saved_model(output_dir, DEV) == pytest.approx(
+        final_spearman(metrics), abs=1e-3
+    )
     weights = load_file(output_dir / "model.safetensors")
     start = load_file(tiny_bert_dir / "model.safetensors")
     assert min(t.numel() for t in weights.values()) > 0  # gathered, not ZeRO-3 partitions

@@ -128,7 +128,16 @@ def test_bad_launch_input_stops_with_one_line(
     assert_one_line_error(
         run_train_script(package, "--config", str(unknown)), "u.yaml", "lerning_rate"
     )
+    assert not out.exists()  # nothing trained, nothing written
 
+
+def test_bad_launch_inputs_checked_by_the_core_stop_with_one_line(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """The core's checks (data, model, DeepSpeed settings) through one package's script:
+    every train.py runs the same ``cli_main``, so the other packages need not repeat them."""
+    package = next(p for p in PACKAGES if p.name == "cosent")
+    out = tmp_path / "out"
     no_data = write_tiny_recipe(
         tmp_path / "d.yaml",
         package.name,

@@ -9,7 +9,6 @@ seed and the model gives the same embeddings in train and eval mode.
 from __future__ import annotations
 
 import math
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
     ScriptedEvaluator,
     embed_pairs,
+    free_port,
     quick_training_args,
     trainer_step_losses,
 )
@@ -348,12 +348,6 @@ def test_gather_in_one_process_is_exactly_the_local_loss(
     assert gathered_grads.keys() == local_grads.keys() and gathered_grads
     for key, value in local_grads.items():
         assert torch.equal(gathered_grads[key], value), key
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 CASES = [[4, 4], [5, 3], [1, 6]]  # pairs on rank 0 and rank 1; the last batches differ

@@ -237,6 +237,14 @@ def make_eval_parser() -> argparse.ArgumentParser:
         default=None,
         help="write <output>.json and <output>.md (path with or without suffix)",
     )
+    parser.add_argument(
+        "--sentence-edit",
+        default=None,
+        choices=("none", "pcc-tuning"),
+        help="edit the test sentences before encoding as a paper's evaluation script does: "
+        "pcc-tuning (append '.' unless a sentence ends in . ? \" ', then \" → ' and a final "
+        "? → .); default none",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -286,6 +294,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             variant=args.variant,
             batch_size=args.batch_size,
             show_progress_bar=not args.quiet,
+            sentence_edit=args.sentence_edit,
         )
         pair_sets = _load_pair_sets(args)
         encoder = load_encoder(args)

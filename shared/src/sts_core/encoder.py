@@ -552,7 +552,14 @@ class SentenceEncoder(nn.Module):
 
     # ----------------------------------------------------------------- forward
     def tokenize(self, sentences: Sequence[str], padding: bool | str = True) -> Any:
-        """Apply the prompt, tokenize with truncation and pad (``return_tensors="pt"``)."""
+        """Apply the prompt, tokenize with truncation and pad (``return_tensors="pt"``).
+
+        With a prompt, a sentence too long for ``max_length`` is shortened inside the
+        template (:meth:`fit_to_prompt`), so the template's last token — the one
+        last-token pooling reads — is never cut off.
+        """
+        if self.prompt is not None and self.max_length:
+            sentences = self.fit_to_prompt(sentences)
         texts = [apply_prompt(self.prompt, s) for s in sentences]
         return self.tokenizer(
             texts,
@@ -561,6 +568,30 @@ class SentenceEncoder(nn.Module):
             max_length=self.max_length,
             return_tensors="pt" if padding else None,
         )
+
+    def fit_to_prompt(self, sentences: Sequence[str]) -> list[str]:
+        """Each sentence shortened (to its first tokens, decoded) so that it fits in
+        ``max_length`` tokens together with the prompt template and special tokens; others
+        as they are. As the Pcc-tuning and PromptEOL code cut the sentence, not the prompt.
+        """
+        overhead = len(self.tokenizer(apply_prompt(self.prompt, ""))["input_ids"])
+        budget = self.max_length - overhead
+        if budget < 1:
+            raise ValueError(
+                f"max_length {self.max_length} leaves no room for the sentence: the prompt "
+                f"{self.prompt!r} takes {overhead} tokens with the special tokens"
+            )
+        fitted = list(sentences)
+        ids = self.tokenizer(fitted, add_special_tokens=False)["input_ids"]
+        for index, tokens in enumerate(ids):
+            keep = budget
+            while len(tokens) > keep and keep > 0:  # a decoded cut may re-tokenize longer
+                fitted[index] = self.tokenizer.decode(tokens[:keep]).strip()
+                text = apply_prompt(self.prompt, fitted[index])
+                if len(self.tokenizer(text)["input_ids"]) <= self.max_length:
+                    break
+                keep -= 1
+        return fitted
 
     def forward(
         self,

@@ -202,6 +202,15 @@ FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
 }
 
 
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (a process group's rendezvous in a test)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def write_stsb_file(path: Path, scores: list[float]) -> Path:
     """An STS-B file (SentEval layout) with one pair per score, e.g. an unusable dev set."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +302,23 @@ def embed_pairs(encoder: Any, data: Any) -> tuple[Any, Any]:
         u = encoder(**encoder.tokenize(list(data["sentence1"])))
         v = encoder(**encoder.tokenize(list(data["sentence2"])))
     return u, v
+
+
+def spearman_of_saved_model(folder: str | os.PathLike, pairs_file: Path) -> float:
+    """Spearman (×100) of a saved model's cosine on an STS-B-layout file (the score in
+    column 5, the sentences in 6 and 7), encoded afresh: what a run's reported score on
+    that file must equal once the folder is reloaded."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from sts_core.encoder import SentenceEncoder
+
+    rows = [line.split("\t") for line in pairs_file.read_text(encoding="utf-8").splitlines()]
+    encoder = SentenceEncoder.from_pretrained(folder)
+    u = encoder.encode([r[5] for r in rows], show_progress_bar=False)
+    v = encoder.encode([r[6] for r in rows], show_progress_bar=False)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    return 100 * spearmanr(cosine, [float(r[4]) for r in rows]).statistic
 
 
 def trainer_step_losses(trainer: Any) -> dict[int, float]:

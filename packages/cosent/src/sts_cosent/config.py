@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sts_core.training import BaseConfig, SoftmaxHeadOptions
+from sts_core.training import BaseConfig, GatherOptions, InfoNCEOptions, SoftmaxHeadOptions
 
 LOSSES = ("cosent", "cosine_mse", "contrastive", "softmax", "infonce")
 ARCHITECTURES = ("bi-encoder", "cross-encoder")
 
 
 @dataclass
-class CoSENTConfig(BaseConfig, SoftmaxHeadOptions):
+class CoSENTConfig(BaseConfig, SoftmaxHeadOptions, GatherOptions, InfoNCEOptions):
     """Training arguments of CoSENT (Huang et al., 2024) and its baselines.
 
     Only the method's fields are here; everything else is ``BaseConfig``'s (whose
-    defaults — lr 2e-5, weight decay 0.01, 10 % warm-up, batch 16 — are the paper's).
+    defaults — lr 2e-5, weight decay 0.01, 10 % warm-up, batch 16 — are the paper's);
+    ``gather_across_processes`` (``GatherOptions``), ``infonce_temperature`` and
+    ``positive_threshold`` (``InfoNCEOptions``) are the core's.
     """
 
     loss: str = field(
@@ -35,29 +37,13 @@ class CoSENTConfig(BaseConfig, SoftmaxHeadOptions):
     cosent_scale: float = field(
         default=20.0, metadata={"help": "λ of eq. 10 (the paper uses 20 for every dataset)."}
     )
-    gather_across_processes: bool = field(
-        default=False,
-        metadata={
-            "help": "Rank over the pairs of every process's batch (all-gathered scores, "
-            "gradient through the local part), not only the local batch."
-        },
-    )
     contrastive_margin: float = field(
         default=0.5, metadata={"help": "ε of the contrastive baseline (eq. 2); labels 0/1."}
-    )
-    infonce_temperature: float = field(
-        default=0.05, metadata={"help": "τ of the in-batch InfoNCE baseline."}
-    )
-    positive_threshold: float | None = field(
-        default=None,
-        metadata={
-            "help": "InfoNCE baseline: pairs with label ≥ this are the positives "
-            "(e.g. 4.0 on 0–5 scores, 1 for binary labels); none = every pair."
-        },
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_infonce_options()
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
         if self.architecture not in ARCHITECTURES:

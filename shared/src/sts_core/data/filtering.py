@@ -86,12 +86,12 @@ def _test_pair_index(test_sets: Mapping[str, Dataset]) -> dict[Pair, set[str]]:
 
 
 def filter_test_overlap(
-    train: Dataset, test_sets: Mapping[str, Dataset]
+    train: Dataset, test_sets: Mapping[str, Dataset], log: bool = True
 ) -> tuple[Dataset, FilterReport]:
     """Drop training pairs that occur, in either order, in any of ``test_sets``.
 
     Returns:
-        the kept rows (order preserved) and a :class:`FilterReport` (also logged).
+        the kept rows (order preserved) and a :class:`FilterReport` (logged with ``log``).
     """
     index = _test_pair_index(test_sets)
     by_source = dict.fromkeys(test_sets, 0)
@@ -105,7 +105,8 @@ def filter_test_overlap(
         for name in sources:
             by_source[name] += 1
     report = FilterReport(len(keep), len(train) - len(keep), by_source)
-    logger.info("test-overlap filter: %s", report)
+    if log:
+        logger.info("test-overlap filter: %s", report)
     return train.select(keep), report
 
 

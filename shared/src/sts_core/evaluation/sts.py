@@ -87,6 +87,7 @@ class STSReport:
     model: str
     results: dict[str, TaskResult]
     seconds: float = 0.0
+    sentence_edit: str | None = None  # the edit of the test sentences, if any
 
     def average(self, aggregate: str = "all", metric: str = "spearman") -> float:
         values = [getattr(r, metric)[aggregate] for r in self.results.values()]
@@ -103,6 +104,7 @@ class STSReport:
             "variant": self.variant,
             "model": self.model,
             "seconds": round(self.seconds, 2),
+            **({"sentence_edit": self.sentence_edit} if self.sentence_edit else {}),
             "average": averages,
             "tasks": {name: asdict(result) for name, result in self.results.items()},
         }
@@ -123,9 +125,10 @@ class STSReport:
         return ["", *(TASK_TITLES.get(t, t) for t in self.results), "Avg."]
 
     def to_markdown(self) -> str:
+        edit = f", test sentences edited as `{self.sentence_edit}`" if self.sentence_edit else ""
         lines = [
-            f"Model `{self.model}`, protocol `{self.protocol}`, data variant `{self.variant}` "
-            "(correlation of cosine similarity with gold × 100)",
+            f"Model `{self.model}`, protocol `{self.protocol}`, data variant `{self.variant}`"
+            f"{edit} (correlation of cosine similarity with gold × 100)",
             "",
             "| " + " | ".join(self.header()) + " |",
             "|" + "---|" * len(self.header()),
@@ -137,7 +140,8 @@ class STSReport:
         header = self.header()
         rows = [header] + [[name, *cells] for name, cells in self.table_rows()]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        text = [f"{self.model} — protocol {self.protocol}, data {self.variant}"]
+        edit = f", sentences edited: {self.sentence_edit}" if self.sentence_edit else ""
+        text = [f"{self.model} — protocol {self.protocol}, data {self.variant}{edit}"]
         for row in rows:
             text.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
         return "\n".join(text) + "\n"
@@ -239,6 +243,9 @@ class STSEvaluator:
         batch_size: encoding batch size.
         datasets: preloaded task → Dataset (``sentence1``, ``sentence2``, ``score`` and
             optionally ``subset``), bypassing the data folder.
+        sentence_edit: an edit of every test sentence before encoding, to reproduce a
+            paper's evaluation script (:mod:`sts_core.evaluation.sentence_edits`:
+            ``pcc-tuning``); none by default. The report records it.
 
     Every task's data is loaded and checked here, before any model is involved: a task
     with fewer than 2 scored pairs or with constant gold scores raises
@@ -254,7 +261,12 @@ class STSEvaluator:
         batch_size: int = 64,
         datasets: Mapping[str, Any] | None = None,
         show_progress_bar: bool = True,
+        sentence_edit: str | None = None,
     ) -> None:
+        from sts_core.evaluation.sentence_edits import check_sentence_edit
+
+        self.sentence_edit = None if sentence_edit in (None, "", "none") else sentence_edit
+        self._edit = check_sentence_edit(sentence_edit)
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
         unknown = [
@@ -290,7 +302,9 @@ class STSEvaluator:
         encode_fn = _as_encode_fn(encode, self.batch_size, self.show_progress_bar)
         start = time.perf_counter()
         results = {task: self._evaluate_task(task, encode_fn) for task in self.tasks}
-        report = STSReport(self.protocol, self.variant, model_name, results)
+        report = STSReport(
+            self.protocol, self.variant, model_name, results, sentence_edit=self.sentence_edit
+        )
         report.seconds = time.perf_counter() - start
         return report
 
@@ -299,6 +313,9 @@ class STSEvaluator:
     def _evaluate_task(self, task: str, encode_fn: Encode) -> TaskResult:
         data = self.data[task]
         sentences1, sentences2 = list(data["sentence1"]), list(data["sentence2"])
+        if self._edit is not None:
+            sentences1 = [self._edit(s) for s in sentences1]
+            sentences2 = [self._edit(s) for s in sentences2]
         vectors = encode_fn(sentences1 + sentences2)
         predicted = cosine_scores(vectors[: len(sentences1)], vectors[len(sentences1) :])
         gold = np.asarray(data["score"], dtype=np.float64)

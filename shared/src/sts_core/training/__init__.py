@@ -4,6 +4,8 @@ from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.config import (
     BaseConfig,
     DataArguments,
+    GatherOptions,
+    InfoNCEOptions,
     ModelArguments,
     SoftmaxHeadOptions,
 )
@@ -25,6 +27,8 @@ __all__ = [
     "ConfigError",
     "ConfigParser",
     "DataArguments",
+    "GatherOptions",
+    "InfoNCEOptions",
     "ModelArguments",
     "SentenceCollator",
     "SoftmaxHeadOptions",

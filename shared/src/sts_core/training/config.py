@@ -265,9 +265,21 @@ class DataArguments:
         },
     )
 
+    final_sts_sentence_edit: str | None = field(
+        default=None,
+        metadata={
+            "help": "Edit the test sentences of final_sts_tasks before encoding, as a "
+            "paper's evaluation script does: pcc-tuning (append '.' where a sentence does "
+            "not end in . ? \" ', \" → ', final ? → .); none by default. The table says so."
+        },
+    )
+
     def __post_init__(self) -> None:
         """Names and ranges, checked before any data is read (ValueError)."""
+        from sts_core.evaluation.sentence_edits import check_sentence_edit
         from sts_core.evaluation.sts import STS_TASKS
+
+        check_sentence_edit(self.final_sts_sentence_edit)
 
         unknown = [task for task in self.final_sts_tasks if task not in STS_TASKS]
         if unknown:
@@ -303,6 +315,41 @@ class SoftmaxHeadOptions:
     num_labels: int = field(
         default=3, metadata={"help": "Classes of the softmax classifier (label column = label)."}
     )
+
+
+@dataclass
+class GatherOptions:
+    """For a method whose losses work over the batch (ranking, InfoNCE, Pearson): the
+    option to use every process's batch, ``class MyConfig(BaseConfig, GatherOptions)``."""
+
+    gather_across_processes: bool = field(
+        default=False,
+        metadata={
+            "help": "Compute the loss over every process's batch (embeddings or scores "
+            "all-gathered, gradient through the local part, scaled so the step equals one "
+            "process over the whole batch), not only the local batch."
+        },
+    )
+
+
+@dataclass
+class InfoNCEOptions:
+    """The options of the core's ``infonce`` loss, for a method config that offers it."""
+
+    infonce_temperature: float = field(
+        default=0.05, metadata={"help": "τ of the in-batch InfoNCE loss (above 0)."}
+    )
+    positive_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "InfoNCE: pairs with label ≥ this are the positives (e.g. 4.0 on 0–5 "
+            "scores, 1 for binary labels); none = every pair."
+        },
+    )
+
+    def check_infonce_options(self) -> None:
+        if not self.infonce_temperature > 0:
+            raise ValueError(f"infonce_temperature must be above 0, got {self.infonce_temperature}")
 
 
 MODEL_DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
@@ -376,6 +423,15 @@ class BaseConfig(TrainingArguments):
         "learning_rate. In (0, 1]; none: off. The regression paper's code uses 0.95. "
         "learning_rate_mapping takes precedence for the parameters it names.",
     )
+    gradient_cache_batch_size: int | None = _default(
+        None,
+        "Gradient caching (GradCache, as sentence-transformers' Cached* losses): embed the "
+        "batch in mini-batches of this many rows without gradient, compute the loss over the "
+        "whole batch, then back-propagate mini-batch by mini-batch. Same loss and gradients "
+        "as the whole batch at once, with the memory of one mini-batch (at the cost of a "
+        "second forward). none: off. Not with DeepSpeed, nor with a loss that has a head or "
+        "parameters of its own.",
+    )
     check_only: bool = _default(
         False,
         "Check the recipe, data, model folder and output_dir, say what would run, and stop "
@@ -402,9 +458,20 @@ class BaseConfig(TrainingArguments):
             )
         if deepspeed_requested(self):
             check_deepspeed_settings(self)
+        self._check_gradient_cache()
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
         super().__post_init__()
+
+    def _check_gradient_cache(self) -> None:
+        require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)
+        if self.gradient_cache_batch_size is not None and deepspeed_requested(self):
+            raise ValueError(
+                "gradient_cache_batch_size with DeepSpeed: the engine owns the backward pass "
+                "and steps once per backward, so the mini-batch backward passes of gradient "
+                "caching cannot run under it; launch with accelerate_configs/cpu.yaml or "
+                "multi_gpu.yaml (DDP), or drop gradient_cache_batch_size"
+            )
 
 
 def parse_json_mapping(value: object, name: str) -> dict | None:

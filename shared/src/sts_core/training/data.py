@@ -62,6 +62,10 @@ def build_train_dataset(
             train, load_test_sets(data_args.data_dir, data_args.data_variant)
         )
         summary["filter"] = report.to_dict()
+    else:
+        overlap = count_test_overlap(train, data_args)
+        if overlap is not None:
+            summary["test_overlap"] = overlap
     if data_args.label_mapping:
         train, _ = map_labels(train, label_column, data_args.label_mapping)
     if data_args.score_range:
@@ -79,6 +83,35 @@ def build_train_dataset(
         logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
     summary["train_pairs"] = len(train)
     return train, summary
+
+
+def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, Any] | None:
+    """With the test-pair filter off: how many training pairs also occur (either order) in
+    the seven STS test sets, by test set (logged as a warning when any do). None when the
+    training set has no pairs or the test sets cannot be read (logged)."""
+    if not {"sentence1", "sentence2"} <= set(train.column_names):
+        return None
+    try:
+        test_sets = load_test_sets(data_args.data_dir, data_args.data_variant)
+    except (OSError, ValueError) as error:  # no benchmark folder: training from hub ids
+        logger.info("test-pair overlap not counted (the test sets cannot be read: %s)", error)
+        return None
+    _, report = filter_test_overlap(train, test_sets, log=False)
+    counted = {
+        "pairs": report.removed,
+        "of": report.total,
+        "by_test_set": {k: v for k, v in report.removed_by_source.items() if v},
+    }
+    if report.removed:
+        by_set = ", ".join(f"{k}: {v}" for k, v in counted["by_test_set"].items())
+        logger.warning(
+            "filter_test_overlap is off: %d of %d training pairs also occur in the STS test "
+            "sets (%s); scores on those sets are then not on unseen pairs",
+            report.removed,
+            report.total,
+            by_set,
+        )
+    return counted
 
 
 def value_counts(values: list[float]) -> dict[str, int]:

@@ -110,10 +110,22 @@ class TrainingRun:
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
         location = check_model_location(self.model_args.model_name_or_path)
+        self.check_hardware()
         self.check_frozen_backbone()
         self.check_saved_heads(location)
         self.inputs = self.prepare_data()
         return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def check_hardware(self) -> None:
+        """Options that need a GPU stop here, before any data or weights are read, on a
+        machine without one (the recipe itself parses anywhere)."""
+        import torch
+
+        if self.model_args.load_in_4bit and not torch.cuda.is_available():
+            raise ConfigError(
+                "load_in_4bit (QLoRA) needs a CUDA GPU: bitsandbytes' 4-bit kernels do not "
+                "run on this machine; train with use_lora: true (a float base) here"
+            )
 
     def check_frozen_backbone(self) -> None:
         """``freeze_backbone`` needs a loss that trains something of its own (a head)."""
@@ -295,6 +307,7 @@ def prepare_inputs(
             variant=data_args.data_variant,
             batch_size=config.per_device_eval_batch_size,
             show_progress_bar=False,
+            sentence_edit=data_args.final_sts_sentence_edit,
         )
     return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
 

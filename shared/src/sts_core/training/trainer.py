@@ -61,6 +61,20 @@ def require_trainable_parameters(model: Any, loss_name: str) -> None:
         )
 
 
+def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
+    """ValueError for ``gradient_cache_batch_size`` with a loss that has parameters (a head,
+    a trainable temperature): gradient caching computes the loss outside the model's
+    forward, where DDP would not reduce their gradients."""
+    if getattr(args, "gradient_cache_batch_size", None) is None:
+        return
+    if any(True for _ in loss_module.parameters()):
+        raise ValueError(
+            f"gradient_cache_batch_size with loss {loss_name}, which has a head or parameters "
+            "of its own: gradient caching supports losses over the embeddings alone; drop "
+            "gradient_cache_batch_size (or use gradient_accumulation_steps)"
+        )
+
+
 class BaseTrainer(Trainer):
     """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
 
@@ -93,6 +107,7 @@ class BaseTrainer(Trainer):
         loss_module = build_loss(self.loss_name(args), args, model=model)
         attach_loss_parameters(model, loss_module)
         require_trainable_parameters(model, self.loss_name(args))
+        check_gradient_cache(args, loss_module, self.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
@@ -259,6 +274,7 @@ class BaseTrainer(Trainer):
             variant=data_args.data_variant,
             batch_size=self.args.per_device_eval_batch_size,
             show_progress_bar=False,
+            sentence_edit=data_args.final_sts_sentence_edit,
         )
         encoder = self.accelerator.unwrap_model(self.model)
         report = evaluator.evaluate(encoder, model_name=str(self.args.output_dir))
@@ -303,7 +319,13 @@ class BaseTrainer(Trainer):
             embeddings.update(by_column)
             return self.apply_loss(by_column, inputs.get("labels"))
 
-        loss = self.embed(model, inputs, then=loss_of)
+        cache = getattr(self.args, "gradient_cache_batch_size", None)
+        if cache is not None and model.training and torch.is_grad_enabled():
+            from sts_core.training.grad_cache import cached_loss
+
+            loss, embeddings = cached_loss(model, split_features(inputs), loss_of, cache)
+        else:
+            loss = self.embed(model, inputs, then=loss_of)
         return (loss, embeddings) if return_outputs else loss
 
     def apply_loss(self, embeddings: dict[str, torch.Tensor], labels: Any) -> torch.Tensor:
