@@ -70,6 +70,7 @@ DEFAULT_METHODS = [
     "ours-cosent",
     "ours-cosine_mse",
     "ours-smooth_k2",
+    "ours-pcc_pearson",
     "st-cosent",
     "st-angle",
     "st-cosine",

@@ -1,0 +1,212 @@
+"""``main()`` of packages/pcctuning/train.py end to end on fixture files and tiny models:
+stage 1 (InfoNCE on triplets, LoRA on a decoder with a prompt, gradient caching), stage 2
+(1 − Pearson) continuing stage 1's adapter, the degenerate-batch count, and bad inputs
+stopped with one line before the model is loaded."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import (
+    load_train_script,
+    quick_training_args,
+    spearman_of_saved_model,
+    write_fixture_recipe,
+)
+from sts_pcctuning import PccConfig, PccTrainer
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+PACKAGE = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+TRAIN = FIXTURES / "sts-train.csv"  # STS-B layout, scores 0–5
+DEV = FIXTURES / "sts-dev.csv"
+TEST = FIXTURES / "sts-test.csv"
+LLAMA_PROMPT = {
+    "pooling": "last_token",
+    "prompt": "promptsth",
+    "padding_side": "left",
+    "use_lora": "true",
+    "lora_r": "4",
+    "lora_alpha": "16",
+    "lora_dropout": "0.05",
+    "lora_target_modules": "all-linear",
+}
+
+main = load_train_script(PACKAGE).main
+
+
+def write_triplets(path: Path, rows: int = 8) -> Path:
+    """A SimCSE triplet csv (sent0, sent1, hard_neg)."""
+    lines = ["sent0,sent1,hard_neg"] + [
+        f"a man plays a guitar {i},a man plays music {i},a dog sleeps {i}" for i in range(rows)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_recipe(path: Path, model: Path, output_dir: Path, train: Path = TRAIN, **overrides):
+    settings = {"final_eval_datasets": f"[{TEST}]", "loss": "pearson", **overrides}
+    return write_fixture_recipe(
+        path, "pcctuning on fixtures", model, train, DEV, output_dir, **settings
+    )
+
+
+def read_metrics(output_dir: Path) -> dict:
+    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+
+
+def test_two_stages_with_lora_on_a_prompted_decoder(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    """Stage 1: InfoNCE with the hard negatives, a LoRA adapter, PromptSTH and last-token
+    pooling, a batch of 8 through gradient caching (mini-batches of 3); stage 2 trains the
+    same adapter further with the Pearson loss and reloads with the scores it reported."""
+    pytest.importorskip("peft", reason="LoRA is an extra: sts-core[peft]")
+    stage1, stage2 = tmp_path / "stage1", tmp_path / "stage2"
+    first = write_recipe(
+        tmp_path / "s1.yaml",
+        tiny_llama_dir,
+        stage1,
+        write_triplets(tmp_path / "triplets.csv"),
+        loss="infonce",
+        eval_dataset="none",
+        save_strategy="no",
+        per_device_train_batch_size="8",
+        gradient_cache_batch_size="3",
+        **LLAMA_PROMPT,
+    )
+    assert main(["--config", str(first)]) == 0
+    metrics = read_metrics(stage1)
+    assert math.isfinite(metrics["train"]["train_loss"]) and metrics["train"]["train_loss"] > 0
+    assert (stage1 / "adapter_config.json").is_file()
+    settings = json.loads((stage1 / "sts_encoder_config.json").read_text(encoding="utf-8"))
+    assert settings["pooling"] == "last_token" and "means something" in settings["prompt"]
+
+    second = write_recipe(
+        tmp_path / "s2.yaml",
+        stage1,
+        stage2,
+        use_lora="true",
+        per_device_train_batch_size="4",
+        gradient_cache_batch_size="2",
+        save_strategy="no",
+        eval_strategy="no",
+    )
+    assert main(["--config", str(second)]) == 0
+    metrics = read_metrics(stage2)
+    assert 0 <= metrics["train"]["train_loss"] <= 2  # 1 − r
+    assert metrics["train"]["batches"]["batches"] == 4
+    adapter = json.loads((stage2 / "adapter_config.json").read_text(encoding="utf-8"))
+    assert adapter["r"] == 4
+    reported = metrics["final"][str(TEST)]
+    (key,) = [k for k in reported if k.endswith("_spearman")]
+    assert spearman_of_saved_model(stage2, TEST) == pytest.approx(reported[key], abs=1e-3)
+
+
+def test_stage_two_counts_batches_without_a_correlation(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    args = quick_training_args(PccConfig, tmp_path, loss="pearson")
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    trainer = PccTrainer(encoder, args)
+    rows = [{"sentence1": "a man", "sentence2": "a dog", "score": 3.0}] * 2 + [
+        {"sentence1": "a cat", "sentence2": "a man plays", "score": 3.0}
+    ]
+    batch = trainer.data_collator(rows)
+    encoder.train()
+    loss = trainer.compute_loss(encoder, batch)
+    loss.backward()
+    assert float(loss.detach()) == 0.0
+    assert all(p.grad is None or not p.grad.any() for p in encoder.parameters())
+    trainer._batches_seen = 1
+    report = trainer.degenerate_batch_report()
+    assert report["reasons"] == {"gold scores all equal": 1}
+
+
+def one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"per_device_train_batch_size": "1"}, "needs at least 2 pairs per batch"),
+        ({"loss": "cosent"}, "is not one of infonce, pearson, cosine_mse"),
+        ({"infonce_temperature": "0"}, "infonce_temperature must be above 0"),
+        ({"gradient_cache_batch_size": "0"}, "gradient_cache_batch_size must be at least 1"),
+        ({"load_in_4bit": "true"}, "needs a CUDA GPU"),
+        ({"final_sts_sentence_edit": "mine"}, "unknown sentence edit"),
+    ],
+)
+def test_bad_input_stops_with_one_line_before_loading(
+    overrides: dict[str, str],
+    message: str,
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
+    assert main(["--config", str(recipe)]) == 2
+    assert message in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_stage_two_on_scores_that_are_all_equal_is_refused(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    flat = tmp_path / "sts-flat.csv"
+    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    flat.write_text(
+        "\n".join(
+            "\t".join([*line.split("\t")[:4], "2.0", *line.split("\t")[5:]]) for line in lines
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", flat)
+    assert main(["--config", str(recipe)]) == 2
+    assert "every training score is 2.0" in one_line_error(capsys.readouterr().err)
+
+
+def test_stage_one_without_hard_negatives_says_so(
+    tiny_bert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_bert_dir,
+        tmp_path / "out",
+        loss="infonce",
+        max_steps="1",
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    assert main(["--config", str(recipe)]) == 0
+    assert "without a hard_negative column" in caplog.text
+    assert torch.isfinite(torch.tensor(read_metrics(tmp_path / "out")["train"]["train_loss"]))
+
+
+def test_promptsth_last_token_is_the_templates_last_word_on_both_padding_sides(
+    tiny_llama_dir: Path,
+) -> None:
+    from sts_core.pooling import last_token_index
+
+    sentences = ["a man plays a guitar in the park", "a dog"]
+    vectors = {}
+    for side in ("left", "right"):
+        encoder = SentenceEncoder.from_pretrained(
+            tiny_llama_dir, pooling="last_token", prompt="promptsth", padding_side=side
+        )
+        tokens = encoder.tokenize(sentences)
+        last = tokens["input_ids"][torch.arange(2), last_token_index(tokens["attention_mask"])]
+        assert encoder.tokenizer.convert_ids_to_tokens(last.tolist()) == ["something"] * 2
+        text = encoder.tokenizer.decode(tokens["input_ids"][1][tokens["attention_mask"][1] > 0])
+        assert text.replace(" ", "").endswith('sentence:"adog"meanssomething')
+        vectors[side] = encoder.encode(sentences, show_progress_bar=False)
+    assert vectors["left"] == pytest.approx(vectors["right"], abs=1e-5)

@@ -1,0 +1,14 @@
+"""Train with Pcc-tuning: stage 1 (InfoNCE on NLI triplets), stage 2 (1 − Pearson).
+
+accelerate launch packages/pcctuning/train.py --config packages/pcctuning/configs/<recipe>.yaml
+python packages/pcctuning/train.py --config <recipe>.yaml --learning_rate 1e-4   # flags override
+"""
+
+import sys
+
+from sts_pcctuning.cli import main, make_parser
+
+__all__ = ["main", "make_parser"]
+
+if __name__ == "__main__":
+    sys.exit(main())
