@@ -98,7 +98,7 @@ def test_gradient_cache_refuses_deepspeed_and_losses_with_parameters(
     with pytest.raises(ValueError, match="gradient_cache_batch_size must be at least 1"):
         quick_training_args(BaseConfig, tmp_path, gradient_cache_batch_size=0)
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    pytest.importorskip("deepspeed")
+    pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: sts-core[deepspeed]")
     with pytest.raises(ValueError, match="gradient_cache_batch_size with DeepSpeed"):
         quick_training_args(BaseConfig, tmp_path, gradient_cache_batch_size=4)
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED")

@@ -105,15 +105,20 @@ def pearson_correlation(x: Tensor, y: Tensor) -> Tensor:
             f"expected two (n,) vectors of the same length, got {tuple(x.shape)} and "
             f"{tuple(y.shape)}"
         )
+    return _correlation(x, y)[0]
+
+
+def _correlation(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """``r`` (0 where undefined) and whether it is defined (a boolean 0-d tensor)."""
     dtype = compute_dtype(x)
     x, y = x.to(dtype), y.to(device=x.device, dtype=dtype)
     if x.numel() < 2:
-        return x.sum() * 0.0
+        return x.sum() * 0.0, torch.zeros((), dtype=torch.bool, device=x.device)
     sxx, syy, sxy = _centred_sums(x, y)
     defined = _spread(sxx, x) & _spread(syy, y)
     # where() on both sides: the undefined branch never divides by zero (no NaN gradient)
     denominator = torch.where(defined, sxx * syy, torch.ones_like(sxx)).sqrt()
-    return torch.where(defined, sxy / denominator, sxy * 0.0)
+    return torch.where(defined, sxy / denominator, sxy * 0.0), defined
 
 
 def pearson_loss(left: Tensor, right: Tensor, labels: Tensor) -> Tensor:
@@ -134,12 +139,9 @@ def pearson_loss(left: Tensor, right: Tensor, labels: Tensor) -> Tensor:
 
 
 def _one_minus_r(cosine: Tensor, labels: Tensor) -> Tensor:
-    r = pearson_correlation(cosine, labels)
-    if cosine.numel() < 2:
-        return r
-    x, y = cosine.detach(), labels.detach().to(cosine.dtype)
-    sxx, syy, _ = _centred_sums(x, y)
-    return torch.where(_spread(sxx, x) & _spread(syy, y), 1.0 - r, r)
+    """``1 − r``, or 0 with no gradient where ``r`` is undefined."""
+    r, defined = _correlation(cosine, labels)
+    return torch.where(defined, 1.0 - r, r)
 
 
 @register_loss("pearson")
