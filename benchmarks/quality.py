@@ -20,7 +20,7 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/quality.py --quick   # 40 steps, seed 0, 300 pairs per task
     uv run python benchmarks/quality.py           # full: 1 epoch, seeds 0 1 2, all pairs
     uv run python benchmarks/quality.py --learning-rate 5e-6 1e-5 2e-5 --methods ours-cosent
-    uv run python benchmarks/quality.py --smoke --output-dir /tmp/bench   # for tests
+    uv run python benchmarks/quality.py --smoke --output-dir /tmp/bench   # CI: every row, 2 steps
     uv run python benchmarks/quality.py --render benchmarks/results/quality.json  # re-render
 
 Results: ``benchmarks/results/quality[_quick].{md,json,png}``.
@@ -80,7 +80,7 @@ MODES = {
         "max_steps": 2,
         "seeds": [0],
         "eval_pairs": 40,
-        "methods": ["base", "ours-cosent", "st-cosent"],
+        "methods": None,  # the untrained model, every registered "ours-" row, st-cosent
     },
     "quick": {"max_steps": 40, "seeds": [0], "eval_pairs": 300, "methods": DEFAULT_METHODS},
     "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "methods": DEFAULT_METHODS},
@@ -430,7 +430,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a few minutes: 40 steps, 1 seed")
-    size.add_argument("--smoke", action="store_true", help="2 steps, 40 pairs per task")
+    size.add_argument(
+        "--smoke", action="store_true", help="2 steps, 40 pairs per task, every method's row"
+    )
     parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
     parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
@@ -453,6 +455,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for key, value in MODES[args.mode].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.methods is None:  # smoke: one row per method a package registers
+        args.methods = ["base", *sorted(k for k in METHODS if k.startswith("ours-")), "st-cosent"]
     return args
 
 

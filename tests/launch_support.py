@@ -21,15 +21,26 @@ DEV = FIXTURES / "sts-dev.csv"  # 8 pairs
 # Settings that make each method's train.py train a tiny model on the fixture pairs. A new
 # package adds its entry here (test_every_package_has_a_tiny_recipe checks that it did).
 TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
+    "bsc": {
+        "loss": "bsc",
+        "score_range": "[0, 5]",
+        "label_threshold": "0.6",
+        "mu": "0.5",
+        "shuffle": "example",
+        "group_size": "2",
+        "shuffle_candidates": "4",
+    },
     "cosent": {"loss": "cosent"},
     "pcctuning": {"loss": "pearson"},
     "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
 }
 # What makes a package's loss over a batch split across processes the loss of the whole
-# batch (test_launch.py checks that two processes take the step of one): CoSENT ranks the
-# gathered batch, Pcc-tuning correlates it; the regression losses are per pair, so DDP's
-# averaging suffices.
+# batch (test_launch.py checks that two processes take the step of one): BSC's softmax runs
+# over the gathered batch (its example-based batches broadcast from the main process),
+# CoSENT ranks the gathered batch, Pcc-tuning correlates it; the regression losses are per
+# pair, so DDP's averaging suffices.
 WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
+    "bsc": {"gather_across_processes": "true"},
     "cosent": {"gather_across_processes": "true"},
     # and through gradient caching (mini-batches of 3: uneven on one process and on two)
     "pcctuning": {"gather_across_processes": "true", "gradient_cache_batch_size": "3"},

@@ -3,6 +3,7 @@ batches used in order, split per process in rank order."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,40 @@ def test_batches_are_rebuilt_each_epoch_from_the_current_model(
     assert trainer.calls[0][1] != trainer.calls[1][1]  # epoch 1 saw the trained weights
     assert len(trainer.seen) == 6  # 3 batches (4, 4, 2) an epoch
     assert trainer.seen[3:] == [sorted(b) for b in trainer.expected]  # in the hook's order
+
+
+def test_a_resumed_run_sees_the_batches_the_interrupted_epoch_was_built_with(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """Batches built from the model at the start of an epoch are saved with each checkpoint
+    (``epoch_batches.json``): a run resumed mid-epoch takes them, not batches rebuilt from
+    the checkpoint's weights, and so takes the same steps."""
+    from sts_core.training.trainer import EPOCH_BATCHES_NAME
+
+    def run(output_dir: Path, resume: Path | None = None) -> RecordingTrainer:
+        encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+        args = quick_training_args(
+            BaseConfig,
+            output_dir,
+            per_device_train_batch_size=2,
+            num_train_epochs=1,
+            max_steps=-1,
+            learning_rate=0.05,
+            save_strategy="steps",
+            save_steps=2,
+            save_total_limit=None,
+        )
+        trainer = RecordingTrainer(model=encoder, args=args, train_dataset=tiny_dataset())
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        return trainer
+
+    full = run(tmp_path / "full")
+    checkpoint = tmp_path / "full" / "checkpoint-2"
+    saved = json.loads((checkpoint / EPOCH_BATCHES_NAME).read_text(encoding="utf-8"))
+    assert saved == {"epoch": 0, "batches": full.expected}
+    resumed = run(tmp_path / "resumed", resume=checkpoint)
+    assert resumed.calls == []  # the checkpoint's batches, not the trained model's
+    assert resumed.seen == full.seen[2:]
 
 
 def test_a_wrong_number_of_batches_is_an_error() -> None:

@@ -102,3 +102,25 @@ def test_split_features_keeps_sentence_and_sentence1_apart() -> None:
     assert set(groups) == {"sentence", "sentence1"}
     assert groups["sentence"]["input_ids"].shape == (1, 2)
     assert groups["sentence1"]["input_ids"].shape == (1, 3)
+
+
+def test_text_ids_mark_equal_texts_and_stay_out_of_the_model_features(
+    encoder: SentenceEncoder,
+) -> None:
+    """A loss that asks for text identities (BSC's repeated anchors) gets a 64-bit id per
+    row, equal for equal texts and the same in every process (not Python's salted hash)."""
+    from sts_core.training.collator import batch_text_ids, text_ids
+
+    rows = [
+        {"sentence1": "a man", "sentence2": "a dog", "score": 1.0},
+        {"sentence1": "a cat", "sentence2": "a dog", "score": 0.0},
+        {"sentence1": "a man", "sentence2": "a boy", "score": 0.5},
+    ]
+    batch = SentenceCollator(encoder, text_id_columns=("sentence1", "hard_negative"))(rows)
+    ids = batch["text_ids_sentence1"]
+    assert ids.dtype == torch.int64 and ids[0] == ids[2] != ids[1]
+    assert "text_ids_hard_negative" not in batch  # no such column in the rows
+    assert text_ids(["a man"]).item() == ids[0] == -1540954078076776390  # BLAKE2b, fixed
+    assert set(batch_text_ids(batch)) == {"sentence1"}
+    assert set(split_features(batch)) == {"sentence1", "sentence2"}
+    assert "text_ids" not in str(sorted(split_features(batch)["sentence1"]))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sts_core.testing import write_fixture_recipe
+from sts_core.testing import one_line_error, write_fixture_recipe
 from sts_cosent.cli import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -23,12 +23,6 @@ def recipe(tmp_path: Path, model: Path, train: Path = TRAIN, **overrides: str) -
     return write_fixture_recipe(
         tmp_path / "r.yaml", "reliability", model, train, DEV, tmp_path / "out", **overrides
     )
-
-
-def one_line_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def test_softmax_on_similarity_scores_stops_before_the_model_is_loaded(

@@ -15,6 +15,7 @@ import torch
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import (
     load_train_script,
+    one_line_error,
     quick_training_args,
     spearman_of_saved_model,
     write_fixture_recipe,
@@ -126,12 +127,6 @@ def test_stage_two_counts_batches_without_a_correlation(
     trainer._batches_seen = 1
     report = trainer.degenerate_batch_report()
     assert report["reasons"] == {"gold scores all equal": 1}
-
-
-def one_line_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -55,12 +55,6 @@ def write_nli_csv(path: Path) -> Path:
 
 def read_metrics(output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
-
-
-def one_line_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def test_main_trains_on_sts_scores_and_reports_cosine_and_head(

@@ -47,6 +47,21 @@ def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts)
 
 
+def scale_local_gradient(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with the same value but its gradient multiplied by the world size.
+
+    The alternative to :func:`scale_gathered_gradient` for a loss that also has parameters
+    of its own (a trainable temperature): pass each local embedding tensor through this
+    before :func:`all_gather_with_grad`. The embeddings' gradients are then scaled (DDP's
+    average over processes gives the whole batch's gradient) while the loss parameters'
+    gradients — which every process computes in full over the same gathered batch — are
+    not, so their average is their gradient too."""
+    scale = gathered_loss_scale()
+    if scale == 1.0:
+        return tensor
+    return tensor + (scale - 1.0) * (tensor - tensor.detach())
+
+
 def gathered_loss_scale() -> float:
     """Factor for a loss over gathered embeddings so DDP's averaging gives the full gradient."""
     return float(world_size())

@@ -202,6 +202,14 @@ FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
 }
 
 
+def one_line_error(err: str) -> str:
+    """The one line a command printed on standard error for a bad input (``error: …``),
+    asserting there is nothing else (no traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (a process group's rendezvous in a test)."""
     import socket

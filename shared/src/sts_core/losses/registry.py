@@ -33,9 +33,13 @@ class EmbeddingLoss(nn.Module, ABC):
         label_kind: ``"score"`` (any number), ``"binary"`` (0/1), ``"class"`` (integer
             classes ``0 … num_labels − 1``) or ``None`` (no labels).
         citation: BibTeX of the paper that defines it.
+        text_id_columns: text columns whose identities it needs (which rows of the batch
+            hold the same text); it is then called as ``loss(embeddings, labels,
+            text_ids={column: (N,) int64})`` (equal texts, equal ids).
     """
 
     columns: ClassVar[tuple[str, ...]] = ("sentence1", "sentence2")
+    text_id_columns: ClassVar[tuple[str, ...]] = ()
     label_kind: ClassVar[str | None] = "score"
     citation: ClassVar[str] = ""
     registered_name: ClassVar[str] = ""  # set by register_loss

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 
 TEXT_COLUMNS = ("sentence", "sentence1", "sentence2", "hard_negative")
+TEXT_IDS_PREFIX = "text_ids_"
+
+
+def text_ids(texts: Iterable[str]) -> torch.Tensor:
+    """A 64-bit id per text (BLAKE2b of its UTF-8 bytes, as int64): equal texts, equal ids,
+    in every process and run (Python's ``hash`` is salted per process)."""
+    return torch.tensor(
+        [
+            int.from_bytes(
+                hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True
+            )
+            for text in texts
+        ],
+        dtype=torch.int64,
+    )
 
 
 class SentenceCollator:
@@ -23,11 +39,17 @@ class SentenceCollator:
     Args:
         encoder: a SentenceEncoder (its ``tokenize`` is used).
         label_column: column to read as labels (absent columns give no ``labels``).
+        text_id_columns: text columns whose texts' identities a loss needs (which rows hold
+            the same text: BSC's repeated anchors): each becomes ``text_ids_<column>``, an
+            int64 id per row (:func:`text_ids`).
     """
 
-    def __init__(self, encoder: Any, label_column: str = "score") -> None:
+    def __init__(
+        self, encoder: Any, label_column: str = "score", text_id_columns: Sequence[str] = ()
+    ) -> None:
         self.encoder = encoder
         self.label_column = label_column
+        self.text_id_columns = tuple(text_id_columns)
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
@@ -37,7 +59,19 @@ class SentenceCollator:
                 batch.update({f"{column}_{key}": value for key, value in tokens.items()})
         if self.label_column in rows[0]:
             batch["labels"] = torch.tensor([float(row[self.label_column]) for row in rows])
+        for column in self.text_id_columns:
+            if column in rows[0]:
+                batch[f"{TEXT_IDS_PREFIX}{column}"] = text_ids(row[column] for row in rows)
         return batch
+
+
+def batch_text_ids(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The ``text_ids_<column>`` entries of a collated batch, by column."""
+    return {
+        key[len(TEXT_IDS_PREFIX) :]: value
+        for key, value in inputs.items()
+        if key.startswith(TEXT_IDS_PREFIX)
+    }
 
 
 def split_features(inputs: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:

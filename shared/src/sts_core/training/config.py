@@ -191,6 +191,10 @@ class ModelArguments:
             )
 
 
+#: how final_eval_datasets are scored
+FINAL_EVAL_TASKS = ("sts", "classification", "ranking")
+
+
 @dataclass
 class DataArguments:
     """What to train and select on."""
@@ -257,6 +261,23 @@ class DataArguments:
             "stsb-zh:test or mrpc:test: Spearman/Pearson of its similarity against the labels."
         },
     )
+    final_eval_task: str = field(
+        default="sts",
+        metadata={
+            "help": "How final_eval_datasets are scored: sts (Spearman/Pearson against the "
+            "labels), classification (F1, accuracy, precision, recall, average precision; "
+            "thresholds chosen on threshold_dataset) or ranking (MRR, MAP, P@1, nDCG@k, "
+            "HasPositive@k over the query_id groups, e.g. wikiqa:test)."
+        },
+    )
+    threshold_dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "With final_eval_task classification: the pair set (name:split or path) "
+            "the accuracy and F1 thresholds are chosen on, e.g. quora:dev; unset: the "
+            "evaluated set itself (an optimistic bound; its metrics end in _oracle)."
+        },
+    )
     final_sts_tasks: list[str] = field(
         default_factory=list,
         metadata={
@@ -280,6 +301,13 @@ class DataArguments:
         from sts_core.evaluation.sts import STS_TASKS
 
         check_sentence_edit(self.final_sts_sentence_edit)
+        if self.final_eval_task not in FINAL_EVAL_TASKS:
+            raise ValueError(
+                f"final_eval_task {self.final_eval_task!r} is not one of "
+                f"{', '.join(FINAL_EVAL_TASKS)}"
+            )
+        if self.threshold_dataset is not None and self.final_eval_task != "classification":
+            raise ValueError("threshold_dataset is used only with final_eval_task: classification")
 
         unknown = [task for task in self.final_sts_tasks if task not in STS_TASKS]
         if unknown:

@@ -299,6 +299,11 @@ def prepare_inputs(
         reference: len(load_reference(reference, "test", data_args)[1])
         for reference in data_args.final_eval_datasets
     }
+    if data_args.final_eval_task != "sts":  # labels and query ids checked before the work
+        try:
+            trainer_class.build_final_evaluators(data_args, config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
     final_sts = None
     if data_args.final_sts_tasks:
         final_sts = STSEvaluator(

@@ -10,6 +10,7 @@ through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``Aut
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -25,7 +26,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import EmbeddingLoss, build_loss, check_labels, loss_class
 from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
-from sts_core.training.collator import SentenceCollator, split_features
+from sts_core.training.collator import SentenceCollator, batch_text_ids, split_features
 from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 TRAINING_ARGS_NAME = "training_args.bin"
 TRAINER_STATE_NAME = "trainer_state.json"
+# the batches of the epoch a checkpoint was saved in (build_epoch_batches), for a resume
+EPOCH_BATCHES_NAME = "epoch_batches.json"
 # A warning after training when at least this share of the batches gave no usable pairs.
 DEGENERATE_WARNING_SHARE = 0.1
 
@@ -75,6 +78,22 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
         )
 
 
+def _load_pairs(reference: str, data_args: Any) -> Any:
+    """The pair set a reference names (its test split by default), as the data options
+    read it."""
+    from sts_core.data import load_reference
+
+    _, dataset = load_reference(
+        reference,
+        "test",
+        data_dir=data_args.data_dir,
+        variant=data_args.data_variant,
+        fmt=data_args.train_format,
+        sick_to_sts_scale=data_args.sick_to_sts_scale,
+    )
+    return dataset
+
+
 class BaseTrainer(Trainer):
     """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
 
@@ -98,7 +117,11 @@ class BaseTrainer(Trainer):
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
         args.label_column = self.label_column_for(args)
         if kwargs.get("data_collator") is None:
-            kwargs["data_collator"] = SentenceCollator(model, label_column=args.label_column)
+            kwargs["data_collator"] = SentenceCollator(
+                model,
+                label_column=args.label_column,
+                text_id_columns=loss_class(self.loss_name(args)).text_id_columns,
+            )
         if kwargs.get("processing_class") is None:
             kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
@@ -114,6 +137,8 @@ class BaseTrainer(Trainer):
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
+        self._epoch_batches: tuple[int, list[list[int]]] | None = None  # the current epoch's
+        self._resumed_epoch_batches: dict[int, list[list[int]]] = {}
         self.loss_module: EmbeddingLoss = loss_module
         settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
         self.model_card_data["loss_module"] = (
@@ -145,7 +170,7 @@ class BaseTrainer(Trainer):
 
         dataset = self.train_dataset
         sampler = EpochBatchSampler(
-            lambda epoch: self.build_epoch_batches(dataset, self._current_epoch(epoch)),
+            lambda epoch: self._batches_of_epoch(dataset, self._current_epoch(epoch)),
             len(dataset),
             self.args.per_device_train_batch_size,
             self.args.world_size,
@@ -158,6 +183,34 @@ class BaseTrainer(Trainer):
             pin_memory=self.args.dataloader_pin_memory,
         )
         return self.accelerator.prepare(loader)
+
+    def _batches_of_epoch(self, dataset: Any, epoch: int) -> list[list[int]]:
+        """:meth:`build_epoch_batches`, except for the epoch a resumed checkpoint was saved
+        in: its batches come from the checkpoint (``epoch_batches.json``), so a run resumed
+        mid-epoch sees the batches the interrupted run would have seen — built from the
+        model as it was at the start of that epoch, not as it is at the checkpoint."""
+        batches = self._resumed_epoch_batches.pop(epoch, None)
+        if batches is None:
+            batches = self.build_epoch_batches(dataset, epoch)
+        else:
+            logger.info("epoch %d: the batches saved with the checkpoint", epoch)
+        self._epoch_batches = (epoch, batches)
+        return batches
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches."""
+        if resume_from_checkpoint:
+            self._read_epoch_batches(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _read_epoch_batches(self, checkpoint: str | bool) -> None:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        folder = get_last_checkpoint(self.args.output_dir) if checkpoint is True else checkpoint
+        path = Path(folder) / EPOCH_BATCHES_NAME if folder else None
+        if path is not None and path.is_file():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            self._resumed_epoch_batches = {int(saved["epoch"]): saved["batches"]}
 
     def _current_epoch(self, counted: int) -> int:
         """The epoch being started, from the trainer state (right after a resume too, where
@@ -243,27 +296,48 @@ class BaseTrainer(Trainer):
         return results
 
     def _score_pair_sets(self, data_args: Any) -> dict[str, dict[str, float]]:
-        """Each of ``final_eval_datasets`` scored by this trainer's dev evaluator."""
-        from sts_core.data import load_reference, split_reference
-
-        scores = {}
+        """Each of ``final_eval_datasets`` scored as ``final_eval_task`` says
+        (:meth:`build_final_evaluators`)."""
         model = self.accelerator.unwrap_model(self.model)
-        for reference in data_args.final_eval_datasets:
-            _, dataset = load_reference(
-                reference,
-                "test",
-                data_dir=data_args.data_dir,
-                variant=data_args.data_variant,
-                fmt=data_args.train_format,
-                sick_to_sts_scale=data_args.sick_to_sts_scale,
-            )
-            label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
-            evaluator = self.build_evaluator(label, dataset, self.args)
-            scores[reference] = evaluator(model)
+        evaluators = self.build_final_evaluators(data_args, self.args)
+        scores = {reference: evaluator(model) for reference, evaluator in evaluators.items()}
         if self.is_world_process_zero():
             for reference, values in scores.items():
                 print(reference, ", ".join(f"{k} {v:.2f}" for k, v in values.items()))
         return scores
+
+    @classmethod
+    def build_final_evaluators(cls, data_args: Any, config: Any) -> dict[str, Any]:
+        """An evaluator per ``final_eval_datasets`` reference: ``sts``, this trainer's dev
+        evaluator (Spearman/Pearson); ``classification``, a
+        :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
+        thresholds of ``threshold_dataset``; ``ranking``, a
+        :class:`~sts_core.evaluation.pair_tasks.RankingEvaluator`. Built (and so checked)
+        before training as well."""
+        from sts_core.data import split_reference
+        from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+
+        task = getattr(data_args, "final_eval_task", "sts")
+        batch = config.per_device_eval_batch_size
+        thresholds = None
+        if task == "classification" and data_args.threshold_dataset:
+            thresholds = _load_pairs(data_args.threshold_dataset, data_args)
+        evaluators = {}
+        for reference in data_args.final_eval_datasets:
+            dataset = _load_pairs(reference, data_args)
+            label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
+            if task == "classification":
+                evaluator = PairClassificationEvaluator(
+                    dataset, thresholds, name=label, batch_size=batch, source=reference
+                )
+            elif task == "ranking":
+                evaluator = RankingEvaluator(
+                    dataset, name=label, batch_size=batch, source=reference
+                )
+            else:
+                evaluator = cls.build_evaluator(label, dataset, config)
+            evaluators[reference] = evaluator
+        return evaluators
 
     def _sts_table(self, data_args: Any) -> dict[str, Any]:
         from sts_core.evaluation.sts import STSEvaluator
@@ -317,7 +391,7 @@ class BaseTrainer(Trainer):
 
         def loss_of(by_column: dict[str, torch.Tensor]) -> torch.Tensor:
             embeddings.update(by_column)
-            return self.apply_loss(by_column, inputs.get("labels"))
+            return self.apply_loss(by_column, inputs.get("labels"), batch_text_ids(inputs))
 
         cache = getattr(self.args, "gradient_cache_batch_size", None)
         if cache is not None and model.training and torch.is_grad_enabled():
@@ -328,9 +402,18 @@ class BaseTrainer(Trainer):
             loss = self.embed(model, inputs, then=loss_of)
         return (loss, embeddings) if return_outputs else loss
 
-    def apply_loss(self, embeddings: dict[str, torch.Tensor], labels: Any) -> torch.Tensor:
-        """Call ``loss_module``; log its parts, count its degenerate batches."""
-        output = self.loss_module(embeddings, labels)
+    def apply_loss(
+        self,
+        embeddings: dict[str, torch.Tensor],
+        labels: Any,
+        text_ids: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Call ``loss_module`` (with ``text_ids`` when it asks for them:
+        ``text_id_columns``); log its parts, count its degenerate batches."""
+        if self.loss_module.text_id_columns:
+            output = self.loss_module(embeddings, labels, text_ids=text_ids or {})
+        else:
+            output = self.loss_module(embeddings, labels)
         for reason, happened in self.loss_module.pop_degenerate():
             self.record_degenerate_batch(reason, happened)
         if isinstance(output, dict):
@@ -440,6 +523,11 @@ class BaseTrainer(Trainer):
             self.state.best_model_checkpoint = str(final)
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
+            if self._epoch_batches is not None:
+                epoch, batches = self._epoch_batches
+                (staged / EPOCH_BATCHES_NAME).write_text(
+                    json.dumps({"epoch": epoch, "batches": batches}), encoding="utf-8"
+                )
             add_training_files(staged, step=self.state.global_step)
             publish_folder(staged, final)
             remove_path(staging_root)

@@ -1,0 +1,22 @@
+"""sts_bsc: the batch-softmax contrastive loss (Chernyavskiy et al., 2022) and its batch
+shuffling."""
+
+from sts_bsc.config import BscConfig
+from sts_bsc.loss import BSCLoss, bsc_loss, normalize_embeddings
+from sts_bsc.shuffling import (
+    example_based_order,
+    group_by_shingles,
+    shuffle_order,
+)
+from sts_bsc.trainer import BscTrainer
+
+__all__ = [
+    "BSCLoss",
+    "BscConfig",
+    "BscTrainer",
+    "bsc_loss",
+    "example_based_order",
+    "group_by_shingles",
+    "normalize_embeddings",
+    "shuffle_order",
+]

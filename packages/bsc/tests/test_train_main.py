@@ -1,0 +1,171 @@
+"""``main()`` of packages/bsc/train.py end to end on fixture files and a tiny model (the
+combo with labeled negatives, example-based batches, a trainable temperature), the batches
+rebuilt at every epoch from the current model, and bad inputs stopped with one line before
+the model is loaded."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from sts_bsc import BscConfig, BscTrainer
+from sts_bsc import trainer as bsc_trainer_module
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import (
+    load_train_script,
+    one_line_error,
+    quick_training_args,
+    spearman_of_saved_model,
+    write_fixture_recipe,
+)
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+PACKAGE = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+TRAIN = FIXTURES / "sts-train.csv"  # STS-B layout, scores 0–5, a repeated first sentence
+DEV = FIXTURES / "sts-dev.csv"
+TEST = FIXTURES / "sts-test.csv"
+
+main = load_train_script(PACKAGE).main
+
+
+def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
+    settings = {
+        "final_eval_datasets": f"[{TEST}]",
+        "loss": "bsc",
+        "score_range": "[0, 5]",
+        **overrides,
+    }
+    return write_fixture_recipe(path, "bsc on fixtures", model, TRAIN, DEV, output_dir, **settings)
+
+
+def read_metrics(output_dir: Path) -> dict:
+    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+
+
+def test_combo_with_example_based_batches_and_a_trainable_temperature(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_bert_dir,
+        out,
+        mu="0.5",
+        label_threshold="0.6",
+        shuffle="example",
+        group_size="2",
+        shuffle_candidates="4",
+        trainable_temperature="true",
+        temperature_learning_rate="0.05",
+        max_steps="-1",
+        num_train_epochs="2",
+    )
+    assert main(["--config", str(recipe)]) == 0
+    metrics = read_metrics(out)
+    assert math.isfinite(metrics["train"]["train_loss"])
+    (state,) = out.glob("checkpoint-4/trainer_state.json")  # the last step's checkpoint
+    history = json.loads(state.read_text(encoding="utf-8"))["log_history"]
+    logged = {key for entry in history for key in entry}
+    assert {"bsc", "bsc_l0", "bsc_l1", "mse", "temperature"} <= logged
+    temperatures = [entry["temperature"] for entry in history if "temperature" in entry]
+    assert temperatures[-1] != pytest.approx(0.1)  # τ learnt (from 0.1)
+    reported = metrics["final"][str(TEST)]
+    (key,) = [k for k in reported if k.endswith("_spearman")]
+    assert spearman_of_saved_model(out, TEST) == pytest.approx(reported[key], abs=1e-3)
+
+
+def pairs() -> Dataset:
+    lines = [line.split("\t") for line in TRAIN.read_text(encoding="utf-8").splitlines()]
+    return Dataset.from_dict(
+        {
+            "sentence1": [r[5] for r in lines],
+            "sentence2": [r[6] for r in lines],
+            "score": [float(r[4]) / 5 for r in lines],
+        }
+    )
+
+
+def test_batches_are_rebuilt_at_every_epoch_from_the_current_model(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    original = bsc_trainer_module.shuffle_order
+
+    def recording(method, texts, vectors, rng, **kwargs):
+        calls.append((method, list(texts), vectors.copy()))
+        return original(method, texts, vectors, rng, **kwargs)
+
+    monkeypatch.setattr(bsc_trainer_module, "shuffle_order", recording)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    args = quick_training_args(
+        BscConfig,
+        tmp_path,
+        shuffle="example",
+        shuffle_by="sentence2",
+        group_size=2,
+        shuffle_candidates=3,
+        per_device_train_batch_size=4,
+        max_steps=-1,
+        num_train_epochs=2,
+        learning_rate=1e-2,
+    )
+    data = pairs()
+    trainer = BscTrainer(encoder, args, train_dataset=data)
+    trainer.train()
+    assert [entry["epoch"] for entry in trainer.shuffle_log] == [0, 1]
+    assert len(calls) == 2 and all(texts == data["sentence2"] for _, texts, _ in calls)
+    now = encoder.encode(data["sentence2"], show_progress_bar=False)
+    assert not np.allclose(calls[0][2], calls[1][2])  # epoch 1 embeds with the trained model
+    assert not np.allclose(calls[1][2], now)  # … and training went on after it
+
+
+def test_text_ids_of_repeated_anchors_reach_the_loss(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    trainer = BscTrainer(encoder, quick_training_args(BscConfig, tmp_path))
+    rows = [
+        {"sentence1": "a man", "sentence2": "a dog", "score": 1.0},
+        {"sentence1": "a cat", "sentence2": "a man plays", "score": 1.0},
+        {"sentence1": "a man", "sentence2": "a boy", "score": 1.0},
+    ]
+    batch = trainer.data_collator(rows)
+    ids = batch["text_ids_sentence1"].tolist()
+    assert ids[0] == ids[2] != ids[1]
+    seen = {}
+    forward = trainer.loss_module.forward
+
+    def spy(embeddings, labels, text_ids=None):
+        seen.update(text_ids)
+        return forward(embeddings, labels, text_ids)
+
+    trainer.loss_module.forward = spy
+    trainer.compute_loss(encoder, batch)
+    assert seen["sentence1"].tolist() == ids
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"mu": "2"}, "mu must be in [0, 1]"),
+        ({"shuffle": "sorted"}, "shuffle 'sorted' is not one of"),
+        ({"bsc_normalization": "l1"}, "bsc_normalization 'l1' is not one of"),
+        ({"trainable_temperature": "true", "gradient_cache_batch_size": "4"}, "gradient"),
+    ],
+)
+def test_bad_input_stops_with_one_line_before_loading(
+    overrides: dict[str, str],
+    message: str,
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
+    assert main(["--config", str(recipe)]) == 2
+    assert message in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,14 @@
+"""Train with the batch-softmax contrastive loss (BSC) and its batch shuffling.
+
+accelerate launch packages/bsc/train.py --config packages/bsc/configs/<recipe>.yaml
+python packages/bsc/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+"""
+
+import sys
+
+from sts_bsc.cli import main, make_parser
+
+__all__ = ["main", "make_parser"]
+
+if __name__ == "__main__":
+    sys.exit(main())
