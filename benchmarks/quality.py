@@ -158,7 +158,13 @@ def training_arguments(recipe: Recipe, seed: int, output_dir: str) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- peer
-def train_peer(loss_name: str) -> Callable[[Recipe, int, Any], Any]:
+def train_peer(
+    loss_name: str, positives_above: float | None = None, **loss_args: Any
+) -> Callable[[Recipe, int, Any], Any]:
+    """Training with sentence-transformers' ``loss_name``; with ``positives_above``, on the
+    pairs whose score is above it only, without the score column (in-batch negative losses
+    take every pair as a positive)."""
+
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
         from sentence_transformers import (
             SentenceTransformerTrainer,
@@ -169,7 +175,9 @@ def train_peer(loss_name: str) -> Callable[[Recipe, int, Any], Any]:
 
         set_seed(seed)
         model = load_peer(recipe)
-        loss = getattr(losses, loss_name)(model)
+        loss = getattr(losses, loss_name)(model, **loss_args)
+        if positives_above is not None:
+            data = data.filter(lambda row: row["score"] > positives_above).remove_columns("score")
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
             args = SentenceTransformerTrainingArguments(
                 **training_arguments(recipe, seed, output_dir)
@@ -216,6 +224,13 @@ PEER_METHODS: dict[str, Method] = {
     "st-angle": Method("sentence-transformers AnglELoss", train_peer("AnglELoss")),
     "st-cosine": Method(
         "sentence-transformers CosineSimilarityLoss", train_peer("CosineSimilarityLoss"), True
+    ),
+    # BSC alone without labeled negatives: the symmetric in-batch softmax over the positive
+    # pairs (scores above 0.6 on the 0–1 scale), scale 1/τ = 10 (τ 0.1, BSC's)
+    "st-mnsrl": Method(
+        "sentence-transformers MultipleNegativesSymmetricRankingLoss (pairs above 0.6, scale 10)",
+        train_peer("MultipleNegativesSymmetricRankingLoss", positives_above=0.6, scale=10.0),
+        True,
     ),
 }
 
