@@ -250,3 +250,58 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     assert second_output.count("read, not rerun") == 1  # variant 0 read, variant 1 rerun
     again = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     assert again["rows"][1]["seeds"] == result["rows"][1]["seeds"]
+
+
+@needs_benchmark_data
+def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: Path) -> None:
+    """``pair_tasks.py --smoke`` on MRPC (classification) and WikiQA (ranking): a complete
+    table, each summary the mean of its seeds, and the untrained model's scores recomputed
+    here from the model, the data and the metric functions."""
+    from sts_core.data import load_pairs
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.evaluation.metrics import (
+        group_by_query,
+        pair_classification_metrics,
+        ranking_metrics,
+    )
+
+    methods = ["base", "ours-bsc", "st-mnsrl"]
+    run_script(
+        "pair_tasks", "--smoke", "--tasks", "mrpc", "wikiqa", "--methods", *methods,
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    result = json.loads((tmp_path / "pair_tasks_smoke.json").read_text(encoding="utf-8"))
+    rows = {(row["task"], row["method"]): row for row in result["rows"]}
+    assert sorted(rows) == sorted((t, m) for t in ("mrpc", "wikiqa") for m in methods)
+    for row in rows.values():
+        for key, (mean, _) in row["summary"].items():
+            assert mean == pytest.approx(statistics.fmean(s[key] for s in row["seeds"].values()))
+    encoder = SentenceEncoder.from_pretrained(minilm_dir)
+    limit = result["settings"]["test_pairs"]
+
+    def cosines(data):
+        u = encoder.encode(list(data["sentence1"]), show_progress_bar=False).astype(np.float64)
+        v = encoder.encode(list(data["sentence2"]), show_progress_bar=False).astype(np.float64)
+        return (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+
+    test = load_pairs("mrpc", "test", sts_data_dir).select(range(limit))
+    train = load_pairs("mrpc", "train", sts_data_dir).select(range(limit))
+    expected = pair_classification_metrics(
+        cosines(train), train["label"], cosines(test), test["label"]
+    )
+    (base,) = rows[("mrpc", "base")]["seeds"].values()
+    assert base["f1"] == pytest.approx(100 * expected["f1"], abs=1e-6)
+    assert base["accuracy"] == pytest.approx(100 * expected["accuracy"], abs=1e-6)
+    wikiqa = load_pairs("wikiqa", "test", sts_data_dir)
+    ids = wikiqa["query_id"]
+    end = limit
+    while end < len(wikiqa) and ids[end] == ids[end - 1]:  # whole questions
+        end += 1
+    wikiqa = wikiqa.select(range(end))
+    grouped = group_by_query(wikiqa["query_id"], cosines(wikiqa), wikiqa["label"])
+    expected = ranking_metrics(*grouped, ks=(1, 5))
+    (base,) = rows[("wikiqa", "base")]["seeds"].values()
+    for key in ("map", "mrr", "p@1", "has_positive@5"):
+        assert base[key] == pytest.approx(100 * expected[key], abs=1e-6), key
+    markdown = (tmp_path / "pair_tasks_smoke.md").read_text(encoding="utf-8")
+    assert "## mrpc (mrpc:train → mrpc:test, classification)" in markdown

@@ -1,0 +1,242 @@
+"""Pairwise scoring tasks beside STS: BSC against sentence-transformers on MRPC, Quora and
+WikiQA, the same model, data, budget and seeds on both sides.
+
+Rows (each trained from all-MiniLM-L6-v2 on the task's training pairs, then scored on its
+test pairs): the untrained model; ours, ``BscTrainer`` with the package's CPU recipe
+settings (the combo 0.1·BSC + 0.9·MSE for MRPC and Quora, 0.9·BSC + 0.1·MSE for WikiQA,
+positives = label 1, τ 0.1, L2, example-based batches); the peers
+``MultipleNegativesSymmetricRankingLoss`` (the positive pairs only, scale 10 = 1/τ: BSC
+without labeled negatives) and ``CosineSimilarityLoss`` (the MSE part alone, on the 0/1
+labels). Scores: MRPC and Quora, F1 and accuracy of the cosine at thresholds chosen on the
+threshold split; WikiQA, MAP, MRR, P@1 and HasPositive@5 (``sts_core.evaluation.pair_tasks``).
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/pair_tasks.py --quick    # 1 seed, 400 training pairs a task
+    uv run python benchmarks/pair_tasks.py            # full: 1 epoch, seeds 0 1 2
+    uv run python benchmarks/pair_tasks.py --tasks wikiqa --methods base ours-bsc st-mnsrl
+    uv run python benchmarks/pair_tasks.py --smoke --output-dir /tmp/bench   # for tests
+
+Results: ``benchmarks/results/pair_tasks[_quick].{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    check_environment,
+    data_dir,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    mean_sd,
+    mode_of,
+    model_path,
+    output_stem,
+    set_threads,
+    write_json,
+    write_markdown,
+)
+
+MINILM = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A pairwise task: where it trains, where thresholds come from, what it is scored on."""
+
+    train: str
+    test: str
+    kind: str  # classification or ranking
+    thresholds: str | None = None
+    bsc: dict[str, Any] = field(default_factory=dict)  # BscConfig fields of ours
+
+
+COMBO = {"mu": 0.1, "label_threshold": 0.5, "bsc_temperature": 0.1, "shuffle": "example"}
+TASKS: dict[str, Task] = {
+    "mrpc": Task(
+        "mrpc:train", "mrpc:test", "classification", "mrpc:train", {**COMBO, "group_size": 4}
+    ),
+    "quora": Task(
+        "quora:dev", "quora:test", "classification", "quora:dev", {**COMBO, "group_size": 8}
+    ),
+    "wikiqa": Task(
+        "wikiqa:dev", "wikiqa:test", "ranking", None, {**COMBO, "mu": 0.9, "group_size": 8}
+    ),
+}
+HEADLINE = {
+    "classification": ("f1", "accuracy"),
+    "ranking": ("map", "mrr", "p@1", "has_positive@5"),
+}
+METHODS = ("base", "ours-bsc", "st-mnsrl", "st-cosine")
+MODES = {
+    "smoke": {"max_steps": 2, "seeds": [0], "train_pairs": 60, "test_pairs": 120},
+    "quick": {"max_steps": -1, "seeds": [0], "train_pairs": 400, "test_pairs": 1000},
+    "full": {"max_steps": -1, "seeds": [0, 1, 2], "train_pairs": 0, "test_pairs": 0},
+}
+
+
+def load(reference: str, limit: int) -> Any:
+    """A registry pair set, its first ``limit`` rows when ``limit`` (whole WikiQA questions:
+    the rows of the question at the cut are kept)."""
+    from sts_core.data import load_pairs
+
+    name, split = reference.split(":")
+    data = load_pairs(name, split, data_dir())
+    if not limit or len(data) <= limit:
+        return data
+    end = limit
+    if "query_id" in data.column_names:
+        ids = data["query_id"]
+        while end < len(data) and ids[end] == ids[end - 1]:
+            end += 1
+    return data.select(range(end))
+
+
+def build_evaluator(task: Task, name: str, test_pairs: int) -> Any:
+    from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+
+    test = load(task.test, test_pairs)
+    if task.kind == "ranking":
+        return RankingEvaluator(test, name=name, ks=(1, 5), source=task.test)
+    thresholds = load(task.thresholds, test_pairs)
+    return PairClassificationEvaluator(test, thresholds, name=name, source=task.test)
+
+
+def train_method(method: str, task: Task, recipe: Any, seed: int, data: Any) -> Any:
+    """The trained encoder of ``method`` (the untrained one for ``base``)."""
+    import quality
+
+    if method == "base":
+        return quality.load_ours(recipe)
+    if method == "ours-bsc":
+        from sts_bsc import BscConfig, BscTrainer
+        from sts_core.quality_methods import QualityMethod
+
+        ours = QualityMethod("ours-bsc", "BSC", BscConfig, BscTrainer, dict(task.bsc), True)
+        return quality.train_ours(ours)(recipe, seed, data)
+    if method == "st-mnsrl":
+        train = quality.train_peer(
+            "MultipleNegativesSymmetricRankingLoss", positives_above=0.5, scale=10.0
+        )
+        return train(recipe, seed, data)
+    if method == "st-cosine":
+        return quality.train_peer("CosineSimilarityLoss")(recipe, seed, data)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def run_task(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    import quality
+
+    task = TASKS[name]
+    data = load(task.train, args.train_pairs).select_columns(["sentence1", "sentence2", "score"])
+    evaluator = build_evaluator(task, name, args.test_pairs)
+    recipe = quality.Recipe(
+        str(model_path(args.model)),
+        args.learning_rate,
+        "mean",
+        args.batch_size,
+        args.epochs,
+        args.max_steps,
+        None,
+    )
+    rows = []
+    for method in args.methods:
+        seeds = [args.seeds[0]] if method == "base" else args.seeds
+        row: dict[str, Any] = {
+            "task": name,
+            "method": method,
+            "train_pairs": len(data),
+            "seeds": {},
+        }
+        for seed in seeds:
+            print(f"  {name}: {method} (seed {seed}) …", flush=True)
+            start = time.perf_counter()
+            encoder = train_method(method, task, recipe, seed, data)
+            trained = time.perf_counter() - start
+            scores = {k[len(name) + 1 :]: v for k, v in evaluator(encoder).items()}
+            scores["train_seconds"] = round(trained, 1)
+            row["seeds"][seed] = scores
+            shown = ", ".join(f"{k} {scores[k]:.2f}" for k in HEADLINE[task.kind])
+            print(f"    {shown} (train {trained:.0f} s)", flush=True)
+        row["summary"] = {
+            key: mean_sd([s[key] for s in row["seeds"].values()]) for key in HEADLINE[task.kind]
+        }
+        rows.append(row)
+    return rows
+
+
+def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> str:
+    lines = [
+        f"# Pairwise tasks: BSC against sentence-transformers ({args.mode})",
+        "",
+        f"Model {args.model}, lr {args.learning_rate}, batch {args.batch_size}, "
+        f"epochs {args.epochs}"
+        + (f" (max {args.max_steps} steps)" if args.max_steps > 0 else "")
+        + f", seeds {' '.join(map(str, args.seeds))}; training pairs capped at "
+        f"{args.train_pairs or 'none'}, test pairs at {args.test_pairs or 'none'}. "
+        "Mean ± sd over seeds (×100).",
+        "",
+    ]
+    for name in args.tasks:
+        kind = TASKS[name].kind
+        keys = HEADLINE[kind]
+        table = []
+        for row in (r for r in rows if r["task"] == name):
+            cells = [f"{row['summary'][k][0]:.2f} ± {row['summary'][k][1]:.2f}" for k in keys]
+            table.append([row["method"], row["train_pairs"], *cells])
+        lines += [f"## {name} ({TASKS[name].train} → {TASKS[name].test}, {kind})", ""]
+        lines += [markdown_table(["method", "train pairs", *keys], table), ""]
+    lines += [machine_markdown(info), ""]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="1 seed, 400 training pairs a task")
+    size.add_argument("--smoke", action="store_true", help="2 steps, 60 pairs, for tests")
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--batch-size", type=int, default=30)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    args = parser.parse_args(argv)
+    args.mode = mode_of(args)
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        set_threads(args.threads)
+    check_environment([args.model])
+    start = time.perf_counter()
+    rows = [row for name in args.tasks for row in run_task(name, args)]
+    info = machine_info()
+    stem = output_stem("pair_tasks", args.output_dir, args.mode)
+    settings = {k: v for k, v in vars(args).items() if k != "output_dir"}
+    write_json(stem, {"settings": settings, "rows": rows, "machine": info})
+    write_markdown(stem, report_markdown(rows, args, info))
+    print(f"wrote {stem}.md/.json in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)
