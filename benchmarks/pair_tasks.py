@@ -15,6 +15,7 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/pair_tasks.py --quick    # 1 seed, 400 training pairs a task
     uv run python benchmarks/pair_tasks.py            # full: 1 epoch, seeds 0 1 2
     uv run python benchmarks/pair_tasks.py --tasks wikiqa --methods base ours-bsc st-mnsrl
+    uv run python benchmarks/pair_tasks.py --train-pairs 2000   # full, each task's first 2,000
     uv run python benchmarks/pair_tasks.py --smoke --output-dir /tmp/bench   # for tests
 
 Results: ``benchmarks/results/pair_tasks[_quick].{md,json}``.
@@ -212,6 +213,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=30)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument(
+        "--train-pairs", type=int, help="the first N training pairs of a task (0: all)"
+    )
+    parser.add_argument("--test-pairs", type=int, help="the first N test pairs (0: all)")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     args = parser.parse_args(argv)
