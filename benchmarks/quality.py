@@ -81,6 +81,7 @@ MODES = {
         "seeds": [0],
         "eval_pairs": 40,
         "methods": None,  # the untrained model, every registered "ours-" row, st-cosent
+        "train_pairs_cap": 64,  # 2 steps of 16 need 32 (SIFTER parses only these sentences)
     },
     "quick": {"max_steps": 40, "seeds": [0], "eval_pairs": 300, "methods": DEFAULT_METHODS},
     "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "methods": DEFAULT_METHODS},
@@ -124,7 +125,8 @@ def train_ours(method: Any) -> Callable[[Recipe, int, Any], Any]:
                 **method.config,
                 load_best_model_at_end=False,
             )
-            method.trainer_class(model=encoder, args=args, train_dataset=data).train()
+            prepared, _ = method.trainer_class.prepare_train_dataset(data, args)  # SIFTER's
+            method.trainer_class(model=encoder, args=args, train_dataset=prepared).train()
         return encoder
 
     return train
@@ -159,11 +161,16 @@ def training_arguments(recipe: Recipe, seed: int, output_dir: str) -> dict[str, 
 
 # ----------------------------------------------------------------------------- peer
 def train_peer(
-    loss_name: str, positives_above: float | None = None, **loss_args: Any
+    loss_name: str,
+    positives_above: float | None = None,
+    sentences_with_themselves: bool = False,
+    **loss_args: Any,
 ) -> Callable[[Recipe, int, Any], Any]:
     """Training with sentence-transformers' ``loss_name``; with ``positives_above``, on the
     pairs whose score is above it only, without the score column (in-batch negative losses
-    take every pair as a positive)."""
+    take every pair as a positive); with ``sentences_with_themselves``, on the distinct
+    sentences of the pairs, each paired with itself (unsupervised SimCSE: the two sides
+    differ by their dropout masks)."""
 
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
         from sentence_transformers import (
@@ -178,6 +185,8 @@ def train_peer(
         loss = getattr(losses, loss_name)(model, **loss_args)
         if positives_above is not None:
             data = data.filter(lambda row: row["score"] > positives_above).remove_columns("score")
+        if sentences_with_themselves:
+            data = sentence_pairs_with_themselves(data)
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
             args = SentenceTransformerTrainingArguments(
                 **training_arguments(recipe, seed, output_dir)
@@ -188,6 +197,15 @@ def train_peer(
         return wrap_peer(model, recipe)
 
     return train
+
+
+def sentence_pairs_with_themselves(data: Any) -> Any:
+    """The distinct sentences of ``data``'s pairs (sentence1, then sentence2), each as an
+    (anchor, positive) pair with itself; the order SIFTER's trainer reads them in."""
+    from datasets import Dataset
+
+    sentences = list(dict.fromkeys([*data["sentence1"], *data["sentence2"]]))
+    return Dataset.from_dict({"anchor": sentences, "positive": sentences})
 
 
 def load_peer(recipe: Recipe) -> Any:
@@ -231,6 +249,13 @@ PEER_METHODS: dict[str, Method] = {
         "sentence-transformers MultipleNegativesSymmetricRankingLoss (pairs above 0.6, scale 10)",
         train_peer("MultipleNegativesSymmetricRankingLoss", positives_above=0.6, scale=10.0),
         True,
+    ),
+    # unsupervised SimCSE as sentence-transformers trains it (SIFTER's closest peer): the
+    # distinct sentences of the pairs, each against itself, in-batch negatives, scale 1/τ = 20
+    "st-simcse": Method(
+        "sentence-transformers MultipleNegativesRankingLoss (each sentence with itself: "
+        "unsupervised SimCSE, scale 20)",
+        train_peer("MultipleNegativesRankingLoss", sentences_with_themselves=True, scale=20.0),
     ),
 }
 
@@ -293,6 +318,9 @@ def recipes(args: argparse.Namespace) -> list[Recipe]:
 
 def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     data, unit_data = load_training_data()
+    cap = MODES[args.mode].get("train_pairs_cap")
+    if cap:
+        data, unit_data = data.select(range(cap)), unit_data.select(range(cap))
     args.train_pairs = len(data)  # saved with the settings, for the report
     evaluator = build_evaluator(args.eval_pairs)
     rows = []
@@ -468,7 +496,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.mode = mode_of(args)
     for key, value in MODES[args.mode].items():
-        if getattr(args, key) is None:
+        if getattr(args, key, None) is None:
             setattr(args, key, value)
     if args.methods is None:  # smoke: one row per method a package registers
         args.methods = ["base", *sorted(k for k in METHODS if k.startswith("ours-")), "st-cosent"]

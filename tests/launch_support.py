@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from sts_core.testing import free_port, write_fixture_recipe
@@ -33,18 +34,22 @@ TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
     "cosent": {"loss": "cosent"},
     "pcctuning": {"loss": "pearson"},
     "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
+    # the distinct sentences of the fixture pairs, their positives parsed by spaCy once per
+    # test session (the cache is shared by every run and process)
+    "sifter": {"loss": "sifter", "augment_cache_dir": tempfile.mkdtemp(prefix="sifter-cache-")},
 }
 # What makes a package's loss over a batch split across processes the loss of the whole
 # batch (test_launch.py checks that two processes take the step of one): BSC's softmax runs
 # over the gathered batch (its example-based batches broadcast from the main process),
-# CoSENT ranks the gathered batch, Pcc-tuning correlates it; the regression losses are per
-# pair, so DDP's averaging suffices.
+# CoSENT ranks the gathered batch, Pcc-tuning correlates it, SIFTER's InfoNCE terms contrast
+# it; the regression losses are per pair, so DDP's averaging suffices.
 WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
     "bsc": {"gather_across_processes": "true"},
     "cosent": {"gather_across_processes": "true"},
     # and through gradient caching (mini-batches of 3: uneven on one process and on two)
     "pcctuning": {"gather_across_processes": "true", "gradient_cache_batch_size": "3"},
     "regression": {},
+    "sifter": {"gather_across_processes": "true"},  # InfoNCE over the gathered batch
 }
 
 

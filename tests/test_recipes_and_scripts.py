@@ -49,6 +49,7 @@ def test_recipe_parses_against_its_config_class(
 ) -> None:
     monkeypatch.setenv("STS_MODELS_DIR", "/models")  # recipes name ${STS_MODELS_DIR}/<model>
     monkeypatch.setenv("NLI_TRAIN_DIR", "/nli")  # and the full NLI train files (paper recipes)
+    monkeypatch.setenv("WIKI1M_DIR", "/wiki1m")  # and SimCSE's 1M Wikipedia sentences
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
     script = load_train_script(package)
     model_args, data_args, config = script.make_parser().parse(["--config", str(recipe)])

@@ -12,6 +12,12 @@ TEXT_COLUMNS = ("sentence", "sentence1", "sentence2", "hard_negative")
 TEXT_IDS_PREFIX = "text_ids_"
 
 
+def text_columns_with(extra: Iterable[str]) -> tuple[str, ...]:
+    """:data:`TEXT_COLUMNS` and, after them, the columns of ``extra`` they lack (a loss's
+    own text columns, e.g. SIFTER's ``with_backbone``)."""
+    return TEXT_COLUMNS + tuple(c for c in dict.fromkeys(extra) if c not in TEXT_COLUMNS)
+
+
 def text_ids(texts: Iterable[str]) -> torch.Tensor:
     """A 64-bit id per text (BLAKE2b of its UTF-8 bytes, as int64): equal texts, equal ids,
     in every process and run (Python's ``hash`` is salted per process)."""
@@ -30,8 +36,9 @@ class SentenceCollator:
     """Turn rows of text columns into tokenized tensors, padded to the batch's longest.
 
     Each text column ``c`` present in the rows (``sentence``, ``sentence1``, ``sentence2``,
-    ``hard_negative``) becomes ``c_input_ids``, ``c_attention_mask`` (and
-    ``c_token_type_ids`` when the tokenizer makes them); the label column becomes a float
+    ``hard_negative``, and the loss's own columns given as ``text_columns``) becomes
+    ``c_input_ids``, ``c_attention_mask`` (and ``c_token_type_ids`` when the tokenizer
+    makes them); the label column becomes a float
     tensor ``labels``. Keys are flat so every Trainer code path (DDP, DeepSpeed,
     gradient accumulation) moves them to the device unchanged. The encoder's prompt
     template and max length apply.
@@ -42,18 +49,25 @@ class SentenceCollator:
         text_id_columns: text columns whose texts' identities a loss needs (which rows hold
             the same text: BSC's repeated anchors): each becomes ``text_ids_<column>``, an
             int64 id per row (:func:`text_ids`).
+        text_columns: the columns read as text (default :data:`TEXT_COLUMNS`; see
+            :func:`text_columns_with`).
     """
 
     def __init__(
-        self, encoder: Any, label_column: str = "score", text_id_columns: Sequence[str] = ()
+        self,
+        encoder: Any,
+        label_column: str = "score",
+        text_id_columns: Sequence[str] = (),
+        text_columns: Sequence[str] = TEXT_COLUMNS,
     ) -> None:
         self.encoder = encoder
         self.label_column = label_column
         self.text_id_columns = tuple(text_id_columns)
+        self.text_columns = tuple(text_columns)
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
-        for column in TEXT_COLUMNS:
+        for column in self.text_columns:
             if column in rows[0]:
                 tokens = self.encoder.tokenize([row[column] for row in rows])
                 batch.update({f"{column}_{key}": value for key, value in tokens.items()})
@@ -74,11 +88,16 @@ def batch_text_ids(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
-def split_features(inputs: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """Group flat collated keys back into one feature dict per text column."""
+def split_features(
+    inputs: dict[str, torch.Tensor], columns: Sequence[str] = TEXT_COLUMNS
+) -> dict[str, dict[str, torch.Tensor]]:
+    """Group flat collated keys back into one feature dict per text column of ``columns``
+    (the longest name first: ``sentence_x_input_ids`` belongs to ``sentence_x``, not to
+    ``sentence``)."""
     groups: dict[str, dict[str, torch.Tensor]] = {}
+    by_length = sorted(columns, key=len, reverse=True)
     for key, value in inputs.items():
-        for column in TEXT_COLUMNS:
+        for column in by_length:
             if key.startswith(f"{column}_"):
                 groups.setdefault(column, {})[key[len(column) + 1 :]] = value
                 break

@@ -73,6 +73,15 @@ class ModelArguments:
         default=None,
         metadata={"help": "Tokenizer padding side, left or right (default: the tokenizer's)."},
     )
+    backbone_dropout: float | None = field(
+        default=None,
+        metadata={
+            "help": "Dropout probability of the backbone in training (every dropout layer "
+            "and the config's hidden/attention dropout, recorded in the saved config.json); "
+            "default: the model's own (0.1 for BERT). SimCSE-style methods set it (SIFTER: "
+            "0.15)."
+        },
+    )
     model_dtype: str | None = field(
         default=None,
         metadata={
@@ -130,6 +139,8 @@ class ModelArguments:
         resolve_prompt(self.prompt)
         require_at_least(1, max_seq_length=self.max_seq_length, lora_r=self.lora_r)
         self._check_lora()
+        if self.backbone_dropout is not None and not 0 <= self.backbone_dropout < 1:
+            raise ValueError(f"backbone_dropout must be in [0, 1), got {self.backbone_dropout}")
         if self.padding_side not in (None, "left", "right"):
             raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
         if self.model_dtype is not None and self.model_dtype not in MODEL_DTYPES:

@@ -26,14 +26,15 @@ logger = logging.getLogger(__name__)
 def load_reference(
     reference: str, default_split: str, data_args: DataArguments
 ) -> tuple[str, Dataset]:
-    """Load a recipe's dataset reference with ``data_args``' data folder, variant, file
-    format and SICK rescaling (see :func:`sts_core.data.load_reference`)."""
+    """Load a recipe's dataset reference with ``data_args``' data folder, variant and SICK
+    rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` applies to the
+    training sets only (a dev or test file's format is guessed from its name)."""
     return _load_reference(
         reference,
         default_split,
         data_dir=data_args.data_dir,
         variant=data_args.data_variant,
-        fmt=data_args.train_format,
+        fmt=data_args.train_format if default_split == "train" else None,
         sick_to_sts_scale=data_args.sick_to_sts_scale,
     )
 
@@ -57,7 +58,10 @@ def build_train_dataset(
         train = merge_datasets(
             *(ds for _, ds in loaded), names=[n for n, _ in loaded], columns=common
         )
-    if data_args.filter_test_overlap:
+    if not {"sentence1", "sentence2"} <= set(train.column_names):
+        logger.info("test-pair filter: not applied (the training set is not sentence pairs)")
+        summary["filter"] = {"applied": False, "reason": "the training set is not pairs"}
+    elif data_args.filter_test_overlap:
         train, report = filter_test_overlap(
             train, load_test_sets(data_args.data_dir, data_args.data_variant)
         )

@@ -25,8 +25,47 @@ def build_encoder(model_args: ModelArguments) -> Any:
         trust_remote_code=model_args.trust_remote_code,
         **quantization_kwargs(model_args),
     )
+    if model_args.backbone_dropout is not None:
+        set_backbone_dropout(encoder.backbone, model_args.backbone_dropout)
     if model_args.use_lora or model_args.load_in_4bit:
         apply_lora(encoder, model_args)
     if model_args.freeze_backbone:
         encoder.backbone.requires_grad_(False)
     return encoder
+
+
+#: config keys of dropout probabilities (BERT/RoBERTa/MPNet, Llama/Qwen, DistilBERT, GPT-2)
+DROPOUT_CONFIG_KEYS = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "hidden_dropout",
+    "attention_dropout",
+    "dropout",
+    "resid_pdrop",
+    "embd_pdrop",
+    "attn_pdrop",
+)
+
+
+def set_backbone_dropout(backbone: Any, probability: float) -> list[str]:
+    """Set every dropout of ``backbone`` to ``probability``: its ``nn.Dropout`` layers,
+    the float ``attention_dropout`` attributes of attention modules (Llama-style, read at
+    each forward) and the config's dropout keys (so a saved folder records it). Returns
+    the config keys changed."""
+    from torch import nn
+
+    for module in backbone.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = probability
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = probability
+    config = backbone.config
+    changed = [
+        key
+        for key in DROPOUT_CONFIG_KEYS
+        if isinstance(getattr(config, key, None), float | int)
+        and not isinstance(getattr(config, key), bool)
+    ]
+    for key in changed:
+        setattr(config, key, probability)
+    return changed

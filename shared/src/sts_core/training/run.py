@@ -286,6 +286,13 @@ def prepare_inputs(
 
     label_column = trainer_class.label_column_for(config)
     train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
+    try:
+        train_dataset, prepared = trainer_class.prepare_train_dataset(train_dataset, config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    if prepared:
+        data_summary.update(prepared)
+        data_summary["train_pairs"] = len(train_dataset)
     if len(train_dataset) == 0:
         raise ConfigError("the training set is empty (after filtering)")
     try:

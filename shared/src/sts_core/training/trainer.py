@@ -26,7 +26,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import EmbeddingLoss, build_loss, check_labels, loss_class
 from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
-from sts_core.training.collator import SentenceCollator, batch_text_ids, split_features
+from sts_core.training.collator import (
+    SentenceCollator,
+    batch_text_ids,
+    split_features,
+    text_columns_with,
+)
 from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
@@ -80,18 +85,10 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
 
 def _load_pairs(reference: str, data_args: Any) -> Any:
     """The pair set a reference names (its test split by default), as the data options
-    read it."""
-    from sts_core.data import load_reference
+    read it (``train_format`` is for the training sets: not applied)."""
+    from sts_core.training.data import load_reference
 
-    _, dataset = load_reference(
-        reference,
-        "test",
-        data_dir=data_args.data_dir,
-        variant=data_args.data_variant,
-        fmt=data_args.train_format,
-        sick_to_sts_scale=data_args.sick_to_sts_scale,
-    )
-    return dataset
+    return load_reference(reference, "test", data_args)[1]
 
 
 class BaseTrainer(Trainer):
@@ -116,11 +113,13 @@ class BaseTrainer(Trainer):
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
         args.label_column = self.label_column_for(args)
+        self.text_columns = text_columns_with(loss_class(self.loss_name(args)).columns)
         if kwargs.get("data_collator") is None:
             kwargs["data_collator"] = SentenceCollator(
                 model,
                 label_column=args.label_column,
                 text_id_columns=loss_class(self.loss_name(args)).text_id_columns,
+                text_columns=self.text_columns,
             )
         if kwargs.get("processing_class") is None:
             kwargs["processing_class"] = model.tokenizer
@@ -261,6 +260,14 @@ class BaseTrainer(Trainer):
         return "label" if kind == "class" and column == "score" else column
 
     @classmethod
+    def prepare_train_dataset(cls, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+        """Before the checks of :meth:`check_train_dataset`: turn the loaded, filtered
+        training set into what the loss reads (SIFTER builds its positives from single
+        sentences here) and return it with a summary of what was done (it joins the run's
+        data summary and ``metrics.json``; empty: nothing). The identity by default."""
+        return dataset, {}
+
+    @classmethod
     def check_train_dataset(cls, dataset: Any, config: Any) -> None:
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""
@@ -373,7 +380,7 @@ class BaseTrainer(Trainer):
         returned instead: what it uses of the model (a loss's head, loss parameters) is
         then part of the forward DDP tracks.
         """
-        groups = split_features(inputs)
+        groups = split_features(inputs, self.text_columns)
         return model(columns=groups, then=then)
 
     def compute_loss(
@@ -397,7 +404,9 @@ class BaseTrainer(Trainer):
         if cache is not None and model.training and torch.is_grad_enabled():
             from sts_core.training.grad_cache import cached_loss
 
-            loss, embeddings = cached_loss(model, split_features(inputs), loss_of, cache)
+            loss, embeddings = cached_loss(
+                model, split_features(inputs, self.text_columns), loss_of, cache
+            )
         else:
             loss = self.embed(model, inputs, then=loss_of)
         return (loss, embeddings) if return_outputs else loss

@@ -1,0 +1,97 @@
+"""SIFTER-LSTM's SST-2 program: the word set, the flags on word pieces, and
+``sts-sifter-lstm`` end to end on a tiny SST folder with a tiny BERT's embeddings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sts_sifter.sentiment import encode, load_embeddings, load_word_set, main
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+POSITIVE = ["a good film , a great cast", "fine and funny", "good fun", "a great story"]
+NEGATIVE = ["a bad film , a dull cast", "boring and bad", "dull fun", "a bad story"]
+
+
+def write_sst(folder: Path) -> Path:
+    """``sst/binary/sentiment-{train,dev,test}`` and a Hu & Liu style lexicon."""
+    sst = folder / "sst" / "binary"
+    sst.mkdir(parents=True)
+    rows = [f"{s} \t1" for s in POSITIVE] + [f"{s} \t0" for s in NEGATIVE]
+    for split in ("train", "dev", "test"):
+        (sst / f"sentiment-{split}").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    lexicon = folder / "lexicon" / "hu-liu"
+    lexicon.mkdir(parents=True)
+    (lexicon / "positive-words.txt").write_text(";comment\ngood\ngreat\nfine\n")
+    (lexicon / "negative-words.txt").write_text(";comment\n\nbad\ndull\nboring\n")
+    return folder
+
+
+def test_word_sets_from_named_lists_and_files(tmp_path: Path) -> None:
+    data = write_sst(tmp_path)
+    assert load_word_set("hu-liu", data) == {"good", "great", "fine", "bad", "dull", "boring"}
+    words = tmp_path / "mine.txt"
+    words.write_text("Wow\n", encoding="utf-8")
+    assert load_word_set(str(words)) == {"wow"}
+    with pytest.raises(OSError, match="cannot read"):
+        load_word_set(str(tmp_path / "absent.txt"))
+
+
+@pytest.mark.real_data
+def test_real_lexicons_load(sts_data_dir: Path) -> None:
+    hu_liu = load_word_set("hu-liu", sts_data_dir)
+    assert len(hu_liu) > 6000 and {"good", "bad"} <= hu_liu
+    assert len(load_word_set("vader", sts_data_dir)) > 7000
+
+
+def test_every_piece_of_a_listed_word_is_flagged(tiny_bert_dir: Path) -> None:
+    _, tokenizer = load_embeddings(tiny_bert_dir)
+    encoded = encode(["a goodish film", "good"], [1, 1], tokenizer, frozenset({"goodish", "good"}))
+    pieces = tokenizer.convert_ids_to_tokens(encoded.input_ids[0])
+    flagged = [p for p, f in zip(pieces, encoded.bypass[0], strict=True) if f]
+    assert "".join(flagged).replace("##", "") == "goodish" and len(flagged) > 1
+    assert all(encoded.bypass[1])
+
+
+def test_the_command_trains_both_models_and_reports_mean_and_sd(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    data = write_sst(tmp_path / "data")
+    output = tmp_path / "lstm"
+    argv = [
+        "--embeddings",
+        str(tiny_bert_dir),
+        "--data-dir",
+        str(data),
+        "--seeds",
+        "0",
+        "1",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "4",
+        "--eval-steps",
+        "2",
+        "--learning-rate",
+        "1e-2",
+        "--output",
+        str(output),
+    ]
+    assert main(argv) == 0
+    report = json.loads(output.with_suffix(".json").read_text(encoding="utf-8"))
+    assert set(report["models"]) == {"plain", "sifter"}
+    for result in report["models"].values():
+        assert len(result["runs"]) == 2 and 0 <= result["test_mean"] <= 100
+        assert all(run["steps"] == 4 for run in result["runs"])
+    assert report["word_set"]["pieces_flagged"] > 0
+    assert "| sifter |" in output.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_a_missing_lexicon_is_one_line(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    data = write_sst(tmp_path / "data")
+    argv = ["--embeddings", str(tiny_bert_dir), "--data-dir", str(data), "--lexicon", "x.txt"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: lexicon 'x.txt': cannot read")
