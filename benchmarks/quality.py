@@ -474,7 +474,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a few minutes: 40 steps, 1 seed")
     size.add_argument(
-        "--smoke", action="store_true", help="2 steps, 40 pairs per task, every method's row"
+        "--smoke",
+        action="store_true",
+        help="2 steps on the first 64 training pairs, 40 pairs per task, every method's row",
     )
     parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))

@@ -184,6 +184,8 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
 
     result = run_benchmark("quality", tmp_path)
     size = len(load_filtered_stsb_sick(sts_data_dir)[0])  # the training set's own length
+    cap = result["settings"].get("train_pairs_cap")  # smoke mode: the first 64 pairs
+    size = min(size, cap) if cap else size
     assert result["settings"]["train_pairs"] == size
     markdown = (tmp_path / f"quality_{MODE}.md").read_text(encoding="utf-8")
     assert f"filtered STS-B + SICK-R train ({size:,} pairs)" in markdown
