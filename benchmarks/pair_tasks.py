@@ -16,6 +16,8 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/pair_tasks.py            # full: 1 epoch, seeds 0 1 2
     uv run python benchmarks/pair_tasks.py --tasks wikiqa --methods base ours-bsc st-mnsrl
     uv run python benchmarks/pair_tasks.py --train-pairs 2000   # full, each task's first 2,000
+    uv run python benchmarks/pair_tasks.py --tasks wikiqa \
+        --methods ours-bsc ours-bsc-random ours-bsc-alone ours-bsc-alone-random ours-mse
     uv run python benchmarks/pair_tasks.py --smoke --output-dir /tmp/bench   # for tests
 
 Results: ``benchmarks/results/pair_tasks[_quick].{md,json}``.
@@ -78,7 +80,17 @@ HEADLINE = {
     "classification": ("f1", "accuracy"),
     "ranking": ("map", "mrr", "p@1", "has_positive@5"),
 }
-METHODS = ("base", "ours-bsc", "st-mnsrl", "st-cosine")
+# ours and its ablations (the README's "BSC vs MSE vs combo, random vs example-based"): the
+# task's settings with these BscConfig fields changed
+OURS_VARIANTS: dict[str, dict[str, Any]] = {
+    "ours-bsc": {},
+    "ours-bsc-random": {"shuffle": "random"},  # the same loss, random batches
+    "ours-bsc-alone": {"mu": 1.0},  # BSC with labeled negatives, no MSE part
+    "ours-bsc-alone-random": {"mu": 1.0, "shuffle": "random"},
+    "ours-mse": {"mu": 0.0},  # the MSE part alone (eq. 6 with μ 0)
+}
+METHODS = ("base", *OURS_VARIANTS, "st-mnsrl", "st-cosine")
+DEFAULT_METHODS = ("base", "ours-bsc", "st-mnsrl", "st-cosine")
 MODES = {
     "smoke": {"max_steps": 2, "seeds": [0], "train_pairs": 60, "test_pairs": 120},
     "quick": {"max_steps": -1, "seeds": [0], "train_pairs": 400, "test_pairs": 1000},
@@ -119,11 +131,12 @@ def train_method(method: str, task: Task, recipe: Any, seed: int, data: Any) -> 
 
     if method == "base":
         return quality.load_ours(recipe)
-    if method == "ours-bsc":
+    if method in OURS_VARIANTS:
         from sts_bsc import BscConfig, BscTrainer
         from sts_core.quality_methods import QualityMethod
 
-        ours = QualityMethod("ours-bsc", "BSC", BscConfig, BscTrainer, dict(task.bsc), True)
+        fields = {**task.bsc, **OURS_VARIANTS[method]}
+        ours = QualityMethod(method, "BSC", BscConfig, BscTrainer, fields, True)
         return quality.train_ours(ours)(recipe, seed, data)
     if method == "st-mnsrl":
         train = quality.train_peer(
@@ -207,7 +220,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     size.add_argument("--quick", action="store_true", help="1 seed, 400 training pairs a task")
     size.add_argument("--smoke", action="store_true", help="2 steps, 60 pairs, for tests")
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
     parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--batch-size", type=int, default=30)
