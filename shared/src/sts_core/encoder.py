@@ -35,6 +35,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from sts_core.attention import (
+    VARLEN_ATTENTION,
+    VarlenPacking,
+    kernel_has_dropout,
+    register_varlen_attention,
+    varlen_kernel,
+)
 from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
 from sts_core.prompts import apply_prompt, resolve_prompt
@@ -71,10 +78,36 @@ OPTIONAL_FILES = (
     "README.md",
 )
 DEFAULT_MAX_LENGTH = 512
-# Backbones whose training forward may run padding-free (see SentenceEncoder.forward):
-# bidirectional attention that accepts a prepared 4D mask, absolute positions counted from 0.
-PADDING_FREE_MODEL_TYPES = frozenset({"bert"})
-PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager"})
+# Backbones whose training forward may run padding-free (see SentenceEncoder.packing_path).
+# Packed rows with a block-diagonal 4D mask: bidirectional encoders with absolute positions.
+PADDING_FREE_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
+PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager", VARLEN_ATTENTION})
+# One row and a varlen kernel (sts_core.attention): any backbone whose attention goes through
+# transformers' AttentionInterface; decoders attend causally within each sentence.
+VARLEN_MODEL_TYPES = PADDING_FREE_MODEL_TYPES | {"llama", "mistral", "qwen2", "qwen3"}
+# Embeddings that count positions from pad_token_id + 1 (RoBERTa's)
+POSITION_OFFSET_MODEL_TYPES = frozenset({"roberta", "xlm-roberta"})
+PADDING_FREE_MODES = ("auto", "true", "false", "varlen", "block_mask")
+PADDING_FREE_WORDS = {"yes": "true", "on": "true", "1": "true"} | {
+    "no": "false",
+    "off": "false",
+    "0": "false",
+}
+
+
+def padding_free_mode(value: bool | str) -> str:
+    """``padding_free`` as one of :data:`PADDING_FREE_MODES` (booleans and yes/no words read
+    as true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    word = str(value).strip().lower()
+    mode = PADDING_FREE_WORDS.get(word, word)
+    if mode not in PADDING_FREE_MODES:
+        raise ValueError(
+            f"padding_free must be one of {', '.join(PADDING_FREE_MODES)} (or a boolean), "
+            f"got {value!r}"
+        )
+    return mode
 
 
 def library_versions() -> dict[str, str]:
@@ -274,11 +307,16 @@ class SentenceEncoder(nn.Module):
             with one ``[X]`` slot; applied to every sentence before tokenisation.
         max_length: truncation length in tokens (default: the tokenizer's, capped at 512).
         normalize: L2-normalise the output vectors.
-        padding_free: in training mode, pack the real tokens of a batch into few rows
-            (one 4D block-diagonal attention mask, positions restarting at each sentence)
-            instead of padding each sentence to the longest, when the backbone allows it
-            (``PADDING_FREE_MODEL_TYPES``); the embeddings are the padded forward's up to
-            float rounding. Evaluation (``encode``) always pads.
+        padding_free: in training mode, run the batch's real tokens without padding
+            (positions restarting at each sentence; the embeddings are the padded
+            forward's up to float rounding). ``auto`` (default): one row and a varlen
+            attention kernel where one exists (CUDA with ``flash-attn`` or torch's
+            ``varlen_attn``), packed rows with a block-diagonal mask on a CPU (measured
+            faster than padding there), padding otherwise; ``true``: pack wherever the
+            backbone allows (the block mask when no kernel exists); ``false``: pad;
+            ``varlen`` or ``block_mask``: that path (``varlen`` on a CPU runs the exact
+            per-sentence reference, for tests). See :meth:`packing_path`. Evaluation
+            (``encode``) always pads.
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -291,7 +329,7 @@ class SentenceEncoder(nn.Module):
         prompt: str | None = None,
         max_length: int | None = None,
         normalize: bool = False,
-        padding_free: bool = True,
+        padding_free: bool | str = "auto",
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -302,7 +340,8 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"max_length must be at least 1 (or unset), got {max_length}")
         self.max_length = max_length or self._default_max_length()
         self.normalize = normalize
-        self.padding_free = padding_free
+        self.padding_free = padding_free_mode(padding_free)
+        self._paths_logged: set[tuple[str, str]] = set()
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         # where the weights came from (set by from_pretrained): a LoRA save records it as
@@ -317,6 +356,10 @@ class SentenceEncoder(nn.Module):
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
+        if self.padding_free in ("varlen", "block_mask"):
+            obstacle = self._packing_obstacle(self.padding_free)
+            if obstacle:
+                raise ValueError(f"padding_free: {self.padding_free} is not possible: {obstacle}")
 
     # ----------------------------------------------------------------- loading
     @classmethod
@@ -330,7 +373,7 @@ class SentenceEncoder(nn.Module):
         normalize: bool | None = None,
         padding_side: str | None = None,
         dtype: str | torch.dtype | None = None,
-        padding_free: bool = True,
+        padding_free: bool | str = "auto",
         merge_lora: bool = False,
         base_model: str | os.PathLike | None = None,
         trust_remote_code: bool = False,
@@ -647,7 +690,10 @@ class SentenceEncoder(nn.Module):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
         hidden = needs_hidden_states(self.pooling)
-        if self.uses_padding_free():
+        path = self._training_path()
+        if path == "varlen":
+            last, states = self._varlen_backbone(inputs, hidden)
+        elif path == "block_mask":
             last, states = self._packed_backbone(inputs, hidden)
         else:
             if self._takes_use_cache:
@@ -660,31 +706,138 @@ class SentenceEncoder(nn.Module):
         return embeddings
 
     def uses_padding_free(self) -> bool:
-        """Whether :meth:`forward` packs tokens now: training mode, ``padding_free`` set, and a
-        backbone of ``PADDING_FREE_MODEL_TYPES`` with SDPA or eager attention."""
-        if not (self.padding_free and self.training and self._takes_position_ids):
-            return False
+        """Whether :meth:`forward` runs without padding now (:meth:`packing_path`)."""
+        return self.packing_path()[0] != "padded"
+
+    def packing_path(self) -> tuple[str, str]:
+        """How :meth:`forward` runs now, and why: ``varlen``, ``block_mask`` or ``padded``.
+
+        ``padding_free: auto``: ``varlen`` where the backbone allows it and a fused kernel
+        exists on the module's device; else ``block_mask`` on a CPU; else ``padded`` (on a
+        GPU a dense block mask keeps SDPA off its fast kernels and was measured slower than
+        padding). ``true`` takes ``block_mask`` on a GPU too; evaluation always pads.
+        """
+        if not self.training:
+            return "padded", "evaluation pads"
+        mode = self.padding_free
+        if mode == "false":
+            return "padded", "padding_free: false"
+        device = self.device
+        kernel = varlen_kernel(device)
+        if mode in ("varlen", "block_mask"):
+            return mode, f"padding_free: {mode}" + self._kernel_note(mode, kernel)
+        varlen_obstacle = self._packing_obstacle("varlen")
+        if kernel and varlen_obstacle is None:
+            return "varlen", f"padding_free: {mode}" + self._kernel_note("varlen", kernel)
+        block_obstacle = self._packing_obstacle("block_mask")
+        if block_obstacle is None and (device.type == "cpu" or mode == "true"):
+            where = "a CPU" if device.type == "cpu" else f"{device.type} without a varlen kernel"
+            return "block_mask", f"padding_free: {mode} on {where}: packed rows, block mask"
+        if varlen_obstacle is None:  # the backbone allows varlen; no kernel here
+            reason = f"no varlen kernel on {device.type}"
+            if device.type == "cuda":
+                reason += " (install flash-attn, or a torch with torch.nn.attention.varlen)"
+            if block_obstacle is None:
+                return "padded", reason + (
+                    ": on a GPU padding is faster than a dense block mask "
+                    "(padding_free: true packs anyway)"
+                )
+            return "padded", f"{reason}, and {block_obstacle}"
+        return "padded", f"no padding-free path: {varlen_obstacle}"
+
+    def _kernel_note(self, path: str, kernel: str | None) -> str:
+        if path != "varlen":
+            return ""
+        note = f" ({kernel or 'reference'} varlen kernel)"
+        config = self.backbone.config
+        dropout = getattr(config, "attention_probs_dropout_prob", None)
+        dropout = getattr(config, "attention_dropout", 0.0) if dropout is None else dropout
+        if dropout and not kernel_has_dropout(kernel):
+            note += f"; this kernel has no attention dropout: {dropout} is not applied"
+        return note
+
+    def _training_path(self) -> str:
+        """:meth:`packing_path`, logged the first time each path and reason is taken."""
+        path, reason = self.packing_path()
+        if self.training and (path, reason) not in self._paths_logged:
+            self._paths_logged.add((path, reason))
+            logger.info("training forward: %s (%s)", path, reason)
+        return path
+
+    def _packing_obstacle(self, path: str) -> str | None:
+        """Why the backbone cannot run ``path`` (``varlen`` or ``block_mask``), or None."""
         config = getattr(self.backbone, "config", None)
-        return (
-            getattr(config, "model_type", None) in PADDING_FREE_MODEL_TYPES
-            and type(_inner_model(self.backbone)).__module__.startswith("transformers.")
-            and getattr(config, "_attn_implementation", None) in PADDING_FREE_ATTENTION
-            and not getattr(config, "is_decoder", False)
+        model_type = getattr(config, "model_type", None)
+        attention = getattr(config, "_attn_implementation", None)
+        if not self._takes_position_ids or not type(
+            _inner_model(self.backbone)
+        ).__module__.startswith("transformers."):
+            return "the backbone is not transformers' own model taking position_ids"
+        if getattr(config, "is_decoder", False) and model_type in PADDING_FREE_MODEL_TYPES:
+            return f"{model_type} configured as a decoder"
+        if path == "varlen":
+            if model_type not in VARLEN_MODEL_TYPES:
+                known = _names(VARLEN_MODEL_TYPES)
+                return f"model type {model_type!r} has no varlen path ({known})"
+            if attention not in ("sdpa", VARLEN_ATTENTION):
+                return f"attention {attention!r}: the varlen path replaces sdpa"
+            return None
+        if model_type not in PADDING_FREE_MODEL_TYPES:
+            return (
+                f"model type {model_type!r} has no block-mask path "
+                f"({_names(PADDING_FREE_MODEL_TYPES)})"
+            )
+        if attention not in PADDING_FREE_ATTENTION:
+            return f"attention {attention!r}: the block mask needs sdpa or eager"
+        return None
+
+    def _position_offset(self) -> int:
+        """Where a model's positions start (RoBERTa's embeddings: pad_token_id + 1)."""
+        config = self.backbone.config
+        if getattr(config, "model_type", None) in POSITION_OFFSET_MODEL_TYPES:
+            return int(config.pad_token_id) + 1
+        return 0
+
+    def _varlen_backbone(
+        self, inputs: dict[str, torch.Tensor], hidden: bool
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """Run the backbone on one row of the batch's real tokens with the varlen attention
+        (the backbone's attention becomes :data:`VARLEN_ATTENTION`, which is SDPA for
+        every call without packing metadata: evaluation, the padded forward)."""
+        register_varlen_attention()
+        config = self.backbone.config
+        if config._attn_implementation != VARLEN_ATTENTION:
+            config._attn_implementation = VARLEN_ATTENTION
+        packing = VarlenPacking(inputs["attention_mask"], self._position_offset())
+        packed: dict[str, Any] = {
+            key: packing.pack(value) for key, value in inputs.items() if key != "attention_mask"
+        }
+        if self._takes_use_cache:
+            packed["use_cache"] = False
+        outputs = self.backbone(
+            **packed,
+            position_ids=packing.position_ids,
+            output_hidden_states=hidden,
+            return_dict=True,
+            **packing.attention_kwargs(),
         )
+        states = tuple(packing.unpack(s) for s in outputs.hidden_states) if hidden else None
+        return packing.unpack(outputs.last_hidden_state), states
 
     def _packed_backbone(
         self, inputs: dict[str, torch.Tensor], hidden: bool
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         """Run the backbone on packed rows; return its states laid out as the padded batch."""
         attention_mask = inputs["attention_mask"]
-        packing = TokenPacking(attention_mask)
+        packing = TokenPacking(attention_mask, position_offset=self._position_offset())
         packed = {
             key: packing.pack(value, self.tokenizer.pad_token_id if key == "input_ids" else 0)
             for key, value in inputs.items()
             if key != "attention_mask"
         }
         dtype = next(self.backbone.parameters()).dtype
-        mask = packing.attention_mask(self.backbone.config._attn_implementation, dtype)
+        implementation = self.backbone.config._attn_implementation
+        mask = packing.attention_mask("eager" if implementation == "eager" else "sdpa", dtype)
         outputs = self.backbone(
             **packed,
             attention_mask=mask,
@@ -1126,10 +1279,13 @@ class TokenPacking:
     sentence; longer rows cost more in attention, and in its dropout, than they save),
     longest first, each into the first row with room (first-fit decreasing). Attention is
     block-diagonal: a token sees the tokens of its own sentence only (the free tail of a
-    row sees itself, so no softmax row is empty); positions restart at 0 with each sentence.
+    row sees itself, so no softmax row is empty); positions restart at ``position_offset``
+    with each sentence.
     """
 
-    def __init__(self, attention_mask: torch.Tensor, capacity: int | None = None) -> None:
+    def __init__(
+        self, attention_mask: torch.Tensor, capacity: int | None = None, position_offset: int = 0
+    ) -> None:
         device = attention_mask.device
         self.batch, self.width = attention_mask.shape
         lengths = attention_mask.bool().sum(dim=1)
@@ -1146,7 +1302,7 @@ class TokenPacking:
         segment[self.target] = sentence
         self.segment = segment.view(self.rows, self.capacity)
         positions = torch.zeros(self.rows * self.capacity, dtype=torch.long, device=device)
-        positions[self.target] = offset
+        positions[self.target] = offset + position_offset
         self.position_ids = positions.view(self.rows, self.capacity)
 
     def pack(self, values: torch.Tensor, fill: int | float) -> torch.Tensor:
@@ -1183,6 +1339,10 @@ def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
         starts[item] = row * capacity + used[row]
         used[row] += sizes[item]
     return starts
+
+
+def _names(items: frozenset[str]) -> str:
+    return ", ".join(sorted(items))
 
 
 def _write_json(path: Path, content: Any) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
+from sts_core.encoder import padding_free_mode
+
 
 @dataclass
 class ModelArguments:
@@ -61,12 +63,13 @@ class ModelArguments:
             "Embeddings v2, Nomic Embed); such a backbone is not packed (padding_free)."
         },
     )
-    padding_free: bool = field(
-        default=True,
+    padding_free: str = field(
+        default="auto",
         metadata={
-            "help": "In training, pack each batch's real tokens into rows (block-diagonal "
-            "attention, positions restarting per sentence) instead of padding, for backbones "
-            "that allow it (BERT family, SDPA or eager attention); false: padded batches."
+            "help": "Training without padding: auto (a varlen attention kernel on a GPU that "
+            "has one, packed rows with a block-diagonal mask on a CPU, padding otherwise), "
+            "true (pack wherever the backbone allows), false (pad), varlen or block_mask "
+            "(that path). The run logs the path it takes and why."
         },
     )
     padding_side: str | None = field(
@@ -141,6 +144,7 @@ class ModelArguments:
         self._check_lora()
         if self.backbone_dropout is not None and not 0 <= self.backbone_dropout < 1:
             raise ValueError(f"backbone_dropout must be in [0, 1), got {self.backbone_dropout}")
+        self.padding_free = padding_free_mode(self.padding_free)
         if self.padding_side not in (None, "left", "right"):
             raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
         if self.model_dtype is not None and self.model_dtype not in MODEL_DTYPES:
