@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import (
@@ -27,7 +28,7 @@ from sts_core.attention import (
     varlen_attention,
     varlen_kernel,
 )
-from sts_core.encoder import SentenceEncoder, padding_free_mode
+from sts_core.encoder import SentenceEncoder, batch_bounds, pad_rows, padding_free_mode
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.config import ModelArguments
@@ -268,3 +269,37 @@ def test_a_tiny_model_trains_through_each_path(
     assert len(moved) > 10
     expected = VARLEN_ATTENTION if mode == "varlen" else "sdpa"
     assert encoder.backbone.config._attn_implementation == expected
+
+
+def test_batch_bounds_by_count_and_by_token_budget() -> None:
+    lengths = np.array([10, 6, 5, 5, 2, 2, 2, 1])
+    assert batch_bounds(lengths, 3) == [(0, 3), (3, 6), (6, 8)]
+    # budget 12: 1 × 10, then 2 × 6, then 2 × 5, then 6 × 2 (the last three)
+    assert batch_bounds(lengths, 3, token_budget=12) == [(0, 1), (1, 3), (3, 5), (5, 8)]
+    assert batch_bounds(np.array([40, 3]), 3, token_budget=12) == [(0, 1), (1, 2)]  # ≥ 1
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_pad_rows_matches_the_tokenizer(tiny_bert_dir: Path, side: str) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir, padding_side=side)
+    encoded = tokenizer(SENTENCES, padding=False)
+    reference = tokenizer.pad(encoded, padding=True, return_tensors="np")
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        fill = {"input_ids": tokenizer.pad_token_id}.get(key, 0)
+        assert np.array_equal(pad_rows(encoded[key], fill, side == "left"), reference[key]), key
+
+
+@pytest.mark.parametrize("model", ["bert", "llama"])
+def test_encode_by_token_budget_gives_the_same_vectors(
+    tiny_bert_dir: Path, tiny_llama_dir: Path, model: str
+) -> None:
+    folder, pooling = (tiny_bert_dir, "mean") if model == "bert" else (tiny_llama_dir, "last_token")
+    encoder = SentenceEncoder.from_pretrained(folder, pooling=pooling)
+    sentences = [*SENTENCES, SENTENCES[1], "a dog"]
+    by_count = encoder.encode(sentences, batch_size=2, show_progress_bar=False)
+    one_by_one = np.stack([encoder.encode(s, show_progress_bar=False) for s in sentences])
+    by_budget = encoder.encode(sentences, token_budget=20, show_progress_bar=False)
+    np.testing.assert_allclose(by_budget, by_count, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(by_budget, one_by_one, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="token_budget must be an integer"):
+        encoder.encode(sentences, token_budget=0)

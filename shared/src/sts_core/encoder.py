@@ -20,6 +20,7 @@ weights instead (a folder like any other) and the adapter in ``lora_adapter/``.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -855,19 +856,26 @@ class SentenceEncoder(nn.Module):
         batch_size: int = 64,
         show_progress_bar: bool = True,
         normalize: bool | None = None,
+        token_budget: int | None = None,
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
-        Each distinct sentence is encoded once; sentences are sorted by token length
-        (longest first) so each batch is padded only to its own longest member; runs
-        under ``torch.inference_mode`` on the module's device.
+        Each distinct sentence is encoded once; sentences are tokenized once and sorted by
+        token length (longest first) so each batch is padded only to its own longest
+        member; runs under ``torch.inference_mode`` on the module's device. ``token_budget``:
+        batches of up to that many padded tokens (sentences × longest) instead of
+        ``batch_size`` sentences, so short sentences go in large batches (a batch holds at
+        least one sentence). Padding is done with numpy, host memory is pinned on a GPU and
+        copied without blocking, and the vectors stay on the device until one copy at the
+        end, so the host prepares the next batch while the device computes.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer ≥ 1, got {batch_size!r}")
+        _check_positive("batch_size", batch_size)
+        if token_budget is not None:
+            _check_positive("token_budget", token_budget)
         single = isinstance(sentences, str)
         items = [sentences] if single else list(sentences)
         distinct = list(dict.fromkeys(items))
-        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar)
+        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar, token_budget)
         if normalize:
             vectors = nn.functional.normalize(vectors, p=2, dim=-1)
         position = {sentence: i for i, sentence in enumerate(distinct)}
@@ -875,35 +883,56 @@ class SentenceEncoder(nn.Module):
         return result[0] if single else result
 
     def _encode_distinct(
-        self, sentences: list[str], batch_size: int, progress: bool
+        self,
+        sentences: list[str],
+        batch_size: int,
+        progress: bool,
+        token_budget: int | None = None,
     ) -> torch.Tensor:
         if not sentences:
             return torch.empty(0, self.dimension, dtype=torch.float32)
         encoded = self.tokenize(sentences, padding=False)
-        lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+        lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")
-        keys = list(encoded.keys())
-        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32)
+        bounds = batch_bounds(lengths[order], batch_size, token_budget)
+        device = self.device
+        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32, device=device)
         # restore each submodule's own mode afterwards: a freshly loaded encoder is in train
         # mode while its backbone is in eval mode, and self.train(True) would turn dropout on
         modes = {module: module.training for module in self.modules()}
         self.eval()
-        device = self.device
-        batches = range(0, len(order), batch_size)
         try:
             with torch.inference_mode():
-                progress_bar = tqdm(
-                    batches, desc="Encoding", disable=not progress or len(batches) < 2
-                )
-                for start in progress_bar:
-                    index = order[start : start + batch_size]
-                    rows = [{key: encoded[key][i] for key in keys} for i in index]
-                    batch = self.tokenizer.pad(rows, padding=True, return_tensors="pt").to(device)
-                    output[torch.as_tensor(index)] = self(**batch).float().cpu()
+                for start, end in tqdm(
+                    bounds, desc="Encoding", disable=not progress or len(bounds) < 2
+                ):
+                    index = order[start:end]
+                    batch = self._padded_batch(encoded, index, device)
+                    rows = torch.as_tensor(index, device=device)
+                    output[rows] = self(**batch).float()
         finally:
             for module, training in modes.items():
                 module.training = training
-        return output
+        return output.cpu()
+
+    def _padded_batch(
+        self, encoded: Mapping[str, list[list[int]]], index: np.ndarray, device: torch.device
+    ) -> dict[str, torch.Tensor]:
+        """The rows ``index`` of the unpadded tokenization as padded tensors on ``device``
+        (the tokenizer's padding side and pad values), pinned and copied without blocking
+        on a GPU."""
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        fills = {
+            "input_ids": self.tokenizer.pad_token_id,
+            "token_type_ids": getattr(self.tokenizer, "pad_token_type_id", 0),
+        }
+        batch = {}
+        for key, rows in encoded.items():
+            padded = torch.from_numpy(pad_rows([rows[i] for i in index], fills.get(key, 0), left))
+            if device.type == "cuda":
+                padded = padded.pin_memory()
+            batch[key] = padded.to(device, non_blocking=True)
+        return batch
 
     # ----------------------------------------------------------------- saving
     def save_pretrained(
@@ -1339,6 +1368,39 @@ def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
         starts[item] = row * capacity + used[row]
         used[row] += sizes[item]
     return starts
+
+
+def batch_bounds(
+    lengths: np.ndarray, batch_size: int, token_budget: int | None = None
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of each batch over sentences sorted longest first: ``batch_size``
+    sentences, or with ``token_budget`` as many as fit ``count × first length ≤ budget``
+    (at least one)."""
+    total = len(lengths)
+    if token_budget is None:
+        return [(start, min(start + batch_size, total)) for start in range(0, total, batch_size)]
+    bounds, start = [], 0
+    while start < total:
+        size = max(1, token_budget // max(int(lengths[start]), 1))
+        bounds.append((start, min(start + size, total)))
+        start += size
+    return bounds
+
+
+def pad_rows(rows: Sequence[Sequence[int]], fill: int, left: bool = False) -> np.ndarray:
+    """Token rows as one ``(len(rows), longest)`` int64 array, ``fill`` on the padding side."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    padded = np.full((len(rows), width), fill, dtype=np.int64)
+    columns = np.arange(width)
+    real = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]
+    padded[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return padded
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
 
 
 def _names(items: frozenset[str]) -> str:
