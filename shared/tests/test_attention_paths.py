@@ -303,3 +303,34 @@ def test_encode_by_token_budget_gives_the_same_vectors(
     np.testing.assert_allclose(by_budget, one_by_one, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="token_budget must be an integer"):
         encoder.encode(sentences, token_budget=0)
+
+
+def test_training_defaults_keep_the_host_off_the_critical_path(tmp_path: Path) -> None:
+    args = BaseConfig(output_dir=str(tmp_path))
+    assert args.optim == "adamw_torch_fused"  # transformers' default since torch 2.8
+    assert args.accelerator_config.non_blocking
+    # pinned batches on a GPU (transformers turns pinning off on a CPU-only run)
+    assert BaseConfig.__dataclass_fields__["dataloader_pin_memory"].default is True
+    own = BaseConfig(output_dir=str(tmp_path), accelerator_config={"non_blocking": False})
+    assert not own.accelerator_config.non_blocking  # a user's own setting is kept
+
+
+def test_tokenizing_in_dataloader_workers_trains_the_same(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """dataloader_num_workers > 0: the collator (tokenization) runs in worker processes,
+    off the training loop; the steps are the same."""
+    from datasets import Dataset
+
+    rows = {"sentence1": SENTENCES[:3] * 4, "sentence2": SENTENCES[3:] * 4, "score": [0.9] * 12}
+    losses = []
+    for workers in (0, 2):
+        encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+        args = quick_training_args(
+            BaseConfig, tmp_path / str(workers), max_steps=3, dataloader_num_workers=workers
+        )
+        trainer = BaseTrainer(model=encoder, args=args, train_dataset=Dataset.from_dict(rows))
+        trainer.train()
+        losses.append([e["loss"] for e in trainer.state.log_history if "loss" in e])
+    assert len(losses[0]) == 3
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)

@@ -419,6 +419,9 @@ class BaseConfig(TrainingArguments):
     encoding batch); num_train_epochs 1; logging_steps 10; eval_strategy and save_strategy
     ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
     better); remove_unused_columns false (the collator needs the text columns);
+    accelerator_config ``{"non_blocking": true}`` (pinned batches copied to the GPU without
+    blocking the host); the optimizer stays transformers' default, the fused AdamW kernel
+    (``adamw_torch_fused``) since torch 2.8;
     use_cpu true on a machine without an accelerator unless DeepSpeed is configured (so a
     multi-process CPU launch is really distributed, with gloo); for DeepSpeed on such a
     machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off).
@@ -504,6 +507,10 @@ class BaseConfig(TrainingArguments):
         self._check_gradient_cache()
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
+        if self.accelerator_config is None:
+            # batches go to the GPU from pinned memory (dataloader_pin_memory, on by default)
+            # without blocking the host; a no-op on a CPU
+            self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
 
     def _check_gradient_cache(self) -> None:
