@@ -209,10 +209,16 @@ def test_auto_chooses_by_device_and_kernel(
     assert bert.packing_path()[0] == "block_mask"  # true: pack wherever possible
     bert.padding_free = "auto"
     monkeypatch.setattr(encoder_module, "varlen_kernel", lambda device: "torch")
-    path, reason = bert.packing_path()
-    assert path == "varlen" and "torch varlen kernel" in reason
-    assert "no attention dropout: 0.1 is not applied" in reason  # said, not silent
-    assert llama.packing_path()[0] == "varlen"  # decoders: varlen only
+    path, reason = bert.packing_path()  # a CUDA-only path stays opt-in until measured
+    assert path == "padded" and "not yet measured on a GPU" in reason
+    for encoder in (bert, llama):
+        encoder.padding_free = "true"
+        path, reason = encoder.packing_path()
+        assert path == "varlen" and "torch varlen kernel" in reason  # decoders: varlen only
+    assert "no attention dropout: 0.1 is not applied" in bert.packing_path()[1]  # said
+    monkeypatch.setattr(encoder_module, "AUTO_TAKES_VARLEN", True)
+    bert.padding_free = "auto"
+    assert bert.packing_path()[0] == "varlen"
 
 
 def test_unsupported_forced_path_is_refused_before_training(tiny_llama_dir: Path) -> None:

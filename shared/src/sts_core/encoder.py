@@ -89,6 +89,9 @@ VARLEN_MODEL_TYPES = PADDING_FREE_MODEL_TYPES | {"llama", "mistral", "qwen2", "q
 # Embeddings that count positions from pad_token_id + 1 (RoBERTa's)
 POSITION_OFFSET_MODEL_TYPES = frozenset({"roberta", "xlm-roberta"})
 PADDING_FREE_MODES = ("auto", "true", "false", "varlen", "block_mask")
+# Whether padding_free: auto takes the varlen path on a GPU with a kernel. Off until that
+# CUDA path is measured on a GPU (issue 17): auto pads there, true or varlen opt in.
+AUTO_TAKES_VARLEN = False
 PADDING_FREE_WORDS = {"yes": "true", "on": "true", "1": "true"} | {
     "no": "false",
     "off": "false",
@@ -310,11 +313,12 @@ class SentenceEncoder(nn.Module):
         normalize: L2-normalise the output vectors.
         padding_free: in training mode, run the batch's real tokens without padding
             (positions restarting at each sentence; the embeddings are the padded
-            forward's up to float rounding). ``auto`` (default): one row and a varlen
-            attention kernel where one exists (CUDA with ``flash-attn`` or torch's
-            ``varlen_attn``), packed rows with a block-diagonal mask on a CPU (measured
-            faster than padding there), padding otherwise; ``true``: pack wherever the
-            backbone allows (the block mask when no kernel exists); ``false``: pad;
+            forward's up to float rounding). ``auto`` (default): packed rows with a
+            block-diagonal mask on a CPU (measured faster than padding there), padding on
+            a GPU (the varlen kernel path is opt-in until measured on one:
+            ``AUTO_TAKES_VARLEN``); ``true``: pack wherever the backbone allows (one row
+            and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
+            torch's ``varlen_attn`` — else the block mask); ``false``: pad;
             ``varlen`` or ``block_mask``: that path (``varlen`` on a CPU runs the exact
             per-sentence reference, for tests). See :meth:`packing_path`. Evaluation
             (``encode``) always pads.
@@ -713,10 +717,10 @@ class SentenceEncoder(nn.Module):
     def packing_path(self) -> tuple[str, str]:
         """How :meth:`forward` runs now, and why: ``varlen``, ``block_mask`` or ``padded``.
 
-        ``padding_free: auto``: ``varlen`` where the backbone allows it and a fused kernel
-        exists on the module's device; else ``block_mask`` on a CPU; else ``padded`` (on a
-        GPU a dense block mask keeps SDPA off its fast kernels and was measured slower than
-        padding). ``true`` takes ``block_mask`` on a GPU too; evaluation always pads.
+        ``padding_free: auto``: ``block_mask`` on a CPU; ``padded`` on a GPU (a dense block
+        mask keeps SDPA off its fast kernels; the varlen path is not measured on a GPU yet,
+        ``AUTO_TAKES_VARLEN``). ``true``: ``varlen`` where the backbone allows it and a fused
+        kernel exists on the module's device, else ``block_mask``. Evaluation always pads.
         """
         if not self.training:
             return "padded", "evaluation pads"
@@ -729,7 +733,12 @@ class SentenceEncoder(nn.Module):
             return mode, f"padding_free: {mode}" + self._kernel_note(mode, kernel)
         varlen_obstacle = self._packing_obstacle("varlen")
         if kernel and varlen_obstacle is None:
-            return "varlen", f"padding_free: {mode}" + self._kernel_note("varlen", kernel)
+            if mode == "true" or AUTO_TAKES_VARLEN:
+                return "varlen", f"padding_free: {mode}" + self._kernel_note("varlen", kernel)
+            return "padded", (
+                f"padding_free: auto pads on {device.type}: the {kernel} varlen kernel path is "
+                "not yet measured on a GPU (padding_free: true or varlen opts in)"
+            )
         block_obstacle = self._packing_obstacle("block_mask")
         if block_obstacle is None and (device.type == "cpu" or mode == "true"):
             where = "a CPU" if device.type == "cpu" else f"{device.type} without a varlen kernel"
