@@ -17,7 +17,11 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/encode.py --smoke --output-dir /tmp/bench   # seconds, for tests
     # on a GPU: a random-weight BERT-base with MiniLM's tokenizer, bf16, batch 128
     uv run python benchmarks/encode.py --device cuda --dtype bf16 --model-config bert-base \
-        --batch-size 128 [--token-budget 16384]
+        --batch-size 128 [--token-budget 16384] [--compile]
+
+``--compile`` puts our backbone under ``torch.compile(dynamic=True)`` (the warm-up pass
+compiles; its seconds are reported); the CPU ablation times it beside the library's path
+(not in ``--smoke``).
 
 Results: ``benchmarks/results/encode[_quick].{md,json,png}``; on a GPU ``gpu_encode[_quick]``
 with tokens per second, model FLOPs utilisation and peak GPU memory (``_gpu.py``; the
@@ -96,12 +100,14 @@ WARMUP_SENTENCES = 16
 # Our pipeline with one optimisation removed at a time (dedupe: each distinct sentence once;
 # order: tokens = sorted by token length as the library does, chars = by character length as
 # sentence-transformers does, input = unsorted).
+COMPILED_VARIANT = "ours, backbone under torch.compile (dynamic shapes)"
 VARIANTS: dict[str, dict[str, Any]] = {
     "ours (library encode)": {"library": True},
     "no dedupe": {"dedupe": False, "order": "tokens"},
     "no dedupe, character-length order (the peer's batching)": {"dedupe": False, "order": "chars"},
     "no dedupe, input order (no sorting)": {"dedupe": False, "order": "input"},
     "ours, eager attention instead of SDPA": {"library": True, "attention": "eager"},
+    COMPILED_VARIANT: {"library": True, "attention": "compiled"},
     "ours, 1 thread": {"library": True, "threads": 1},
 }
 
@@ -126,6 +132,8 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         spec.get("device", "cpu"), dtype=_torch_dtype(spec)
     )
     config = encoder.backbone.config
+    if spec.get("compile"):
+        encoder = compiled(encoder)
     budget = spec.get("token_budget")
 
     def encode(items: list[str]) -> np.ndarray:
@@ -139,9 +147,19 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "dtype": str(next(encoder.parameters()).dtype),
         "normalize": encoder.normalize,
         "token_budget": budget,
+        "compiled": bool(spec.get("compile")),
         "tokens": token_counts(encoder.tokenize, sentences, dedupe=True),
     }
     return {**info, **timed_encode(encode, sentences, spec)}
+
+
+def compiled(encoder: Any) -> Any:
+    """The encoder with its backbone under ``torch.compile(dynamic=True)`` (one graph for
+    every batch shape; compiled at the first call, which the warm-up pass pays for)."""
+    import torch
+
+    encoder.backbone = torch.compile(encoder.backbone, dynamic=True)
+    return encoder
 
 
 def _torch_dtype(spec: dict[str, Any]) -> Any:
@@ -191,7 +209,9 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
     embeddings of the first pass."""
     import torch
 
+    warmup_start = time.perf_counter()
     encode(sentences[:WARMUP_SENTENCES])
+    warmup_seconds = time.perf_counter() - warmup_start
     rss_loaded = current_rss_mb()
     reset_peak_memory(spec.get("device", "cpu"))
     cpu_start, passes = cpu_seconds(), []
@@ -207,6 +227,7 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
         "distinct": len(set(sentences)),
         "seconds": round(best, 3),
         "pass_seconds": [round(s, 3) for s in passes],
+        "warmup_seconds": round(warmup_seconds, 2),
         "cpu_seconds_per_pass": round((cpu_seconds() - cpu_start) / len(passes), 2),
         "throughput": round(len(sentences) / best, 2),
         "median_pass_throughput": round(len(sentences) / median(passes), 2),
@@ -226,26 +247,35 @@ def worker_ablation(spec: dict[str, Any]) -> dict[str, Any]:
         "sdpa": SentenceEncoder.from_pretrained(spec["model"]).eval(),
         "eager": SentenceEncoder.from_pretrained(spec["model"], attn_implementation="eager").eval(),
     }
-    for encoder in encoders.values():
+    variants = dict(VARIANTS)
+    if spec.get("smoke"):  # compiling takes a minute: not in the seconds-sized mode
+        variants.pop(COMPILED_VARIANT)
+    else:
+        encoders["compiled"] = compiled(SentenceEncoder.from_pretrained(spec["model"]).eval())
+    warmup_seconds = {}
+    for key, encoder in encoders.items():
+        start = time.perf_counter()
         encoder.encode(sentences[:WARMUP_SENTENCES], show_progress_bar=False)
+        warmup_seconds[key] = round(time.perf_counter() - start, 2)
     reference = None
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    times: dict[str, list[float]] = {name: [] for name in variants}
     differences: dict[str, float] = {}
     for _ in range(spec["passes"]):
-        for name, variant in VARIANTS.items():
+        for name, variant in variants.items():
             seconds, vectors = run_variant(encoders, sentences, spec, variant)
             times[name].append(seconds)
             reference = vectors if reference is None else reference
             differences[name] = float(np.abs(vectors - reference).max())
     return {
         "sentences": len(sentences),
+        "warmup_seconds": warmup_seconds,  # "compiled": torch.compile's first call
         "variants": {
             name: {
                 "seconds": times[name],
                 "throughput": round(len(sentences) / min(times[name]), 2),
                 "max_abs_diff_vs_library": differences[name],
             }
-            for name in VARIANTS
+            for name in variants
         },
     }
 
@@ -307,6 +337,8 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         "device": args.device,
         "dtype": args.dtype,
         "token_budget": args.token_budget,
+        "compile": args.compile,
+        "smoke": args.mode == "smoke",
     }
 
     def run(side: str, round_index: int) -> dict[str, Any]:
@@ -327,7 +359,7 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         "efficiency": efficiency(runs, path, args),
     }
     if args.ablation:
-        print(f"{name}: ablation ({args.passes} round(s) of {len(VARIANTS)} variants)")
+        print(f"{name}: ablation ({args.passes} round(s) of every variant)")
         fraction = args.ablation_fraction or args.fraction
         result["ablation"] = run_worker(__file__, "ablation", {**spec, "fraction": fraction})
         result["ablation"]["fraction"] = fraction
@@ -458,7 +490,14 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
     ]
     subset = ablation.get("fraction", 1.0)
     title = f"Ablation ({subset:.0%} of the distinct sentences, with their occurrences):"
-    return title + "\n\n" + markdown_table(header, rows)
+    text = title + "\n\n" + markdown_table(header, rows)
+    compile_seconds = ablation.get("warmup_seconds", {}).get("compiled")
+    if compile_seconds is not None:
+        text += (
+            f"\n\nThe compiled backbone's first call (compiling, {WARMUP_SENTENCES} sentences) "
+            f"took {compile_seconds:.1f} s, outside the timed passes."
+        )
+    return text
 
 
 def _percent(value: float | None) -> str:
@@ -488,7 +527,8 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
         "",
         f"Mode `{args.mode}`: {args.fraction:.1%} of the distinct sentences of the seven STS "
         f"test sets (every occurrence kept); batch size {args.batch_size}"
-        f"{f' (ours: token budget {args.token_budget})' if args.token_budget else ''}, "
+        f"{f' (ours: token budget {args.token_budget})' if args.token_budget else ''}"
+        f"{' (ours: backbone under torch.compile)' if args.compile else ''}, "
         f"{args.threads} thread(s), {args.device} {args.dtype}{_model_note(args)}, "
         f"{_rounds_text(args)} in fresh processes, each "
         f"timing {args.passes} pass(es) over the sentences: a round's speed is its best pass.",
@@ -512,6 +552,7 @@ def _model_note(args: argparse.Namespace) -> str:
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("fraction", "batch_size", "threads", "repeats", "model_repeats", "passes", "models")
     keys += ("ablation", "ablation_fraction", "device", "dtype", "model_config", "token_budget")
+    keys += ("compile",)
     return {k: getattr(args, k) for k in keys}
 
 
@@ -580,6 +621,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=_default_threads())
     parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--compile", action="store_true", help="ours: the backbone under torch.compile"
+    )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument(
         "--token-budget", type=int, help="ours: batches of up to N padded tokens (encode())"
