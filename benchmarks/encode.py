@@ -15,8 +15,17 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/encode.py --quick    # all-MiniLM-L6-v2, 5 % of the sentences
     uv run python benchmarks/encode.py            # full: both models, every sentence
     uv run python benchmarks/encode.py --smoke --output-dir /tmp/bench   # seconds, for tests
+    # on a GPU: a random-weight BERT-base with MiniLM's tokenizer, bf16, batch 128
+    uv run python benchmarks/encode.py --device cuda --dtype bf16 --model-config bert-base \
+        --batch-size 128 [--token-budget 16384] [--compile]
 
-Results: ``benchmarks/results/encode[_quick].{md,json,png}``.
+``--compile`` puts our backbone under ``torch.compile(dynamic=True)`` (the warm-up pass
+compiles; its seconds are reported); the CPU ablation times it beside the library's path
+(not in ``--smoke``).
+
+Results: ``benchmarks/results/encode[_quick].{md,json,png}``; on a GPU ``gpu_encode[_quick]``
+with tokens per second, model FLOPs utilisation and peak GPU memory (``_gpu.py``; the
+ablation is CPU-only).
 """
 
 from __future__ import annotations
@@ -57,6 +66,19 @@ from _common import (
     write_json,
     write_markdown,
 )
+from _gpu import (
+    add_gpu_arguments,
+    build_random_model,
+    check_device,
+    flops_per_token,
+    gpu_info,
+    mfu,
+    model_shape,
+    peak_gpu_memory_mb,
+    peak_tflops,
+    reset_peak_memory,
+    stem_name,
+)
 
 # fraction of the distinct sentences kept (with all their occurrences); alternated rounds of
 # fresh processes; timed passes over the sentences in each process (the best one counts)
@@ -78,12 +100,14 @@ WARMUP_SENTENCES = 16
 # Our pipeline with one optimisation removed at a time (dedupe: each distinct sentence once;
 # order: tokens = sorted by token length as the library does, chars = by character length as
 # sentence-transformers does, input = unsorted).
+COMPILED_VARIANT = "ours, backbone under torch.compile (dynamic shapes)"
 VARIANTS: dict[str, dict[str, Any]] = {
     "ours (library encode)": {"library": True},
     "no dedupe": {"dedupe": False, "order": "tokens"},
     "no dedupe, character-length order (the peer's batching)": {"dedupe": False, "order": "chars"},
     "no dedupe, input order (no sorting)": {"dedupe": False, "order": "input"},
     "ours, eager attention instead of SDPA": {"library": True, "attention": "eager"},
+    COMPILED_VARIANT: {"library": True, "attention": "compiled"},
     "ours, 1 thread": {"library": True, "threads": 1},
 }
 
@@ -104,19 +128,52 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
 
     set_threads(spec["threads"])
     sentences = load_sentences(spec["fraction"])
-    encoder = SentenceEncoder.from_pretrained(spec["model"])
+    encoder = SentenceEncoder.from_pretrained(spec["model"]).to(
+        spec.get("device", "cpu"), dtype=_torch_dtype(spec)
+    )
     config = encoder.backbone.config
+    if spec.get("compile"):
+        encoder = compiled(encoder)
+    budget = spec.get("token_budget")
 
     def encode(items: list[str]) -> np.ndarray:
-        return encoder.encode(items, batch_size=spec["batch_size"], show_progress_bar=False)
+        return encoder.encode(
+            items, batch_size=spec["batch_size"], show_progress_bar=False, token_budget=budget
+        )
 
     info = {
         "attention": config._attn_implementation,
         "max_length": encoder.max_length,
         "dtype": str(next(encoder.parameters()).dtype),
         "normalize": encoder.normalize,
+        "token_budget": budget,
+        "compiled": bool(spec.get("compile")),
+        "tokens": token_counts(encoder.tokenize, sentences, dedupe=True),
     }
     return {**info, **timed_encode(encode, sentences, spec)}
+
+
+def compiled(encoder: Any) -> Any:
+    """The encoder with its backbone under ``torch.compile(dynamic=True)`` (one graph for
+    every batch shape; compiled at the first call, which the warm-up pass pays for)."""
+    import torch
+
+    encoder.backbone = torch.compile(encoder.backbone, dynamic=True)
+    return encoder
+
+
+def _torch_dtype(spec: dict[str, Any]) -> Any:
+    import torch
+
+    return torch.bfloat16 if spec.get("dtype") == "bf16" else torch.float32
+
+
+def token_counts(tokenize: Any, sentences: list[str], dedupe: bool) -> dict[str, Any]:
+    """Real tokens a side encodes (truncated at its max length): each distinct sentence
+    once when it dedupes, every occurrence otherwise; and the mean sentence length."""
+    items = list(dict.fromkeys(sentences)) if dedupe else sentences
+    lengths = [len(ids) for ids in tokenize(items, padding=False)["input_ids"]]
+    return {"encoded": sum(lengths), "mean_length": sum(lengths) / max(len(lengths), 1)}
 
 
 def worker_peer(spec: dict[str, Any]) -> dict[str, Any]:
@@ -124,16 +181,24 @@ def worker_peer(spec: dict[str, Any]) -> dict[str, Any]:
 
     set_threads(spec["threads"])
     sentences = load_sentences(spec["fraction"])
-    model = SentenceTransformer(spec["model"], device="cpu")
+    model = SentenceTransformer(spec["model"], device=spec.get("device", "cpu"))
+    model.to(_torch_dtype(spec))
 
     def encode(items: list[str]) -> np.ndarray:
-        return model.encode(items, batch_size=spec["batch_size"], show_progress_bar=False)
+        vectors = model.encode(
+            items, batch_size=spec["batch_size"], show_progress_bar=False, convert_to_tensor=True
+        )
+        return vectors.float().cpu().numpy()
+
+    def tokenize(items: list[str], padding: bool) -> dict[str, Any]:
+        return model.tokenizer(items, truncation=True, max_length=model.max_seq_length)
 
     info = {
         "attention": model[0].auto_model.config._attn_implementation,
         "max_length": model.max_seq_length,
         "dtype": str(next(model.parameters()).dtype),
         "modules": [type(m).__name__ for m in model],
+        "tokens": token_counts(tokenize, sentences, dedupe=False),
     }
     return {**info, **timed_encode(encode, sentences, spec)}
 
@@ -144,8 +209,11 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
     embeddings of the first pass."""
     import torch
 
+    warmup_start = time.perf_counter()
     encode(sentences[:WARMUP_SENTENCES])
+    warmup_seconds = time.perf_counter() - warmup_start
     rss_loaded = current_rss_mb()
+    reset_peak_memory(spec.get("device", "cpu"))
     cpu_start, passes = cpu_seconds(), []
     for index in range(spec["passes"]):
         start = time.perf_counter()
@@ -159,11 +227,13 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
         "distinct": len(set(sentences)),
         "seconds": round(best, 3),
         "pass_seconds": [round(s, 3) for s in passes],
+        "warmup_seconds": round(warmup_seconds, 2),
         "cpu_seconds_per_pass": round((cpu_seconds() - cpu_start) / len(passes), 2),
         "throughput": round(len(sentences) / best, 2),
         "median_pass_throughput": round(len(sentences) / median(passes), 2),
         "rss_loaded_mb": round(rss_loaded, 1),
         "threads": torch.get_num_threads(),
+        "peak_gpu_memory_mb": peak_gpu_memory_mb(spec.get("device", "cpu")),
     }
 
 
@@ -177,26 +247,35 @@ def worker_ablation(spec: dict[str, Any]) -> dict[str, Any]:
         "sdpa": SentenceEncoder.from_pretrained(spec["model"]).eval(),
         "eager": SentenceEncoder.from_pretrained(spec["model"], attn_implementation="eager").eval(),
     }
-    for encoder in encoders.values():
+    variants = dict(VARIANTS)
+    if spec.get("smoke"):  # compiling takes a minute: not in the seconds-sized mode
+        variants.pop(COMPILED_VARIANT)
+    else:
+        encoders["compiled"] = compiled(SentenceEncoder.from_pretrained(spec["model"]).eval())
+    warmup_seconds = {}
+    for key, encoder in encoders.items():
+        start = time.perf_counter()
         encoder.encode(sentences[:WARMUP_SENTENCES], show_progress_bar=False)
+        warmup_seconds[key] = round(time.perf_counter() - start, 2)
     reference = None
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    times: dict[str, list[float]] = {name: [] for name in variants}
     differences: dict[str, float] = {}
     for _ in range(spec["passes"]):
-        for name, variant in VARIANTS.items():
+        for name, variant in variants.items():
             seconds, vectors = run_variant(encoders, sentences, spec, variant)
             times[name].append(seconds)
             reference = vectors if reference is None else reference
             differences[name] = float(np.abs(vectors - reference).max())
     return {
         "sentences": len(sentences),
+        "warmup_seconds": warmup_seconds,  # "compiled": torch.compile's first call
         "variants": {
             name: {
                 "seconds": times[name],
                 "throughput": round(len(sentences) / min(times[name]), 2),
                 "max_abs_diff_vs_library": differences[name],
             }
-            for name in VARIANTS
+            for name in variants
         },
     }
 
@@ -255,30 +334,53 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         "batch_size": args.batch_size,
         "threads": args.threads,
         "passes": args.passes,
+        "device": args.device,
+        "dtype": args.dtype,
+        "token_budget": args.token_budget,
+        "compile": args.compile,
+        "smoke": args.mode == "smoke",
     }
 
     def run(side: str, round_index: int) -> dict[str, Any]:
-        saved = scratch / f"{name}-{side}-{round_index}.npy"
+        saved = scratch / f"{Path(name).name}-{side}-{round_index}.npy"
         return run_worker(__file__, side, {**spec, "embeddings": str(saved)})
 
     repeats = (args.model_repeats or {}).get(name, args.repeats)
     runs = alternate(["ours", "peer"], repeats, run)
-    ours = np.load(scratch / f"{name}-ours-0.npy")
-    peer = np.load(scratch / f"{name}-peer-0.npy")
+    ours = np.load(scratch / f"{Path(name).name}-ours-0.npy")
+    peer = np.load(scratch / f"{Path(name).name}-peer-0.npy")
     result: dict[str, Any] = {
-        "model": name,
+        "model": Path(name).name,
         "runs": runs,
         "throughput": Comparison(*_metric(runs, "throughput")).to_dict(),
         "peak_rss_mb": Comparison(*_metric(runs, "peak_rss_mb")).to_dict(),
         "max_abs_diff": float(np.abs(ours - peer).max()),
         "settings_match": _settings_match(runs),
+        "efficiency": efficiency(runs, path, args),
     }
     if args.ablation:
-        print(f"{name}: ablation ({args.passes} round(s) of {len(VARIANTS)} variants)")
+        print(f"{name}: ablation ({args.passes} round(s) of every variant)")
         fraction = args.ablation_fraction or args.fraction
         result["ablation"] = run_worker(__file__, "ablation", {**spec, "fraction": fraction})
         result["ablation"]["fraction"] = fraction
     return result
+
+
+def efficiency(runs: dict[str, list[dict]], model: str, args: argparse.Namespace) -> dict:
+    """Real tokens per second, MFU and peak GPU memory of each side (medians of rounds)."""
+    peak = peak_tflops(gpu_info().get("gpu"), args.peak_tflops) if args.device == "cuda" else None
+    shape, sides = model_shape(model), {}
+    for side, results in runs.items():
+        tokens = results[0]["tokens"]
+        per_second = median([tokens["encoded"] / r["seconds"] for r in results])
+        memory = [r["peak_gpu_memory_mb"] for r in results if r.get("peak_gpu_memory_mb")]
+        flops = flops_per_token(shape, tokens["mean_length"], training=False)
+        sides[side] = {
+            "tokens_per_second": round(per_second, 1),
+            "mfu_percent": mfu(per_second, flops, peak),
+            "peak_gpu_memory_mb": median(memory) if memory else None,
+        }
+    return {"peak_tflops": peak, "sides": sides}
 
 
 def _metric(runs: dict[str, list[dict]], key: str) -> tuple[list[float], list[float]]:
@@ -349,6 +451,18 @@ def model_markdown(result: dict[str, Any]) -> str:
         "",
         markdown_table(["", "ours", "sentence-transformers", "ours / peer"], rows),
     ]
+    sides = result["efficiency"]["sides"]
+    rows = [
+        (
+            label,
+            fmt(sides[side]["tokens_per_second"], 0),
+            _percent(sides[side]["mfu_percent"]),
+            _or_na(sides[side]["peak_gpu_memory_mb"]),
+        )
+        for side, label in (("ours", "ours"), ("peer", "sentence-transformers"))
+    ]
+    header = ["", "real tokens encoded / s", "MFU", "peak GPU memory, MiB"]
+    text += ["", markdown_table(header, rows)]
     if "ablation" in result:
         text += ["", ablation_markdown(result["ablation"], speed["peer_median"])]
     return "\n".join(text)
@@ -376,7 +490,22 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
     ]
     subset = ablation.get("fraction", 1.0)
     title = f"Ablation ({subset:.0%} of the distinct sentences, with their occurrences):"
-    return title + "\n\n" + markdown_table(header, rows)
+    text = title + "\n\n" + markdown_table(header, rows)
+    compile_seconds = ablation.get("warmup_seconds", {}).get("compiled")
+    if compile_seconds is not None:
+        text += (
+            f"\n\nThe compiled backbone's first call (compiling, {WARMUP_SENTENCES} sentences) "
+            f"took {compile_seconds:.1f} s, outside the timed passes."
+        )
+    return text
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} %"
+
+
+def _or_na(value: float | None) -> str:
+    return "n/a" if value is None else fmt(value, 0)
 
 
 def _join(values: list[float], digits: int = 1) -> str:
@@ -390,15 +519,18 @@ def _rounds_text(args: argparse.Namespace) -> str:
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> Path:
-    stem = output_stem("encode", args.output_dir, args.mode)
+    stem = output_stem(stem_name("encode", args.device), args.output_dir, args.mode)
     content = {"mode": args.mode, "settings": _settings(args), "machine": info, "models": results}
     write_json(stem, content)
     lines = [
         "# Encoding: `SentenceEncoder.encode` vs `SentenceTransformer.encode`",
         "",
         f"Mode `{args.mode}`: {args.fraction:.1%} of the distinct sentences of the seven STS "
-        f"test sets (every occurrence kept); batch size {args.batch_size}, {args.threads} "
-        f"thread(s), float32, {_rounds_text(args)} in fresh processes, each "
+        f"test sets (every occurrence kept); batch size {args.batch_size}"
+        f"{f' (ours: token budget {args.token_budget})' if args.token_budget else ''}"
+        f"{' (ours: backbone under torch.compile)' if args.compile else ''}, "
+        f"{args.threads} thread(s), {args.device} {args.dtype}{_model_note(args)}, "
+        f"{_rounds_text(args)} in fresh processes, each "
         f"timing {args.passes} pass(es) over the sentences: a round's speed is its best pass.",
         "",
         machine_markdown(info),
@@ -411,9 +543,16 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
     return stem
 
 
+def _model_note(args: argparse.Namespace) -> str:
+    if not args.model_config:
+        return ""
+    return f", {args.model_config} with random weights and the tokenizer of {args.tokenizer_of}"
+
+
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("fraction", "batch_size", "threads", "repeats", "model_repeats", "passes", "models")
-    keys += ("ablation", "ablation_fraction")
+    keys += ("ablation", "ablation_fraction", "device", "dtype", "model_config", "token_budget")
+    keys += ("compile",)
     return {k: getattr(args, k) for k in keys}
 
 
@@ -482,7 +621,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=_default_threads())
     parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--compile", action="store_true", help="ours: the backbone under torch.compile"
+    )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument(
+        "--token-budget", type=int, help="ours: batches of up to N padded tokens (encode())"
+    )
+    add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -507,10 +653,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         emit_result(WORKERS[args.worker](json.loads(args.spec)))
         return 0
+    check_device(args)
     check_environment(args.models)
-    info = machine_info()
+    if args.device == "cuda" and args.ablation:
+        print("the ablation is CPU-only: skipped on cuda")
+        args.ablation = False
+    info = {**machine_info(), **gpu_info()}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sts-bench-encode-") as scratch:
+        if args.model_config:
+            args.tokenizer_of = args.models[0]
+            folder = Path(scratch) / args.model_config
+            args.models = [
+                str(build_random_model(args.model_config, model_path(args.models[0]), folder))
+            ]
         results = [benchmark_model(name, args, Path(scratch)) for name in args.models]
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
     stem = write_outputs(results, args, info)

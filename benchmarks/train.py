@@ -15,8 +15,12 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/train.py --quick    # 30 steps, 2 rounds, ablation
     uv run python benchmarks/train.py            # full: one epoch (338 steps), 2 rounds, ablation
     uv run python benchmarks/train.py --smoke --output-dir /tmp/bench   # seconds, for tests
+    # on a GPU: a random-weight BERT-base with MiniLM's tokenizer, bf16, batch 64
+    uv run python benchmarks/train.py --device cuda --dtype bf16 --model-config bert-base \
+        --batch-size 64 --max-steps 150
 
-Results: ``benchmarks/results/train[_quick].{md,json,png}``.
+Results: ``benchmarks/results/train[_quick].{md,json,png}``; on a GPU ``gpu_train[_quick]``
+with tokens per second, model FLOPs utilisation and peak GPU memory (``_gpu.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,19 @@ from _common import (
     set_threads,
     write_json,
     write_markdown,
+)
+from _gpu import (
+    add_gpu_arguments,
+    build_random_model,
+    check_device,
+    flops_per_token,
+    gpu_info,
+    mfu,
+    model_shape,
+    peak_gpu_memory_mb,
+    peak_tflops,
+    reset_peak_memory,
+    stem_name,
 )
 
 MODES = {
@@ -102,6 +119,8 @@ def training_arguments(spec: dict[str, Any], output_dir: str) -> dict[str, Any]:
         "report_to": "none",
         "dataloader_num_workers": 0,
         "disable_tqdm": True,
+        "bf16": spec.get("dtype") == "bf16",
+        "use_cpu": spec.get("device", "cpu") == "cpu",
     }
 
 
@@ -120,7 +139,7 @@ def step_timer() -> Any:
     return StepTimer()
 
 
-def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: bool) -> Any:
+def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str) -> Any:
     from transformers import set_seed
 
     from sts_core.encoder import SentenceEncoder
@@ -137,6 +156,17 @@ def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_fre
     return trainer, {"max_length": encoder.max_length, "padding_free": padding_free}
 
 
+def packing_path_of(trainer: Any) -> list[str] | None:
+    """Our encoder's training path after the run (varlen, block_mask or padded) and why."""
+    model = trainer.model
+    if not hasattr(model, "packing_path"):
+        return None
+    training = model.training
+    path = list(model.train().packing_path())
+    model.train(training)
+    return path
+
+
 def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
     from sentence_transformers import (
         SentenceTransformer,
@@ -147,7 +177,7 @@ def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
     from transformers import set_seed
 
     set_seed(spec["seed"])
-    model = SentenceTransformer(spec["model"], device="cpu")
+    model = SentenceTransformer(spec["model"], device=spec.get("device", "cpu"))
     if spec["max_length"]:
         model.max_seq_length = spec["max_length"]
     args = SentenceTransformerTrainingArguments(**training_arguments(spec, output_dir))
@@ -168,12 +198,17 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
         if side == "peer":
             trainer, info = build_peer(spec, output_dir, timer)
         else:
-            trainer, info = build_ours(spec, output_dir, timer, side == "ours")
+            trainer, info = build_ours(
+                spec, output_dir, timer, "auto" if side == "ours" else "false"
+            )
         rss_before = current_rss_mb()
+        reset_peak_memory(spec.get("device", "cpu"))
         cpu_start, start = cpu_seconds(), time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
         cpu = cpu_seconds() - cpu_start
+        info["peak_gpu_memory_mb"] = peak_gpu_memory_mb(spec.get("device", "cpu"))
+        info["packing_path"] = packing_path_of(trainer)
     return {
         **info,
         **train_metrics(trainer, timer.times, seconds, spec),
@@ -208,7 +243,9 @@ def train_metrics(
 # ----------------------------------------------------------------------------- parent
 def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
     spec = {
-        "model": str(model_path(args.model)),
+        "model": str(args.model_path),
+        "device": args.device,
+        "dtype": args.dtype,
         "max_steps": args.max_steps,
         "batch_size": args.batch_size,
         "learning_rate": args.learning_rate,
@@ -241,9 +278,83 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
     return summary
 
 
+def token_statistics(model: str | Path, max_length: int | None) -> dict[str, float]:
+    """Real tokens of the training pairs as our encoder tokenizes them (truncated)."""
+    from sts_core.encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(model, max_length=max_length)
+    data = load_train_pairs()
+    lengths = [
+        [len(ids) for ids in encoder.tokenize(data[column], padding=False)["input_ids"]]
+        for column in ("sentence1", "sentence2")
+    ]
+    pairs = [a + b for a, b in zip(*lengths, strict=True)]
+    return {
+        "tokens_per_pair": round(sum(pairs) / len(pairs), 2),
+        "mean_length": round(sum(pairs) / (2 * len(pairs)), 2),
+    }
+
+
+def efficiency(runs: dict[str, list[dict]], args: argparse.Namespace, info: dict) -> dict:
+    """Tokens per second, MFU and peak GPU memory of each side (medians over rounds)."""
+    flops = flops_per_token(model_shape(args.model_path), args.tokens["mean_length"], True)
+    peak = peak_tflops(info.get("gpu"), args.peak_tflops) if args.device == "cuda" else None
+    sides = {}
+    for side, results in runs.items():
+        pairs = median([r["throughput"] for r in results])
+        tokens = pairs * args.tokens["tokens_per_pair"]
+        memory = [r["peak_gpu_memory_mb"] for r in results if r.get("peak_gpu_memory_mb")]
+        sides[side] = {
+            "pairs_per_second": pairs,
+            "tokens_per_second": round(tokens, 1),
+            "mfu_percent": mfu(tokens, flops, peak),
+            "peak_gpu_memory_mb": median(memory) if memory else None,
+            "packing_path": results[0].get("packing_path"),
+        }
+    return {"flops_per_token": flops, "peak_tflops": peak, "sides": sides}
+
+
+def _or_na(value: float | None) -> str:
+    return "n/a" if value is None else fmt(value, 0)
+
+
+def efficiency_markdown(result: dict[str, Any]) -> str:
+    rows = []
+    for side, values in result["sides"].items():
+        path = values["packing_path"]
+        rows.append(
+            (
+                LABELS[side],
+                fmt(values["pairs_per_second"]),
+                fmt(values["tokens_per_second"], 0),
+                "n/a" if values["mfu_percent"] is None else f"{values['mfu_percent']:.2f} %",
+                "n/a"
+                if values["peak_gpu_memory_mb"] is None
+                else fmt(values["peak_gpu_memory_mb"], 0),
+                f"{path[0]} ({path[1]})" if path else "",
+            )
+        )
+    peak = result["peak_tflops"]
+    header = ["", "pairs / s", "real tokens / s", "MFU", "peak GPU memory, MiB", "our path"]
+    return "\n".join(
+        [
+            f"Efficiency: {result['flops_per_token'] / 1e6:.1f} MFLOP per real token (training), "
+            + (f"peak {peak} TFLOP/s bf16." if peak else "no GPU peak: MFU not computed."),
+            "",
+            markdown_table(header, rows),
+        ]
+    )
+
+
 def max_loss_difference(first: list[list[float]], second: list[list[float]]) -> float:
     other = dict((int(s), v) for s, v in second)
     return max((abs(v - other[int(s)]) for s, v in first if int(s) in other), default=math.nan)
+
+
+def model_label(args: argparse.Namespace) -> str:
+    if args.model_config:
+        return f"{args.model_config} with random weights and the tokenizer of {args.model}"
+    return args.model
 
 
 def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: dict) -> str:
@@ -295,7 +406,8 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
     lines = [
         "# Training: `CoSENTTrainer` vs `SentenceTransformerTrainer` + `CoSENTLoss`",
         "",
-        f"Mode `{args.mode}`: {args.model}, filtered STS-B + SICK-R train ({args.train_pairs:,} "
+        f"Mode `{args.mode}`: {model_label(args)}, {args.device} {args.dtype}, filtered "
+        f"STS-B + SICK-R train ({args.train_pairs:,} "
         f"pairs), {args.max_steps} steps of batch {args.batch_size} "
         f"({pairs_trained(args.max_steps, args.batch_size, args.train_pairs):,} pairs), lr "
         f"{args.learning_rate}, weight decay 0.01, 10 % warm-up, seed {args.seed}, max length "
@@ -318,7 +430,13 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
             f"({padded['ratio_median']:.2f}× the peer); its loss curve differs from the peer's "
             f"by at most {summary['padded_vs_peer_max_loss_diff']:.3g}.",
         ]
-    lines += ["", f"![train chart]({output_stem('train', args.output_dir, args.mode).name}.png)"]
+    stem = output_stem(stem_name("train", args.device), args.output_dir, args.mode)
+    lines += [
+        "",
+        efficiency_markdown(summary["efficiency"]),
+        "",
+        f"![train chart]({stem.name}.png)",
+    ]
     return "\n".join(lines)
 
 
@@ -386,6 +504,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run ours with padding_free=False (default: on, off in smoke mode)",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -407,16 +526,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         emit_result(run_side(args.worker, json.loads(args.spec)))
         return 0
+    check_device(args)
     check_environment([args.model])
+    scratch = tempfile.TemporaryDirectory(prefix="sts-bench-model-")
+    args.model_path = model_path(args.model)
+    if args.model_config:
+        args.model_path = build_random_model(args.model_config, args.model_path, Path(scratch.name))
+    args.tokens = token_statistics(args.model_path, args.max_length)
     args.train_pairs = len(load_train_pairs())
     if args.max_steps is None:  # full mode: one epoch
         args.max_steps = math.ceil(args.train_pairs / args.batch_size)
-    info = machine_info()
+    info = {**machine_info(), **gpu_info()}
     start = time.perf_counter()
     runs = run_benchmark(args)
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
     summary = summarize(runs)
-    stem = output_stem("train", args.output_dir, args.mode)
+    summary["efficiency"] = efficiency(runs, args, info)
+    scratch.cleanup()
+    stem = output_stem(stem_name("train", args.device), args.output_dir, args.mode)
     settings = {k: v for k, v in vars(args).items() if k not in ("worker", "spec")}
     write_json(stem, {"settings": settings, "machine": info, "summary": summary, "runs": runs})
     write_markdown(stem, report_markdown(runs, summary, args, info))

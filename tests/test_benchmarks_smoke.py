@@ -112,6 +112,16 @@ def test_encode_benchmark_runs(tmp_path: Path) -> None:
         throughputs[side] = [run["throughput"] for run in model["runs"][side]]
     check_comparison(model["throughput"], throughputs["ours"], throughputs["peer"])
     assert "ours (library encode)" in model["ablation"]["variants"]
+    # real tokens per second: the tokens each side encodes (ours: each distinct sentence
+    # once) over its passes' seconds; no MFU nor GPU memory on a CPU
+    for side in ("ours", "peer"):
+        side_runs, efficiency = model["runs"][side], model["efficiency"]["sides"][side]
+        tokens = side_runs[0]["tokens"]["encoded"]
+        rates = [tokens / run["seconds"] for run in side_runs]
+        assert efficiency["tokens_per_second"] == pytest.approx(statistics.median(rates), 0.01)
+        assert efficiency["mfu_percent"] is None and efficiency["peak_gpu_memory_mb"] is None
+    ours_tokens, peer_tokens = (model["runs"][s][0]["tokens"]["encoded"] for s in ("ours", "peer"))
+    assert ours_tokens < peer_tokens  # the test sets repeat sentences: ours encodes fewer
 
 
 @needs_benchmark_data
@@ -142,6 +152,40 @@ def test_train_benchmark_runs(tmp_path: Path, sts_data_dir: Path) -> None:
     largest = max(abs(loss - peer[step]) for step, loss in padded)
     assert summary["padded_vs_peer_max_loss_diff"] == pytest.approx(largest, abs=1e-12)
     assert largest < 1e-4
+    # the path each side of ours took, as the encoder reports it (a CPU: packed rows)
+    sides = summary["efficiency"]["sides"]
+    assert sides["ours"]["packing_path"][0] == "block_mask"
+    assert sides["ours-padded"]["packing_path"] == ["padded", "padding_free: false"]
+    per_pair = settings["tokens"]["tokens_per_pair"]
+    for side, values in sides.items():
+        assert values["tokens_per_second"] == pytest.approx(
+            statistics.median(throughput[side]) * per_pair, abs=0.1
+        )
+
+
+def test_gpu_options_flops_peak_and_refusals() -> None:
+    gpu = load_benchmark_script("_gpu")
+    minilm = {"hidden": 384, "layers": 6, "intermediate": 1536}
+    # per layer 2 × (4 × 384² + 2 × 384 × 1536) + 4 × 12 × 384; × 6 layers; × 3 training
+    per_layer = 2 * (4 * 384**2 + 2 * 384 * 1536) + 4 * 12 * 384
+    assert gpu.flops_per_token(minilm, 12, training=False) == 6 * per_layer
+    assert gpu.flops_per_token(minilm, 12, training=True) == 18 * per_layer
+    assert gpu.peak_tflops("NVIDIA H100 80GB HBM3", None) == 989.4
+    assert gpu.peak_tflops("NVIDIA H100 PCIe", None) == 756.0
+    assert gpu.peak_tflops("Some GPU", None) is None and gpu.peak_tflops(None, 500.0) == 500.0
+    assert gpu.mfu(1e6, 1e8, 100.0) == 100.0  # 1e14 FLOP/s of a 100 TFLOP/s peak
+    assert gpu.stem_name("train", "cuda") == "gpu_train"
+    assert gpu.stem_name("train", "cpu") == "train"
+    import argparse
+
+    import torch
+
+    if not torch.cuda.is_available():
+        for argv in (["--device", "cuda"], ["--dtype", "bf16"]):
+            parser = argparse.ArgumentParser()
+            gpu.add_gpu_arguments(parser)
+            with pytest.raises(SystemExit, match="error: --"):
+                gpu.check_device(parser.parse_args(argv))
 
 
 def scipy_sts_scores(model: Path, data_dir: Path, eval_pairs: int) -> dict[str, float]:

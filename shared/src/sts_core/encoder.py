@@ -20,6 +20,7 @@ weights instead (a folder like any other) and the adapter in ``lora_adapter/``.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -35,6 +36,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from sts_core.attention import (
+    VARLEN_ATTENTION,
+    VarlenPacking,
+    kernel_has_dropout,
+    register_varlen_attention,
+    varlen_kernel,
+)
 from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
 from sts_core.prompts import apply_prompt, resolve_prompt
@@ -71,10 +79,39 @@ OPTIONAL_FILES = (
     "README.md",
 )
 DEFAULT_MAX_LENGTH = 512
-# Backbones whose training forward may run padding-free (see SentenceEncoder.forward):
-# bidirectional attention that accepts a prepared 4D mask, absolute positions counted from 0.
-PADDING_FREE_MODEL_TYPES = frozenset({"bert"})
-PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager"})
+# Backbones whose training forward may run padding-free (see SentenceEncoder.packing_path).
+# Packed rows with a block-diagonal 4D mask: bidirectional encoders with absolute positions.
+PADDING_FREE_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
+PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager", VARLEN_ATTENTION})
+# One row and a varlen kernel (sts_core.attention): any backbone whose attention goes through
+# transformers' AttentionInterface; decoders attend causally within each sentence.
+VARLEN_MODEL_TYPES = PADDING_FREE_MODEL_TYPES | {"llama", "mistral", "qwen2", "qwen3"}
+# Embeddings that count positions from pad_token_id + 1 (RoBERTa's)
+POSITION_OFFSET_MODEL_TYPES = frozenset({"roberta", "xlm-roberta"})
+PADDING_FREE_MODES = ("auto", "true", "false", "varlen", "block_mask")
+# Whether padding_free: auto takes the varlen path on a GPU with a kernel. Off until that
+# CUDA path is measured on a GPU (issue 17): auto pads there, true or varlen opt in.
+AUTO_TAKES_VARLEN = False
+PADDING_FREE_WORDS = {"yes": "true", "on": "true", "1": "true"} | {
+    "no": "false",
+    "off": "false",
+    "0": "false",
+}
+
+
+def padding_free_mode(value: bool | str) -> str:
+    """``padding_free`` as one of :data:`PADDING_FREE_MODES` (booleans and yes/no words read
+    as true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    word = str(value).strip().lower()
+    mode = PADDING_FREE_WORDS.get(word, word)
+    if mode not in PADDING_FREE_MODES:
+        raise ValueError(
+            f"padding_free must be one of {', '.join(PADDING_FREE_MODES)} (or a boolean), "
+            f"got {value!r}"
+        )
+    return mode
 
 
 def library_versions() -> dict[str, str]:
@@ -274,11 +311,17 @@ class SentenceEncoder(nn.Module):
             with one ``[X]`` slot; applied to every sentence before tokenisation.
         max_length: truncation length in tokens (default: the tokenizer's, capped at 512).
         normalize: L2-normalise the output vectors.
-        padding_free: in training mode, pack the real tokens of a batch into few rows
-            (one 4D block-diagonal attention mask, positions restarting at each sentence)
-            instead of padding each sentence to the longest, when the backbone allows it
-            (``PADDING_FREE_MODEL_TYPES``); the embeddings are the padded forward's up to
-            float rounding. Evaluation (``encode``) always pads.
+        padding_free: in training mode, run the batch's real tokens without padding
+            (positions restarting at each sentence; the embeddings are the padded
+            forward's up to float rounding). ``auto`` (default): packed rows with a
+            block-diagonal mask on a CPU (measured faster than padding there), padding on
+            a GPU (the varlen kernel path is opt-in until measured on one:
+            ``AUTO_TAKES_VARLEN``); ``true``: pack wherever the backbone allows (one row
+            and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
+            torch's ``varlen_attn`` — else the block mask); ``false``: pad;
+            ``varlen`` or ``block_mask``: that path (``varlen`` on a CPU runs the exact
+            per-sentence reference, for tests). See :meth:`packing_path`. Evaluation
+            (``encode``) always pads.
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -291,7 +334,7 @@ class SentenceEncoder(nn.Module):
         prompt: str | None = None,
         max_length: int | None = None,
         normalize: bool = False,
-        padding_free: bool = True,
+        padding_free: bool | str = "auto",
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -302,7 +345,8 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"max_length must be at least 1 (or unset), got {max_length}")
         self.max_length = max_length or self._default_max_length()
         self.normalize = normalize
-        self.padding_free = padding_free
+        self.padding_free = padding_free_mode(padding_free)
+        self._paths_logged: set[tuple[str, str]] = set()
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         # where the weights came from (set by from_pretrained): a LoRA save records it as
@@ -317,6 +361,10 @@ class SentenceEncoder(nn.Module):
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
+        if self.padding_free in ("varlen", "block_mask"):
+            obstacle = self._packing_obstacle(self.padding_free)
+            if obstacle:
+                raise ValueError(f"padding_free: {self.padding_free} is not possible: {obstacle}")
 
     # ----------------------------------------------------------------- loading
     @classmethod
@@ -330,7 +378,7 @@ class SentenceEncoder(nn.Module):
         normalize: bool | None = None,
         padding_side: str | None = None,
         dtype: str | torch.dtype | None = None,
-        padding_free: bool = True,
+        padding_free: bool | str = "auto",
         merge_lora: bool = False,
         base_model: str | os.PathLike | None = None,
         trust_remote_code: bool = False,
@@ -647,7 +695,10 @@ class SentenceEncoder(nn.Module):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
         hidden = needs_hidden_states(self.pooling)
-        if self.uses_padding_free():
+        path = self._training_path()
+        if path == "varlen":
+            last, states = self._varlen_backbone(inputs, hidden)
+        elif path == "block_mask":
             last, states = self._packed_backbone(inputs, hidden)
         else:
             if self._takes_use_cache:
@@ -660,31 +711,143 @@ class SentenceEncoder(nn.Module):
         return embeddings
 
     def uses_padding_free(self) -> bool:
-        """Whether :meth:`forward` packs tokens now: training mode, ``padding_free`` set, and a
-        backbone of ``PADDING_FREE_MODEL_TYPES`` with SDPA or eager attention."""
-        if not (self.padding_free and self.training and self._takes_position_ids):
-            return False
+        """Whether :meth:`forward` runs without padding now (:meth:`packing_path`)."""
+        return self.packing_path()[0] != "padded"
+
+    def packing_path(self) -> tuple[str, str]:
+        """How :meth:`forward` runs now, and why: ``varlen``, ``block_mask`` or ``padded``.
+
+        ``padding_free: auto``: ``block_mask`` on a CPU; ``padded`` on a GPU (a dense block
+        mask keeps SDPA off its fast kernels; the varlen path is not measured on a GPU yet,
+        ``AUTO_TAKES_VARLEN``). ``true``: ``varlen`` where the backbone allows it and a fused
+        kernel exists on the module's device, else ``block_mask``. Evaluation always pads.
+        """
+        if not self.training:
+            return "padded", "evaluation pads"
+        mode = self.padding_free
+        if mode == "false":
+            return "padded", "padding_free: false"
+        device = self.device
+        kernel = varlen_kernel(device)
+        if mode in ("varlen", "block_mask"):
+            return mode, f"padding_free: {mode}" + self._kernel_note(mode, kernel)
+        varlen_obstacle = self._packing_obstacle("varlen")
+        if kernel and varlen_obstacle is None:
+            if mode == "true" or AUTO_TAKES_VARLEN:
+                return "varlen", f"padding_free: {mode}" + self._kernel_note("varlen", kernel)
+            return "padded", (
+                f"padding_free: auto pads on {device.type}: the {kernel} varlen kernel path is "
+                "not yet measured on a GPU (padding_free: true or varlen opts in)"
+            )
+        block_obstacle = self._packing_obstacle("block_mask")
+        if block_obstacle is None and (device.type == "cpu" or mode == "true"):
+            where = "a CPU" if device.type == "cpu" else f"{device.type} without a varlen kernel"
+            return "block_mask", f"padding_free: {mode} on {where}: packed rows, block mask"
+        if varlen_obstacle is None:  # the backbone allows varlen; no kernel here
+            reason = f"no varlen kernel on {device.type}"
+            if device.type == "cuda":
+                reason += " (install flash-attn, or a torch with torch.nn.attention.varlen)"
+            if block_obstacle is None:
+                return "padded", reason + (
+                    ": on a GPU padding is faster than a dense block mask "
+                    "(padding_free: true packs anyway)"
+                )
+            return "padded", f"{reason}, and {block_obstacle}"
+        return "padded", f"no padding-free path: {varlen_obstacle}"
+
+    def _kernel_note(self, path: str, kernel: str | None) -> str:
+        if path != "varlen":
+            return ""
+        note = f" ({kernel or 'reference'} varlen kernel)"
+        config = self.backbone.config
+        dropout = getattr(config, "attention_probs_dropout_prob", None)
+        dropout = getattr(config, "attention_dropout", 0.0) if dropout is None else dropout
+        if dropout and not kernel_has_dropout(kernel):
+            note += f"; this kernel has no attention dropout: {dropout} is not applied"
+        return note
+
+    def _training_path(self) -> str:
+        """:meth:`packing_path`, logged the first time each path and reason is taken."""
+        path, reason = self.packing_path()
+        if self.training and (path, reason) not in self._paths_logged:
+            self._paths_logged.add((path, reason))
+            logger.info("training forward: %s (%s)", path, reason)
+        return path
+
+    def _packing_obstacle(self, path: str) -> str | None:
+        """Why the backbone cannot run ``path`` (``varlen`` or ``block_mask``), or None."""
         config = getattr(self.backbone, "config", None)
-        return (
-            getattr(config, "model_type", None) in PADDING_FREE_MODEL_TYPES
-            and type(_inner_model(self.backbone)).__module__.startswith("transformers.")
-            and getattr(config, "_attn_implementation", None) in PADDING_FREE_ATTENTION
-            and not getattr(config, "is_decoder", False)
+        model_type = getattr(config, "model_type", None)
+        attention = getattr(config, "_attn_implementation", None)
+        if not self._takes_position_ids or not type(
+            _inner_model(self.backbone)
+        ).__module__.startswith("transformers."):
+            return "the backbone is not transformers' own model taking position_ids"
+        if getattr(config, "is_decoder", False) and model_type in PADDING_FREE_MODEL_TYPES:
+            return f"{model_type} configured as a decoder"
+        if path == "varlen":
+            if model_type not in VARLEN_MODEL_TYPES:
+                known = _names(VARLEN_MODEL_TYPES)
+                return f"model type {model_type!r} has no varlen path ({known})"
+            if attention not in ("sdpa", VARLEN_ATTENTION):
+                return f"attention {attention!r}: the varlen path replaces sdpa"
+            return None
+        if model_type not in PADDING_FREE_MODEL_TYPES:
+            return (
+                f"model type {model_type!r} has no block-mask path "
+                f"({_names(PADDING_FREE_MODEL_TYPES)})"
+            )
+        if attention not in PADDING_FREE_ATTENTION:
+            return f"attention {attention!r}: the block mask needs sdpa or eager"
+        return None
+
+    def _position_offset(self) -> int:
+        """Where a model's positions start (RoBERTa's embeddings: pad_token_id + 1)."""
+        config = self.backbone.config
+        if getattr(config, "model_type", None) in POSITION_OFFSET_MODEL_TYPES:
+            return int(config.pad_token_id) + 1
+        return 0
+
+    def _varlen_backbone(
+        self, inputs: dict[str, torch.Tensor], hidden: bool
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """Run the backbone on one row of the batch's real tokens with the varlen attention
+        (the backbone's attention becomes :data:`VARLEN_ATTENTION`, which is SDPA for
+        every call without packing metadata: evaluation, the padded forward)."""
+        register_varlen_attention()
+        config = self.backbone.config
+        if config._attn_implementation != VARLEN_ATTENTION:
+            config._attn_implementation = VARLEN_ATTENTION
+        packing = VarlenPacking(inputs["attention_mask"], self._position_offset())
+        packed: dict[str, Any] = {
+            key: packing.pack(value) for key, value in inputs.items() if key != "attention_mask"
+        }
+        if self._takes_use_cache:
+            packed["use_cache"] = False
+        outputs = self.backbone(
+            **packed,
+            position_ids=packing.position_ids,
+            output_hidden_states=hidden,
+            return_dict=True,
+            **packing.attention_kwargs(),
         )
+        states = tuple(packing.unpack(s) for s in outputs.hidden_states) if hidden else None
+        return packing.unpack(outputs.last_hidden_state), states
 
     def _packed_backbone(
         self, inputs: dict[str, torch.Tensor], hidden: bool
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         """Run the backbone on packed rows; return its states laid out as the padded batch."""
         attention_mask = inputs["attention_mask"]
-        packing = TokenPacking(attention_mask)
+        packing = TokenPacking(attention_mask, position_offset=self._position_offset())
         packed = {
             key: packing.pack(value, self.tokenizer.pad_token_id if key == "input_ids" else 0)
             for key, value in inputs.items()
             if key != "attention_mask"
         }
         dtype = next(self.backbone.parameters()).dtype
-        mask = packing.attention_mask(self.backbone.config._attn_implementation, dtype)
+        implementation = self.backbone.config._attn_implementation
+        mask = packing.attention_mask("eager" if implementation == "eager" else "sdpa", dtype)
         outputs = self.backbone(
             **packed,
             attention_mask=mask,
@@ -702,19 +865,26 @@ class SentenceEncoder(nn.Module):
         batch_size: int = 64,
         show_progress_bar: bool = True,
         normalize: bool | None = None,
+        token_budget: int | None = None,
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
-        Each distinct sentence is encoded once; sentences are sorted by token length
-        (longest first) so each batch is padded only to its own longest member; runs
-        under ``torch.inference_mode`` on the module's device.
+        Each distinct sentence is encoded once; sentences are tokenized once and sorted by
+        token length (longest first) so each batch is padded only to its own longest
+        member; runs under ``torch.inference_mode`` on the module's device. ``token_budget``:
+        batches of up to that many padded tokens (sentences × longest) instead of
+        ``batch_size`` sentences, so short sentences go in large batches (a batch holds at
+        least one sentence). Padding is done with numpy, host memory is pinned on a GPU and
+        copied without blocking, and the vectors stay on the device until one copy at the
+        end, so the host prepares the next batch while the device computes.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer ≥ 1, got {batch_size!r}")
+        _check_positive("batch_size", batch_size)
+        if token_budget is not None:
+            _check_positive("token_budget", token_budget)
         single = isinstance(sentences, str)
         items = [sentences] if single else list(sentences)
         distinct = list(dict.fromkeys(items))
-        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar)
+        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar, token_budget)
         if normalize:
             vectors = nn.functional.normalize(vectors, p=2, dim=-1)
         position = {sentence: i for i, sentence in enumerate(distinct)}
@@ -722,35 +892,56 @@ class SentenceEncoder(nn.Module):
         return result[0] if single else result
 
     def _encode_distinct(
-        self, sentences: list[str], batch_size: int, progress: bool
+        self,
+        sentences: list[str],
+        batch_size: int,
+        progress: bool,
+        token_budget: int | None = None,
     ) -> torch.Tensor:
         if not sentences:
             return torch.empty(0, self.dimension, dtype=torch.float32)
         encoded = self.tokenize(sentences, padding=False)
-        lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+        lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")
-        keys = list(encoded.keys())
-        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32)
+        bounds = batch_bounds(lengths[order], batch_size, token_budget)
+        device = self.device
+        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32, device=device)
         # restore each submodule's own mode afterwards: a freshly loaded encoder is in train
         # mode while its backbone is in eval mode, and self.train(True) would turn dropout on
         modes = {module: module.training for module in self.modules()}
         self.eval()
-        device = self.device
-        batches = range(0, len(order), batch_size)
         try:
             with torch.inference_mode():
-                progress_bar = tqdm(
-                    batches, desc="Encoding", disable=not progress or len(batches) < 2
-                )
-                for start in progress_bar:
-                    index = order[start : start + batch_size]
-                    rows = [{key: encoded[key][i] for key in keys} for i in index]
-                    batch = self.tokenizer.pad(rows, padding=True, return_tensors="pt").to(device)
-                    output[torch.as_tensor(index)] = self(**batch).float().cpu()
+                for start, end in tqdm(
+                    bounds, desc="Encoding", disable=not progress or len(bounds) < 2
+                ):
+                    index = order[start:end]
+                    batch = self._padded_batch(encoded, index, device)
+                    rows = torch.as_tensor(index, device=device)
+                    output[rows] = self(**batch).float()
         finally:
             for module, training in modes.items():
                 module.training = training
-        return output
+        return output.cpu()
+
+    def _padded_batch(
+        self, encoded: Mapping[str, list[list[int]]], index: np.ndarray, device: torch.device
+    ) -> dict[str, torch.Tensor]:
+        """The rows ``index`` of the unpadded tokenization as padded tensors on ``device``
+        (the tokenizer's padding side and pad values), pinned and copied without blocking
+        on a GPU."""
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        fills = {
+            "input_ids": self.tokenizer.pad_token_id,
+            "token_type_ids": getattr(self.tokenizer, "pad_token_type_id", 0),
+        }
+        batch = {}
+        for key, rows in encoded.items():
+            padded = torch.from_numpy(pad_rows([rows[i] for i in index], fills.get(key, 0), left))
+            if device.type == "cuda":
+                padded = padded.pin_memory()
+            batch[key] = padded.to(device, non_blocking=True)
+        return batch
 
     # ----------------------------------------------------------------- saving
     def save_pretrained(
@@ -1126,10 +1317,13 @@ class TokenPacking:
     sentence; longer rows cost more in attention, and in its dropout, than they save),
     longest first, each into the first row with room (first-fit decreasing). Attention is
     block-diagonal: a token sees the tokens of its own sentence only (the free tail of a
-    row sees itself, so no softmax row is empty); positions restart at 0 with each sentence.
+    row sees itself, so no softmax row is empty); positions restart at ``position_offset``
+    with each sentence.
     """
 
-    def __init__(self, attention_mask: torch.Tensor, capacity: int | None = None) -> None:
+    def __init__(
+        self, attention_mask: torch.Tensor, capacity: int | None = None, position_offset: int = 0
+    ) -> None:
         device = attention_mask.device
         self.batch, self.width = attention_mask.shape
         lengths = attention_mask.bool().sum(dim=1)
@@ -1146,7 +1340,7 @@ class TokenPacking:
         segment[self.target] = sentence
         self.segment = segment.view(self.rows, self.capacity)
         positions = torch.zeros(self.rows * self.capacity, dtype=torch.long, device=device)
-        positions[self.target] = offset
+        positions[self.target] = offset + position_offset
         self.position_ids = positions.view(self.rows, self.capacity)
 
     def pack(self, values: torch.Tensor, fill: int | float) -> torch.Tensor:
@@ -1183,6 +1377,43 @@ def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
         starts[item] = row * capacity + used[row]
         used[row] += sizes[item]
     return starts
+
+
+def batch_bounds(
+    lengths: np.ndarray, batch_size: int, token_budget: int | None = None
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of each batch over sentences sorted longest first: ``batch_size``
+    sentences, or with ``token_budget`` as many as fit ``count × first length ≤ budget``
+    (at least one)."""
+    total = len(lengths)
+    if token_budget is None:
+        return [(start, min(start + batch_size, total)) for start in range(0, total, batch_size)]
+    bounds, start = [], 0
+    while start < total:
+        size = max(1, token_budget // max(int(lengths[start]), 1))
+        bounds.append((start, min(start + size, total)))
+        start += size
+    return bounds
+
+
+def pad_rows(rows: Sequence[Sequence[int]], fill: int, left: bool = False) -> np.ndarray:
+    """Token rows as one ``(len(rows), longest)`` int64 array, ``fill`` on the padding side."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    padded = np.full((len(rows), width), fill, dtype=np.int64)
+    columns = np.arange(width)
+    real = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]
+    padded[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return padded
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+
+
+def _names(items: frozenset[str]) -> str:
+    return ", ".join(sorted(items))
 
 
 def _write_json(path: Path, content: Any) -> None:

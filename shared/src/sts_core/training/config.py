@@ -12,6 +12,8 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
+from sts_core.encoder import padding_free_mode
+
 
 @dataclass
 class ModelArguments:
@@ -61,12 +63,13 @@ class ModelArguments:
             "Embeddings v2, Nomic Embed); such a backbone is not packed (padding_free)."
         },
     )
-    padding_free: bool = field(
-        default=True,
+    padding_free: str = field(
+        default="auto",
         metadata={
-            "help": "In training, pack each batch's real tokens into rows (block-diagonal "
-            "attention, positions restarting per sentence) instead of padding, for backbones "
-            "that allow it (BERT family, SDPA or eager attention); false: padded batches."
+            "help": "Training without padding: auto (a varlen attention kernel on a GPU that "
+            "has one, packed rows with a block-diagonal mask on a CPU, padding otherwise), "
+            "true (pack wherever the backbone allows), false (pad), varlen or block_mask "
+            "(that path). The run logs the path it takes and why."
         },
     )
     padding_side: str | None = field(
@@ -141,6 +144,7 @@ class ModelArguments:
         self._check_lora()
         if self.backbone_dropout is not None and not 0 <= self.backbone_dropout < 1:
             raise ValueError(f"backbone_dropout must be in [0, 1), got {self.backbone_dropout}")
+        self.padding_free = padding_free_mode(self.padding_free)
         if self.padding_side not in (None, "left", "right"):
             raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
         if self.model_dtype is not None and self.model_dtype not in MODEL_DTYPES:
@@ -415,6 +419,9 @@ class BaseConfig(TrainingArguments):
     encoding batch); num_train_epochs 1; logging_steps 10; eval_strategy and save_strategy
     ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
     better); remove_unused_columns false (the collator needs the text columns);
+    accelerator_config ``{"non_blocking": true}`` (pinned batches copied to the GPU without
+    blocking the host); the optimizer stays transformers' default, the fused AdamW kernel
+    (``adamw_torch_fused``) since torch 2.8;
     use_cpu true on a machine without an accelerator unless DeepSpeed is configured (so a
     multi-process CPU launch is really distributed, with gloo); for DeepSpeed on such a
     machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off).
@@ -500,6 +507,10 @@ class BaseConfig(TrainingArguments):
         self._check_gradient_cache()
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
+        if self.accelerator_config is None:
+            # batches go to the GPU from pinned memory (dataloader_pin_memory, on by default)
+            # without blocking the host; a no-op on a CPU
+            self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
 
     def _check_gradient_cache(self) -> None:

@@ -130,10 +130,8 @@ def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
                 return bool(value)
             return string_to_bool(value)
         if kind is str:
-            if value is False:
-                return "no"  # YAML 1.1 reads no/off/false as a boolean
-            if value is True:
-                raise ValueError(value)
+            if isinstance(value, bool):  # YAML 1.1 reads yes/on/true, no/off/false as booleans
+                return "yes" if value else "no"  # the field's own check reads the word
             return str(value)
     except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as error:
         expected = getattr(kind, "__name__", "the field's type").replace("string_to_bool", "bool")

@@ -1,0 +1,342 @@
+"""The training forward's three paths (varlen, block mask, padded): each gives the padded
+forward's embeddings and gradients, for every pooling mode, RoBERTa's position offset and a
+decoder; ``padding_free: auto`` chooses as documented and logs it; a tiny model trains
+through each path. The varlen path runs here on the exact per-sentence reference kernel
+(the fused kernels are CUDA-only)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import (
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaModel,
+    RobertaConfig,
+    RobertaModel,
+)
+
+import sts_core.encoder as encoder_module
+from sts_core.attention import (
+    VARLEN_ATTENTION,
+    VarlenPacking,
+    reference_varlen_attention,
+    varlen_attention,
+    varlen_kernel,
+)
+from sts_core.encoder import SentenceEncoder, batch_bounds, pad_rows, padding_free_mode
+from sts_core.testing import quick_training_args
+from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.training.config import ModelArguments
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+SENTENCES = [
+    "a man is playing a guitar",
+    "two dogs run",
+    "a woman is slicing an onion on the board in the kitchen",
+    "the cat",
+    "a man plays the guitar loudly on the street",
+    "dogs",
+]
+PATHS = ("varlen", "block_mask")
+
+
+def same_forward(packed: SentenceEncoder, padded: SentenceEncoder, path: str) -> None:
+    """``packed`` (training mode, on ``path``) and ``padded`` give the same embeddings and
+    gradients for SENTENCES."""
+    packed.train()
+    padded.train()
+    assert packed.packing_path()[0] == path
+    padded.padding_free = "false"
+    features = packed.tokenize(SENTENCES)
+    assert int(features["attention_mask"].sum()) < features["attention_mask"].numel()
+    target = torch.linspace(-1, 1, packed.dimension)
+    results = []
+    for encoder in (packed, padded):
+        encoder.zero_grad()
+        embeddings = encoder(**features)
+        (embeddings * target).square().sum().backward()
+        grads = {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
+        results.append((embeddings.detach(), grads))
+    (packed_out, packed_grads), (padded_out, padded_grads) = results
+    torch.testing.assert_close(packed_out, padded_out, atol=2e-6, rtol=1e-5)
+    assert packed_grads.keys() == padded_grads.keys() and len(packed_grads) > 10
+    for name, grad in packed_grads.items():
+        torch.testing.assert_close(grad, padded_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def pair(folder: Path, path: str, pooling: str = "mean", **kwargs) -> tuple[SentenceEncoder, ...]:
+    return tuple(
+        SentenceEncoder.from_pretrained(folder, pooling=pooling, padding_free=mode, **kwargs)
+        for mode in (path, "false")
+    )
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max", "first_last_avg"])
+def test_bert_paths_equal_the_padded_forward(
+    tiny_bert_nodropout_dir: Path, path: str, pooling: str
+) -> None:
+    same_forward(*pair(tiny_bert_nodropout_dir, path, pooling), path)
+
+
+def test_varlen_path_with_gradient_checkpointing(tiny_bert_nodropout_dir: Path) -> None:
+    """The packing metadata reaches the recomputed layers (the attention stays varlen)."""
+    packed, padded = pair(tiny_bert_nodropout_dir, "varlen")
+    for encoder in (packed, padded):
+        encoder.gradient_checkpointing_enable({"use_reentrant": False})
+    same_forward(packed, padded, "varlen")
+
+
+def tiny_roberta(tokenizer_dir: Path) -> tuple[SentenceEncoder, SentenceEncoder]:
+    """RoBERTa: positions counted from pad_token_id + 1."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = RobertaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    torch.manual_seed(0)
+    model = RobertaModel(config, add_pooling_layer=False)
+    twin = RobertaModel(config, add_pooling_layer=False)
+    twin.load_state_dict(model.state_dict())
+    return SentenceEncoder(model, tokenizer), SentenceEncoder(twin, tokenizer)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_roberta_paths_keep_its_position_offset(tiny_bert_dir: Path, path: str) -> None:
+    packed, padded = tiny_roberta(tiny_bert_dir)
+    packed.padding_free = path
+    same_forward(packed, padded, path)
+
+
+def tiny_gqa_llama(tokenizer_dir: Path, padding_side: str) -> tuple[SentenceEncoder, ...]:
+    """A Llama with grouped-query attention (4 heads, 2 key/value heads)."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, padding_side=padding_side)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    model, twin = LlamaModel(config), LlamaModel(config)
+    twin.load_state_dict(model.state_dict())
+    pooling = "last_token" if padding_side == "left" else "mean"
+    return tuple(
+        SentenceEncoder(backbone, tokenizer, pooling=pooling, padding_free=mode)
+        for backbone, mode in ((model, "varlen"), (twin, "false"))
+    )
+
+
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+def test_decoder_varlen_path_attends_causally_per_sentence(
+    tiny_llama_dir: Path, padding_side: str
+) -> None:
+    same_forward(*tiny_gqa_llama(tiny_llama_dir, padding_side), "varlen")
+
+
+def test_reference_kernel_equals_a_dense_masked_attention() -> None:
+    torch.manual_seed(0)
+    lengths = torch.tensor([3, 1, 5])
+    mask = (torch.arange(5)[None] < lengths[:, None]).long()
+    packing = VarlenPacking(mask)
+    tokens = int(lengths.sum())
+    query = torch.randn(tokens, 4, 8)
+    key, value = torch.randn(tokens, 2, 8), torch.randn(tokens, 2, 8)  # grouped queries
+    sentence = torch.repeat_interleave(torch.arange(3), lengths)
+    for causal in (False, True):
+        allowed = sentence[:, None] == sentence[None, :]
+        if causal:
+            allowed &= torch.ones(tokens, tokens).tril().bool()
+        dense = torch.nn.functional.scaled_dot_product_attention(
+            query.transpose(0, 1),
+            key.repeat_interleave(2, 1).transpose(0, 1),
+            value.repeat_interleave(2, 1).transpose(0, 1),
+            attn_mask=allowed,
+        ).transpose(0, 1)
+        got = reference_varlen_attention(query, key, value, packing.cu_seq_lens, causal=causal)
+        torch.testing.assert_close(got, dense)
+        routed = varlen_attention(
+            query, key, value, packing.cu_seq_lens, packing.max_length, causal=causal
+        )
+        torch.testing.assert_close(routed, dense)  # no fused kernel on a CPU: the reference
+
+
+def test_varlen_packing_round_trip() -> None:
+    mask = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0, 0]])  # right, left padded
+    packing = VarlenPacking(mask, position_offset=2)
+    assert packing.cu_seq_lens.tolist() == [0, 3, 6, 7] and packing.max_length == 3
+    assert packing.position_ids.tolist() == [[2, 3, 4, 2, 3, 4, 2]]
+    ids = torch.arange(1, 13).view(3, 4) * mask
+    assert packing.pack(ids).tolist() == [[1, 2, 3, 6, 7, 8, 9]]
+    back = packing.unpack(packing.pack(ids).unsqueeze(-1).float()).squeeze(-1).long()
+    assert torch.equal(back, ids)
+
+
+def test_auto_chooses_by_device_and_kernel(
+    tiny_bert_dir: Path, tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bert = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
+    llama = SentenceEncoder.from_pretrained(tiny_llama_dir, pooling="last_token").train()
+    assert bert.padding_free == "auto" and varlen_kernel("cpu") is None
+    assert bert.packing_path()[0] == "block_mask"  # a CPU: packed rows
+    path, reason = llama.packing_path()
+    assert path == "padded" and reason.startswith("no varlen kernel on cpu, and model type")
+    assert bert.eval().packing_path() == ("padded", "evaluation pads")
+    bert.train()
+
+    cuda = property(lambda self: torch.device("cuda"))
+    monkeypatch.setattr(SentenceEncoder, "device", cuda)
+    monkeypatch.setattr(encoder_module, "varlen_kernel", lambda device: None)
+    path, reason = bert.packing_path()
+    assert path == "padded" and "padding is faster than a dense block mask" in reason
+    bert.padding_free = "true"
+    assert bert.packing_path()[0] == "block_mask"  # true: pack wherever possible
+    bert.padding_free = "auto"
+    monkeypatch.setattr(encoder_module, "varlen_kernel", lambda device: "torch")
+    path, reason = bert.packing_path()  # a CUDA-only path stays opt-in until measured
+    assert path == "padded" and "not yet measured on a GPU" in reason
+    for encoder in (bert, llama):
+        encoder.padding_free = "true"
+        path, reason = encoder.packing_path()
+        assert path == "varlen" and "torch varlen kernel" in reason  # decoders: varlen only
+    assert "no attention dropout: 0.1 is not applied" in bert.packing_path()[1]  # said
+    monkeypatch.setattr(encoder_module, "AUTO_TAKES_VARLEN", True)
+    bert.padding_free = "auto"
+    assert bert.packing_path()[0] == "varlen"
+
+
+def test_unsupported_forced_path_is_refused_before_training(tiny_llama_dir: Path) -> None:
+    with pytest.raises(ValueError, match="padding_free: block_mask is not possible.*llama"):
+        SentenceEncoder.from_pretrained(tiny_llama_dir, padding_free="block_mask")
+    with pytest.raises(ValueError, match="padding_free must be one of"):
+        SentenceEncoder.from_pretrained(tiny_llama_dir, padding_free="sometimes")
+
+
+def test_padding_free_words_and_recipe_values(tiny_bert_dir: Path) -> None:
+    assert [padding_free_mode(v) for v in (True, False, "yes", "OFF", "auto")] == [
+        "true",
+        "false",
+        "true",
+        "false",
+        "auto",
+    ]
+    assert ModelArguments(model_name_or_path=str(tiny_bert_dir)).padding_free == "auto"
+    with pytest.raises(ValueError, match="padding_free must be one of"):
+        ModelArguments(model_name_or_path=str(tiny_bert_dir), padding_free="maybe")
+
+
+def test_the_path_is_logged_once_with_its_reason(
+    tiny_bert_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
+    features = encoder.tokenize(SENTENCES)
+    with caplog.at_level(logging.INFO, logger="sts_core.encoder"):
+        encoder(**features)
+        encoder(**features)
+    lines = [r.getMessage() for r in caplog.records if "training forward" in r.getMessage()]
+    assert lines == ["training forward: block_mask (padding_free: auto on a CPU: packed rows, "
+                     "block mask)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["varlen", "block_mask", "false"])
+def test_a_tiny_model_trains_through_each_path(
+    tiny_bert_dir: Path, tmp_path: Path, mode: str
+) -> None:
+    from datasets import Dataset
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir, padding_free=mode)
+    rows = {
+        "sentence1": SENTENCES[:3] * 4,
+        "sentence2": SENTENCES[3:] * 4,
+        "score": [0.9, 0.1, 0.5] * 4,
+    }
+    before = {n: p.detach().clone() for n, p in encoder.named_parameters()}
+    args = quick_training_args(BaseConfig, tmp_path, max_steps=3, per_device_train_batch_size=4)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=Dataset.from_dict(rows))
+    result = trainer.train()
+    assert torch.isfinite(torch.tensor(result.training_loss))
+    moved = [n for n, p in encoder.named_parameters() if not torch.equal(p, before[n])]
+    assert len(moved) > 10
+    expected = VARLEN_ATTENTION if mode == "varlen" else "sdpa"
+    assert encoder.backbone.config._attn_implementation == expected
+
+
+def test_batch_bounds_by_count_and_by_token_budget() -> None:
+    lengths = np.array([10, 6, 5, 5, 2, 2, 2, 1])
+    assert batch_bounds(lengths, 3) == [(0, 3), (3, 6), (6, 8)]
+    # budget 12: 1 × 10, then 2 × 6, then 2 × 5, then 6 × 2 (the last three)
+    assert batch_bounds(lengths, 3, token_budget=12) == [(0, 1), (1, 3), (3, 5), (5, 8)]
+    assert batch_bounds(np.array([40, 3]), 3, token_budget=12) == [(0, 1), (1, 2)]  # ≥ 1
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_pad_rows_matches_the_tokenizer(tiny_bert_dir: Path, side: str) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir, padding_side=side)
+    encoded = tokenizer(SENTENCES, padding=False)
+    reference = tokenizer.pad(encoded, padding=True, return_tensors="np")
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        fill = {"input_ids": tokenizer.pad_token_id}.get(key, 0)
+        assert np.array_equal(pad_rows(encoded[key], fill, side == "left"), reference[key]), key
+
+
+@pytest.mark.parametrize("model", ["bert", "llama"])
+def test_encode_by_token_budget_gives_the_same_vectors(
+    tiny_bert_dir: Path, tiny_llama_dir: Path, model: str
+) -> None:
+    folder, pooling = (tiny_bert_dir, "mean") if model == "bert" else (tiny_llama_dir, "last_token")
+    encoder = SentenceEncoder.from_pretrained(folder, pooling=pooling)
+    sentences = [*SENTENCES, SENTENCES[1], "a dog"]
+    by_count = encoder.encode(sentences, batch_size=2, show_progress_bar=False)
+    one_by_one = np.stack([encoder.encode(s, show_progress_bar=False) for s in sentences])
+    by_budget = encoder.encode(sentences, token_budget=20, show_progress_bar=False)
+    np.testing.assert_allclose(by_budget, by_count, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(by_budget, one_by_one, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="token_budget must be an integer"):
+        encoder.encode(sentences, token_budget=0)
+
+
+def test_training_defaults_keep_the_host_off_the_critical_path(tmp_path: Path) -> None:
+    args = BaseConfig(output_dir=str(tmp_path))
+    assert args.optim == "adamw_torch_fused"  # transformers' default since torch 2.8
+    assert args.accelerator_config.non_blocking
+    # pinned batches on a GPU (transformers turns pinning off on a CPU-only run)
+    assert BaseConfig.__dataclass_fields__["dataloader_pin_memory"].default is True
+    own = BaseConfig(output_dir=str(tmp_path), accelerator_config={"non_blocking": False})
+    assert not own.accelerator_config.non_blocking  # a user's own setting is kept
+
+
+def test_tokenizing_in_dataloader_workers_trains_the_same(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """dataloader_num_workers > 0: the collator (tokenization) runs in worker processes,
+    off the training loop; the steps are the same."""
+    from datasets import Dataset
+
+    rows = {"sentence1": SENTENCES[:3] * 4, "sentence2": SENTENCES[3:] * 4, "score": [0.9] * 12}
+    losses = []
+    for workers in (0, 2):
+        encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+        args = quick_training_args(
+            BaseConfig, tmp_path / str(workers), max_steps=3, dataloader_num_workers=workers
+        )
+        trainer = BaseTrainer(model=encoder, args=args, train_dataset=Dataset.from_dict(rows))
+        trainer.train()
+        losses.append([e["loss"] for e in trainer.state.log_history if "loss" in e])
+    assert len(losses[0]) == 3
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
