@@ -177,6 +177,73 @@ def test_reference_kernel_equals_a_dense_masked_attention() -> None:
         torch.testing.assert_close(routed, dense)  # no fused kernel on a CPU: the reference
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's varlen_attn is CUDA-only")
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_torch_varlen_kernel_equals_the_reference_on_cuda(kv_heads: int) -> None:
+    """The fused kernel (bf16, on the GPU) against one SDPA per sentence, bidirectional and
+    causal, with and without grouped-query attention."""
+    torch.manual_seed(0)
+    lengths = torch.tensor([3, 1, 5, 7])
+    mask = (torch.arange(7)[None] < lengths[:, None]).long()
+    packing = VarlenPacking(mask.cuda())
+    tokens = int(lengths.sum())
+    query = torch.randn(tokens, 4, 64, device="cuda", dtype=torch.bfloat16)
+    key, value = (
+        torch.randn(tokens, kv_heads, 64, device="cuda", dtype=torch.bfloat16) for _ in "kv"
+    )
+    for causal in (False, True):
+        fused = varlen_attention(
+            query, key, value, packing.cu_seq_lens, packing.max_length, causal=causal,
+            kernel="torch",
+        )  # fmt: skip
+        reference = reference_varlen_attention(
+            query, key, value, packing.cu_seq_lens, causal=causal
+        )
+        torch.testing.assert_close(fused, reference, atol=2e-2, rtol=2e-2)
+
+
+def fake_varlen_attn_of_torch_2_11(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, is_causal=False
+):  # fmt: skip
+    """torch 2.11's keywords (no window_size, no grouped-query option), on the reference."""
+    assert key.shape[1] == query.shape[1], "torch 2.11 needs as many key as query heads"
+    return reference_varlen_attention(query, key, value, cu_seq_q, causal=is_causal, scale=scale)
+
+
+def fake_varlen_attn_of_later_torch(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None,
+    window_size=(-1, -1), enable_gqa=False,
+):  # fmt: skip
+    """The later keywords: a causal window (-1, 0) and enable_gqa, on the reference."""
+    assert enable_gqa == (key.shape[1] != query.shape[1])
+    causal = tuple(window_size) == (-1, 0)
+    return reference_varlen_attention(query, key, value, cu_seq_q, causal=causal, scale=scale)
+
+
+@pytest.mark.parametrize("fake", [fake_varlen_attn_of_torch_2_11, fake_varlen_attn_of_later_torch])
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_torch_kernel_adapts_to_the_installed_varlen_attn_keywords(
+    fake, kv_heads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Releases of torch name the causal flag and grouped-query attention differently; the
+    call is built from the installed signature (checked on a CPU through stand-ins)."""
+    import torch.nn.attention.varlen as torch_varlen
+
+    monkeypatch.setattr(torch_varlen, "varlen_attn", fake)
+    torch.manual_seed(0)
+    mask = (torch.arange(5)[None] < torch.tensor([3, 5, 1])[:, None]).long()
+    packing = VarlenPacking(mask)
+    query = torch.randn(9, 4, 8)
+    key, value = (torch.randn(9, kv_heads, 8) for _ in "kv")
+    for causal in (False, True):
+        routed = varlen_attention(
+            query, key, value, packing.cu_seq_lens, packing.max_length, causal=causal,
+            kernel="torch",
+        )  # fmt: skip
+        expected = reference_varlen_attention(query, key, value, packing.cu_seq_lens, causal=causal)
+        torch.testing.assert_close(routed, expected)
+
+
 def test_varlen_packing_round_trip() -> None:
     mask = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0, 0]])  # right, left padded
     packing = VarlenPacking(mask, position_offset=2)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 import logging
 from typing import Any
 
@@ -133,20 +134,41 @@ def varlen_attention(
             dropout_p=dropout, softmax_scale=scale, causal=causal,
         )  # fmt: skip
     if kernel == "torch":
-        from torch.nn.attention.varlen import varlen_attn
-
-        cu = cu_seq_lens.to(torch.int32)
-        window = (-1, 0) if causal else (-1, -1)
-        grouped = key.shape[1] != query.shape[1]
-        return varlen_attn(
-            query, key, value, cu, cu, max_length, max_length,
-            scale=scale, window_size=window, enable_gqa=grouped,
-        )  # fmt: skip
+        return torch_varlen_attention(query, key, value, cu_seq_lens, max_length, causal, scale)
     if kernel == "reference":
         return reference_varlen_attention(
             query, key, value, cu_seq_lens, causal=causal, dropout=dropout, scale=scale
         )
     raise ValueError(f"unknown varlen kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
+
+
+def torch_varlen_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    max_length: int,
+    causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
+    """torch's ``varlen_attn``, whose keywords differ between releases: torch 2.11 has
+    ``is_causal`` and no grouped-query option (key/value heads are repeated then), later
+    releases ``window_size`` and ``enable_gqa``."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    accepts = inspect.signature(varlen_attn).parameters
+    options: dict[str, Any] = {"scale": scale}
+    if "window_size" in accepts:
+        options["window_size"] = (-1, 0) if causal else (-1, -1)
+    else:
+        options["is_causal"] = causal
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1 and "enable_gqa" in accepts:
+        options["enable_gqa"] = True
+    elif groups > 1:
+        key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    cu = cu_seq_lens.to(torch.int32)
+    return varlen_attn(query, key, value, cu, cu, max_length, max_length, **options)
 
 
 def reference_varlen_attention(
