@@ -202,11 +202,11 @@ def test_torch_varlen_kernel_equals_the_reference_on_cuda(kv_heads: int) -> None
         torch.testing.assert_close(fused, reference, atol=2e-2, rtol=2e-2)
 
 
-def fake_varlen_attn_of_torch_2_11(
+def fake_varlen_attn_of_torch_2_10(
     query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, is_causal=False
 ):  # fmt: skip
-    """torch 2.11's keywords (no window_size, no grouped-query option), on the reference."""
-    assert key.shape[1] == query.shape[1], "torch 2.11 needs as many key as query heads"
+    """torch 2.10's keywords (is_causal, no grouped-query option), on the reference."""
+    assert key.shape[1] == query.shape[1], "torch 2.10 needs as many key as query heads"
     return reference_varlen_attention(query, key, value, cu_seq_q, causal=is_causal, scale=scale)
 
 
@@ -220,7 +220,7 @@ def fake_varlen_attn_of_later_torch(
     return reference_varlen_attention(query, key, value, cu_seq_q, causal=causal, scale=scale)
 
 
-@pytest.mark.parametrize("fake", [fake_varlen_attn_of_torch_2_11, fake_varlen_attn_of_later_torch])
+@pytest.mark.parametrize("fake", [fake_varlen_attn_of_torch_2_10, fake_varlen_attn_of_later_torch])
 @pytest.mark.parametrize("kv_heads", [4, 2])
 def test_torch_kernel_adapts_to_the_installed_varlen_attn_keywords(
     fake, kv_heads: int, monkeypatch: pytest.MonkeyPatch

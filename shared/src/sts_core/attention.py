@@ -151,9 +151,9 @@ def torch_varlen_attention(
     causal: bool,
     scale: float | None,
 ) -> torch.Tensor:
-    """torch's ``varlen_attn``, whose keywords differ between releases: torch 2.11 has
-    ``is_causal`` and no grouped-query option (key/value heads are repeated then), later
-    releases ``window_size`` and ``enable_gqa``."""
+    """torch's ``varlen_attn``, whose keywords differ between releases: torch 2.10 takes
+    ``is_causal``, later releases ``window_size``; ``enable_gqa`` is newer still (torch
+    2.11 on an H100 rejected it), so without it the key/value heads are repeated."""
     from torch.nn.attention.varlen import varlen_attn
 
     accepts = inspect.signature(varlen_attn).parameters
