@@ -281,7 +281,10 @@ class CoSENTRankingLoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config, model=None) -> CoSENTRankingLoss:
-        return cls(config.cosent_scale, config.gather_across_processes)
+        return cls(
+            getattr(config, "cosent_scale", 20.0),  # defaults: a part of another method's
+            getattr(config, "gather_across_processes", False),  # loss_weights
+        )
 
     def config_dict(self) -> dict:
         return {"scale": self.scale, "gather": self.gather}
@@ -315,7 +318,7 @@ class ContrastiveThresholdLoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config, model=None) -> ContrastiveThresholdLoss:
-        return cls(config.contrastive_margin)
+        return cls(getattr(config, "contrastive_margin", 0.5))
 
     def config_dict(self) -> dict:
         return {"margin": self.margin}

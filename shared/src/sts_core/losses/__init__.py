@@ -9,6 +9,7 @@ from sts_core.losses.classification import (
     SoftmaxClassifierLoss,
     softmax_classifier_loss,
 )
+from sts_core.losses.combined import WeightedLossSum, parse_loss_weights, weighted_loss_class
 from sts_core.losses.registry import (
     LOSSES,
     EmbeddingLoss,
@@ -35,6 +36,7 @@ __all__ = [
     "HeadLoss",
     "InfoNCELoss",
     "SoftmaxClassifierLoss",
+    "WeightedLossSum",
     "build_loss",
     "check_labels",
     "compute_dtype",
@@ -42,6 +44,8 @@ __all__ = [
     "in_batch_infonce_loss",
     "loss_class",
     "register_loss",
+    "parse_loss_weights",
     "softmax_classifier_loss",
+    "weighted_loss_class",
     "zero_loss",
 ]

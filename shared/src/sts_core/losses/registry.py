@@ -173,7 +173,22 @@ def register_loss(name: str) -> Callable[[type[EmbeddingLoss]], type[EmbeddingLo
     return register
 
 
+ENTRY_POINT_GROUP = "sts_core.losses"
+
+
+def load_installed_losses() -> None:
+    """Import the loss module of every installed method package (entry-point group
+    ``sts_core.losses``), so a recipe can name, e.g. in ``loss_weights``, a loss of another
+    package than its own."""
+    from importlib import metadata
+
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        entry_point.load()
+
+
 def loss_class(name: str) -> type[EmbeddingLoss]:
+    if name not in LOSSES:
+        load_installed_losses()
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; registered: {', '.join(sorted(LOSSES))}")
     return LOSSES[name]
@@ -184,9 +199,12 @@ def build_loss(name: str, config: Any, model: Any = None) -> EmbeddingLoss:
     return loss_class(name).from_config(config, model)
 
 
-def check_labels(name: str, labels: list[Any], num_labels: int | None = None) -> str | None:
-    """What is wrong with ``labels`` for loss ``name`` (None when they fit its label kind)."""
-    kind = loss_class(name).label_kind
+def check_labels(
+    loss: str | type[EmbeddingLoss], labels: list[Any], num_labels: int | None = None
+) -> str | None:
+    """What is wrong with ``labels`` for ``loss`` (a registered name or a loss class; None
+    when they fit its label kind)."""
+    kind = (loss_class(loss) if isinstance(loss, str) else loss).label_kind
     if kind == "binary":
         wrong = sorted({value for value in labels if value not in (0, 1)})
         return f"needs binary labels 0/1, found {wrong[:5]}" if wrong else None

@@ -13,6 +13,7 @@ from pathlib import Path
 from transformers import TrainingArguments
 
 from sts_core.encoder import padding_free_mode
+from sts_core.training.averaging import check_weight_averaging
 
 
 @dataclass
@@ -461,6 +462,26 @@ class BaseConfig(TrainingArguments):
         "whose name matches (re.search, first match) get that rate; others learning_rate. "
         "Scalar parameters (a trainable temperature) never get weight decay.",
     )
+    loss_weights: str | None = _default(
+        None,
+        "Train on a weighted sum of registered losses instead of `loss` alone: a mapping of "
+        "loss name → weight (YAML mapping, or JSON on the command line), e.g. "
+        "{cosine_mse: 1.0, pearson: 0.5, cosent: 0.05}; it must include the method's `loss`. "
+        "Each part is built from this config (a loss of another installed package with "
+        "its defaults for fields this config lacks) and logged unweighted as loss_<name>.",
+    )
+    weight_averaging: str = _default(
+        "none",
+        "Average the trainable weights over the end of the run, and save the average: none, "
+        "uniform (the mean after every weight_averaging_every-th step from "
+        "weight_averaging_start: stochastic weight averaging) or ema (moving average, decay "
+        "ema_decay). Needs load_best_model_at_end false; not under DeepSpeed ZeRO-3.",
+    )
+    weight_averaging_start: float = _default(
+        0.5, "When the average starts: a fraction of the run's optimizer steps, in [0, 1)."
+    )
+    weight_averaging_every: int = _default(1, "Add the weights to the average every N steps.")
+    ema_decay: float = _default(0.999, "Decay of weight_averaging: ema, in (0, 1).")
     layer_lr_decay: float | None = _default(
         None,
         "Layer-wise learning-rate decay: the backbone's top layer trains at learning_rate, "
@@ -492,6 +513,8 @@ class BaseConfig(TrainingArguments):
             gradient_accumulation_steps=self.gradient_accumulation_steps,
         )
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
+        self._check_loss_weights()
+        check_weight_averaging(self)
         if self.layer_lr_decay is not None and not 0 < self.layer_lr_decay <= 1:
             raise ValueError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
@@ -512,6 +535,20 @@ class BaseConfig(TrainingArguments):
             # without blocking the host; a no-op on a CPU
             self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
+
+    def _check_loss_weights(self) -> None:
+        from sts_core.losses import parse_loss_weights, weighted_loss_class
+
+        self.loss_weights = parse_loss_weights(self.loss_weights)
+        if self.loss_weights is None:
+            return
+        loss = getattr(self, "loss", None)
+        if loss is not None and loss not in self.loss_weights:
+            raise ValueError(
+                f"loss_weights ({', '.join(self.loss_weights)}) must include the method's "
+                f"loss {loss!r}: add it (weight 0 only logs it) or set loss to one of them"
+            )
+        weighted_loss_class(self.loss_weights)  # unknown names, disagreeing label kinds
 
     def _check_gradient_cache(self) -> None:
         require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)

@@ -129,25 +129,24 @@ class TrainingRun:
 
     def check_frozen_backbone(self) -> None:
         """``freeze_backbone`` needs a loss that trains something of its own (a head)."""
-        from sts_core.losses import HeadLoss, loss_class
+        from sts_core.losses import HeadLoss, WeightedLossSum
 
-        name = self.trainer_class.loss_name(self.config)
-        if self.model_args.freeze_backbone and not issubclass(loss_class(name), HeadLoss):
+        loss = self.trainer_class.loss_class_of(self.config)
+        parts = loss.part_classes.values() if issubclass(loss, WeightedLossSum) else [loss]
+        if self.model_args.freeze_backbone and not any(issubclass(p, HeadLoss) for p in parts):
             raise ConfigError(
-                f"freeze_backbone: loss {name} trains no head of its own, so nothing would "
-                "train; use a loss with a head (e.g. the regression package's smooth_k2, or "
-                "softmax) or unfreeze the backbone"
+                f"freeze_backbone: loss {loss.display_name()} trains no head of its own, so "
+                "nothing would train; use a loss with a head (e.g. the regression package's "
+                "smooth_k2, or softmax) or unfreeze the backbone"
             )
 
     def check_saved_heads(self, location: str) -> None:
         """A model folder that records heads (a first stage's output) must fit the loss:
         e.g. a regression head of other pair features is an error here, not after loading."""
-        from sts_core.losses import loss_class
-
         heads, dimension = saved_heads(location)
         if not heads or dimension is None:
             return
-        loss = loss_class(self.trainer_class.loss_name(self.config))
+        loss = self.trainer_class.loss_class_of(self.config)
         try:
             loss.check_saved_heads(heads, self.config, dimension)
         except ValueError as error:

@@ -24,8 +24,9 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from sts_core.losses import EmbeddingLoss, build_loss, check_labels, loss_class
+from sts_core.losses import EmbeddingLoss, check_labels, loss_class, weighted_loss_class
 from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
+from sts_core.training.averaging import WeightAverager
 from sts_core.training.collator import (
     SentenceCollator,
     batch_text_ids,
@@ -113,24 +114,26 @@ class BaseTrainer(Trainer):
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
         args.label_column = self.label_column_for(args)
-        self.text_columns = text_columns_with(loss_class(self.loss_name(args)).columns)
+        loss_type = self.loss_class_of(args)
+        self.text_columns = text_columns_with(loss_type.columns)
         if kwargs.get("data_collator") is None:
             kwargs["data_collator"] = SentenceCollator(
                 model,
                 label_column=args.label_column,
-                text_id_columns=loss_class(self.loss_name(args)).text_id_columns,
+                text_id_columns=loss_type.text_id_columns,
                 text_columns=self.text_columns,
             )
         if kwargs.get("processing_class") is None:
             kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
-        loss_class(self.loss_name(args)).prepare_model(model, args)  # a loss's head
-        loss_module = build_loss(self.loss_name(args), args, model=model)
+        loss_type.prepare_model(model, args)  # a loss's head
+        loss_module = loss_type.from_config(args, model)
         attach_loss_parameters(model, loss_module)
         require_trainable_parameters(model, self.loss_name(args))
         check_gradient_cache(args, loss_module, self.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
+        self.weight_averager = self._add_weight_averager(args)
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
@@ -141,14 +144,35 @@ class BaseTrainer(Trainer):
         self.loss_module: EmbeddingLoss = loss_module
         settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
         self.model_card_data["loss_module"] = (
-            f"`{self.loss_name(args)}` ({type(loss_module).__name__}"
+            f"`{loss_type.display_name()}` ({type(loss_module).__name__}"
             + (f": {settings})" if settings else ")")
         )
+
+    def _add_weight_averager(self, args: Any) -> WeightAverager | None:
+        """``weight_averaging``'s callback (:mod:`sts_core.training.averaging`), if asked."""
+        averager = WeightAverager.from_config(args)
+        if averager is None:
+            return None
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+        if self.is_deepspeed_enabled and plugin is not None and plugin.zero_stage == 3:
+            raise ValueError(
+                "weight_averaging under DeepSpeed ZeRO-3: each process holds a shard of the "
+                "weights; launch with ZeRO-2 or DDP, or set weight_averaging: none"
+            )
+        self.add_callback(averager)
+        return averager
 
     @classmethod
     def loss_name(cls, config: Any) -> str:
         """The registered loss this run trains with: ``config.loss``, else ``default_loss``."""
         return getattr(config, "loss", None) or cls.default_loss
+
+    @classmethod
+    def loss_class_of(cls, config: Any) -> type[EmbeddingLoss]:
+        """The class of the loss this run trains with: :meth:`loss_name`'s, or with
+        ``loss_weights`` the weighted sum of those losses (:mod:`sts_core.losses.combined`)."""
+        weights = getattr(config, "loss_weights", None)
+        return weighted_loss_class(weights) if weights else loss_class(cls.loss_name(config))
 
     # ------------------------------------------------------------------ batches of an epoch
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
@@ -197,19 +221,24 @@ class BaseTrainer(Trainer):
         return batches
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches."""
+        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches and
+        weight average."""
         if resume_from_checkpoint:
-            self._read_epoch_batches(resume_from_checkpoint)
+            self._read_resume_state(resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
-    def _read_epoch_batches(self, checkpoint: str | bool) -> None:
+    def _read_resume_state(self, checkpoint: str | bool) -> None:
         from transformers.trainer_utils import get_last_checkpoint
 
         folder = get_last_checkpoint(self.args.output_dir) if checkpoint is True else checkpoint
-        path = Path(folder) / EPOCH_BATCHES_NAME if folder else None
-        if path is not None and path.is_file():
+        if not folder:
+            return
+        path = Path(folder) / EPOCH_BATCHES_NAME
+        if path.is_file():
             saved = json.loads(path.read_text(encoding="utf-8"))
             self._resumed_epoch_batches = {int(saved["epoch"]): saved["batches"]}
+        if self.weight_averager is not None:
+            self.weight_averager.load(Path(folder), self.model)
 
     def _current_epoch(self, counted: int) -> int:
         """The epoch being started, from the trainer state (right after a resume too, where
@@ -256,7 +285,7 @@ class BaseTrainer(Trainer):
         over class labels (``label_kind: class``) reads ``label`` when it is left at
         ``score``."""
         column = getattr(config, "label_column", "score")
-        kind = loss_class(cls.loss_name(config)).label_kind
+        kind = cls.loss_class_of(config).label_kind
         return "label" if kind == "class" and column == "score" else column
 
     @classmethod
@@ -272,15 +301,15 @@ class BaseTrainer(Trainer):
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""
         columns = set(dataset.column_names)
-        needed = [c for c in loss_class(cls.loss_name(config)).columns if c != "hard_negative"]
+        needed = [c for c in cls.loss_class_of(config).columns if c != "hard_negative"]
         texts = [c for c in needed if c not in columns]
         if texts:
             raise ValueError(
                 f"the training set has no column {', '.join(texts)} (it has "
                 f"{', '.join(sorted(columns))}): {cls.__name__} trains on sentence pairs"
             )
-        name = cls.loss_name(config)
-        if loss_class(name).required_label_kind(config) is None:
+        loss_type = cls.loss_class_of(config)
+        if loss_type.required_label_kind(config) is None:
             return
         label = cls.label_column_for(config)
         if label not in columns:
@@ -288,9 +317,9 @@ class BaseTrainer(Trainer):
                 f"the training set has no label column {label!r} (it has "
                 f"{', '.join(sorted(columns))}): set label_column"
             )
-        problem = check_labels(name, dataset[label], getattr(config, "num_labels", None))
+        problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
         if problem:
-            raise ValueError(f"loss {name} {problem} in column {label!r}")
+            raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
 
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """After training: the STS table on ``final_sts_tasks`` and the scores on
@@ -537,6 +566,8 @@ class BaseTrainer(Trainer):
                 (staged / EPOCH_BATCHES_NAME).write_text(
                     json.dumps({"epoch": epoch, "batches": batches}), encoding="utf-8"
                 )
+            if self.weight_averager is not None and self.weight_averager.count:
+                self.weight_averager.save(staged)
             add_training_files(staged, step=self.state.global_step)
             publish_folder(staged, final)
             remove_path(staging_root)

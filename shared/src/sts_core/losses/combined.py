@@ -1,0 +1,147 @@
+"""A weighted sum of registered losses (``loss_weights`` in any recipe).
+
+    L = Σᵢ wᵢ · Lᵢ(embeddings, labels)
+
+e.g. ``loss_weights: {cosine_mse: 1.0, pearson: 0.5, cosent: 0.05}`` trains on the cosine
+MSE of sentence-transformers' ``CosineSimilarityLoss`` (Reimers & Gurevych, 2019), plus half
+Pcc-tuning's Pearson loss (Zhang & Li, 2024) and a little of CoSENT's ranking loss (Huang
+et al., 2024). Every part is built from the same config as it would be alone (its own
+fields: ``cosent_scale``, ``gather_across_processes``, …), reads the same batch and labels,
+and is logged on its own, unweighted, as ``loss_<name>`` (a part with parts of its own
+logs them as ``<name>/<part>``); a weight of 0 logs a loss without training on it.
+
+The parts must agree on the labels: one label kind (``score``, ``binary``, ``class``)
+besides losses that read none. The text columns are the union of the parts'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from sts_core.losses.registry import EmbeddingLoss, loss_class
+
+
+def parse_loss_weights(value: object) -> dict[str, float] | None:
+    """``loss_weights`` as {loss name: weight} (a mapping, or its JSON text), checked:
+    finite weights ≥ 0, at least one above 0 (ValueError naming the entry)."""
+    import json
+
+    if value is None or value == "" or value == {}:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"loss_weights is not a JSON mapping: {error}") from error
+    if not isinstance(value, Mapping):
+        raise ValueError(f"loss_weights must be a mapping of loss name → weight, got {value!r}")
+    weights: dict[str, float] = {}
+    for name, weight in value.items():
+        try:
+            weights[str(name)] = float(weight)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"loss_weights: {name}: {weight!r} is not a number") from error
+        if not math.isfinite(weights[str(name)]) or weights[str(name)] < 0:
+            raise ValueError(f"loss_weights: {name}: the weight must be finite and ≥ 0")
+    if not any(weights.values()):
+        raise ValueError("loss_weights: every weight is 0, so nothing would train")
+    return weights
+
+
+class WeightedLossSum(EmbeddingLoss):
+    """Σᵢ wᵢ · Lᵢ over registered losses; built by :func:`weighted_loss_class`, which sets
+    the class attributes from the parts."""
+
+    part_classes: ClassVar[dict[str, type[EmbeddingLoss]]] = {}
+    weights: ClassVar[dict[str, float]] = {}
+
+    def __init__(self, parts: Mapping[str, EmbeddingLoss]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleDict(dict(parts))
+
+    @classmethod
+    def display_name(cls) -> str:
+        return " + ".join(f"{w:g}·{name}" for name, w in cls.weights.items())
+
+    @classmethod
+    def from_config(cls, config: Any, model: Any = None) -> WeightedLossSum:
+        return cls(
+            {name: part.from_config(config, model) for name, part in cls.part_classes.items()}
+        )
+
+    @classmethod
+    def prepare_model(cls, model: Any, config: Any) -> None:
+        for part in cls.part_classes.values():
+            part.prepare_model(model, config)
+
+    @classmethod
+    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+        for part in cls.part_classes.values():
+            part.check_saved_heads(heads, config, dimension)
+
+    @classmethod
+    def required_label_kind(cls, config: Any) -> str | None:
+        kinds = {part.required_label_kind(config) for part in cls.part_classes.values()}
+        kinds.discard(None)
+        return kinds.pop() if kinds else None
+
+    def config_dict(self) -> dict[str, Any]:
+        return {
+            name: {"weight": self.weights[name], **part.config_dict()}
+            for name, part in self.parts.items()
+        }
+
+    def pop_degenerate(self) -> list[tuple[str, Tensor | bool]]:
+        events = super().pop_degenerate()
+        for name, part in self.parts.items():
+            events += [
+                (f"{name}: {reason}", happened) for reason, happened in part.pop_degenerate()
+            ]
+        return events
+
+    def forward(
+        self,
+        embeddings: Mapping[str, Tensor],
+        labels: Tensor | None,
+        text_ids: Mapping[str, Tensor] | None = None,
+    ) -> dict[str, Tensor]:
+        total: Tensor | float = 0.0
+        logged: dict[str, Tensor] = {}
+        for name, part in self.parts.items():
+            if part.text_id_columns:
+                output = part(embeddings, labels, text_ids=text_ids or {})
+            else:
+                output = part(embeddings, labels)
+            if isinstance(output, dict):
+                logged.update({f"{name}/{k}": v for k, v in output.items() if k != "loss"})
+                output = output["loss"]
+            logged[f"loss_{name}"] = output.detach()
+            total = total + self.weights[name] * output
+        return {"loss": total, **logged}  # type: ignore[dict-item]
+
+
+def weighted_loss_class(weights: Mapping[str, float]) -> type[WeightedLossSum]:
+    """The loss class of ``Σ weights[name] · <registered loss name>`` (ValueError for an
+    unknown name or parts that need different label kinds)."""
+    parts = {name: loss_class(name) for name in weights}
+    kinds = {name: part.label_kind for name, part in parts.items() if part.label_kind}
+    if len(set(kinds.values())) > 1:
+        listed = ", ".join(f"{name} reads {kind} labels" for name, kind in kinds.items())
+        raise ValueError(f"loss_weights: the losses need different labels ({listed})")
+    attributes = {
+        "part_classes": parts,
+        "weights": dict(weights),
+        "columns": _union(part.columns for part in parts.values()),
+        "text_id_columns": _union(part.text_id_columns for part in parts.values()),
+        "label_kind": next(iter(kinds.values()), None),
+        "registered_name": "",
+    }
+    return type("WeightedLossSum", (WeightedLossSum,), attributes)
+
+
+def _union(groups: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(column for group in groups for column in group))

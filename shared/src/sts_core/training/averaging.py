@@ -1,0 +1,155 @@
+"""Weight averaging over the end of a run (``weight_averaging`` in any recipe).
+
+- ``uniform``: the mean of the trainable weights after every ``weight_averaging_every``-th
+  optimizer step from ``weight_averaging_start`` (a fraction of the run's steps) to the end,
+
+      W̄ = 1/n · Σₖ W_{t₀ + k·every},
+
+  stochastic weight averaging (Izmailov et al., 2018, "Averaging Weights Leads to Wider
+  Optima and Better Generalization") under the run's own learning-rate schedule;
+- ``ema``: an exponential moving average W̄ ← d·W̄ + (1 − d)·W from the same start, decay
+  d = ``ema_decay``.
+
+The averaged weights replace the trained ones when training ends, so the saved model, the
+final evaluation and ``metrics.json`` are the average's. The update rules are torch's
+(``torch.optim.swa_utils``); the average is kept in float32 beside each parameter (one
+extra copy of the trainable weights: with LoRA, of the adapter only). Checkpoints carry
+it (``weight_average.pt``), so a resumed run averages exactly as an uninterrupted one.
+Refused with ``load_best_model_at_end`` (the average, not a dev-selected checkpoint, is the
+final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across processes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.optim.swa_utils import get_ema_multi_avg_fn, get_swa_multi_avg_fn
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+AVERAGING_MODES = ("none", "uniform", "ema")
+WEIGHT_AVERAGE_NAME = "weight_average.pt"
+
+
+def check_weight_averaging(config: Any) -> None:
+    """ValueError for averaging settings out of range or in conflict with the run's."""
+    mode = config.weight_averaging
+    if mode not in AVERAGING_MODES:
+        raise ValueError(f"weight_averaging {mode!r} is not one of {', '.join(AVERAGING_MODES)}")
+    if not 0 <= config.weight_averaging_start < 1:
+        raise ValueError(
+            f"weight_averaging_start must be in [0, 1) (a fraction of the run's steps), got "
+            f"{config.weight_averaging_start}"
+        )
+    if config.weight_averaging_every < 1:
+        raise ValueError(f"weight_averaging_every must be ≥ 1, got {config.weight_averaging_every}")
+    if not 0 < config.ema_decay < 1:
+        raise ValueError(f"ema_decay must be in (0, 1), got {config.ema_decay}")
+    if mode != "none" and config.load_best_model_at_end:
+        raise ValueError(
+            "weight_averaging with load_best_model_at_end: the final model would be either the "
+            "average or the dev-selected checkpoint; set load_best_model_at_end: false to keep "
+            "the average (or weight_averaging: none)"
+        )
+
+
+class WeightAverager(TrainerCallback):
+    """Keeps the average of the model's trainable weights during training and puts it into
+    the model when training ends (see the module docstring)."""
+
+    def __init__(self, mode: str, start: float, every: int = 1, decay: float = 0.999) -> None:
+        self.mode, self.start, self.every, self.decay = mode, start, every, decay
+        update = get_swa_multi_avg_fn() if mode == "uniform" else get_ema_multi_avg_fn(decay)
+        self._update = update
+        self.names: list[str] = []
+        self.averaged: list[torch.Tensor] = []
+        self.count = 0
+        self.start_step = 1
+
+    @classmethod
+    def from_config(cls, config: Any) -> WeightAverager | None:
+        if getattr(config, "weight_averaging", "none") == "none":
+            return None
+        return cls(
+            config.weight_averaging,
+            config.weight_averaging_start,
+            config.weight_averaging_every,
+            config.ema_decay,
+        )
+
+    @staticmethod
+    def trainable(model: Any) -> list[tuple[str, torch.Tensor]]:
+        return [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+    def update(self, model: Any) -> None:
+        """Add the model's current weights to the average."""
+        current = [p.detach().float() for _, p in self.trainable(model)]
+        if not self.averaged:
+            self.names = [name for name, _ in self.trainable(model)]
+            self.averaged = [weights.clone() for weights in current]
+        else:
+            self._update(self.averaged, current, self.count)
+        self.count += 1
+
+    def apply_to(self, model: Any) -> None:
+        """Copy the average into the model's trainable weights."""
+        if not self.averaged:
+            return
+        parameters = dict(self.trainable(model))
+        with torch.no_grad():
+            for name, average in zip(self.names, self.averaged, strict=True):
+                parameters[name].copy_(average.to(parameters[name].dtype))
+        logger.info(
+            "weight averaging (%s): the final weights are the average of %d snapshots from step %d",
+            self.mode,
+            self.count,
+            self.start_step,
+        )
+
+    # ------------------------------------------------------------------ callback
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.start_step = max(1, math.ceil(self.start * state.max_steps))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+        step = state.global_step
+        if step >= self.start_step and (step - self.start_step) % self.every == 0:
+            self.update(model)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+        self.apply_to(model)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, folder: Path) -> None:
+        state = {
+            "mode": self.mode,
+            "count": self.count,
+            "names": self.names,
+            "averaged": [t.cpu() for t in self.averaged],
+        }
+        torch.save(state, folder / WEIGHT_AVERAGE_NAME)
+
+    def load(self, folder: Path, model: Any) -> None:
+        """The average saved with a checkpoint (none saved: it has not started yet)."""
+        path = folder / WEIGHT_AVERAGE_NAME
+        if not path.is_file():
+            return
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state["mode"] != self.mode:
+            raise ValueError(
+                f"{path}: the checkpoint averaged weights with weight_averaging "
+                f"{state['mode']!r}, this run asks for {self.mode!r}"
+            )
+        devices = {name: p.device for name, p in self.trainable(model)}
+        if list(state["names"]) != list(devices):
+            raise ValueError(
+                f"{path}: the averaged weights are not this model's trainable parameters"
+            )
+        self.names, self.count = list(state["names"]), int(state["count"])
+        self.averaged = [
+            t.to(devices[name]) for name, t in zip(self.names, state["averaged"], strict=True)
+        ]
