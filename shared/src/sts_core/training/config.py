@@ -14,6 +14,7 @@ from transformers import TrainingArguments
 
 from sts_core.encoder import padding_free_mode
 from sts_core.training.averaging import check_weight_averaging
+from sts_core.training.distill import check_teacher_settings
 
 
 @dataclass
@@ -482,6 +483,17 @@ class BaseConfig(TrainingArguments):
     )
     weight_averaging_every: int = _default(1, "Add the weights to the average every N steps.")
     ema_decay: float = _default(0.999, "Decay of weight_averaging: ema, in (0, 1).")
+    teacher_model: str | None = _default(
+        None,
+        "Distil a teacher's similarities: a model folder (or hub id) whose cosine of each "
+        "training pair, α·teacher + (1 − α)·label, becomes the pair's label before training "
+        "(α = teacher_weight). For losses over scores.",
+    )
+    teacher_weight: float = _default(
+        1.0,
+        "α of teacher_model, in (0, 1]: 1 trains on the teacher's similarities alone; below 1 "
+        "the labels must be on the cosine's scale (score_range).",
+    )
     layer_lr_decay: float | None = _default(
         None,
         "Layer-wise learning-rate decay: the backbone's top layer trains at learning_rate, "
@@ -515,6 +527,8 @@ class BaseConfig(TrainingArguments):
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         self._check_loss_weights()
         check_weight_averaging(self)
+        if self.teacher_model:
+            check_teacher_settings(self)
         if self.layer_lr_decay is not None and not 0 < self.layer_lr_decay <= 1:
             raise ValueError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
         if self.num_train_epochs <= 0 and self.max_steps <= 0:

@@ -114,7 +114,51 @@ class TrainingRun:
         self.check_frozen_backbone()
         self.check_saved_heads(location)
         self.inputs = self.prepare_data()
+        self.check_teacher()
         return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def check_teacher(self) -> None:
+        """``teacher_model``: a complete model folder, a loss over scores, pairs (and labels
+        on the cosine's scale when they are mixed in) — before any weights load."""
+        from sts_core.training.distill import check_teacher_data
+
+        if not self.config.teacher_model:
+            return
+        check_model_location(self.config.teacher_model)
+        loss = self.trainer_class.loss_class_of(self.config)
+        kind = loss.required_label_kind(self.config)
+        if kind != "score":
+            raise ConfigError(
+                f"teacher_model gives each pair a similarity score, but loss "
+                f"{loss.display_name()} reads {kind or 'no'} labels: use a loss over scores "
+                "(cosine_mse, cosent, pearson, …)"
+            )
+        label_column = self.trainer_class.label_column_for(self.config)
+        try:
+            check_teacher_data(self.inputs.train_dataset, label_column, self.config.teacher_weight)
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
+
+    def apply_teacher(self) -> None:
+        """Relabel the training pairs with the teacher's similarities (:mod:`.distill`)."""
+        import gc
+
+        from sts_core.training.distill import apply_teacher, load_teacher
+
+        if not self.config.teacher_model:
+            return
+        teacher = load_teacher(self.config.teacher_model, self.config.device)
+        dataset, summary = apply_teacher(
+            self.inputs.train_dataset,
+            teacher,
+            self.trainer_class.label_column_for(self.config),
+            self.config.teacher_weight,
+            self.config.per_device_eval_batch_size,
+        )
+        del teacher
+        gc.collect()
+        self.inputs.train_dataset = dataset
+        self.inputs.data_summary["teacher"] = {"model": self.config.teacher_model, **summary}
 
     def check_hardware(self) -> None:
         """Options that need a GPU stop here, before any data or weights are read, on a
@@ -214,6 +258,7 @@ class TrainingRun:
 
     def _work(self) -> dict[str, Any]:
         set_seed(self.config.seed)
+        self.apply_teacher()
         trainer = self.build_trainer(self.build_model())
         return self.finalise(trainer, self.train(trainer))
 

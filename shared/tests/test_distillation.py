@@ -1,0 +1,115 @@
+"""``teacher_model``: pair labels replaced by α · the teacher's cosine + (1 − α) · gold,
+computed here from the teacher's own embeddings; the checks before any weights load; a run
+that trains on the teacher's scores and records them in metrics.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import make_tiny_bert, write_fixture_recipe
+from sts_core.training.distill import apply_teacher, check_teacher_data
+from sts_core.training.run import main
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+FIXTURES = Path(__file__).parent / "fixtures" / "training"
+TRAIN = FIXTURES / "sts-train.csv"
+DEV = FIXTURES / "sts-dev.csv"
+PAIRS = {
+    "sentence1": ["a man plays", "the dog runs", "a cat eats", "a man plays"],
+    "sentence2": ["a man plays a guitar", "a dog runs", "a cat", "the girl sits"],
+    "score": [0.9, 0.8, 0.5, 0.2],
+}
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=7)
+
+
+def cosines_of(teacher: SentenceEncoder, first: list[str], second: list[str]) -> np.ndarray:
+    u = teacher.encode(first, show_progress_bar=False).astype(np.float64)
+    v = teacher.encode(second, show_progress_bar=False).astype(np.float64)
+    return (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.25])
+def test_labels_become_the_weighted_teacher_cosine(teacher_dir: Path, weight: float) -> None:
+    teacher = SentenceEncoder.from_pretrained(teacher_dir).eval()
+    data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", weight, 2)
+    cosine = cosines_of(teacher, PAIRS["sentence1"], PAIRS["sentence2"])
+    expected = weight * cosine + (1 - weight) * np.asarray(PAIRS["score"])
+    np.testing.assert_allclose(data["score"], expected, rtol=1e-5, atol=1e-6)
+    assert data["sentence1"] == PAIRS["sentence1"]  # the rows keep their order
+    assert summary["pairs"] == 4 and summary["teacher_weight"] == weight
+    assert -100 <= summary["teacher_spearman_with_labels"] <= 100
+
+
+def test_unlabelled_pairs_take_the_teacher_alone(teacher_dir: Path) -> None:
+    teacher = SentenceEncoder.from_pretrained(teacher_dir).eval()
+    unlabelled = Dataset.from_dict({k: PAIRS[k] for k in ("sentence1", "sentence2")})
+    data, summary = apply_teacher(unlabelled, teacher, "score", 1.0, 8)
+    np.testing.assert_allclose(
+        data["score"], cosines_of(teacher, PAIRS["sentence1"], PAIRS["sentence2"]), rtol=1e-5
+    )
+    assert "teacher_spearman_with_labels" not in summary
+
+
+def test_data_the_teacher_cannot_mix_with_is_refused() -> None:
+    raw = Dataset.from_dict({**PAIRS, "score": [4.5, 4.0, 2.5, 1.0]})  # 0–5, not rescaled
+    with pytest.raises(ValueError, match="3 of 4 labels in 'score' lie outside"):
+        check_teacher_data(raw, "score", 0.5)
+    check_teacher_data(raw, "score", 1.0)  # the teacher alone: the gold scale is unused
+    with pytest.raises(ValueError, match="no label column 'score'"):
+        check_teacher_data(raw.remove_columns("score"), "score", 0.5)
+    with pytest.raises(ValueError, match="no column sentence2"):
+        check_teacher_data(raw.remove_columns("sentence2"), "score", 1.0)
+
+
+def recipe(tmp_path: Path, student: Path, **settings: str) -> Path:
+    settings = {"score_range": "[0, 5]", "max_steps": "2", "save_strategy": "no", **settings}
+    return write_fixture_recipe(
+        tmp_path / "r.yaml", "distillation", student, TRAIN, DEV, tmp_path / "out", **settings
+    )
+
+
+def test_a_run_trains_on_the_teacher_and_records_it(
+    tiny_bert_nodropout_dir: Path, teacher_dir: Path, tmp_path: Path
+) -> None:
+    path = recipe(tmp_path, tiny_bert_nodropout_dir, teacher_model=str(teacher_dir))
+    assert main(["--config", str(path), "--teacher_weight", "0.5"]) == 0
+    written = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    teacher = written["data"]["teacher"]
+    assert teacher["model"] == str(teacher_dir) and teacher["teacher_weight"] == 0.5
+    assert teacher["pairs"] == written["data"]["train_pairs"] == 16
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"teacher_weight": "0"}, "teacher_weight must be in (0, 1]"),
+        ({"teacher_weight": "0.5", "score_range": "null"}, "lie outside"),
+        ({"teacher_model": "/no/such/teacher"}, "/no/such/teacher"),
+    ],
+)
+def test_bad_teacher_settings_stop_before_training(
+    tiny_bert_nodropout_dir: Path,
+    teacher_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    settings: dict[str, str],
+    message: str,
+) -> None:
+    path = recipe(
+        tmp_path, tiny_bert_nodropout_dir, **{"teacher_model": str(teacher_dir), **settings}
+    )
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "out").exists()
