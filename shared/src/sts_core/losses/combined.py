@@ -23,22 +23,15 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from sts_core.losses.registry import EmbeddingLoss, loss_class
+from sts_core.options import parse_json_mapping
 
 
 def parse_loss_weights(value: object) -> dict[str, float] | None:
     """``loss_weights`` as {loss name: weight} (a mapping, or its JSON text), checked:
     finite weights ≥ 0, at least one above 0 (ValueError naming the entry)."""
-    import json
-
-    if value is None or value == "" or value == {}:
+    value = parse_json_mapping(value, "loss_weights")
+    if not value:
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"loss_weights is not a JSON mapping: {error}") from error
-    if not isinstance(value, Mapping):
-        raise ValueError(f"loss_weights must be a mapping of loss name → weight, got {value!r}")
     weights: dict[str, float] = {}
     for name, weight in value.items():
         try:

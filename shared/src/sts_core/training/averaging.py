@@ -88,9 +88,10 @@ class WeightAverager(TrainerCallback):
 
     def update(self, model: Any) -> None:
         """Add the model's current weights to the average."""
-        current = [p.detach().float() for _, p in self.trainable(model)]
+        trainable = self.trainable(model)
+        current = [p.detach().float() for _, p in trainable]
         if not self.averaged:
-            self.names = [name for name, _ in self.trainable(model)]
+            self.names = [name for name, _ in trainable]
             self.averaged = [weights.clone() for weights in current]
         else:
             self._update(self.averaged, current, self.count)

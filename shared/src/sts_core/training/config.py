@@ -13,6 +13,7 @@ from pathlib import Path
 from transformers import TrainingArguments
 
 from sts_core.encoder import padding_free_mode
+from sts_core.options import parse_json_mapping
 from sts_core.training.averaging import check_weight_averaging
 from sts_core.training.distill import check_teacher_settings
 
@@ -573,22 +574,6 @@ class BaseConfig(TrainingArguments):
                 "caching cannot run under it; launch with accelerate_configs/cpu.yaml or "
                 "multi_gpu.yaml (DDP), or drop gradient_cache_batch_size"
             )
-
-
-def parse_json_mapping(value: object, name: str) -> dict | None:
-    """An option given as a YAML mapping or as JSON text (the command line) as a dict."""
-    import json
-
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"{name} is not a JSON mapping: {error}") from error
-    if not isinstance(value, dict):
-        raise ValueError(f"{name} must be a mapping, got {value!r}")
-    return value
 
 
 def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
