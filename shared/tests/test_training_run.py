@@ -141,6 +141,17 @@ def test_main_returns_2_on_a_missing_recipe(tmp_path: Path, capsys) -> None:
     assert "missing.yaml" in capsys.readouterr().err
 
 
+def test_main_closes_the_process_group_it_ran_under(tmp_path: Path, capsys) -> None:
+    """A launched process leaves no gloo group to the interpreter's teardown (where its
+    threads can abort a process that trained correctly)."""
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    assert main(["--config", str(tmp_path / "missing.yaml")]) == 2
+    assert not dist.is_initialized()
+
+
 def test_main_trains_and_returns_0(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
     recipe = write_recipe(
         tmp_path / "r.yaml",

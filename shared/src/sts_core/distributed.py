@@ -79,3 +79,12 @@ def scale_gathered_gradient(loss: torch.Tensor) -> torch.Tensor:
     if scale == 1.0:
         return loss
     return loss + (scale - 1.0) * (loss - loss.detach())
+
+
+def close_process_group() -> None:
+    """Destroy the default process group, if one was started, before the interpreter exits:
+    left to the interpreter's teardown, a gloo group's threads can be destroyed while still
+    running, and a process that trained and saved correctly then aborts ("terminate called
+    without an active exception", exit −6), which fails the launch."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

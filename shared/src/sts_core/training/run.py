@@ -392,11 +392,15 @@ def cli_main(
     folder (the message names the file, key or path) is one line on stderr and exit status
     2, before training. Under a launcher only the main process prints it. ``run_class``: a
     package's :class:`TrainingRun` subclass."""
+    from sts_core.distributed import close_process_group
+
     try:
         run_class(argv, config_class, trainer_class, description).run()
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
         return 2
+    finally:
+        close_process_group()
     return 0
 
 
