@@ -351,3 +351,42 @@ def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_di
         assert base[key] == pytest.approx(100 * expected[key], abs=1e-6), key
     markdown = (tmp_path / "pair_tasks_smoke.md").read_text(encoding="utf-8")
     assert "## mrpc (mrpc:train → mrpc:test, classification)" in markdown
+
+
+@needs_benchmark_data
+def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> None:
+    arguments = [
+        "--smoke",
+        "--output-dir",
+        str(tmp_path),
+        "--weights-dir",
+        str(tmp_path / "weights"),
+        "--learning-rate",
+        "1e-5",
+        "3e-5",
+        "--methods",
+        "ours-cosine_mse",
+        "st-cosine",
+        "--set",
+        "weight_averaging=uniform",
+        "--soup",
+    ]
+    first = run_script("quality_search", *arguments)
+    assert first.count("  train ") == 6  # 2 methods × (2 recipes on seed 0 + seed 1 of one)
+    cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
+    cells = cells["cells"]
+    for method in ("ours-cosine_mse [weight_averaging=uniform]", "st-cosine"):
+        grid = {lr: cells[f"{method} | epochs 1 | lr {lr} | seed 0"] for lr in ("1e-05", "3e-05")}
+        chosen = max(grid, key=lambda lr: grid[lr]["dev"])
+        other = next(lr for lr in grid if lr != chosen)
+        assert "test" not in grid[other]  # test scores only for the dev-selected recipe
+        for seed in (0, 1):
+            test = cells[f"{method} | epochs 1 | lr {chosen} | seed {seed}"]["test"]
+            assert test["avg"] == pytest.approx(np.mean([test[t] for t in STS_TASKS]))
+        soup = cells[f"soup of 2 seeds | {method} | epochs 1 | lr {chosen}"]
+        assert soup["soup_of"] == [0, 1] and 0 < soup["test"]["avg"] <= 100
+    markdown = (tmp_path / "quality_search_smoke.md").read_text(encoding="utf-8")
+    assert "## Headline: each side's pick by STS-B dev" in markdown
+    assert "weight_averaging=uniform" in markdown
+    again = run_script("quality_search", *arguments)  # every cell is kept: nothing trains
+    assert "  train " not in again

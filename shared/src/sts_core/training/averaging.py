@@ -17,12 +17,16 @@ extra copy of the trainable weights: with LoRA, of the adapter only). Checkpoint
 it (``weight_average.pt``), so a resumed run averages exactly as an uninterrupted one.
 Refused with ``load_best_model_at_end`` (the average, not a dev-selected checkpoint, is the
 final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across processes).
+
+:func:`average_state_dicts` averages whole runs instead (a "model soup" over seeds); the
+``sts-soup`` command applies it to saved models.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +158,57 @@ class WeightAverager(TrainerCallback):
         self.averaged = [
             t.to(devices[name]) for name, t in zip(self.names, state["averaged"], strict=True)
         ]
+
+
+# ---------------------------------------------------------------------------- soups
+def average_state_dicts(
+    state_dicts: Sequence[Mapping[str, torch.Tensor]], names: Sequence[str] | None = None
+) -> dict[str, torch.Tensor]:
+    """A uniform model soup: θ = (1/n) Σᵢ θᵢ over n fine-tuned runs of one model.
+
+    Wortsman et al. (2022), "Model soups: averaging weights of multiple fine-tuned models
+    improves accuracy without increasing inference time" (ICML): runs fine-tuned from the
+    same start (here: the same recipe, other seeds) average into one model. Floating-point
+    tensors are averaged in float32 and cast back; every other tensor (integer buffers such
+    as position ids) must be equal in all runs. ``names`` label the runs in errors.
+    """
+    if not state_dicts:
+        raise ValueError("a soup needs at least one model")
+    names = (
+        list(names) if names is not None else [f"model {i + 1}" for i in range(len(state_dicts))]
+    )
+    first = state_dicts[0]
+    for name, state in zip(names[1:], state_dicts[1:], strict=True):
+        _check_same_tensors(names[0], first, name, state)
+    soup = {}
+    for key, tensor in first.items():
+        if tensor.is_floating_point():
+            total = sum(state[key].float() for state in state_dicts)
+            soup[key] = (total / len(state_dicts)).to(tensor.dtype)
+        else:
+            for name, state in zip(names[1:], state_dicts[1:], strict=True):
+                if not torch.equal(state[key], tensor):
+                    raise ValueError(f"{name}: {key} differs from {names[0]}'s ({tensor.dtype})")
+            soup[key] = tensor.clone()
+    return soup
+
+
+def _check_same_tensors(
+    reference: str,
+    expected: Mapping[str, torch.Tensor],
+    name: str,
+    state: Mapping[str, torch.Tensor],
+) -> None:
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise ValueError(
+            f"{name} and {reference} are not the same model: "
+            f"missing {missing[:3]}{'…' if len(missing) > 3 else ''}, "
+            f"extra {extra[:3]}{'…' if len(extra) > 3 else ''}"
+        )
+    for key, tensor in expected.items():
+        if state[key].shape != tensor.shape:
+            raise ValueError(
+                f"{name}: {key} has shape {tuple(state[key].shape)}, "
+                f"{reference} has {tuple(tensor.shape)}"
+            )

@@ -1,0 +1,678 @@
+"""Equal-budget recipe search: every loss on one grid, selected on STS-B dev only.
+
+Both sides get the same budget: all-MiniLM-L6-v2, the filtered STS-B + SICK-R training set
+(5,398 pairs), batch 16, and the same grid of epochs × learning rates for every method —
+ours (any row a package registers in ``sts_core.quality_methods``) and sentence-transformers'
+(``st-cosine``: ``CosineSimilarityLoss``, ``st-cosent``, ``st-angle``). Each cell of the grid
+is trained on the selection seeds (``--select-seeds``, default the first seed) and scored on
+the STS-B *dev* set only (Spearman × 100). Per method the recipe with the best mean dev score
+is selected, trained on every seed (``--seeds``) and only then scored on the seven test tasks
+(SentEval protocol, 'all', as ``quality.py``). Test scores never choose anything.
+
+Options of the core that the peer does not offer are measured as variants of our rows:
+``--set KEY=VALUE`` adds config fields to every ``ours-*`` method of the run (e.g.
+``teacher_model=all-mpnet-base-v2 teacher_weight=0.5``, ``weight_averaging=ema``,
+``loss_weights={"cosine_mse":1,"pearson":0.5}``); the variant is its own method in the
+tables, searched on the same grid. ``--soup`` adds a row per selected recipe: the uniform
+average of its seeds' weights (``sts_core.training.averaging.average_state_dicts``, a model
+soup), scored on dev and test like any model.
+
+Every trained cell is kept in ``--cells`` (a JSON file, written after each cell) and its
+weights in ``--weights-dir``: a search interrupted or extended later trains only the cells
+it lacks (a cell whose weights are gone is trained again; CPU runs repeat exactly per seed).
+
+Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
+
+    uv run python benchmarks/quality_search.py --methods ours-cosine_mse st-cosine \\
+        --epochs 1 2 --learning-rate 1e-5 2e-5 4e-5 --soup --threads 1
+    uv run python benchmarks/quality_search.py --methods ours-cosine_mse --epochs 1 \\
+        --learning-rate 2e-5 --set teacher_model=all-mpnet-base-v2 --set teacher_weight=0.5
+    uv run python benchmarks/quality_search.py --smoke --output-dir /tmp/bench  # CI
+
+Results: ``benchmarks/results/quality_search.{md,json}`` (every run rewrites the report from
+all cells in ``--cells``, so the tables grow as searches are added).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import quality
+from _common import (
+    MINILM,
+    RESULTS_DIR,
+    BenchmarkError,
+    check_environment,
+    data_dir,
+    machine_info,
+    machine_markdown,
+    main_guard,
+    markdown_table,
+    mean_sd,
+    model_path,
+    set_threads,
+    write_json,
+    write_markdown,
+)
+
+from sts_core.options import parse_json_mapping
+
+MODES = {
+    "smoke": {"max_steps": 2, "seeds": [0, 1], "eval_pairs": 40, "train_pairs_cap": 64},
+    "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "train_pairs_cap": 0},
+}
+SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One trained model: a method (with our extra settings), a recipe, a seed."""
+
+    method: str
+    settings: tuple[tuple[str, str], ...]
+    epochs: float
+    learning_rate: float
+    seed: int
+
+    @property
+    def variant(self) -> str:
+        """The method's name in the tables: its key and the extra settings."""
+        extras = ", ".join(f"{key}={value}" for key, value in self.settings)
+        return f"{self.method} [{extras}]" if extras else self.method
+
+    @property
+    def recipe_key(self) -> str:
+        return f"{self.variant} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.recipe_key} | seed {self.seed}"
+
+    def file_name(self) -> str:
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in self.key) + ".pt"
+
+
+# ----------------------------------------------------------------------------- settings
+def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` options, checked for form (the config checks the values)."""
+    settings = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BenchmarkError(f"--set {pair!r}: expected KEY=VALUE")
+        settings.append((key.strip(), value.strip()))
+    return tuple(sorted(settings))
+
+
+def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """``--set`` values as config fields: JSON where it parses (numbers, mappings), a model
+    name under STS_MODELS_DIR for ``teacher_model``, else the text."""
+    values: dict[str, Any] = {}
+    for key, text in settings:
+        if key == "teacher_model":
+            values[key] = str(model_path(text))
+        elif key == "loss_weights":
+            values[key] = parse_json_mapping(text, "loss_weights")
+        else:
+            try:
+                values[key] = json.loads(text)
+            except ValueError:
+                values[key] = text
+    return values
+
+
+# ----------------------------------------------------------------------------- training
+class Trainer:
+    """Trains cells on the benchmark's data (teacher labels computed once per setting)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.data, self.unit_data = quality.load_training_data()
+        if args.train_pairs_cap:
+            cap = range(args.train_pairs_cap)
+            self.data, self.unit_data = self.data.select(cap), self.unit_data.select(cap)
+        self.teacher_cache: dict[tuple, Any] = {}
+
+    def recipe(self, cell: Cell) -> quality.Recipe:
+        args = self.args
+        return quality.Recipe(
+            str(model_path(args.model)),
+            cell.learning_rate,
+            "mean",
+            args.batch_size,
+            cell.epochs,
+            args.max_steps,
+            None,
+        )
+
+    def train(self, cell: Cell) -> Any:
+        method = quality.METHODS[cell.method]
+        data = self.unit_data if method.unit_labels else self.data
+        if not cell.settings:
+            return method.train(self.recipe(cell), cell.seed, data)
+        return self.train_ours_with(cell, data)
+
+    def train_ours_with(self, cell: Cell, data: Any) -> Any:
+        """An ``ours-*`` method with the extra config fields of ``--set``."""
+        from transformers import set_seed
+
+        from sts_core.quality_methods import load_quality_methods
+
+        method = load_quality_methods()[cell.method]
+        extra = config_values(cell.settings)
+        set_seed(cell.seed)
+        recipe = self.recipe(cell)
+        encoder = quality.load_ours(recipe)
+        with tempfile.TemporaryDirectory(prefix="sts-bench-search-") as output_dir:
+            config = method.config_class(
+                **quality.training_arguments(recipe, cell.seed, output_dir),
+                **{**method.config, **extra},
+                load_best_model_at_end=False,
+            )
+            data = self.teacher_labels(config, method.trainer_class, data)
+            prepared, _ = method.trainer_class.prepare_train_dataset(data, config)
+            method.trainer_class(model=encoder, args=config, train_dataset=prepared).train()
+        return encoder
+
+    def teacher_labels(self, config: Any, trainer_class: Any, data: Any) -> Any:
+        """``teacher_model``'s relabelled pairs, as ``sts-train`` makes them."""
+        from sts_core.training.distill import apply_teacher, load_teacher
+
+        if not config.teacher_model:
+            return data
+        key = (config.teacher_model, config.teacher_weight, len(data), id(data))
+        if key not in self.teacher_cache:
+            teacher = load_teacher(config.teacher_model, "cpu")
+            relabelled, summary = apply_teacher(
+                data, teacher, trainer_class.label_column_for(config), config.teacher_weight, 64
+            )
+            print(f"    teacher labels: {summary}", flush=True)
+            self.teacher_cache[key] = relabelled
+            del teacher
+            gc.collect()
+        return self.teacher_cache[key]
+
+
+# ----------------------------------------------------------------------------- scoring
+class Scorer:
+    """STS-B dev (selection) and the seven test tasks (report only)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from sts_core.data import load_named
+
+        self.dev = load_named("stsb", "dev", data_dir())
+        if args.eval_pairs:
+            self.dev = self.dev.select(range(min(len(self.dev), args.eval_pairs)))
+        self.eval_pairs = args.eval_pairs
+        self._test = None
+
+    def dev_spearman(self, encoder: Any) -> float:
+        """Spearman × 100 of cos(u, v) against the dev scores."""
+        from scipy.stats import spearmanr
+
+        first, second = list(self.dev["sentence1"]), list(self.dev["sentence2"])
+        vectors = encoder.encode(
+            first + second, batch_size=64, show_progress_bar=False, normalize=True
+        )
+        cosines = (vectors[: len(first)] * vectors[len(first) :]).sum(axis=1)
+        return round(float(spearmanr(cosines, self.dev["score"]).statistic) * 100, 4)
+
+    def test_scores(self, encoder: Any) -> dict[str, float]:
+        if self._test is None:
+            self._test = quality.build_evaluator(self.eval_pairs)
+        return quality.evaluate(encoder, self._test)
+
+
+# ----------------------------------------------------------------------------- cells
+class CellStore:
+    """The cells trained so far (JSON, rewritten after each) and their weights."""
+
+    def __init__(self, path: Path, weights_dir: Path) -> None:
+        self.path, self.weights_dir = path, weights_dir
+        self.cells: dict[str, dict[str, Any]] = {}
+        if path.is_file():
+            try:
+                self.cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise BenchmarkError(
+                    f"{path}: not a cells file of this script ({error})"
+                ) from error
+        weights_dir.mkdir(parents=True, exist_ok=True)
+
+    def save(self, key: str) -> None:
+        """Write cell ``key`` into the file: read again under a lock and merged, so two
+        searches may share one cells file."""
+        import fcntl
+
+        with open(self.path.with_name(f".{self.path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            on_disk = self.read() if self.path.is_file() else {}
+            on_disk[key] = self.cells[key]
+            self.cells = {**on_disk, **{key: self.cells[key]}}
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"cells": on_disk}, indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))["cells"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise BenchmarkError(
+                f"{self.path}: not a cells file of this script ({error})"
+            ) from error
+
+    def weights_path(self, cell: Cell) -> Path:
+        return self.weights_dir / cell.file_name()
+
+
+class Search:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.store = CellStore(Path(args.cells), Path(args.weights_dir))
+        self.trainer: Trainer | None = None
+        self.scorer = Scorer(args)
+
+    def encoder_of(self, cell: Cell) -> Any:
+        """The cell's trained model: from its saved weights, else trained now (weights
+        saved, dev scored: a retrained cell replaces its record)."""
+        import torch
+
+        path = self.store.weights_path(cell)
+        if path.is_file():
+            encoder = quality.load_ours(self.trainer_for().recipe(cell))
+            encoder.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            return encoder
+        print(f"  train {cell.key} …", flush=True)
+        start = time.perf_counter()
+        encoder = self.trainer_for().train(cell)
+        seconds = round(time.perf_counter() - start, 1)
+        torch.save(encoder.state_dict(), path)
+        dev = self.scorer.dev_spearman(encoder)
+        self.store.cells[cell.key] = {**describe(cell), "train_seconds": seconds, "dev": dev}
+        self.store.save(cell.key)
+        print(f"    dev {dev:.2f} (train {seconds:.0f} s)", flush=True)
+        return encoder
+
+    def trainer_for(self) -> Trainer:
+        if self.trainer is None:
+            self.trainer = Trainer(self.args)
+        return self.trainer
+
+    def dev_score(self, cell: Cell) -> float:
+        if "dev" not in self.store.cells.get(cell.key, {}):
+            encoder = self.encoder_of(cell)
+            record = self.store.cells.setdefault(cell.key, describe(cell))
+            if "dev" not in record:  # weights kept, record lost
+                record["dev"] = self.scorer.dev_spearman(encoder)
+                self.store.save(cell.key)
+        return self.store.cells[cell.key]["dev"]
+
+    def test_score(self, cell: Cell) -> dict[str, float]:
+        self.dev_score(cell)
+        if "test" not in self.store.cells[cell.key]:
+            encoder = self.encoder_of(cell)  # may train again: the record is replaced
+            scores = self.scorer.test_scores(encoder)
+            self.store.cells[cell.key]["test"] = scores
+            self.store.save(cell.key)
+            print(f"    test avg {scores['avg']:.2f} ({cell.key})", flush=True)
+        return self.store.cells[cell.key]["test"]
+
+    def soup(self, cells: list[Cell]) -> dict[str, Any]:
+        """The uniform average of the cells' weights, scored on dev and test."""
+        import torch
+
+        from sts_core.training.averaging import average_state_dicts
+
+        key = f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
+        if key in self.store.cells:
+            return self.store.cells[key]
+        for cell in cells:
+            self.dev_score(cell)  # trains it if needed
+        states = [
+            torch.load(self.store.weights_path(c), map_location="cpu", weights_only=True)
+            for c in cells
+        ]
+        encoder = quality.load_ours(self.trainer_for().recipe(cells[0]))
+        encoder.load_state_dict(average_state_dicts(states, [c.key for c in cells]))
+        record = {
+            **describe(cells[0]),
+            "soup_of": [c.seed for c in cells],
+            "dev": self.scorer.dev_spearman(encoder),
+            "test": self.scorer.test_scores(encoder),
+        }
+        self.store.cells[key] = record
+        self.store.save(key)
+        print(
+            f"    soup: dev {record['dev']:.2f}, test avg {record['test']['avg']:.2f}", flush=True
+        )
+        return record
+
+
+def describe(cell: Cell) -> dict[str, Any]:
+    return {
+        "method": cell.method,
+        "variant": cell.variant,
+        "settings": dict(cell.settings),
+        "epochs": cell.epochs,
+        "learning_rate": cell.learning_rate,
+        "seed": cell.seed,
+    }
+
+
+# ----------------------------------------------------------------------------- search
+def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[list[Cell]]:
+    """The grid of one method: per (epochs, lr), its cells over ``seeds``."""
+    settings = args.settings if method.startswith("ours-") else ()
+    return [
+        [Cell(method, settings, epochs, lr, seed) for seed in seeds]
+        for epochs, lr in itertools.product(args.epochs, args.learning_rate)
+    ]
+
+
+def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per method: dev on the grid (selection seeds), then the selected recipe on every
+    seed, tested; the soup of its seeds with ``--soup``."""
+    search = Search(args)
+    selections = []
+    for method in args.methods:
+        grid = grid_cells(args, method, args.select_seeds)
+        dev = {recipe[0].recipe_key: [search.dev_score(c) for c in recipe] for recipe in grid}
+        best = max(grid, key=lambda recipe: sum(dev[recipe[0].recipe_key]))
+        chosen = [replace(best[0], seed=seed) for seed in args.seeds]
+        tests = [search.test_score(c) for c in chosen]
+        selection = {"method": method, "variant": best[0].variant, "recipe": best[0].recipe_key}
+        selection["tests"] = tests
+        if args.soup and len(chosen) > 1:
+            selection["soup"] = search.soup(chosen)
+        selections.append(selection)
+    return selections
+
+
+# ----------------------------------------------------------------------------- report
+def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """Trained cells grouped by recipe: dev per seed, test per seed where scored."""
+    recipes: dict[str, dict[str, Any]] = {}
+    for key, record in cells.items():
+        if "soup_of" in record or "dev" not in record:
+            continue
+        recipe_key = key.rsplit(" | seed ", 1)[0]
+        entry = recipes.setdefault(
+            recipe_key,
+            {
+                **{k: record[k] for k in ("method", "variant", "epochs", "learning_rate")},
+                "dev": {},
+                "test": {},
+            },
+        )
+        entry["dev"][record["seed"]] = record["dev"]
+        if "test" in record:
+            entry["test"][record["seed"]] = record["test"]
+    return recipes
+
+
+def selected_recipes(recipes: dict[str, dict], selection_seeds: list[int]) -> dict[str, dict]:
+    """Per variant, the recipe with the best mean dev over the selection seeds (recipes
+    lacking one of those seeds are not candidates), among those tested on ≥ 1 seed."""
+    best: dict[str, dict] = {}
+    for recipe in recipes.values():
+        if not all(seed in recipe["dev"] for seed in selection_seeds):
+            continue
+        score = sum(recipe["dev"][s] for s in selection_seeds) / len(selection_seeds)
+        current = best.get(recipe["variant"])
+        if current is None or score > current["selection_dev"]:
+            best[recipe["variant"]] = {**recipe, "selection_dev": score}
+    return best
+
+
+def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, list]:
+    header = [
+        "method (dev-selected recipe)",
+        "epochs",
+        "lr",
+        "dev (sel.)",
+        *quality.TITLES,
+        "Avg.",
+        "seeds",
+    ]
+    rows = []
+    ordered = sorted(best.values(), key=lambda r: -_test_mean(r))
+    for recipe in ordered:
+        tests = list(recipe["test"].values())
+        cells = (
+            [_cell([t[k] for t in tests]) for k in (*quality.TASKS, "avg")]
+            if tests
+            else ["–"] * (len(quality.TASKS) + 1)
+        )
+        rows.append(
+            [
+                label_of(recipe["variant"]),
+                f"{recipe['epochs']:g}",
+                f"{recipe['learning_rate']:g}",
+                f"{recipe['selection_dev']:.2f}",
+                *cells,
+                len(tests),
+            ]
+        )
+        soup = soups.get(recipe_key_of(recipe))
+        if soup:
+            test = soup["test"]
+            rows.append(
+                [
+                    f"↳ soup of seeds {soup['soup_of']} (one model)",
+                    "",
+                    "",
+                    f"{soup['dev']:.2f}",
+                    *(f"{test[k]:.2f}" for k in (*quality.TASKS, "avg")),
+                    1,
+                ]
+            )
+    return header, rows
+
+
+def _test_mean(recipe: dict) -> float:
+    tests = list(recipe["test"].values())
+    return sum(t["avg"] for t in tests) / len(tests) if tests else float("-inf")
+
+
+def _cell(values: list[float]) -> str:
+    mean, sd = mean_sd(values)
+    return f"{mean:.2f}" if len(values) < 2 else f"{mean:.2f} ± {sd:.2f}"
+
+
+def label_of(variant: str) -> str:
+    method, _, extras = variant.partition(" [")
+    known = quality.METHODS.get(method)
+    label = known.label if known else method
+    return f"{label} [{extras}" if extras else label
+
+
+def grid_table(recipes: dict[str, dict]) -> tuple[list, list]:
+    header = ["method", "epochs", "lr", "dev per seed", "dev mean", "test avg (seeds)"]
+    rows = []
+    for key in sorted(
+        recipes,
+        key=lambda k: (recipes[k]["variant"], recipes[k]["epochs"], recipes[k]["learning_rate"]),
+    ):
+        recipe = recipes[key]
+        devs = ", ".join(f"{seed}: {score:.2f}" for seed, score in sorted(recipe["dev"].items()))
+        mean = sum(recipe["dev"].values()) / len(recipe["dev"])
+        tests = [t["avg"] for t in recipe["test"].values()]
+        test = f"{_cell(tests)} ({len(tests)})" if tests else "–"
+        rows.append(
+            [
+                label_of(recipe["variant"]),
+                f"{recipe['epochs']:g}",
+                f"{recipe['learning_rate']:g}",
+                devs,
+                f"{mean:.2f}",
+                test,
+            ]
+        )
+    return header, rows
+
+
+def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
+    """Each side's final pick, by dev alone: among its dev-selected recipes (dev averaged
+    over every seed trained) and, for ours, their soups; the difference of the picks' test
+    averages against the +0.5 target."""
+    picks = {}
+    for side, prefix in (("ours", "ours-"), ("peer", "st-")):
+        candidates = []
+        for recipe in best.values():
+            if not recipe["method"].startswith(prefix) or not recipe["test"]:
+                continue
+            dev = sum(recipe["dev"].values()) / len(recipe["dev"])
+            tests = [t["avg"] for t in recipe["test"].values()]
+            candidates.append(
+                (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
+            )
+            soup = soups.get(recipe_key_of(recipe))
+            if soup and side == "ours":
+                candidates.append(
+                    (
+                        soup["dev"],
+                        f"soup of {label_of(recipe['variant'])}",
+                        recipe,
+                        f"{soup['test']['avg']:.2f}",
+                        soup["test"]["avg"],
+                    )
+                )
+        if candidates:
+            picks[side] = max(candidates, key=lambda c: c[0])
+    if len(picks) < 2:
+        return []
+    lines = ["## Headline: each side's pick by STS-B dev", ""]
+    for side, (dev, label, recipe, test, _) in picks.items():
+        lines.append(
+            f"- {side}: {label}, {recipe['epochs']:g} epoch(s), lr "
+            f"{recipe['learning_rate']:g} — dev {dev:.2f}, test Avg. {test}"
+        )
+    gap = picks["ours"][4] - picks["peer"][4]
+    verdict = "reached" if gap >= 0.5 else "not reached"
+    lines += ["", f"Ours − peer on the 7-task Avg.: {gap:+.2f} (target ≥ +0.50: {verdict}).", ""]
+    return lines
+
+
+def recipe_key_of(recipe: dict) -> str:
+    return f"{recipe['variant']} | epochs {recipe['epochs']:g} | lr {recipe['learning_rate']:g}"
+
+
+def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict) -> str:
+    recipes = recipe_rows(cells)
+    best = selected_recipes(recipes, args.select_seeds)
+    soups = {k.split(" | ", 1)[1]: r for k, r in cells.items() if "soup_of" in r}
+    header, rows = summary_table(best, soups)
+    grid_header, grid_rows = grid_table(recipes)
+    steps = "epochs as listed" if args.max_steps < 0 else f"{args.max_steps} steps"
+    lines = [
+        "# Quality: equal-budget recipe search, selected on STS-B dev",
+        "",
+        f"Mode `{args.mode}`: {args.model}; filtered STS-B + SICK-R train; batch "
+        f"{args.batch_size}, {steps}, weight decay 0.01, 10 % warm-up, mean pooling; every "
+        f"method on the same grid of epochs × learning rates; selection: best mean STS-B dev "
+        f"Spearman over seeds {args.select_seeds}; the selected recipe is then trained on "
+        f"seeds {args.seeds} and scored on the seven test tasks (SentEval protocol, 'all', "
+        f"Spearman × 100). Tables hold every cell of `{Path(args.cells).name}` (searches run "
+        "at different times add up).",
+        "",
+        machine_markdown(info),
+        "",
+        *headline(best, soups),
+        "## Best dev-selected recipe per method",
+        "",
+        markdown_table(header, rows),
+        "",
+        "Mean ± sd over seeds. A soup row is one model: the uniform average of the selected "
+        "recipe's seed runs (`sts-soup`), selected by nothing but its recipe.",
+        "",
+        "## Every cell (STS-B dev; test only where a recipe was selected)",
+        "",
+        markdown_table(grid_header, grid_rows),
+    ]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- entry
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="2 steps, 2 seeds, tiny sets")
+    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser.add_argument(
+        "--methods", nargs="+", choices=sorted(k for k in quality.METHODS if k != "base")
+    )
+    parser.add_argument("--epochs", nargs="+", type=float, default=[1.0])
+    parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--select-seeds", nargs="+", type=int, help="default: the first seed")
+    parser.add_argument(
+        "--set",
+        dest="set_pairs",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config field of our rows (repeatable)",
+    )
+    parser.add_argument("--soup", action="store_true", help="add the soup of each selection")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--cells", help="default: <output-dir>/quality_search_cells.json")
+    parser.add_argument("--weights-dir", help="default: ~/.cache/sts-quality-search/<mode>")
+    parser.add_argument("--render", action="store_true", help="only rewrite the report")
+    args = parser.parse_args(argv)
+    args.mode = "smoke" if args.smoke else "full"
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    args.methods = args.methods or (SMOKE_METHODS if args.smoke else ["ours-cosine_mse"])
+    args.select_seeds = args.select_seeds or args.seeds[:1]
+    if not set(args.select_seeds) <= set(args.seeds):
+        parser.error("--select-seeds must be among --seeds")
+    args.settings = parse_settings(args.set_pairs)
+    output = Path(args.output_dir) if args.output_dir else RESULTS_DIR
+    stem = "quality_search" + ("_smoke" if args.smoke else "")
+    args.stem = str(output / stem)
+    args.cells = args.cells or str(output / f"{stem}_cells.json")
+    default_weights = Path.home() / ".cache" / "sts-quality-search" / args.mode
+    args.weights_dir = args.weights_dir or str(default_weights)
+    return args
+
+
+def write_report(args: argparse.Namespace, info: dict) -> Path:
+    cells = json.loads(Path(args.cells).read_text(encoding="utf-8"))["cells"]
+    stem = Path(args.stem)
+    settings = {k: v for k, v in vars(args).items() if k not in ("settings",)}
+    write_json(stem, {"settings": settings, "machine": info, "cells": cells})
+    write_markdown(stem, report_markdown(cells, args, info))
+    return stem
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    Path(args.stem).parent.mkdir(parents=True, exist_ok=True)
+    info = machine_info()
+    if not args.render:
+        check_environment([args.model])
+        if args.threads:
+            set_threads(args.threads)
+        start = time.perf_counter()
+        for selection in run_search(args):
+            tests = [t["avg"] for t in selection["tests"]]
+            print(f"{selection['recipe']}: test avg {_cell(tests)}", flush=True)
+        info["wall_seconds"] = round(time.perf_counter() - start, 1)
+    stem = write_report(args, info)
+    print(f"wrote {stem}.md/.json")
+    return 0
+
+
+if __name__ == "__main__":
+    main_guard(main)
