@@ -152,6 +152,26 @@ def test_main_closes_the_process_group_it_ran_under(tmp_path: Path, capsys) -> N
     assert not dist.is_initialized()
 
 
+def test_closing_after_success_waits_for_the_other_processes(tmp_path: Path, monkeypatch) -> None:
+    """After a finished run every process meets at a barrier before its group goes (a rank
+    done first must not tear down while another still saves); after an error, none."""
+    import torch.distributed as dist
+
+    from sts_core.distributed import close_process_group
+
+    barriers = []
+    real_barrier = dist.barrier
+    for wait, expected in ((True, 1), (False, 0)):
+        store = dist.FileStore(str(tmp_path / f"store-{wait}"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        monkeypatch.setattr(dist, "barrier", lambda: barriers.append(real_barrier()))
+        close_process_group(wait_for_others=wait)
+        monkeypatch.undo()
+        assert not dist.is_initialized()
+        assert len(barriers) == expected
+        barriers.clear()
+
+
 def test_main_trains_and_returns_0(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
     recipe = write_recipe(
         tmp_path / "r.yaml",

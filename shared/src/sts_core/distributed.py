@@ -81,10 +81,16 @@ def scale_gathered_gradient(loss: torch.Tensor) -> torch.Tensor:
     return loss + (scale - 1.0) * (loss - loss.detach())
 
 
-def close_process_group() -> None:
+def close_process_group(wait_for_others: bool = False) -> None:
     """Destroy the default process group, if one was started, before the interpreter exits:
     left to the interpreter's teardown, a gloo group's threads can be destroyed while still
     running, and a process that trained and saved correctly then aborts ("terminate called
-    without an active exception", exit −6), which fails the launch."""
+    without an active exception", exit −6), which fails the launch. ``wait_for_others``
+    (after a run that succeeded on every process): a barrier first, so no process tears its
+    group down while another is still saving — a rank that finished first aborted that way
+    in a CI run even with the group destroyed. Not after an error: the other processes may
+    never arrive."""
     if dist.is_available() and dist.is_initialized():
+        if wait_for_others:
+            dist.barrier()
         dist.destroy_process_group()

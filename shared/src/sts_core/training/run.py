@@ -394,13 +394,15 @@ def cli_main(
     package's :class:`TrainingRun` subclass."""
     from sts_core.distributed import close_process_group
 
+    finished = False
     try:
         run_class(argv, config_class, trainer_class, description).run()
+        finished = True
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
         return 2
     finally:
-        close_process_group()
+        close_process_group(wait_for_others=finished)
     return 0
 
 
