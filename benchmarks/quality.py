@@ -111,8 +111,14 @@ class Method:
 
 
 # ----------------------------------------------------------------------------- ours
-def train_ours(method: Any) -> Callable[[Recipe, int, Any], Any]:
-    """Training for a method a package registered (``sts_core.quality_methods``)."""
+def train_ours(
+    method: Any,
+    extra_config: dict[str, Any] | None = None,
+    relabel: Callable[[Any, Any], Any] | None = None,
+) -> Callable[[Recipe, int, Any], Any]:
+    """Training for a method a package registered (``sts_core.quality_methods``);
+    ``extra_config``: config fields over the method's own; ``relabel(data, config)``: the
+    training pairs as the run should see them (e.g. with a teacher's labels)."""
 
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
         from transformers import set_seed
@@ -122,9 +128,11 @@ def train_ours(method: Any) -> Callable[[Recipe, int, Any], Any]:
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
             args = method.config_class(
                 **training_arguments(recipe, seed, output_dir),
-                **method.config,
+                **{**method.config, **(extra_config or {})},
                 load_best_model_at_end=False,
             )
+            if relabel is not None:
+                data = relabel(data, args)
             prepared, _ = method.trainer_class.prepare_train_dataset(data, args)  # SIFTER's
             method.trainer_class(model=encoder, args=args, train_dataset=prepared).train()
         return encoder

@@ -40,7 +40,6 @@ import gc
 import itertools
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,8 +62,6 @@ from _common import (
     write_json,
     write_markdown,
 )
-
-from sts_core.options import parse_json_mapping
 
 MODES = {
     "smoke": {"max_steps": 2, "seeds": [0, 1], "eval_pairs": 40, "train_pairs_cap": 64},
@@ -114,14 +111,13 @@ def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """``--set`` values as config fields: JSON where it parses (numbers, mappings), a model
-    name under STS_MODELS_DIR for ``teacher_model``, else the text."""
+    """``--set`` values as config fields: a model name under STS_MODELS_DIR for
+    ``teacher_model``, else JSON where it parses (numbers, mappings), else the text (the
+    config checks every value)."""
     values: dict[str, Any] = {}
     for key, text in settings:
         if key == "teacher_model":
             values[key] = str(model_path(text))
-        elif key == "loss_weights":
-            values[key] = parse_json_mapping(text, "loss_weights")
         else:
             try:
                 values[key] = json.loads(text)
@@ -155,33 +151,21 @@ class Trainer:
         )
 
     def train(self, cell: Cell) -> Any:
-        method = quality.METHODS[cell.method]
-        data = self.unit_data if method.unit_labels else self.data
-        if not cell.settings:
-            return method.train(self.recipe(cell), cell.seed, data)
-        return self.train_ours_with(cell, data)
-
-    def train_ours_with(self, cell: Cell, data: Any) -> Any:
-        """An ``ours-*`` method with the extra config fields of ``--set``."""
-        from transformers import set_seed
-
+        """The cell's method on its data; an ``ours-*`` method with ``--set``'s fields and,
+        with ``teacher_model``, the teacher's labels."""
         from sts_core.quality_methods import load_quality_methods
 
-        method = load_quality_methods()[cell.method]
-        extra = config_values(cell.settings)
-        set_seed(cell.seed)
-        recipe = self.recipe(cell)
-        encoder = quality.load_ours(recipe)
-        with tempfile.TemporaryDirectory(prefix="sts-bench-search-") as output_dir:
-            config = method.config_class(
-                **quality.training_arguments(recipe, cell.seed, output_dir),
-                **{**method.config, **extra},
-                load_best_model_at_end=False,
+        method = quality.METHODS[cell.method]
+        data = self.unit_data if method.unit_labels else self.data
+        train = method.train
+        if cell.settings:
+            ours = load_quality_methods()[cell.method]
+            train = quality.train_ours(
+                ours,
+                config_values(cell.settings),
+                lambda pairs, config: self.teacher_labels(config, ours.trainer_class, pairs),
             )
-            data = self.teacher_labels(config, method.trainer_class, data)
-            prepared, _ = method.trainer_class.prepare_train_dataset(data, config)
-            method.trainer_class(model=encoder, args=config, train_dataset=prepared).train()
-        return encoder
+        return train(self.recipe(cell), cell.seed, data)
 
     def teacher_labels(self, config: Any, trainer_class: Any, data: Any) -> Any:
         """``teacher_model``'s relabelled pairs, as ``sts-train`` makes them."""
@@ -219,11 +203,9 @@ class Scorer:
         """Spearman × 100 of cos(u, v) against the dev scores."""
         from scipy.stats import spearmanr
 
-        first, second = list(self.dev["sentence1"]), list(self.dev["sentence2"])
-        vectors = encoder.encode(
-            first + second, batch_size=64, show_progress_bar=False, normalize=True
-        )
-        cosines = (vectors[: len(first)] * vectors[len(first) :]).sum(axis=1)
+        from sts_core.training.distill import teacher_similarities  # cos of each pair
+
+        cosines = teacher_similarities(encoder, self.dev, batch_size=64)
         return round(float(spearmanr(cosines, self.dev["score"]).statistic) * 100, 4)
 
     def test_scores(self, encoder: Any) -> dict[str, float]:
@@ -257,7 +239,7 @@ class CellStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             on_disk = self.read() if self.path.is_file() else {}
             on_disk[key] = self.cells[key]
-            self.cells = {**on_disk, **{key: self.cells[key]}}
+            self.cells = on_disk
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"cells": on_disk}, indent=1) + "\n", encoding="utf-8")
             os.replace(tmp, self.path)
