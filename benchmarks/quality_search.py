@@ -20,6 +20,8 @@ soup), scored on dev and test like any model.
 Every trained cell is kept in ``--cells`` (a JSON file, written after each cell) and its
 weights in ``--weights-dir``: a search interrupted or extended later trains only the cells
 it lacks (a cell whose weights are gone is trained again; CPU runs repeat exactly per seed).
+``--grid-only`` fills the grid's dev scores and stops: a large search can be split over
+several runs, and the last one (without it) selects and tests.
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -173,11 +175,22 @@ class Trainer:
 
         if not config.teacher_model:
             return data
-        key = (config.teacher_model, config.teacher_weight, len(data), id(data))
+        key = (
+            config.teacher_model,
+            config.teacher_weight,
+            config.teacher_neighbours,
+            len(data),
+            id(data),
+        )
         if key not in self.teacher_cache:
             teacher = load_teacher(config.teacher_model, "cpu")
             relabelled, summary = apply_teacher(
-                data, teacher, trainer_class.label_column_for(config), config.teacher_weight, 64
+                data,
+                teacher,
+                trainer_class.label_column_for(config),
+                config.teacher_weight,
+                64,
+                config.teacher_neighbours,
             )
             print(f"    teacher labels: {summary}", flush=True)
             self.teacher_cache[key] = relabelled
@@ -361,13 +374,15 @@ def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[
 
 
 def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Per method: dev on the grid (selection seeds), then the selected recipe on every
-    seed, tested; the soup of its seeds with ``--soup``."""
+    """Per method: dev on the grid (selection seeds), then (unless ``--grid-only``) the
+    selected recipe on every seed, tested; the soup of its seeds with ``--soup``."""
     search = Search(args)
     selections = []
     for method in args.methods:
         grid = grid_cells(args, method, args.select_seeds)
         dev = {recipe[0].recipe_key: [search.dev_score(c) for c in recipe] for recipe in grid}
+        if args.grid_only:
+            continue
         best = max(grid, key=lambda recipe: sum(dev[recipe[0].recipe_key]))
         chosen = [replace(best[0], seed=seed) for seed in args.seeds]
         tests = [search.test_score(c) for c in chosen]
@@ -610,6 +625,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cells", help="default: <output-dir>/quality_search_cells.json")
     parser.add_argument("--weights-dir", help="default: ~/.cache/sts-quality-search/<mode>")
     parser.add_argument("--render", action="store_true", help="only rewrite the report")
+    parser.add_argument(
+        "--grid-only",
+        action="store_true",
+        help="train and score the grid on dev only; select and test in a later run",
+    )
     args = parser.parse_args(argv)
     args.mode = "smoke" if args.smoke else "full"
     for key, value in MODES[args.mode].items():

@@ -390,3 +390,31 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
     assert "weight_averaging=uniform" in markdown
     again = run_script("quality_search", *arguments)  # every cell is kept: nothing trains
     assert "  train " not in again
+
+
+@needs_benchmark_data
+def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path) -> None:
+    teacher = tmp_path / "teacher"
+    made = run_script(
+        "quality_teacher", "--smoke", "--model", "all-MiniLM-L6-v2", "--output", str(teacher)
+    )
+    assert "STS-B dev Spearman" in made and (teacher / "config.json").is_file()
+    searched = run_script(
+        "quality_search",
+        "--smoke",
+        "--grid-only",
+        "--methods",
+        "ours-cosine_mse",
+        "--output-dir",
+        str(tmp_path),
+        "--weights-dir",
+        str(tmp_path / "weights"),
+        "--set",
+        f"teacher_model={teacher}",
+        "--set",
+        "teacher_neighbours=1",
+    )
+    assert "'neighbour_pairs': " in searched  # the teacher's summary, printed
+    cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
+    (cell,) = cells["cells"].values()  # --grid-only: seed 0 on dev, nothing selected or tested
+    assert cell["settings"]["teacher_neighbours"] == "1" and "test" not in cell

@@ -1,5 +1,6 @@
 """``teacher_model``: pair labels replaced by α · the teacher's cosine + (1 − α) · gold,
-computed here from the teacher's own embeddings; the checks before any weights load; a run
+computed here from the teacher's own embeddings; ``teacher_neighbours``' new pairs, checked
+against a brute-force nearest-neighbour search; the checks before any weights load; a run
 that trains on the teacher's scores and records them in metrics.json."""
 
 from __future__ import annotations
@@ -61,6 +62,51 @@ def test_unlabelled_pairs_take_the_teacher_alone(teacher_dir: Path) -> None:
     assert "teacher_spearman_with_labels" not in summary
 
 
+def brute_force_neighbours(teacher: SentenceEncoder, k: int) -> set[frozenset]:
+    """Every sentence's k nearest other sentences by the teacher, skipping training pairs
+    and pairs already chosen (in the order the sentences first appear)."""
+    sentences = list(dict.fromkeys(PAIRS["sentence1"] + PAIRS["sentence2"]))
+    vectors = teacher.encode(sentences, show_progress_bar=False, normalize=True)
+    taken = {frozenset(p) for p in zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True)}
+    chosen = set()
+    for i, sentence in enumerate(sentences):
+        order = [j for j in np.argsort(-(vectors @ vectors[i]), kind="stable") if j != i]
+        found = 0
+        for j in order:
+            pair = frozenset((sentence, sentences[j]))
+            if found < k and pair not in taken:
+                taken.add(pair)
+                chosen.add(pair)
+                found += 1
+    return chosen
+
+
+@pytest.mark.parametrize("neighbours", [1, 2])
+def test_neighbour_pairs_are_each_sentences_nearest_labelled_by_the_teacher(
+    teacher_dir: Path, neighbours: int
+) -> None:
+    teacher = SentenceEncoder.from_pretrained(teacher_dir).eval()
+    data, summary = apply_teacher(
+        Dataset.from_dict(PAIRS), teacher, "score", 0.5, 3, neighbours=neighbours
+    )
+    assert data["sentence1"][:4] == PAIRS["sentence1"]  # the training pairs first, relabelled
+    first, second = data["sentence1"][4:], data["sentence2"][4:]
+    added = {frozenset(p) for p in zip(first, second, strict=True)}
+    assert len(added) == len(first) == summary["neighbour_pairs"] > 0  # no repeats
+    assert added == brute_force_neighbours(teacher, neighbours)
+    assert not added & {
+        frozenset(p) for p in zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True)
+    }
+    np.testing.assert_allclose(data["score"][4:], cosines_of(teacher, first, second), rtol=1e-4)
+
+
+def test_neighbour_pairs_leave_other_columns_empty(teacher_dir: Path) -> None:
+    teacher = SentenceEncoder.from_pretrained(teacher_dir).eval()
+    tagged = Dataset.from_dict({**PAIRS, "genre": ["a", "b", "c", "d"]})
+    data, summary = apply_teacher(tagged, teacher, "score", 1.0, 4, neighbours=1)
+    assert data["genre"] == ["a", "b", "c", "d"] + [None] * summary["neighbour_pairs"]
+
+
 def test_data_the_teacher_cannot_mix_with_is_refused() -> None:
     raw = Dataset.from_dict({**PAIRS, "score": [4.5, 4.0, 2.5, 1.0]})  # 0–5, not rescaled
     with pytest.raises(ValueError, match="3 of 4 labels in 'score' lie outside"):
@@ -90,12 +136,23 @@ def test_a_run_trains_on_the_teacher_and_records_it(
     assert teacher["pairs"] == written["data"]["train_pairs"] == 16
 
 
+def test_a_run_adds_the_teachers_neighbour_pairs(
+    tiny_bert_nodropout_dir: Path, teacher_dir: Path, tmp_path: Path
+) -> None:
+    path = recipe(tmp_path, tiny_bert_nodropout_dir, teacher_model=str(teacher_dir))
+    assert main(["--config", str(path), "--teacher_neighbours", "1"]) == 0
+    teacher = json.loads((tmp_path / "out" / "metrics.json").read_text())["data"]["teacher"]
+    assert teacher["pairs"] == 16 and teacher["neighbour_pairs"] > 0
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
         ({"teacher_weight": "0"}, "teacher_weight must be in (0, 1]"),
         ({"teacher_weight": "0.5", "score_range": "null"}, "lie outside"),
         ({"teacher_model": "/no/such/teacher"}, "/no/such/teacher"),
+        ({"teacher_neighbours": "-1"}, "teacher_neighbours must be 0 or more"),
+        ({"teacher_model": "null", "teacher_neighbours": "2"}, "needs teacher_model"),
     ],
 )
 def test_bad_teacher_settings_stop_before_training(

@@ -495,6 +495,12 @@ class BaseConfig(TrainingArguments):
         "α of teacher_model, in (0, 1]: 1 trains on the teacher's similarities alone; below 1 "
         "the labels must be on the cosine's scale (score_range).",
     )
+    teacher_neighbours: int = _default(
+        0,
+        "With teacher_model: also pair each distinct training sentence with its k nearest "
+        "other training sentences by the teacher's cosine (Augmented SBERT's semantic-search "
+        "sampling), labelled by that cosine alone; 0: the training pairs only.",
+    )
     layer_lr_decay: float | None = _default(
         None,
         "Layer-wise learning-rate decay: the backbone's top layer trains at learning_rate, "
@@ -528,8 +534,7 @@ class BaseConfig(TrainingArguments):
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         self._check_loss_weights()
         check_weight_averaging(self)
-        if self.teacher_model:
-            check_teacher_settings(self)
+        check_teacher_settings(self)
         if self.layer_lr_decay is not None and not 0 < self.layer_lr_decay <= 1:
             raise ValueError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
         if self.num_train_epochs <= 0 and self.max_steps <= 0:

@@ -7,7 +7,12 @@ training pairs once, and each pair's label becomes
     y' = α · cos(t(s₁), t(s₂)) + (1 − α) · y,        α = ``teacher_weight`` ∈ (0, 1],
 
 a soft target on the cosine's scale (Hinton et al., 2015's soft targets; Reimers &
-Gurevych, 2020 distil a teacher's embeddings, here its pair similarities). Any loss over
+Gurevych, 2020 distil a teacher's embeddings, here its pair similarities). With
+``teacher_neighbours`` k > 0 the teacher also makes new pairs from the same sentences, as
+Augmented SBERT's semantic-search sampling (Thakur et al., 2021): each distinct training
+sentence s is paired with its k nearest other training sentences by the teacher's cosine
+(pairs already in the set, and repeats, skipped), and each new pair's label is
+cos(t(s), t(s')) alone. Any loss over
 scores then trains on them (cosine MSE regresses on them, CoSENT ranks by them). With
 α < 1 the gold labels must already be on the cosine's scale (−1 … 1: ``score_range``
 rescales 0–5 scores to 0–1); a training set without labels needs α = 1. The run's
@@ -30,7 +35,14 @@ PAIR_COLUMNS = ("sentence1", "sentence2")
 
 
 def check_teacher_settings(config: Any) -> None:
-    """ValueError for ``teacher_weight`` out of range (the folder is checked by the run)."""
+    """ValueError for ``teacher_weight`` out of range, or ``teacher_neighbours`` below 0 or
+    without a teacher (the folder is checked by the run)."""
+    if config.teacher_neighbours < 0:
+        raise ValueError(f"teacher_neighbours must be 0 or more, got {config.teacher_neighbours}")
+    if config.teacher_neighbours and not config.teacher_model:
+        raise ValueError("teacher_neighbours needs teacher_model (the teacher makes the pairs)")
+    if not config.teacher_model:
+        return
     weight = config.teacher_weight
     if not (math.isfinite(weight) and 0 < weight <= 1):
         raise ValueError(f"teacher_weight must be in (0, 1], got {weight}")
@@ -62,23 +74,94 @@ def check_teacher_data(dataset: Any, label_column: str, weight: float) -> None:
         )
 
 
+class SentenceVectors:
+    """The teacher's unit vectors of a training set's distinct sentences (each encoded once)."""
+
+    def __init__(self, teacher: Any, dataset: Any, batch_size: int) -> None:
+        self.first, self.second = (list(dataset[column]) for column in PAIR_COLUMNS)
+        self.sentences = list(dict.fromkeys(self.first + self.second))
+        self.index = {sentence: i for i, sentence in enumerate(self.sentences)}
+        self.vectors = np.asarray(
+            teacher.encode(
+                self.sentences, batch_size=batch_size, show_progress_bar=False, normalize=True
+            ),
+            dtype=np.float32,
+        )
+
+    def pair_similarities(self) -> np.ndarray:
+        """cos(t(s₁), t(s₂)) of every pair, in order."""
+        left = self.vectors[[self.index[s] for s in self.first]]
+        right = self.vectors[[self.index[s] for s in self.second]]
+        return (left * right).sum(axis=1).astype(np.float64)
+
+    def neighbour_pairs(self, neighbours: int, chunk: int = 1024) -> tuple[list, list, list]:
+        """Each sentence with its ``neighbours`` nearest other sentences by the teacher, as
+        new pairs (sentence1, sentence2, teacher cosine): unordered, each once, none that is
+        already a training pair."""
+        taken = {
+            frozenset((self.index[a], self.index[b]))
+            for a, b in zip(self.first, self.second, strict=True)
+        }
+        count = len(self.sentences)
+        pick = min(count - 1, 2 * neighbours + 2)  # room for gold pairs and repeats
+        firsts, seconds, cosines = [], [], []
+        for start in range(0, count, chunk):
+            block = self.vectors[start : start + chunk] @ self.vectors.T
+            rows = np.arange(block.shape[0])
+            block[rows, rows + start] = -np.inf  # not itself
+            nearest = np.argsort(-block, axis=1, kind="stable")[:, :pick]
+            for row, candidates in zip(rows, nearest, strict=True):
+                found = 0
+                for other in candidates:
+                    if found == neighbours:
+                        break
+                    key = frozenset((row + start, int(other)))
+                    if len(key) < 2 or key in taken:
+                        continue
+                    taken.add(key)
+                    firsts.append(self.sentences[row + start])
+                    seconds.append(self.sentences[int(other)])
+                    cosines.append(float(block[row, other]))
+                    found += 1
+        return firsts, seconds, cosines
+
+
 def teacher_similarities(teacher: Any, dataset: Any, batch_size: int) -> np.ndarray:
     """cos(t(s₁), t(s₂)) for every pair of ``dataset`` (each distinct sentence once)."""
-    first, second = (list(dataset[column]) for column in PAIR_COLUMNS)
-    vectors = teacher.encode(
-        first + second, batch_size=batch_size, show_progress_bar=False, normalize=True
-    )
-    return (vectors[: len(first)] * vectors[len(first) :]).sum(axis=1).astype(np.float64)
+    return SentenceVectors(teacher, dataset, batch_size).pair_similarities()
+
+
+def add_neighbour_pairs(
+    dataset: Any, vectors: SentenceVectors, label_column: str, neighbours: int
+) -> tuple[Any, int]:
+    """``dataset`` followed by the teacher-labelled neighbour pairs (Augmented SBERT's
+    semantic-search sampling, Thakur et al., 2021), its other columns empty (None) on them;
+    how many were added."""
+    from datasets import Dataset, concatenate_datasets
+
+    firsts, seconds, cosines = vectors.neighbour_pairs(neighbours)
+    columns = {name: [None] * len(cosines) for name in dataset.column_names}
+    columns.update({PAIR_COLUMNS[0]: firsts, PAIR_COLUMNS[1]: seconds, label_column: cosines})
+    extra = Dataset.from_dict(columns, features=dataset.features)
+    return concatenate_datasets([dataset, extra]), len(extra)
 
 
 def apply_teacher(
-    dataset: Any, teacher: Any, label_column: str, weight: float, batch_size: int
+    dataset: Any,
+    teacher: Any,
+    label_column: str,
+    weight: float,
+    batch_size: int,
+    neighbours: int = 0,
 ) -> tuple[Any, dict[str, Any]]:
-    """The training set with labels α·teacher + (1 − α)·gold, and a summary of it."""
+    """The training set with labels α·teacher + (1 − α)·gold (and, with ``neighbours`` k,
+    each sentence's k nearest other sentences as new pairs labelled by the teacher alone),
+    and a summary of it."""
     from scipy.stats import spearmanr
 
     check_teacher_data(dataset, label_column, weight)
-    similarities = teacher_similarities(teacher, dataset, batch_size)
+    vectors = SentenceVectors(teacher, dataset, batch_size)
+    similarities = vectors.pair_similarities()
     summary: dict[str, Any] = {
         "teacher_weight": weight,
         "pairs": len(similarities),
@@ -93,6 +176,10 @@ def apply_teacher(
     else:
         targets = similarities
     dataset = dataset.add_column(label_column, targets.tolist())
+    if neighbours:
+        dataset, summary["neighbour_pairs"] = add_neighbour_pairs(
+            dataset, vectors, label_column, neighbours
+        )
     logger.info(
         "teacher: %d pairs rescored (α %.2f, mean teacher cosine %.3f)",
         summary["pairs"],

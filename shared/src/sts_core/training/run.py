@@ -154,6 +154,7 @@ class TrainingRun:
             self.trainer_class.label_column_for(self.config),
             self.config.teacher_weight,
             self.config.per_device_eval_batch_size,
+            self.config.teacher_neighbours,
         )
         del teacher
         gc.collect()
