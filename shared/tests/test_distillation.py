@@ -14,7 +14,12 @@ from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import make_tiny_bert, write_fixture_recipe
-from sts_core.training.distill import apply_teacher, check_teacher_data
+from sts_core.training.distill import (
+    SentenceVectors,
+    apply_teacher,
+    check_teacher_data,
+    top_columns,
+)
 from sts_core.training.run import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -98,6 +103,25 @@ def test_neighbour_pairs_are_each_sentences_nearest_labelled_by_the_teacher(
         frozenset(p) for p in zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True)
     }
     np.testing.assert_allclose(data["score"][4:], cosines_of(teacher, first, second), rtol=1e-4)
+
+
+@pytest.mark.parametrize("block_cells", [1, 15])
+def test_the_neighbour_search_in_small_blocks_finds_the_same_pairs(
+    teacher_dir: Path, block_cells: int
+) -> None:
+    teacher = SentenceEncoder.from_pretrained(teacher_dir).eval()
+    vectors = SentenceVectors(teacher, Dataset.from_dict(PAIRS), 3)
+    first, second, cosines = vectors.neighbour_pairs(2)
+    blocked = vectors.neighbour_pairs(2, block_cells=block_cells)
+    assert first and (blocked[0], blocked[1]) == (first, second)
+    np.testing.assert_allclose(blocked[2], cosines, rtol=1e-5)  # BLAS sums blocks apart
+
+
+@pytest.mark.parametrize("pick", [0, 1, 3, 39, 40])
+def test_the_partial_top_selection_agrees_with_a_full_sort(pick: int) -> None:
+    block = np.random.default_rng(0).standard_normal((5, 40)).astype(np.float32)
+    expected = np.argsort(-block, axis=1, kind="stable")[:, :pick]
+    np.testing.assert_array_equal(top_columns(block, pick), expected)
 
 
 def test_neighbour_pairs_leave_other_columns_empty(teacher_dir: Path) -> None:

@@ -94,22 +94,26 @@ class SentenceVectors:
         right = self.vectors[[self.index[s] for s in self.second]]
         return (left * right).sum(axis=1).astype(np.float64)
 
-    def neighbour_pairs(self, neighbours: int, chunk: int = 1024) -> tuple[list, list, list]:
+    def neighbour_pairs(
+        self, neighbours: int, block_cells: int = 1 << 24
+    ) -> tuple[list, list, list]:
         """Each sentence with its ``neighbours`` nearest other sentences by the teacher, as
         new pairs (sentence1, sentence2, teacher cosine): unordered, each once, none that is
-        already a training pair."""
+        already a training pair. Rows are scored in blocks of at most ``block_cells``
+        similarities (64 MiB of float32), so memory stays flat on NLI-sized sets."""
         taken = {
             frozenset((self.index[a], self.index[b]))
             for a, b in zip(self.first, self.second, strict=True)
         }
         count = len(self.sentences)
         pick = min(count - 1, 2 * neighbours + 2)  # room for gold pairs and repeats
+        chunk = max(1, min(count, block_cells // max(count, 1)))
         firsts, seconds, cosines = [], [], []
         for start in range(0, count, chunk):
             block = self.vectors[start : start + chunk] @ self.vectors.T
             rows = np.arange(block.shape[0])
             block[rows, rows + start] = -np.inf  # not itself
-            nearest = np.argsort(-block, axis=1, kind="stable")[:, :pick]
+            nearest = top_columns(block, pick)
             for row, candidates in zip(rows, nearest, strict=True):
                 found = 0
                 for other in candidates:
@@ -124,6 +128,18 @@ class SentenceVectors:
                     cosines.append(float(block[row, other]))
                     found += 1
         return firsts, seconds, cosines
+
+
+def top_columns(block: np.ndarray, pick: int) -> np.ndarray:
+    """Per row, the columns of its ``pick`` largest values, largest first: a partial
+    selection (``argpartition``, linear per row) and then a sort of those ``pick`` only."""
+    if pick <= 0:
+        return np.empty((block.shape[0], 0), dtype=np.int64)
+    if pick >= block.shape[1]:
+        return np.argsort(-block, axis=1, kind="stable")[:, :pick]
+    top = np.argpartition(-block, pick - 1, axis=1)[:, :pick]
+    order = np.argsort(-np.take_along_axis(block, top, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(top, order, axis=1)
 
 
 def teacher_similarities(teacher: Any, dataset: Any, batch_size: int) -> np.ndarray:
