@@ -284,13 +284,13 @@ class Search:
         path = self.store.weights_path(cell)
         if path.is_file():
             encoder = quality.load_ours(self.trainer_for().recipe(cell))
-            encoder.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
             return encoder
         print(f"  train {cell.key} …", flush=True)
         start = time.perf_counter()
         encoder = self.trainer_for().train(cell)
         seconds = round(time.perf_counter() - start, 1)
-        torch.save(encoder.state_dict(), path)
+        torch.save(embedding_weights(encoder), path)
         dev = self.scorer.dev_spearman(encoder)
         self.store.cells[cell.key] = {**describe(cell), "train_seconds": seconds, "dev": dev}
         self.store.save(cell.key)
@@ -337,7 +337,7 @@ class Search:
             for c in cells
         ]
         encoder = quality.load_ours(self.trainer_for().recipe(cells[0]))
-        encoder.load_state_dict(average_state_dicts(states, [c.key for c in cells]))
+        load_weights(encoder, average_state_dicts(states, [c.key for c in cells]), key)
         record = {
             **describe(cells[0]),
             "soup_of": [c.seed for c in cells],
@@ -350,6 +350,25 @@ class Search:
             f"    soup: dev {record['dev']:.2f}, test avg {record['test']['avg']:.2f}", flush=True
         )
         return record
+
+
+def embedding_weights(encoder: Any) -> dict[str, Any]:
+    """The weights that make the embeddings: the encoder's, without the heads trained beside
+    it (a regression head), which the cosine-scored evaluation never uses."""
+    heads = tuple(f"{name}." for name in encoder.heads)
+    return {key: value for key, value in encoder.state_dict().items() if not key.startswith(heads)}
+
+
+def load_weights(encoder: Any, state: dict[str, Any], source: Any) -> None:
+    """Load ``state`` into a freshly built encoder: every encoder weight must be there; a
+    head's weights (saved by earlier versions of this script) are left out."""
+    result = encoder.load_state_dict(state, strict=False)
+    stray = [key for key in result.unexpected_keys if key.startswith("backbone.")]
+    if result.missing_keys or stray:
+        raise BenchmarkError(
+            f"{source}: weights do not fit the model (missing {result.missing_keys[:3]}, "
+            f"unexpected {stray[:3]}); delete the file to train the cell again"
+        )
 
 
 def describe(cell: Cell) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+import torch
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
@@ -390,6 +391,20 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
     assert "weight_averaging=uniform" in markdown
     again = run_script("quality_search", *arguments)  # every cell is kept: nothing trains
     assert "  train " not in again
+
+
+@needs_benchmark_data
+def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
+    tmp_path: Path,
+) -> None:
+    weights = tmp_path / "weights"
+    arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
+    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup")
+    cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
+    soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
+    assert 0 < soup["test"]["avg"] <= 100  # the seeds' weights reloaded, averaged, scored
+    for saved in weights.glob("*.pt"):  # the regression head is not kept with the encoder
+        assert not [k for k in torch.load(saved, weights_only=True) if k.startswith("regression.")]
 
 
 @needs_benchmark_data
