@@ -403,7 +403,9 @@ def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
     assert 0 < soup["test"]["avg"] <= 100  # the seeds' weights reloaded, averaged, scored
-    for saved in weights.glob("*.pt"):  # the regression head is not kept with the encoder
+    saved_cells = sorted(weights.glob("*.pt"))
+    assert len(saved_cells) == 2  # seeds 0 and 1
+    for saved in saved_cells:  # the regression head is not kept with the encoder
         assert not [k for k in torch.load(saved, weights_only=True) if k.startswith("regression.")]
 
 
