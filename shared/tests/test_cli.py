@@ -114,3 +114,42 @@ def test_sts_eval_scores_extra_pair_sets(tiny_bert_dir, tmp_path, capsys):
     assert "stsb:dev stsb_dev_spearman" in capsys.readouterr().out
     saved = json.loads(output.with_suffix(".json").read_text())
     assert set(saved["pairs"]["stsb:dev"]) == {"stsb_dev_spearman", "stsb_dev_pearson"}
+
+
+def _eval_saved(model: Path, output: Path, capsys, *options: str) -> tuple[str, dict, str]:
+    """sts-eval of ``model`` on STS-B and SICK-R: printed text, saved JSON and markdown."""
+    argv = ["--model", str(model), "--data-dir", str(FIXTURES), "--tasks", "stsb,sickr"]
+    assert eval_main([*argv, "--output", str(output), "--quiet", *options]) == 0
+    saved = json.loads(output.with_suffix(".json").read_text())
+    return capsys.readouterr().out, saved, output.with_suffix(".md").read_text()
+
+
+def test_sts_eval_table_names_its_scorer(tiny_bert_dir, tmp_path, capsys):
+    """A model with a pair-scoring regression head is scored by cosine (the head unused), and
+    its table, JSON and markdown say so; a plain model's say cosine; --pairs say theirs."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.heads import LinearHead
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    head = LinearHead.for_pairs(encoder.dimension)
+    encoder.add_head("regression", head, pair_scorer=True)
+    encoder.save_pretrained(tmp_path / "with-head")
+    capsys.readouterr()
+
+    printed, saved, markdown = _eval_saved(
+        tmp_path / "with-head", tmp_path / "head", capsys, "--pairs", "stsb:dev"
+    )
+    cosine = "scored by: cosine similarity of the embeddings"
+    assert f"{cosine} (the model's pair_scorer head 'regression' is not used)" in printed
+    assert saved["scorer"] == "cosine" and saved["unused_pair_scorer"] == "regression"
+    assert f"S{cosine[1:]} (the model's pair_scorer head 'regression' is not used)" in markdown
+    # the --pairs sets go through score_pairs, i.e. the head
+    assert "--pairs scored by: the head 'regression'" in printed
+    assert saved["pairs_scorer"] == "head:regression"
+
+    plain_printed, plain, plain_markdown = _eval_saved(tiny_bert_dir, tmp_path / "plain", capsys)
+    assert cosine in plain_printed and "pair_scorer" not in plain_printed
+    assert plain["scorer"] == "cosine" and "unused_pair_scorer" not in plain
+    assert f"S{cosine[1:]}." in plain_markdown
+    # the same embeddings, the same table: the head really is not what was scored
+    assert saved["tasks"] == plain["tasks"]

@@ -289,3 +289,16 @@ def test_no_data_folder_offline_names_the_variable(monkeypatch, capsys, hub_unre
         capsys.readouterr().err, "sts-data"
     )
     assert hub_unreachable == []  # offline: no probe at all
+
+
+# --------------------------------------------------------------------------- LoRA base model
+
+
+def test_base_model_of_a_full_model_is_refused(tiny_bert_dir, tmp_path, capsys, no_model_loading):
+    """--base-model applies to a LoRA adapter folder only; with a complete model it would be
+    silently unused, so it is an error (before the model is loaded)."""
+    code, out, err = run_eval(capsys, "--base-model", str(tmp_path), model=tiny_bert_dir)
+    assert code == 2 and out == ""
+    line = one_error_line(err)
+    assert line.startswith("sts-eval: error: --base-model: ")
+    assert str(tiny_bert_dir) in line and "not a LoRA adapter folder" in line

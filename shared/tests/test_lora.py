@@ -140,6 +140,40 @@ def test_adapter_folder_base_model_is_found_or_named(tmp_path: Path) -> None:
     np.testing.assert_array_equal(_embed(reloaded), embeddings)
 
 
+def test_sts_eval_names_base_model_flag_for_a_moved_base(tmp_path: Path, capsys) -> None:
+    """sts-eval of an adapter whose recorded base moved: one line naming --base-model (not
+    the Python argument); with --base-model at the new place it scores the adapter."""
+    from sts_core.cli import eval_main
+
+    base = make_tiny_llama(tmp_path / "base", seed=4)
+    _lora_encoder(base).save_pretrained(tmp_path / "adapter")
+    moved = tmp_path / "moved-base"
+    shutil.move(base, moved)
+    data = Path(__file__).parent / "fixtures" / "data"
+    argv = ["--model", str(tmp_path / "adapter"), "--data-dir", str(data), "--tasks", "stsb"]
+    argv += ["--device", "cpu", "--quiet", "--output", str(tmp_path / "scores")]
+    capsys.readouterr()  # the progress bars of building the models
+
+    assert eval_main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sts-eval: error: "), captured.err
+    assert "base model of the LoRA adapter" in lines[0] and str(base) in lines[0]
+    assert "--base-model PATH" in lines[0] and "base_model=" not in lines[0]
+    assert not (tmp_path / "scores.json").exists()
+
+    assert eval_main([*argv, "--base-model", str(moved)]) == 0
+    assert "STS-B" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "scores.json").read_text())
+    assert saved["tasks"]["stsb"]["size"] >= 2 and saved["scorer"] == "cosine"
+
+    # from Python the same error names the argument, not the flag
+    with pytest.raises(FileNotFoundError, match="base model of the LoRA adapter") as info:
+        SentenceEncoder.from_pretrained(tmp_path / "adapter")
+    assert "base_model=PATH to SentenceEncoder.from_pretrained" in str(info.value)
+    assert "--base-model" not in str(info.value)
+
+
 def test_adapter_folder_without_tokenizer_is_refused(tiny_llama_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "adapter"
     peft_model = peft.get_peft_model(

@@ -158,6 +158,13 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         "transformers folder) or a hub id (online only)",
     )
     parser.add_argument(
+        "--base-model",
+        metavar="PATH",
+        default=None,
+        help="the base model of a LoRA adapter --model folder, when the one its "
+        "sts_encoder_config.json records has moved (default: the recorded one)",
+    )
+    parser.add_argument(
         "--pooling",
         choices=POOLING_CHOICES,
         help="pooling mode (default: what the folder records, else mean)",
@@ -227,7 +234,8 @@ def make_eval_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME:SPLIT|PATH",
         help="also score other labelled pair sets (e.g. stsb-zh:test, mrpc:test, or a file): "
-        "Spearman/Pearson of cosine similarity against their labels; repeatable",
+        "Spearman/Pearson against their labels of the model's score_pairs (its pair_scorer "
+        "head if it has one, else cosine similarity; printed with the scores); repeatable",
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"
@@ -249,26 +257,49 @@ def make_eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_encoder(args: argparse.Namespace):
+def load_encoder(args: argparse.Namespace, prog: str = "sts-eval"):
     """Build the SentenceEncoder the encoder options describe, on the chosen device.
 
-    The device is checked (:func:`check_device`) before the model is loaded.
+    The device is checked (:func:`check_device`) before the model is loaded, and
+    ``--base-model`` against ``--model``. A LoRA adapter whose base model cannot be found
+    raises :class:`~sts_core.encoder.LoRABaseModelError` naming ``--base-model`` (and
+    ``prog``), not the Python argument.
     """
     device = check_device(args.device)
 
-    from sts_core.encoder import SentenceEncoder
+    from sts_core.encoder import LoRABaseModelError, SentenceEncoder
 
-    encoder = SentenceEncoder.from_pretrained(
-        args.model,
-        pooling=args.pooling,
-        prompt=args.prompt,
-        max_length=args.max_length,
-        normalize=args.normalize,
-        padding_side=args.padding_side,
-        dtype=args.dtype,
-        trust_remote_code=args.trust_remote_code,
-    )
+    base_model = getattr(args, "base_model", None)
+    if base_model is not None:
+        check_base_model_option(args.model)
+    try:
+        encoder = SentenceEncoder.from_pretrained(
+            args.model,
+            pooling=args.pooling,
+            prompt=args.prompt,
+            max_length=args.max_length,
+            normalize=args.normalize,
+            padding_side=args.padding_side,
+            dtype=args.dtype,
+            base_model=base_model,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except LoRABaseModelError as error:
+        raise error.for_option(f"--base-model PATH to {prog}") from None
     return encoder.to(device).eval()
+
+
+def check_base_model_option(model: str) -> None:
+    """ValueError unless ``model`` is a LoRA adapter folder, the only kind of model that
+    ``--base-model`` applies to (any other would load without it, the option unused)."""
+    from sts_core.encoder import check_model_location, is_adapter_folder
+
+    if not is_adapter_folder(check_model_location(model)):
+        raise ValueError(
+            f"--base-model: --model {model} is not a LoRA adapter folder "
+            "(adapter_config.json without config.json), so it has no base model to replace; "
+            "leave --base-model out"
+        )
 
 
 def eval_main(argv: Sequence[str] | None = None) -> int:
@@ -304,8 +335,13 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         return _fail("sts-eval", error)
     report.seconds = time.perf_counter() - start
     print(report.to_text())
+    pairs_scorer = _pairs_scorer(encoder)
     for reference, scores in extra.items():
         print(reference, ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
+    if extra:
+        from sts_core.evaluation.sts import describe_scorer
+
+        print(f"--pairs scored by: {describe_scorer(pairs_scorer)}")
     print(f"wall time {report.seconds:.1f} s (loading data and model included)")
     if args.output:
         try:
@@ -313,11 +349,21 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             if extra:
                 content = json.loads(json_path.read_text(encoding="utf-8"))
                 content["pairs"] = extra
+                content["pairs_scorer"] = pairs_scorer
                 json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
         except OSError as error:
             return _fail("sts-eval", error)
         print(f"wrote {json_path} and {md_path}")
     return 0
+
+
+def _pairs_scorer(encoder: object) -> str:
+    """What scores the ``--pairs`` sets (:func:`~sts_core.evaluation.cosine_scorer`, through
+    the model's ``score_pairs``): ``head:<name>`` of its pair_scorer head, else ``cosine``."""
+    from sts_core.evaluation.sts import COSINE_SCORER, pair_scorer_of
+
+    head = pair_scorer_of(encoder)
+    return f"head:{head}" if head else COSINE_SCORER
 
 
 def _load_pair_sets(args: argparse.Namespace) -> dict:

@@ -1204,25 +1204,45 @@ def lora_base_candidates(folder: str | os.PathLike) -> list[str]:
     return list(dict.fromkeys(str(c) for c in (ours, theirs) if c))
 
 
+#: how the Python API names the base model of an adapter folder (the end of the error)
+BASE_MODEL_ARGUMENT = "base_model=PATH to SentenceEncoder.from_pretrained"
+
+
+class LoRABaseModelError(FileNotFoundError):
+    """The base model of a LoRA adapter folder is not recorded or cannot be loaded.
+
+    The message is ``problem`` and then how to name the base elsewhere, ``option``: the
+    Python argument by default; a command-line tool names its flag instead
+    (:meth:`for_option`).
+    """
+
+    def __init__(self, problem: str, option: str = BASE_MODEL_ARGUMENT) -> None:
+        super().__init__(f"{problem}: to load it from elsewhere, pass {option}")
+        self.problem = problem
+        self.option = option
+
+    def for_option(self, option: str) -> LoRABaseModelError:
+        """The same error, naming ``option`` (e.g. ``--base-model PATH``) as the remedy."""
+        return LoRABaseModelError(self.problem, option)
+
+
 def resolve_lora_base(folder: str, base_model: str | os.PathLike | None = None) -> str:
     """The base model of the adapter folder ``folder``: ``base_model`` when given, else the
     first of :func:`lora_base_candidates` that is a usable model location (an absolute
-    path for a local folder); FileNotFoundError naming each candidate otherwise."""
+    path for a local folder); :class:`LoRABaseModelError` (a FileNotFoundError) naming
+    each candidate and ``base_model=`` otherwise."""
     candidates = [str(base_model)] if base_model is not None else lora_base_candidates(folder)
     if not candidates:
-        raise FileNotFoundError(
-            f"LoRA adapter folder {folder} records no base model: pass base_model="
-        )
+        raise LoRABaseModelError(f"LoRA adapter folder {folder} records no base model")
     problems = []
     for candidate in candidates:
         try:
             return _absolute_location(check_model_location(candidate))
         except OSError as error:
             problems.append(str(error))
-    raise FileNotFoundError(
+    raise LoRABaseModelError(
         f"the base model of the LoRA adapter folder {folder} cannot be loaded: "
         + "; ".join(problems)
-        + " (pass base_model= to load it from elsewhere)"
     )
 
 

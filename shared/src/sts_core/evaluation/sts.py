@@ -13,7 +13,9 @@ headline is the plain mean of the seven "all" numbers. Data variant ``senteval``
 its whole test split, raw text; MTEB's SICK-R "test" is all 9,927 SICK pairs (train +
 trial + test), not SentEval's 4,927-pair test split.
 
-Pearson is reported beside Spearman everywhere.
+Pearson is reported beside Spearman everywhere. Every report says what scored the pairs
+(``scorer``): always the cosine here, also for a model whose ``pair_scorer`` head scores
+pairs elsewhere (``score_pairs``, the dev evaluator); the report names such a head as unused.
 """
 
 from __future__ import annotations
@@ -54,6 +56,24 @@ AGGREGATES = ("all", "mean", "wmean")
 
 Encode = Callable[[Sequence[str]], np.ndarray]
 
+#: the scorer of the STS tables: cosine similarity of the two embeddings
+COSINE_SCORER = "cosine"
+
+
+def describe_scorer(scorer: str) -> str:
+    """Words for a report's ``scorer``: ``cosine`` or ``head:<name>`` (a head's ``score``)."""
+    if scorer == COSINE_SCORER:
+        return "cosine similarity of the embeddings"
+    if scorer.startswith("head:"):
+        return f"the head {scorer.removeprefix('head:')!r} (the model's pair_scorer)"
+    return scorer
+
+
+def pair_scorer_of(model: Any) -> str | None:
+    """The name of ``model``'s pair-scoring head (``SentenceEncoder.pair_scorer``), or None."""
+    name = getattr(model, "pair_scorer", None)
+    return name if isinstance(name, str) else None
+
 
 @dataclass
 class SubsetScore:
@@ -88,6 +108,15 @@ class STSReport:
     results: dict[str, TaskResult]
     seconds: float = 0.0
     sentence_edit: str | None = None  # the edit of the test sentences, if any
+    scorer: str = COSINE_SCORER  # what scored the pairs: "cosine" or "head:<name>"
+    unused_pair_scorer: str | None = None  # the model's pair-scoring head, not scored
+
+    def scored_by(self) -> str:
+        """What scored the pairs, in words (and the model's unused head, if any): the
+        ``scored by`` line of every table."""
+        unused = self.unused_pair_scorer
+        note = f" (the model's pair_scorer head {unused!r} is not used)" if unused else ""
+        return describe_scorer(self.scorer) + note
 
     def average(self, aggregate: str = "all", metric: str = "spearman") -> float:
         values = [getattr(r, metric)[aggregate] for r in self.results.values()]
@@ -104,6 +133,8 @@ class STSReport:
             "variant": self.variant,
             "model": self.model,
             "seconds": round(self.seconds, 2),
+            "scorer": self.scorer,
+            **({"unused_pair_scorer": self.unused_pair_scorer} if self.unused_pair_scorer else {}),
             **({"sentence_edit": self.sentence_edit} if self.sentence_edit else {}),
             "average": averages,
             "tasks": {name: asdict(result) for name, result in self.results.items()},
@@ -128,7 +159,9 @@ class STSReport:
         edit = f", test sentences edited as `{self.sentence_edit}`" if self.sentence_edit else ""
         lines = [
             f"Model `{self.model}`, protocol `{self.protocol}`, data variant `{self.variant}`"
-            f"{edit} (correlation of cosine similarity with gold × 100)",
+            f"{edit} (correlation with gold × 100)",
+            "",
+            f"Scored by: {self.scored_by()}.",
             "",
             "| " + " | ".join(self.header()) + " |",
             "|" + "---|" * len(self.header()),
@@ -142,6 +175,7 @@ class STSReport:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         edit = f", sentences edited: {self.sentence_edit}" if self.sentence_edit else ""
         text = [f"{self.model} — protocol {self.protocol}, data {self.variant}{edit}"]
+        text.append(f"scored by: {self.scored_by()}")
         for row in rows:
             text.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
         return "\n".join(text) + "\n"
@@ -298,12 +332,18 @@ class STSEvaluator:
             check_scored_pairs(self.data[task], task, sources[task])
 
     def evaluate(self, encode: Any, model_name: str = "model") -> STSReport:
-        """Score ``encode`` (a SentenceEncoder, or any callable sentences → array)."""
+        """Score ``encode`` (a SentenceEncoder, or any callable sentences → array) by the
+        cosine of its embeddings; a ``pair_scorer`` head it has is named as unused."""
         encode_fn = _as_encode_fn(encode, self.batch_size, self.show_progress_bar)
         start = time.perf_counter()
         results = {task: self._evaluate_task(task, encode_fn) for task in self.tasks}
         report = STSReport(
-            self.protocol, self.variant, model_name, results, sentence_edit=self.sentence_edit
+            self.protocol,
+            self.variant,
+            model_name,
+            results,
+            sentence_edit=self.sentence_edit,
+            unused_pair_scorer=pair_scorer_of(encode),
         )
         report.seconds = time.perf_counter() - start
         return report
