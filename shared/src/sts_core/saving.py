@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,7 +83,12 @@ def write_save_marker(
     """Mark ``folder`` as completely written: the files and sizes of the model save (all of
     the folder, or its entries ``names``), and ``info``."""
     folder = Path(folder)
-    content = {"complete": True, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **info}
+    content = {
+        "complete": True,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "save_id": uuid.uuid4().hex,  # results written beside the model name it
+        **info,
+    }
     content["files"] = list_files(folder, names)
     write_json_atomic(folder / SAVE_MARKER, content)
 

@@ -110,6 +110,7 @@ class STSReport:
     sentence_edit: str | None = None  # the edit of the test sentences, if any
     scorer: str = COSINE_SCORER  # what scored the pairs: "cosine" or "head:<name>"
     unused_pair_scorer: str | None = None  # the model's pair-scoring head, not scored
+    model_save_id: str | None = None  # the save (its marker's save_id) that was scored
 
     def scored_by(self) -> str:
         """What scored the pairs, in words (and the model's unused head, if any): the
@@ -132,6 +133,7 @@ class STSReport:
             "protocol": self.protocol,
             "variant": self.variant,
             "model": self.model,
+            **({"model_save_id": self.model_save_id} if self.model_save_id else {}),
             "seconds": round(self.seconds, 2),
             "scorer": self.scorer,
             **({"unused_pair_scorer": self.unused_pair_scorer} if self.unused_pair_scorer else {}),

@@ -14,7 +14,10 @@ The averaged weights replace the trained ones when training ends, so the saved m
 final evaluation and ``metrics.json`` are the average's. The update rules are torch's
 (``torch.optim.swa_utils``); the average is kept in float32 beside each parameter (one
 extra copy of the trainable weights: with LoRA, of the adapter only). Checkpoints carry
-it (``weight_average.pt``), so a resumed run averages exactly as an uninterrupted one.
+it (``weight_average.pt``) and the settings it was made with (``weight_averaging.json``,
+also when averaging is off), so a resumed run averages exactly as an uninterrupted one, and
+a resume under other settings is refused before the weights load
+(:func:`check_resume_averaging`).
 Refused with ``load_best_model_at_end`` (the average, not a dev-selected checkpoint, is the
 final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across processes).
 
@@ -24,6 +27,7 @@ final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across pro
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -38,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 AVERAGING_MODES = ("none", "uniform", "ema")
 WEIGHT_AVERAGE_NAME = "weight_average.pt"
+AVERAGING_SETTINGS_NAME = "weight_averaging.json"  # in every checkpoint, averaging or not
 
 
 def check_weight_averaging(config: Any) -> None:
@@ -60,6 +65,70 @@ def check_weight_averaging(config: Any) -> None:
             "average or the dev-selected checkpoint; set load_best_model_at_end: false to keep "
             "the average (or weight_averaging: none)"
         )
+
+
+def averaging_settings(config: Any) -> dict[str, Any]:
+    """The settings that decide a run's weight average (what a checkpoint records)."""
+    mode = getattr(config, "weight_averaging", "none")
+    if mode == "none":
+        return {"weight_averaging": "none"}
+    settings = {
+        "weight_averaging": mode,
+        "weight_averaging_start": float(config.weight_averaging_start),
+        "weight_averaging_every": int(config.weight_averaging_every),
+    }
+    if mode == "ema":
+        settings["ema_decay"] = float(config.ema_decay)
+    return settings
+
+
+def write_averaging_settings(folder: Path, config: Any) -> None:
+    """Record the run's averaging settings in a checkpoint (averaging on or off)."""
+    text = json.dumps(averaging_settings(config), sort_keys=True)
+    (Path(folder) / AVERAGING_SETTINGS_NAME).write_text(text, encoding="utf-8")
+
+
+def checkpoint_averaging_settings(folder: Path) -> dict[str, Any] | None:
+    """The averaging settings a checkpoint was saved under; None when it does not say (a
+    checkpoint written before they were recorded)."""
+    path = Path(folder) / AVERAGING_SETTINGS_NAME
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    return None
+
+
+def check_resume_averaging(config: Any) -> None:
+    """ValueError, before any weights load, when ``resume_from_checkpoint`` names a
+    checkpoint saved under other ``weight_averaging`` settings: turning averaging on (the
+    snapshots before the checkpoint are missing), switching ``uniform`` ↔ ``ema``, moving
+    its start or period, or turning it off (the checkpoint's average would be dropped)
+    would give neither the checkpoint's run nor an uninterrupted run of this recipe."""
+    checkpoint = getattr(config, "resume_from_checkpoint", None)
+    if not checkpoint or not Path(checkpoint).is_dir():
+        return
+    wanted = averaging_settings(config)
+    saved = checkpoint_averaging_settings(Path(checkpoint))
+    if saved is None:
+        has_average = (Path(checkpoint) / WEIGHT_AVERAGE_NAME).is_file()
+        if wanted["weight_averaging"] == "none" and not has_average:
+            return  # an older checkpoint of a run without averaging
+        raise ValueError(
+            f"resume_from_checkpoint {checkpoint} does not record its weight_averaging "
+            f"settings (saved by an older version), and this run asks for "
+            f"{_describe(wanted)}: start a new run to average weights"
+        )
+    if saved != wanted:
+        raise ValueError(
+            f"resume_from_checkpoint {checkpoint} was trained with {_describe(saved)}, this "
+            f"run asks for {_describe(wanted)}: a resumed run must average as the run it "
+            "continues (give the checkpoint's settings, or start a new run)"
+        )
+
+
+def _describe(settings: dict[str, Any]) -> str:
+    mode = settings["weight_averaging"]
+    rest = ", ".join(f"{k} {v}" for k, v in settings.items() if k != "weight_averaging")
+    return f"weight_averaging {mode}" + (f" ({rest})" if rest else "")
 
 
 class WeightAverager(TrainerCallback):

@@ -21,15 +21,24 @@ from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
-from sts_core.saving import write_json_atomic
+from sts_core.saving import read_save_marker, remove_path, write_json_atomic
+from sts_core.training.averaging import check_resume_averaging
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.model import build_encoder as build_encoder  # its former home
-from sts_core.training.output import is_main_process, prepare_output_dir, process_rank
+from sts_core.training.output import (
+    check_resume_checkpoint,
+    is_main_process,
+    prepare_output_dir,
+    process_rank,
+)
 from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.trainer import BaseTrainer
 
 logger = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
+# what a run writes about its final model beside it: removed before a new model is published
+RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md")
 
 
 def make_parser(
@@ -115,7 +124,17 @@ class TrainingRun:
         self.check_saved_heads(location)
         self.inputs = self.prepare_data()
         self.check_teacher()
+        self.check_resume()
         return prepare_output_dir(self.config, dry_run=self.config.check_only)
+
+    def check_resume(self) -> None:
+        """``resume_from_checkpoint``: a complete checkpoint, saved under this run's
+        ``weight_averaging`` settings."""
+        check_resume_checkpoint(self.config.resume_from_checkpoint)
+        try:
+            check_resume_averaging(self.config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
 
     def check_teacher(self) -> None:
         """``teacher_model``: a complete model folder, a loss over scores, pairs (and labels
@@ -124,7 +143,10 @@ class TrainingRun:
 
         if not self.config.teacher_model:
             return
-        check_model_location(self.config.teacher_model)
+        try:
+            check_model_location(self.config.teacher_model)
+        except OSError as error:
+            raise ConfigError(f"teacher_model: the teacher's {error}") from error
         loss = self.trainer_class.loss_class_of(self.config)
         kind = loss.required_label_kind(self.config)
         if kind != "score":
@@ -227,9 +249,18 @@ class TrainingRun:
         return trainer.train(resume_from_checkpoint=self.config.resume_from_checkpoint)
 
     def finalise(self, trainer: BaseTrainer, train_output: Any) -> dict[str, Any]:
-        """Save the model, score it, write ``metrics.json``; return the metrics."""
+        """Save the model, score it, write ``metrics.json``; return the metrics.
+
+        A diverged run stops before the save; the previous model's result files are
+        removed before the new model is published, and the new ones name its save."""
+        trainer.check_finite()
+        output_dir = Path(self.config.output_dir)
+        if trainer.is_world_process_zero():
+            for name in RESULT_FILES:
+                remove_path(output_dir / name)
         trainer.save_model(self.config.output_dir)
         metrics = {
+            "model": saved_model_identity(output_dir),
             "launch": launch_summary(trainer),
             "train": {**train_output.metrics, "batches": trainer.degenerate_batch_report()},
             "data": self.inputs.data_summary,
@@ -250,7 +281,7 @@ class TrainingRun:
                 return report_check(self.inputs, self.model_args, self.data_args, plan)
             try:
                 return self._work()
-            except (ConfigError, DataError, OSError) as error:
+            except (ConfigError, DataError, OSError, TrainingDiverged) as error:
                 error.sts_during_training = True  # every process reports its own
                 raise
         finally:
@@ -402,6 +433,9 @@ def cli_main(
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
         return 2
+    except TrainingDiverged as error:  # the run failed: nothing of it was published
+        report_error(error)
+        return 1
     finally:
         close_process_group(wait_for_others=finished)
     return 0
@@ -471,6 +505,15 @@ def launch_summary(trainer: BaseTrainer) -> dict[str, Any]:
     if plugin is not None:
         summary["zero_stage"] = plugin.zero_stage
     return summary
+
+
+def saved_model_identity(folder: Path) -> dict[str, Any]:
+    """Which save of ``folder`` the results describe: its marker's ``save_id`` and time
+    (empty on a process that did not save)."""
+    marker = read_save_marker(folder) if folder.is_dir() else None
+    if not marker:
+        return {}
+    return {"folder": str(folder), "save_id": marker.get("save_id"), "saved": marker.get("time")}
 
 
 def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:

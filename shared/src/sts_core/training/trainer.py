@@ -25,14 +25,21 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import EmbeddingLoss, check_labels, loss_class, weighted_loss_class
-from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
-from sts_core.training.averaging import WeightAverager
+from sts_core.saving import (
+    STAGING_DIR,
+    add_training_files,
+    publish_folder,
+    read_save_marker,
+    remove_path,
+)
+from sts_core.training.averaging import WeightAverager, write_averaging_settings
 from sts_core.training.collator import (
     SentenceCollator,
     batch_text_ids,
     split_features,
     text_columns_with,
 )
+from sts_core.training.divergence import DivergenceGuard
 from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
@@ -43,6 +50,9 @@ TRAINING_ARGS_NAME = "training_args.bin"
 TRAINER_STATE_NAME = "trainer_state.json"
 # the batches of the epoch a checkpoint was saved in (build_epoch_batches), for a resume
 EPOCH_BATCHES_NAME = "epoch_batches.json"
+# the sum of the training losses up to a checkpoint, so a resumed run's train_loss is the
+# whole run's mean (the Trainer's own counts only the steps since the resume)
+LOSS_TOTAL_NAME = "sts_loss_total.json"
 # A warning after training when at least this share of the batches gave no usable pairs.
 DEGENERATE_WARNING_SHARE = 0.1
 
@@ -134,6 +144,10 @@ class BaseTrainer(Trainer):
         check_gradient_cache(args, loss_module, self.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
         self.weight_averager = self._add_weight_averager(args)
+        self.divergence_guard = DivergenceGuard()
+        self.divergence_guard.trainer = self
+        self.add_callback(self.divergence_guard)
+        self._loss_sum_before_resume: float | None = None  # from a checkpoint
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
@@ -221,11 +235,47 @@ class BaseTrainer(Trainer):
         return batches
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches and
-        weight average."""
+        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
+        average and loss total, and its ``train_loss`` is the whole run's mean loss."""
+        self._loss_sum_before_resume = None
         if resume_from_checkpoint:
             self._read_resume_state(resume_from_checkpoint)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        return self._with_whole_run_loss(output)
+
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+        """A run resumed from the checkpoint of its last step has nothing left to train (the
+        Trainer would take one more step when that step ends mid-epoch)."""
+        if 0 < self.state.max_steps <= self.state.global_step:
+            logger.info(
+                "the checkpoint is at step %d of %d: nothing left to train",
+                self.state.global_step,
+                self.state.max_steps,
+            )
+            self.control.should_training_stop = True
+            return None
+        return super()._run_epoch(*args, **kwargs)
+
+    def _loss_sum_so_far(self) -> float:
+        """Σ of the training losses of every step so far (the Trainer's logged total plus
+        what it has not logged yet, plus the total before a resume)."""
+        pending = getattr(self, "_tr_loss", None)
+        pending = float(pending.item()) if isinstance(pending, torch.Tensor) else 0.0
+        before = self._loss_sum_before_resume or 0.0
+        return before + getattr(self, "_total_loss_scalar", 0.0) + pending
+
+    def _with_whole_run_loss(self, output: Any) -> Any:
+        """``output`` with ``train_loss`` the mean over all steps of the run (after a resume
+        the Trainer's covers only the steps of this call)."""
+        if self._loss_sum_before_resume is None:
+            return output
+        steps = max(self.state.global_step, 1)
+        loss = (self._loss_sum_before_resume + self._total_loss_scalar) / steps
+        for entry in reversed(self.state.log_history):
+            if "train_loss" in entry:
+                entry["train_loss"] = loss
+                break
+        return output._replace(training_loss=loss, metrics={**output.metrics, "train_loss": loss})
 
     def _read_resume_state(self, checkpoint: str | bool) -> None:
         from transformers.trainer_utils import get_last_checkpoint
@@ -239,6 +289,10 @@ class BaseTrainer(Trainer):
             self._resumed_epoch_batches = {int(saved["epoch"]): saved["batches"]}
         if self.weight_averager is not None:
             self.weight_averager.load(Path(folder), self.model)
+        total = Path(folder) / LOSS_TOTAL_NAME
+        if total.is_file():
+            saved = json.loads(total.read_text(encoding="utf-8"))
+            self._loss_sum_before_resume = float(saved["loss_sum"])
 
     def _current_epoch(self, counted: int) -> int:
         """The epoch being started, from the trainer state (right after a resume too, where
@@ -388,6 +442,8 @@ class BaseTrainer(Trainer):
         )
         encoder = self.accelerator.unwrap_model(self.model)
         report = evaluator.evaluate(encoder, model_name=str(self.args.output_dir))
+        marker = read_save_marker(Path(self.args.output_dir))
+        report.model_save_id = (marker or {}).get("save_id")  # the model saved beside it
         if self.is_world_process_zero():
             print(report.to_text())
             report.save(os.path.join(self.args.output_dir, "sts_results"))
@@ -474,7 +530,15 @@ class BaseTrainer(Trainer):
 
     def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         self._batches_seen += 1
-        return super().training_step(*args, **kwargs)
+        loss = super().training_step(*args, **kwargs)
+        self.divergence_guard.observe(loss, self.state.global_step + 1)
+        return loss
+
+    def check_finite(self) -> None:
+        """:class:`~sts_core.training.divergence.TrainingDiverged` if a step's loss or a
+        trainable weight is not finite (before the final save: a diverged run publishes
+        no model)."""
+        self.divergence_guard.check(self.accelerator.unwrap_model(self.model))
 
     def degenerate_batch_report(self) -> dict[str, Any]:
         """Batches seen in training and those without usable pairs, by reason; a warning
@@ -543,6 +607,7 @@ class BaseTrainer(Trainer):
         """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
         ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
         place: a run killed while saving never leaves a half-written ``checkpoint-N``."""
+        self.divergence_guard.check(self.accelerator.unwrap_model(model))
         run_dir = Path(self._get_output_dir(trial=trial))
         staging_root = run_dir / STAGING_DIR
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -559,8 +624,14 @@ class BaseTrainer(Trainer):
         self.accelerator.wait_for_everyone()
         if self.state.best_model_checkpoint == str(staged):
             self.state.best_model_checkpoint = str(final)
+        loss_sum = self._loss_sum_so_far()
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
+            (staged / LOSS_TOTAL_NAME).write_text(
+                json.dumps({"global_step": self.state.global_step, "loss_sum": loss_sum}),
+                encoding="utf-8",
+            )
+            write_averaging_settings(staged, self.args)
             if self._epoch_batches is not None:
                 epoch, batches = self._epoch_batches
                 (staged / EPOCH_BATCHES_NAME).write_text(
