@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.soup import main as soup_main
-from sts_core.testing import make_tiny_bert
+from sts_core.testing import make_tiny_bert, make_tiny_llama
 from sts_core.training.averaging import average_state_dicts
 
 
@@ -88,3 +89,129 @@ def test_sts_soup_refuses_bad_inputs_before_averaging(tmp_path, capsys):
         assert message in errors[0], arguments
     assert (taken / "notes.txt").read_text(encoding="utf-8") == "keep me"
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------- LoRA runs
+def _saved_lora_run(base: Path, folder: Path, seed: int, merge: bool = False) -> Path:
+    """A LoRA run of ``base`` saved in ``folder`` (an adapter; ``merge``: merged weights)
+    whose A and B are random and not zero, so that mean(B)·mean(A) ≠ mean(B·A)."""
+    from sts_core.training.config import ModelArguments
+    from sts_core.training.peft_utils import apply_lora
+
+    encoder = SentenceEncoder.from_pretrained(base, pooling="last_token")
+    arguments = ModelArguments(
+        model_name_or_path=str(base), use_lora=True, lora_r=4, merge_lora=merge
+    )
+    apply_lora(encoder, arguments)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in encoder.backbone.named_parameters():
+            if ".lora_" in name:
+                parameter.copy_(0.2 * torch.randn(parameter.shape, generator=generator))
+    encoder.save_pretrained(folder)
+    return folder
+
+
+def _merged_by_peft(base: Path, adapter: Path) -> dict[str, torch.Tensor]:
+    """The adapter merged into its base by peft alone (no code of ours)."""
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    model = PeftModel.from_pretrained(AutoModel.from_pretrained(base), str(adapter))
+    return model.merge_and_unload().state_dict()
+
+
+def _souped_backbone(folder: Path) -> dict[str, torch.Tensor]:
+    return SentenceEncoder.from_pretrained(folder, merge_lora=True).backbone.state_dict()
+
+
+def _assert_average(souped: dict, states: list[dict]) -> None:
+    assert set(souped) == set(states[0])
+    for key, tensor in souped.items():
+        expected = sum(state[key].float() for state in states) / len(states)
+        close = torch.allclose(tensor.float(), expected, atol=1e-6, rtol=1e-5)
+        assert close, f"{key}: off by {(tensor.float() - expected).abs().max():.2e}"
+
+
+def test_sts_soup_of_lora_adapters_is_the_average_of_the_merged_models(
+    tiny_llama_dir, tmp_path, capsys
+):
+    pytest.importorskip("peft")
+    runs = [_saved_lora_run(tiny_llama_dir, tmp_path / f"lora{s}", s) for s in (0, 1)]
+    capsys.readouterr()
+    assert soup_main([*map(str, runs), "--output", str(tmp_path / "soup")]) == 0
+    merged = [_merged_by_peft(tiny_llama_dir, run) for run in runs]
+    _assert_average(_souped_backbone(tmp_path / "soup"), merged)  # not mean(B)·mean(A)
+    out = capsys.readouterr().out
+    assert "averaged 2 models into" in out, out
+    assert "2 of 2 runs LoRA adapters, averaged as merged models" in out, out
+    # the soup is a full model (an adapter cannot hold mean(B·A)), and says what it is
+    assert (tmp_path / "soup" / "config.json").is_file()
+    assert not (tmp_path / "soup" / "adapter_config.json").exists()
+    record = json.loads((tmp_path / "soup" / "sts_soup.json").read_text(encoding="utf-8"))
+    assert record["merged_lora_adapters"] == [str(run.resolve()) for run in runs]
+    assert "as merged models" in record["summary"]
+    query = "layers.0.self_attn.q_proj.weight"
+    assert not torch.allclose(merged[0][query], merged[1][query], atol=1e-3)
+
+
+def test_sts_soup_mixes_an_adapter_with_a_merged_save_of_the_same_base(
+    tiny_llama_dir, tmp_path, capsys
+):
+    pytest.importorskip("peft")
+    adapter = _saved_lora_run(tiny_llama_dir, tmp_path / "adapter", 0)
+    merged_run = _saved_lora_run(tiny_llama_dir, tmp_path / "merged", 1, merge=True)
+    capsys.readouterr()
+    arguments = [str(adapter), str(merged_run), "--output", str(tmp_path / "soup")]
+    assert soup_main(arguments) == 0
+    assert "1 of 2 runs LoRA adapters, averaged as merged models" in capsys.readouterr().out
+
+    from transformers import AutoModel
+
+    states = [
+        _merged_by_peft(tiny_llama_dir, adapter),
+        AutoModel.from_pretrained(merged_run).state_dict(),
+    ]
+    _assert_average(_souped_backbone(tmp_path / "soup"), states)
+
+
+def test_sts_soup_refuses_adapters_over_other_base_models_before_loading(
+    tiny_llama_dir, tmp_path, capsys, monkeypatch
+):
+    pytest.importorskip("peft")
+    other_base = make_tiny_llama(tmp_path / "other-base", seed=1)
+    first = _saved_lora_run(tiny_llama_dir, tmp_path / "a", 0)
+    second = _saved_lora_run(other_base, tmp_path / "b", 1)
+    capsys.readouterr()
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("weights loaded before the bases were checked")
+
+    monkeypatch.setattr(SentenceEncoder, "from_pretrained", no_loading)
+    assert soup_main([str(first), str(second), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("sts-soup: error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert f"{second}: a LoRA adapter over {other_base.resolve()}" in errors[0]
+    assert "one base model" in errors[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_sts_soup_of_adapters_whose_base_moved_names_its_flag(tiny_llama_dir, tmp_path, capsys):
+    pytest.importorskip("peft")
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_llama_dir, base)
+    runs = [_saved_lora_run(base, tmp_path / f"lora{s}", s) for s in (0, 1)]
+    moved = base.rename(tmp_path / "moved-base")
+    capsys.readouterr()
+    arguments = [*map(str, runs), "--output", str(tmp_path / "soup")]
+    assert soup_main(arguments) == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("sts-soup: error: ") and "--base-model PATH to sts-soup" in line, err
+    assert not (tmp_path / "soup").exists()
+    assert soup_main([*arguments, "--base-model", str(moved)]) == 0
+    merged = [_merged_by_peft(moved, run) for run in runs]
+    _assert_average(_souped_backbone(tmp_path / "soup"), merged)

@@ -10,19 +10,33 @@ seeds. The result is one model of the same size, saved like any trained model::
 Every input is checked before any weights are averaged: each is a complete saved model,
 the runs agree on pooling, prompt, length and normalisation, and the output is a new or
 empty folder (``--overwrite`` replaces a model saved there). The weights must match key
-for key and shape for shape (:func:`sts_core.training.averaging.average_state_dicts`).
+for key and shape for shape, and are averaged as
+:func:`sts_core.training.averaging.average_state_dicts` does (float tensors in float32,
+integer buffers equal), one model at a time into a running float32 sum.
+
+A LoRA adapter folder (``use_lora`` without ``merge_lora``) is averaged as the model it
+stands for: its adapter merged into its base, W + s·B·A. Averaging ``lora_A`` and
+``lora_B`` apart would give mean(B)·mean(A), not the mean of B·A, so the soup of adapter
+runs is a full model (no adapter), exactly the average of the merged runs; adapter runs
+and full models (a ``merge_lora`` save, say) mix the same way. Adapter folders over
+different base models are refused before any weights load. ``sts_soup.json`` in the
+output records the models averaged and which of them were merged adapters.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from sts_core.cli import _fail
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
+SOUP_RECORD_NAME = "sts_soup.json"
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -33,6 +47,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, help="folder to save the averaged model")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a model already saved in --output"
+    )
+    parser.add_argument(
+        "--base-model",
+        metavar="PATH",
+        help="the base model of LoRA adapter runs whose recorded base has moved",
     )
     return parser
 
@@ -60,34 +79,128 @@ def check_inputs(models: Sequence[str], output: str, overwrite: bool) -> list[st
     return locations
 
 
-def load_models(locations: Sequence[str]) -> list[Any]:
-    """The encoders; refused when their settings (pooling, prompt, …) disagree."""
+def lora_bases(locations: Sequence[str], base_model: str | None = None) -> dict[str, str]:
+    """The base model of each LoRA adapter folder among ``locations`` (nothing is loaded;
+    ``base_model`` for all of them when given); ValueError when two adapters name
+    different bases, FileNotFoundError naming ``--base-model`` when a base is missing."""
+    from sts_core.encoder import LoRABaseModelError, is_adapter_folder, resolve_lora_base
+
+    if base_model is not None and not any(is_adapter_folder(loc) for loc in locations):
+        raise ValueError("--base-model is for LoRA adapter runs; none of the models is one")
+    try:
+        bases = {
+            loc: resolve_lora_base(loc, base_model) for loc in locations if is_adapter_folder(loc)
+        }
+    except LoRABaseModelError as error:
+        raise error.for_option("--base-model PATH to sts-soup") from error
+    first = next(iter(bases), None)
+    for location, base in bases.items():
+        if base != bases[first]:
+            raise ValueError(
+                f"{location}: a LoRA adapter over {base}, {first}'s is over {bases[first]}: "
+                "a soup averages runs of one base model"
+            )
+    return bases
+
+
+def load_model(location: str, base: str | None = None) -> Any:
+    """The encoder saved at ``location``; a LoRA adapter folder comes merged into its base
+    ``base`` (a plain backbone, W + s·B·A), so that its weights average as the model it is."""
     from sts_core.encoder import SentenceEncoder
 
-    encoders = [SentenceEncoder.from_pretrained(location) for location in locations]
-    first = {key: getattr(encoders[0], key) for key in ENCODER_SETTINGS}
-    for location, encoder in zip(locations[1:], encoders[1:], strict=True):
-        settings = {key: getattr(encoder, key) for key in ENCODER_SETTINGS}
-        different = [key for key in ENCODER_SETTINGS if settings[key] != first[key]]
-        if different:
-            key = different[0]
+    if base is None:
+        return SentenceEncoder.from_pretrained(location)
+    return SentenceEncoder.from_pretrained(location, base_model=base, merge_lora=True)
+
+
+def check_settings(reference: Any, reference_location: str, encoder: Any, location: str) -> None:
+    """ValueError when ``encoder``'s settings (pooling, prompt, …) differ from
+    ``reference``'s."""
+    for key in ENCODER_SETTINGS:
+        mine, theirs = getattr(encoder, key), getattr(reference, key)
+        if mine != theirs:
             raise ValueError(
-                f"{location}: {key} {settings[key]!r} differs from {locations[0]}'s "
-                f"{first[key]!r}: a soup averages runs of one recipe"
+                f"{location}: {key} {mine!r} differs from {reference_location}'s "
+                f"{theirs!r}: a soup averages runs of one recipe"
             )
-    return encoders
 
 
-def soup(locations: Sequence[str], output: str) -> Path:
-    """Average the models at ``locations`` and save the result in ``output``."""
-    from sts_core.training.averaging import average_state_dicts
+class RunningAverage:
+    """The uniform average of state dicts added one at a time: float tensors summed in
+    float32 (one copy of the model, not n), the others checked equal to the first's."""
 
-    encoders = load_models(locations)
-    state = average_state_dicts([e.state_dict() for e in encoders], list(locations))
-    merged = encoders[0]
-    merged.load_state_dict(state)
-    merged.save_pretrained(output)
+    def __init__(self, state: Mapping[str, torch.Tensor], name: str) -> None:
+        self.name, self.count = name, 1
+        self.dtypes = {key: tensor.dtype for key, tensor in state.items()}
+        self.sums = {
+            key: tensor.detach().to("cpu", torch.float32, copy=True)
+            if tensor.is_floating_point()
+            else tensor.detach().to("cpu", copy=True)
+            for key, tensor in state.items()
+        }
+
+    def add(self, state: Mapping[str, torch.Tensor], name: str) -> None:
+        """Add one model's weights; ValueError when its keys, shapes or buffers differ."""
+        from sts_core.training.averaging import _check_same_tensors
+
+        _check_same_tensors(self.name, self.sums, name, state)
+        for key, total in self.sums.items():
+            tensor = state[key].detach().cpu()
+            if total.is_floating_point():
+                total += tensor.float()
+            elif not torch.equal(tensor, total):
+                raise ValueError(f"{name}: {key} differs from {self.name}'s ({total.dtype})")
+        self.count += 1
+
+    def average(self) -> dict[str, torch.Tensor]:
+        """θ = (1/n) Σᵢ θᵢ, each float tensor cast back to its dtype."""
+        return {
+            key: (total / self.count).to(self.dtypes[key]) if total.is_floating_point() else total
+            for key, total in self.sums.items()
+        }
+
+
+def lora_note(locations: Sequence[str], bases: Mapping[str, str]) -> str:
+    """How the LoRA runs among ``locations`` were averaged, in words ("" when none)."""
+    if not bases:
+        return ""
+    base = next(iter(bases.values()))
+    return (
+        f" ({len(bases)} of {len(locations)} runs LoRA adapters, averaged as merged models: "
+        f"each adapter merged into {base} first)"
+    )
+
+
+def soup(locations: Sequence[str], output: str, bases: Mapping[str, str] | None = None) -> Path:
+    """Average the models at ``locations`` and save the result in ``output``; ``bases``:
+    :func:`lora_bases` of ``locations``, checked here when not given."""
+    bases = lora_bases(locations) if bases is None else bases
+    first = load_model(locations[0], bases.get(locations[0]))
+    running = RunningAverage(first.state_dict(), locations[0])
+    for location in locations[1:]:
+        encoder = load_model(location, bases.get(location))
+        check_settings(first, locations[0], encoder, location)
+        running.add(encoder.state_dict(), location)
+        del encoder
+    first.load_state_dict(running.average())
+    record = {
+        "soup": "uniform",
+        "models": [_absolute(location) for location in locations],
+        "merged_lora_adapters": [_absolute(location) for location in bases],
+        "summary": f"averaged {len(locations)} models{lora_note(locations, bases)}",
+    }
+    first.save_pretrained(output, write_extra=lambda folder: _write_record(folder, record))
     return Path(output)
+
+
+def _absolute(location: str) -> str:
+    """A local folder as an absolute path, a hub id as it is."""
+    path = Path(location).expanduser()
+    return str(path.resolve()) if path.exists() else location
+
+
+def _write_record(folder: Path, record: Mapping[str, Any]) -> None:
+    (folder / SOUP_RECORD_NAME).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,8 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         locations = check_inputs(args.models, args.output, args.overwrite)
-        folder = soup(locations, args.output)
+        bases = lora_bases(locations, args.base_model)  # before any weights load
+        folder = soup(locations, args.output, bases)
     except (OSError, ValueError) as error:
         return _fail("sts-soup", error)
-    print(f"averaged {len(locations)} models into {folder}")
+    print(f"averaged {len(locations)} models into {folder}{lora_note(locations, bases)}")
     return 0
