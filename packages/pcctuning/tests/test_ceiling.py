@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from sts_core.testing import write_stsb_file
+from sts_pcctuning import ceiling as ceiling_module
 from sts_pcctuning.ceiling import closed_form_ceiling, contrastive_ceiling, main
 
 
@@ -80,3 +82,71 @@ def test_the_command_prints_every_test_set(sts_data_dir: Path, tmp_path: Path, c
         assert f"| {task} |" in table
         assert 0.8 < ceiling["best_threshold"] <= ceiling["best_two_level"] < 0.9
         assert ceiling["closed_form"] == pytest.approx(closed_form_ceiling(ceiling["pairs"]))
+
+
+def one_line(err: str) -> str:
+    """The single line ``sts-pcc-ceiling: error: …`` on stderr (no traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sts-pcc-ceiling: error: "), err
+    return lines[0]
+
+
+def stsb_folder(root: Path) -> Path:
+    """A data folder with a tiny STS-B test set (SentEval layout)."""
+    write_stsb_file(root / "senteval" / "STS" / "STSBenchmark" / "sts-test.csv", [0, 1, 2, 3])
+    return root
+
+
+def test_a_missing_data_folder_is_one_line(tmp_path: Path, capsys) -> None:
+    absent = tmp_path / "absent"
+    assert main(["--data-dir", str(absent), "--tasks", "stsb"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert str(absent) in line and "does not exist" in line
+
+
+def test_a_missing_task_folder_is_one_line(tmp_path: Path, capsys) -> None:
+    data = stsb_folder(tmp_path / "data")
+    assert main(["--data-dir", str(data), "--tasks", "stsb", "sts12"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "STS12-en-test" in line and "no such folder" in line
+
+
+def forbid_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make computing the ceilings fail the test: an output problem must stop it first."""
+
+    def no_work(*args, **kwargs):
+        pytest.fail("the ceilings were computed before the output was checked")
+
+    monkeypatch.setattr(ceiling_module, "ceilings_of_tasks", no_work)
+
+
+def test_a_json_that_is_a_folder_fails_before_any_work(tmp_path: Path, capsys, monkeypatch) -> None:
+    forbid_work(monkeypatch)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(folder)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert f"--json {folder}" in line and "is a folder" in line
+    assert captured.out == ""
+
+
+def test_a_json_under_a_file_fails_before_any_work(tmp_path: Path, capsys, monkeypatch) -> None:
+    forbid_work(monkeypatch)
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    target = blocker / "ceilings.json"
+    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(target)]
+    assert main(argv) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"--json {target}" in line and "is not a folder" in line
+
+
+def test_a_json_in_a_missing_folder_is_written(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "new" / "deeper" / "ceilings.json"
+    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(target)]
+    assert main(argv) == 0
+    saved = json.loads(target.read_text(encoding="utf-8"))
+    assert list(saved) == ["stsb"] and saved["stsb"]["pairs"] == 4
+    assert "| stsb | 4 |" in capsys.readouterr().out

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
+from sts_sifter import sentiment
 from sts_sifter.sentiment import encode, load_embeddings, load_word_set, main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -94,4 +96,73 @@ def test_a_missing_lexicon_is_one_line(tiny_bert_dir: Path, tmp_path: Path, caps
     data = write_sst(tmp_path / "data")
     argv = ["--embeddings", str(tiny_bert_dir), "--data-dir", str(data), "--lexicon", "x.txt"]
     assert main(argv) == 2
-    assert capsys.readouterr().err.startswith("error: lexicon 'x.txt': cannot read")
+    assert one_line(capsys.readouterr().err).startswith(
+        "sts-sifter-lstm: error: lexicon 'x.txt': cannot read"
+    )
+
+
+def one_line(err: str) -> str:
+    """The single line ``sts-sifter-lstm: error: …`` on stderr (no traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sts-sifter-lstm: error: "), err
+    return lines[0]
+
+
+def forbid_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make loading the embeddings or training fail the test: a bad argument must stop
+    the command first."""
+
+    def no_work(*args, **kwargs):
+        pytest.fail("the command started its work before the arguments were checked")
+
+    monkeypatch.setattr(sentiment, "load_embeddings", no_work)
+    monkeypatch.setattr(sentiment, "train_one", no_work)
+
+
+def test_an_output_that_is_a_folder_fails_before_training(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    forbid_work(monkeypatch)
+    data = write_sst(tmp_path / "data")
+    output = tmp_path / "lstm"
+    (tmp_path / "lstm.json").mkdir()
+    argv = ["--embeddings", str(tiny_bert_dir), "--data-dir", str(data), "--output", str(output)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert f"--output {output}.json" in line and "is a folder" in line
+    assert captured.out == ""
+
+
+def test_vader_package_without_the_package_is_one_line(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    forbid_work(monkeypatch)
+    monkeypatch.setitem(sys.modules, "vaderSentiment", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "vaderSentiment.vaderSentiment", None)
+    data = write_sst(tmp_path / "data")
+    argv = ["--embeddings", str(tiny_bert_dir), "--data-dir", str(data)]
+    assert main([*argv, "--lexicon", "vader-package"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "vader-package" in line and "pip install vaderSentiment" in line
+
+
+@pytest.mark.parametrize("problem", ["does not exist", "has no config.json"])
+def test_embeddings_that_are_no_model_folder_are_one_line(
+    problem: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    forbid_work(monkeypatch)
+    data = write_sst(tmp_path / "data")
+    folder = tmp_path / "model"
+    if problem != "does not exist":
+        folder.mkdir()
+    assert main(["--embeddings", str(folder), "--data-dir", str(data)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"--embeddings: model folder {folder} {problem}" in line
+
+
+def test_a_train_limit_below_one_is_refused(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--embeddings", "x", "--train-limit", "0"])
+    assert exit_info.value.code == 2
+    assert "--train-limit" in capsys.readouterr().err

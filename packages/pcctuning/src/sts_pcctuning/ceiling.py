@@ -29,7 +29,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-__all__ = ["Ceiling", "closed_form_ceiling", "contrastive_ceiling", "main"]
+__all__ = [
+    "Ceiling",
+    "ceilings_of_tasks",
+    "closed_form_ceiling",
+    "contrastive_ceiling",
+    "load_gold_scores",
+    "main",
+]
+
+PROG = "sts-pcc-ceiling"
 
 
 def closed_form_ceiling(n: int) -> float:
@@ -91,16 +100,28 @@ def contrastive_ceiling(gold: Sequence[float] | np.ndarray) -> Ceiling:
     )
 
 
+def load_gold_scores(
+    tasks: Sequence[str], data_dir: str | None = None, variant: str = "senteval"
+) -> dict[str, np.ndarray]:
+    """Each STS test set's gold scores (SentEval's 'all' setting: its pairs pooled). The
+    data folder is checked first, then every task is read; a missing folder or file raises
+    the data layer's error (a ValueError and an OSError) naming it."""
+    from sts_core.data import resolve_data_dir
+    from sts_core.evaluation.sts import load_task_pairs
+
+    folder = resolve_data_dir(data_dir)
+    return {
+        task: np.asarray(load_task_pairs(task, "senteval", variant, folder)["score"])
+        for task in tasks
+    }
+
+
 def ceilings_of_tasks(
     tasks: Sequence[str], data_dir: str | None = None, variant: str = "senteval"
 ) -> dict[str, Ceiling]:
-    """The ceiling of each STS test set (SentEval's 'all' setting: its pairs pooled)."""
-    from sts_core.evaluation.sts import load_task_pairs
-
-    return {
-        task: contrastive_ceiling(load_task_pairs(task, "senteval", variant, data_dir)["score"])
-        for task in tasks
-    }
+    """The ceiling of each STS test set, every set read before any ceiling is computed."""
+    gold = load_gold_scores(tasks, data_dir, variant)
+    return {task: contrastive_ceiling(scores) for task, scores in gold.items()}
 
 
 def format_table(ceilings: dict[str, Ceiling]) -> str:
@@ -128,12 +149,11 @@ def format_table(ceilings: dict[str, Ceiling]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``sts-pcc-ceiling``: the contrastive ceiling of each STS test set."""
-    from sts_core.evaluation.sts import STS_TASKS
+def make_parser() -> argparse.ArgumentParser:
+    from sts_core.names import STS_TASKS
 
     parser = argparse.ArgumentParser(
-        prog="sts-pcc-ceiling",
+        prog=PROG,
         description="The best Spearman correlation (×100) a two-level ('similar' / "
         "'dissimilar') predictor reaches on each STS test set: Pcc-tuning's closed form "
         "(eq. 7) and the exact optimum for the real gold scores (average ranks).",
@@ -142,10 +162,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="benchmark folder ($STS_DATA_DIR)")
     parser.add_argument("--data-variant", default="senteval", choices=("senteval", "raw"))
     parser.add_argument("--json", default=None, help="also write the ceilings here")
-    args = parser.parse_args(argv)
-    ceilings = ceilings_of_tasks(args.tasks, args.data_dir, args.data_variant)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sts-pcc-ceiling``: the contrastive ceiling of each STS test set.
+
+    The ``--json`` location (its folder is created) and every task's data are checked
+    before any ceiling is computed; a problem is one line on stderr and exit status 2.
+    """
+    from sts_core.cli import _fail, check_output_path
+
+    args = make_parser().parse_args(argv)
+    try:
+        output = check_output_path(args.json, "--json") if args.json else None
+        ceilings = ceilings_of_tasks(args.tasks, args.data_dir, args.data_variant)
+    except (OSError, ValueError) as error:
+        return _fail(PROG, error)
     print(format_table(ceilings))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({task: asdict(c) for task, c in ceilings.items()}, handle, indent=2)
+    if output is not None:
+        content = {task: asdict(c) for task, c in ceilings.items()}
+        try:
+            output.write_text(json.dumps(content, indent=2), encoding="utf-8")
+        except OSError as error:
+            return _fail(PROG, error)
     return 0

@@ -26,7 +26,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from sts_core.cli import _fail, check_output_path, positive_int
 from sts_sifter.lstm import SentimentLSTM
+
+PROG = "sts-sifter-lstm"
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +46,8 @@ def load_word_set(spec: str, data_dir: str | Path | None = None) -> frozenset[st
     alphabetic entries), or files with one word a line (comma-separated; lines starting
     with ``;`` are comments, as in Hu & Liu's files)."""
     if spec == "vader-package":
-        try:
-            from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-        except ImportError as error:
-            raise ImportError("lexicon vader-package needs: pip install vaderSentiment") from error
-        return frozenset(w.lower() for w in SentimentIntensityAnalyzer().lexicon if w.isalpha())
+        analyzer = _vader_analyzer()
+        return frozenset(w.lower() for w in analyzer().lexicon if w.isalpha())
     if spec in LEXICONS:
         from sts_core.data import resolve_data_dir
 
@@ -64,6 +64,20 @@ def load_word_set(spec: str, data_dir: str | Path | None = None) -> frozenset[st
     if not words:
         raise ValueError(f"lexicon {spec!r}: no words in {', '.join(map(str, paths))}")
     return frozenset(words)
+
+
+def _vader_analyzer() -> type:
+    """The ``vaderSentiment`` package's analyser class, or an ImportError saying what to
+    install (the package is optional)."""
+    try:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+    except ImportError:
+        raise ImportError(
+            "lexicon 'vader-package' needs the vaderSentiment package, which is not "
+            "installed: pip install vaderSentiment (or use --lexicon vader, the word lists "
+            "of the data folder)"
+        ) from None
+    return SentimentIntensityAnalyzer
 
 
 @dataclass
@@ -195,6 +209,18 @@ def train_one(
     return RunResult(seed, sifter, best[0], best[1], test, step, round(seconds, 1), curve)
 
 
+def check_embeddings(model: str | Path) -> str:
+    """The ``--embeddings`` location, checked before anything is loaded: a model folder
+    (``config.json`` and tokenizer files) or a hub id the hub or its cache can serve.
+    Raises an OSError naming the option and the path."""
+    from sts_core.encoder import check_model_location
+
+    try:
+        return check_model_location(model)
+    except OSError as error:
+        raise OSError(f"--embeddings: {error}") from None
+
+
 def load_embeddings(model: str | Path) -> tuple[torch.Tensor, Any]:
     """A model folder's input embeddings (the WordPiece vectors) and its tokenizer."""
     from transformers import AutoModel, AutoTokenizer
@@ -243,8 +269,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=1e-5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-steps", type=int, default=50)
-    parser.add_argument("--train-limit", type=int, help="the first N training rows")
-    parser.add_argument("--threads", type=int)
+    parser.add_argument("--train-limit", type=positive_int, help="the first N training rows")
+    parser.add_argument("--threads", type=positive_int)
     parser.add_argument("--output", help="write <output>.json and <output>.md")
     args = parser.parse_args(argv)
     unknown = set(args.models) - {"plain", "sifter"}
@@ -253,16 +279,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def output_paths(output: str | None) -> tuple[Path, ...]:
+    """``<output>.json`` and ``<output>.md``, each checked writable (folder created) before
+    any work; none without ``--output``. Raises an OSError naming ``--output``."""
+    if not output:
+        return ()
+    return tuple(check_output_path(f"{output}{suffix}", "--output") for suffix in (".json", ".md"))
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every input is read or checked (word set, embeddings location, SST) before the
+    embeddings are loaded and the models trained."""
     words = load_word_set(args.lexicon, args.data_dir)
-    embeddings, tokenizer = load_embeddings(args.embeddings)
+    location = check_embeddings(args.embeddings)
+    splits = load_sst(args.variant, args.data_dir, args.train_limit)
+    embeddings, tokenizer = load_embeddings(location)
     settings = LstmSettings(
         learning_rate=args.learning_rate,
         batch_size=args.batch_size,
         epochs=args.epochs,
         eval_steps=args.eval_steps,
     )
-    splits = load_sst(args.variant, args.data_dir, args.train_limit)
     data = {
         name: encode(d["sentence"], d["label"], tokenizer, words, settings.max_length)
         for name, d in splits.items()
@@ -314,19 +351,25 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``sts-sifter-lstm``. The output files and every input are checked before any
+    training; a problem is one line ``sts-sifter-lstm: error: …`` on stderr, exit status 2."""
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
+        outputs = output_paths(args.output)
         report = run(args)
-    except (OSError, ValueError) as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError, ImportError) as error:
+        return _fail(PROG, error)
     text = markdown(report)
     print(text)
-    if args.output:
-        Path(f"{args.output}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        Path(f"{args.output}.md").write_text(text, encoding="utf-8")
+    if outputs:
+        json_path, md_path = outputs
+        try:
+            json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+            md_path.write_text(text, encoding="utf-8")
+        except OSError as error:
+            return _fail(PROG, error)
     return 0
 
 
