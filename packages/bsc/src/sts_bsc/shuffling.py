@@ -36,11 +36,29 @@ logger = logging.getLogger(__name__)
 SHUFFLES = ("example", "words", "clusters", "neighbours", "random", "original")
 #: the shuffles that embed the data with the current model at every epoch
 NEEDS_EMBEDDINGS = ("example", "clusters", "neighbours")
+#: the shuffles that search with faiss (k-NN, k-means): sts-core's ``faiss`` extra
+NEEDS_FAISS = ("example", "clusters", "neighbours")
 WORD = re.compile(r"\w+")
 
 
 def _faiss():
     return require("faiss", "faiss", "BSC's example-based, cluster and neighbour shuffling")
+
+
+def check_shuffle_dependencies(method: str) -> None:
+    """Before any weights load: ValueError (one line, naming sts-core's ``faiss`` extra)
+    when shuffle ``method`` searches with faiss and faiss cannot be imported here."""
+    if method not in NEEDS_FAISS:
+        return
+    try:
+        _faiss()
+    except ImportError as error:
+        cause = error.__cause__ or error
+        raise ValueError(
+            f"shuffle {method!r} needs faiss, which cannot be imported here ({cause}): "
+            "pip install 'sts-core[faiss]' (faiss-cpu, a dependency of sts-bsc), or use a "
+            "shuffle without faiss (words, random, original)"
+        ) from error
 
 
 def _flat_index(vectors: np.ndarray):

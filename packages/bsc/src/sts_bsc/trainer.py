@@ -9,7 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sts_bsc.loss import CITATION
-from sts_bsc.shuffling import NEEDS_EMBEDDINGS, chunk, shuffle_order
+from sts_bsc.shuffling import (
+    NEEDS_EMBEDDINGS,
+    check_shuffle_dependencies,
+    chunk,
+    shuffle_order,
+)
 from sts_core.training import BaseTrainer
 
 logger = logging.getLogger(__name__)
@@ -34,6 +39,13 @@ class BscTrainer(BaseTrainer):
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
         self.shuffle_log: list[dict[str, Any]] = []
+
+    @classmethod
+    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
+        """The core's checks, then that ``shuffle`` can run here (faiss for the k-NN and
+        k-means shuffles), before any weights load."""
+        super().check_train_dataset(dataset, config)
+        check_shuffle_dependencies(config.shuffle)
 
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]]:
         """The epoch's global batches: consecutive chunks of ``shuffle``'s order, drawn from

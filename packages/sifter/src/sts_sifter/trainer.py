@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from sts_core.training import BaseTrainer
-from sts_sifter.corpus import augment_corpus, clean_corpus
+from sts_sifter.corpus import augment_corpus, cache_holds, clean_corpus
 from sts_sifter.loss import CITATION, X, Y, Z
+from sts_sifter.parsing import ParserUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +64,45 @@ class SifterTrainer(BaseTrainer):
     @classmethod
     def positives(cls, sentences: list[str], config: Any) -> tuple[list[Any], dict[str, Any]]:
         """Each sentence's Y and Z (main process first; the others read its cache).
-        ``check_only`` parses only a few sentences, to prove the parser loads."""
-        options = config.augment_options()
+        ``check_only`` parses only a few sentences, to prove the parser loads. A parser
+        whose package is not installed is a ValueError naming its extra — unless the cache
+        holds every sentence's positives: then no parser is needed."""
         cache = config.augment_cache_dir or default_cache_dir()
-        if config.check_only:
-            trial, report = augment_corpus(
-                sentences[:CHECK_ONLY_TRIAL], config.parser, options, None, progress=False
-            )
-            placeholders = trial + [_unparsed(s) for s in sentences[CHECK_ONLY_TRIAL:]]
-            return placeholders, {"check_only_trial": report.to_dict(), "cache": str(cache)}
+        try:
+            if config.check_only:
+                return cls.trial_positives(sentences, config, cache)
+            return cls.corpus_positives(sentences, config, cache)
+        except ParserUnavailable as error:
+            options = config.augment_options()
+            if config.check_only and cache_holds(sentences, config.parser, options, cache):
+                summary = {"check_only_trial": "none: every sentence is in the cache"}
+                return [_unparsed(s) for s in sentences], {**summary, "cache": str(cache)}
+            raise ValueError(
+                f"{error} (or set augment_cache_dir to a cache that holds this corpus's "
+                "positives: no parser is needed then)"
+            ) from error
+
+    @classmethod
+    def trial_positives(
+        cls, sentences: list[str], config: Any, cache: str | os.PathLike
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """``check_only``: the first sentences parsed (nothing cached), the rest as X."""
+        trial, report = augment_corpus(
+            sentences[:CHECK_ONLY_TRIAL],
+            config.parser,
+            config.augment_options(),
+            None,
+            progress=False,
+        )
+        placeholders = trial + [_unparsed(s) for s in sentences[CHECK_ONLY_TRIAL:]]
+        return placeholders, {"check_only_trial": report.to_dict(), "cache": str(cache)}
+
+    @classmethod
+    def corpus_positives(
+        cls, sentences: list[str], config: Any, cache: str | os.PathLike
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Every sentence's positives, read from ``cache`` or parsed into it."""
+        options = config.augment_options()
         with config.main_process_first(desc="SIFTER positives"):
             rows, report = augment_corpus(
                 sentences,

@@ -17,8 +17,10 @@ the head is trained with the encoder, saved beside it and rebuilt by ``from_pret
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -175,23 +177,106 @@ def register_loss(name: str) -> Callable[[type[EmbeddingLoss]], type[EmbeddingLo
 
 ENTRY_POINT_GROUP = "sts_core.losses"
 
+#: the losses of this project's method packages and the distribution that registers each
+#: (entry-point group ``sts_core.losses``), so a recipe naming one of an absent package
+#: says what to install
+LOSS_PACKAGES = {
+    "bsc": "sts-bsc",
+    "contrastive": "sts-cosent",
+    "cosent": "sts-cosent",
+    "pearson": "sts-pcctuning",
+    "l1": "sts-regression",
+    "mse": "sts-regression",
+    "smooth_k2": "sts-regression",
+    "translated_relu": "sts-regression",
+    "sifter": "sts-sifter",
+    "simcse": "sts-sifter",
+}
 
-def load_installed_losses() -> None:
-    """Import the loss module of every installed method package (entry-point group
-    ``sts_core.losses``), so a recipe can name, e.g. in ``loss_weights``, a loss of another
-    package than its own."""
+
+@dataclass(frozen=True)
+class BrokenLossPackage:
+    """An entry point of ``sts_core.losses`` whose module failed to import."""
+
+    entry_point: str
+    module: str
+    package: str | None  # the distribution that declares it, when known
+    error: str
+
+    def describe(self) -> str:
+        owner = f"package {self.package} is installed but its " if self.package else ""
+        return (
+            f"{owner}entry point {self.entry_point!r} ({self.module}, group "
+            f"{ENTRY_POINT_GROUP}) failed to import: {self.error}"
+        )
+
+
+def installed_loss_entry_points() -> list[Any]:
+    """The entry points of group ``sts_core.losses``: one per installed method package."""
     from importlib import metadata
 
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        entry_point.load()
+    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def load_installed_losses() -> list[BrokenLossPackage]:
+    """Import the loss module of every installed method package (entry-point group
+    ``sts_core.losses``), so a recipe can name, e.g. in ``loss_weights``, a loss of another
+    package than its own. A module that fails to import is skipped and returned, so that a
+    broken package stops only a run that names one of its losses (and the error names it)."""
+    broken = []
+    for entry_point in installed_loss_entry_points():
+        try:
+            entry_point.load()
+        except Exception as error:  # noqa: BLE001 - any failure of a package's import
+            broken.append(broken_package(entry_point, error))
+    return broken
+
+
+def broken_package(entry_point: Any, error: BaseException) -> BrokenLossPackage:
+    message = " ".join(f"{type(error).__name__}: {error}".split())
+    return BrokenLossPackage(entry_point.name, entry_point.value, package_of(entry_point), message)
+
+
+def package_of(entry_point: Any) -> str | None:
+    """The name of the distribution that declares ``entry_point`` (None when unknown)."""
+    return getattr(getattr(entry_point, "dist", None), "name", None)
 
 
 def loss_class(name: str) -> type[EmbeddingLoss]:
     if name not in LOSSES:
-        load_installed_losses()
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; registered: {', '.join(sorted(LOSSES))}")
+        broken = load_installed_losses()
+        if name not in LOSSES:
+            raise ValueError(unknown_loss_message(name, broken))
     return LOSSES[name]
+
+
+def unknown_loss_message(name: str, broken: list[BrokenLossPackage]) -> str:
+    """Why loss ``name`` is not registered: its package failed to import (naming the
+    entry point and the error), is not installed (naming it), or the name is unknown."""
+    package = LOSS_PACKAGES.get(name)
+    causes = [b for b in broken if _same_package(b.package, package) or b.entry_point == name]
+    if causes:
+        return f"loss {name!r} could not be loaded: {causes[0].describe()}"
+    installed = {_canonical(package_of(e) or "") for e in installed_loss_entry_points()}
+    if package and _canonical(package) not in installed:
+        folder = package.removeprefix("sts-")
+        return (
+            f"unknown loss {name!r}: it is provided by the {package} package "
+            f"(pip install {package} / ./packages/{folder})"
+        )
+    message = f"unknown loss {name!r}; registered: {', '.join(sorted(LOSSES))}"
+    if broken:
+        message += "; not loaded: " + "; ".join(b.describe() for b in broken)
+    return message
+
+
+def _same_package(found: str | None, wanted: str | None) -> bool:
+    return bool(found and wanted) and _canonical(found) == _canonical(wanted)
+
+
+def _canonical(package: str) -> str:
+    """A distribution name as pip compares them (sts_bsc, STS-Bsc: sts-bsc)."""
+    return re.sub(r"[-_.]+", "-", package).lower()
 
 
 def build_loss(name: str, config: Any, model: Any = None) -> EmbeddingLoss:
