@@ -180,7 +180,7 @@ def test_trainable_temperature_is_a_parameter_with_a_gradient() -> None:
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        ({"bsc_temperature": 0}, "bsc_temperature must be positive"),
+        ({"bsc_temperature": 0}, "bsc_temperature must be finite and > 0"),
         ({"mu": 1.5}, "mu must be in"),
         ({"bsc_normalization": "l1"}, "bsc_normalization 'l1' is not one of"),
         ({"shuffle": "sorted"}, "shuffle 'sorted' is not one of"),

@@ -134,7 +134,7 @@ def test_stage_two_counts_batches_without_a_correlation(
     [
         ({"per_device_train_batch_size": "1"}, "needs at least 2 pairs per batch"),
         ({"loss": "cosent"}, "is not one of infonce, pearson, cosine_mse"),
-        ({"infonce_temperature": "0"}, "infonce_temperature must be above 0"),
+        ({"infonce_temperature": "0"}, "infonce_temperature must be finite and > 0"),
         ({"gradient_cache_batch_size": "0"}, "gradient_cache_batch_size must be at least 1"),
         ({"load_in_4bit": "true"}, "needs a CUDA GPU"),
         ({"final_sts_sentence_edit": "mine"}, "unknown sentence edit"),

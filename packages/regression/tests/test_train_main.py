@@ -190,7 +190,7 @@ def test_a_second_stage_with_another_head_stops_before_loading(
 
 
 BAD_INPUTS = [
-    ({"k": "0"}, "k must be above 0"),
+    ({"k": "0"}, "k must be finite and > 0"),
     ({"x0": "0.6"}, "x0 must lie in [0, d/2] = [0, 0.5]"),
     ({"x0": "0.3", "label_spacing": "0.5"}, "[0, 0.25]"),
     ({"clamp_predictions": "low"}, "needs label_range"),

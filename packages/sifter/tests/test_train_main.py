@@ -109,7 +109,7 @@ def test_simcse_pairs_each_sentence_with_itself(tiny_bert_dir: Path, tmp_path: P
     ("overrides", "message"),
     [
         ({"loss": "cosent"}, "is not one of sifter, simcse"),
-        ({"lambda_xy": "-1"}, "the λs must be ≥ 0"),
+        ({"lambda_xy": "-1"}, "lambda_xy must be finite and ≥ 0"),
         ({"lambda_xy": "0", "lambda_xz": "0", "lambda_yz": "0"}, "eq. 2 has no term"),
         ({"per_device_train_batch_size": "1"}, "at least 2 sentences per batch"),
         ({"delete": "[VERBS]"}, "delete: ['VERBS']"),

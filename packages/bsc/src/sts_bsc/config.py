@@ -6,13 +6,24 @@ from dataclasses import dataclass, field
 
 from sts_bsc.loss import NORMALIZATIONS
 from sts_bsc.shuffling import SHUFFLES
+from sts_core.options import FINITE, POSITIVE, PROBABILITY, check_ranges
 from sts_core.training import BaseConfig, GatherOptions
+from sts_core.training.config import require_at_least
 
 #: the BSC loss (and its combo with MSE, ``mu < 1``) and the cosine-MSE baseline
 LOSSES = ("bsc", "cosine_mse")
 SHUFFLE_COLUMNS = ("sentence1", "sentence2")
 #: the trainable temperature's parameter, for ``learning_rate_mapping``
 TEMPERATURE_PARAMETER = r"^sts_loss\.inverse_temperature$"
+#: the same parameter as the part ``bsc`` of a ``loss_weights`` sum
+WEIGHTED_TEMPERATURE_PARAMETER = r"^sts_loss\.parts\.bsc\.inverse_temperature$"
+#: the real-valued options and their ranges (sts_core.options.check_number)
+RANGES = {
+    "bsc_temperature": POSITIVE,
+    "temperature_learning_rate": POSITIVE,
+    "label_threshold": FINITE,
+    "mu": PROBABILITY,
+}
 
 
 @dataclass
@@ -110,24 +121,15 @@ class BscConfig(BaseConfig, GatherOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_choices()
-        positive = {
-            "bsc_temperature": self.bsc_temperature,
-            "temperature_learning_rate": self.temperature_learning_rate,
-        }
-        for name, value in positive.items():
-            if not value > 0:
-                raise ValueError(f"{name} must be positive, got {value}")
-        for name in (
-            "group_size",
-            "shuffle_candidates",
-            "shingle_size",
-            "num_clusters",
-            "shingle_neighbours",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.mu <= 1:
-            raise ValueError(f"mu must be in [0, 1], got {self.mu}")
+        check_ranges(self, RANGES)
+        require_at_least(
+            1,
+            group_size=self.group_size,
+            shuffle_candidates=self.shuffle_candidates,
+            shingle_size=self.shingle_size,
+            num_clusters=self.num_clusters,
+            shingle_neighbours=self.shingle_neighbours,
+        )
         if self.trainable_temperature and self.gradient_cache_batch_size is not None:
             raise ValueError(
                 "trainable_temperature with gradient_cache_batch_size: gradient caching "
@@ -135,9 +137,20 @@ class BscConfig(BaseConfig, GatherOptions):
                 "(bsc_temperature) or drop gradient_cache_batch_size"
             )
         if self.trainable_temperature:
-            mapping = dict(self.learning_rate_mapping or {})
-            mapping.setdefault(TEMPERATURE_PARAMETER, self.temperature_learning_rate)
-            self.learning_rate_mapping = mapping
+            self._map_temperature()
+
+    def _map_temperature(self) -> None:
+        """The trainable α gets temperature_learning_rate (ValueError without the bsc loss,
+        whose parameter it is)."""
+        parts = self.loss_weights or {self.loss: 1.0}
+        if "bsc" not in parts:
+            raise ValueError(
+                f"trainable_temperature: true needs the bsc loss (its α), got {' + '.join(parts)}"
+            )
+        pattern = WEIGHTED_TEMPERATURE_PARAMETER if self.loss_weights else TEMPERATURE_PARAMETER
+        mapping = dict(self.learning_rate_mapping or {})
+        mapping.setdefault(pattern, self.temperature_learning_rate)
+        self.learning_rate_mapping = mapping
 
     def _check_choices(self) -> None:
         choices = {

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sts_core.options import BELOW_ONE, POSITIVE, check_ranges
 from sts_core.training import BaseConfig, GatherOptions, InfoNCEOptions, SoftmaxHeadOptions
 
 LOSSES = ("cosent", "cosine_mse", "contrastive", "softmax", "infonce")
 ARCHITECTURES = ("bi-encoder", "cross-encoder")
+#: the real-valued options and their ranges (sts_core.options.check_number): ε is a cosine
+#: below which negatives stop being pushed; below 0 it pushes them up (loss.py), at 1 never
+RANGES = {"cosent_scale": POSITIVE, "contrastive_margin": BELOW_ONE}
 
 
 @dataclass
@@ -35,15 +39,18 @@ class CoSENTConfig(BaseConfig, SoftmaxHeadOptions, GatherOptions, InfoNCEOptions
         },
     )
     cosent_scale: float = field(
-        default=20.0, metadata={"help": "λ of eq. 10 (the paper uses 20 for every dataset)."}
+        default=20.0,
+        metadata={"help": "λ of eq. 10, above 0 (the paper uses 20 for every dataset)."},
     )
     contrastive_margin: float = field(
-        default=0.5, metadata={"help": "ε of the contrastive baseline (eq. 2); labels 0/1."}
+        default=0.5,
+        metadata={"help": "ε of the contrastive baseline (eq. 2), in [0, 1); labels 0/1."},
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check_infonce_options()
+        check_ranges(self, RANGES)
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
         if self.architecture not in ARCHITECTURES:

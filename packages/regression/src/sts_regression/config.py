@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sts_core.heads import PAIR_FEATURES
+from sts_core.options import FINITE, NON_NEGATIVE, POSITIVE, check_number, check_ranges
 from sts_core.training import BaseConfig, SoftmaxHeadOptions
 from sts_regression.loss import CLAMP_MODES, check_band
 
 #: the regression losses on the head, and SBERT's softmax classifier (the baseline)
 REGRESSION_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
 LOSSES = (*REGRESSION_LOSSES, "softmax")
+#: the real-valued options and their ranges (sts_core.options.check_number); x0 ≤ d/2 is
+#: check_band's
+RANGES = {"k": POSITIVE, "x0": NON_NEGATIVE, "label_spacing": POSITIVE}
 
 
 @dataclass
@@ -77,6 +81,7 @@ class RegressionConfig(BaseConfig, SoftmaxHeadOptions):
         super().__post_init__()
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
+        check_ranges(self, RANGES)
         check_band(self.k, self.x0, self.label_spacing)
         if self.clamp_predictions not in CLAMP_MODES:
             raise ValueError(
@@ -87,11 +92,12 @@ class RegressionConfig(BaseConfig, SoftmaxHeadOptions):
             choices = ", ".join(PAIR_FEATURES)
             raise ValueError(f"pair_features {self.pair_features!r} is not one of {choices}")
         self._check_label_range()
-        if self.num_labels < 2:
-            raise ValueError(f"num_labels must be at least 2, got {self.num_labels}")
+        self.check_softmax_options()
 
     def _check_label_range(self) -> None:
         if self.label_range is not None:
+            for bound in self.label_range:
+                check_number("label_range", bound, **FINITE)
             if len(self.label_range) != 2 or not self.label_range[0] < self.label_range[1]:
                 raise ValueError(
                     f"label_range must be [low, high] with low < high, got {self.label_range}"

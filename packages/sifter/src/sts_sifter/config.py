@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sts_core.options import NON_NEGATIVE, check_ranges
 from sts_core.training import BaseConfig, GatherOptions, InfoNCEOptions
+from sts_core.training.config import require_at_least
 from sts_sifter.augment import DELETABLE, RELATION_CHOICES, AugmentOptions
 from sts_sifter.corpus import CAPITALISED_RULES
 
 #: sifter (eq. 2 on X, Y, Z) and the unsupervised SimCSE baseline (eq. 1, X against itself)
 LOSSES = ("sifter", "simcse")
+#: eq. 2's weights: finite and ≥ 0 (sts_core.options.check_number), not all 0
+LAMBDAS = {"lambda_xy": NON_NEGATIVE, "lambda_xz": NON_NEGATIVE, "lambda_yz": NON_NEGATIVE}
 UPOS = frozenset(
     "ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split()
 )
@@ -93,12 +97,8 @@ class SifterConfig(BaseConfig, GatherOptions, InfoNCEOptions):
         self.check_infonce_options()
         if self.loss not in LOSSES:
             raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
-        lambdas = {"lambda_xy": self.lambda_xy, "lambda_xz": self.lambda_xz}
-        lambdas["lambda_yz"] = self.lambda_yz
-        negative = [f"{k} {v}" for k, v in lambdas.items() if v < 0]
-        if negative:
-            raise ValueError(f"the λs must be ≥ 0, got {', '.join(negative)}")
-        if self.loss == "sifter" and not any(lambdas.values()):
+        check_ranges(self, LAMBDAS)
+        if self.loss == "sifter" and not any(getattr(self, name) for name in LAMBDAS):
             raise ValueError("lambda_xy, lambda_xz and lambda_yz are all 0: eq. 2 has no term")
         if self.positive_threshold is not None:
             raise ValueError("positive_threshold: SIFTER's data are unlabelled sentences")
@@ -111,8 +111,7 @@ class SifterConfig(BaseConfig, GatherOptions, InfoNCEOptions):
             raise ValueError(
                 f"capitalised_end {self.capitalised_end!r}: choose {', '.join(CAPITALISED_RULES)}"
             )
-        if self.augment_workers < 1:
-            raise ValueError(f"augment_workers must be ≥ 1, got {self.augment_workers}")
+        require_at_least(1, augment_workers=self.augment_workers)
         self.check_augment_options()
 
     def check_augment_options(self) -> None:

@@ -16,14 +16,13 @@ besides losses that read none. The text columns are the union of the parts'.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
 from sts_core.losses.registry import EmbeddingLoss, loss_class
-from sts_core.options import parse_json_mapping
+from sts_core.options import NON_NEGATIVE, check_number, parse_json_mapping
 
 
 def parse_loss_weights(value: object) -> dict[str, float] | None:
@@ -38,8 +37,7 @@ def parse_loss_weights(value: object) -> dict[str, float] | None:
             weights[str(name)] = float(weight)
         except (TypeError, ValueError) as error:
             raise ValueError(f"loss_weights: {name}: {weight!r} is not a number") from error
-        if not math.isfinite(weights[str(name)]) or weights[str(name)] < 0:
-            raise ValueError(f"loss_weights: {name}: the weight must be finite and ≥ 0")
+        check_number(f"loss_weights: {name}", weights[str(name)], **NON_NEGATIVE)
     if not any(weights.values()):
         raise ValueError("loss_weights: every weight is 0, so nothing would train")
     return weights

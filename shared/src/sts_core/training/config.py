@@ -13,7 +13,16 @@ from pathlib import Path
 from transformers import TrainingArguments
 
 from sts_core.encoder import padding_free_mode
-from sts_core.options import parse_json_mapping
+from sts_core.options import (
+    BELOW_ONE,
+    FINITE,
+    NON_NEGATIVE,
+    POSITIVE,
+    UP_TO_ONE,
+    check_number,
+    check_ranges,
+    parse_json_mapping,
+)
 from sts_core.training.averaging import check_weight_averaging
 from sts_core.training.distill import check_teacher_settings
 
@@ -145,8 +154,7 @@ class ModelArguments:
         resolve_prompt(self.prompt)
         require_at_least(1, max_seq_length=self.max_seq_length, lora_r=self.lora_r)
         self._check_lora()
-        if self.backbone_dropout is not None and not 0 <= self.backbone_dropout < 1:
-            raise ValueError(f"backbone_dropout must be in [0, 1), got {self.backbone_dropout}")
+        check_number("backbone_dropout", self.backbone_dropout, **BELOW_ONE)
         self.padding_free = padding_free_mode(self.padding_free)
         if self.padding_side not in (None, "left", "right"):
             raise ValueError(f"padding_side must be left or right, got {self.padding_side!r}")
@@ -166,8 +174,7 @@ class ModelArguments:
         """The LoRA options (ValueError)."""
         if not self.lora_alpha > 0:
             raise ValueError(f"lora_alpha must be above 0, got {self.lora_alpha}")
-        if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        check_number("lora_dropout", self.lora_dropout, **BELOW_ONE)
         targets = self.lora_target_modules
         if isinstance(targets, str):
             targets = self.lora_target_modules = [targets]
@@ -345,6 +352,8 @@ class DataArguments:
             from sts_core.data import resolve_label_mapping
 
             resolve_label_mapping(self.label_mapping, "label")  # names and numbers, early
+        for bound in self.score_range or ():
+            check_number("score_range", bound, **FINITE)
         if self.score_range is not None and (
             len(self.score_range) != 2 or self.score_range[0] >= self.score_range[1]
         ):
@@ -359,8 +368,12 @@ class SoftmaxHeadOptions:
     that offers it: ``class MyConfig(BaseConfig, SoftmaxHeadOptions)``."""
 
     num_labels: int = field(
-        default=3, metadata={"help": "Classes of the softmax classifier (label column = label)."}
+        default=3,
+        metadata={"help": "Classes of the softmax classifier (label column = label); ≥ 2."},
     )
+
+    def check_softmax_options(self) -> None:
+        require_at_least(2, num_labels=self.num_labels)
 
 
 @dataclass
@@ -389,16 +402,38 @@ class InfoNCEOptions:
         default=None,
         metadata={
             "help": "InfoNCE: pairs with label ≥ this are the positives (e.g. 4.0 on 0–5 "
-            "scores, 1 for binary labels); none = every pair."
+            "scores, 1 for binary labels; a finite number on the labels' scale); none = every "
+            "pair."
         },
     )
 
     def check_infonce_options(self) -> None:
-        if not self.infonce_temperature > 0:
-            raise ValueError(f"infonce_temperature must be above 0, got {self.infonce_temperature}")
+        check_ranges(self, {"infonce_temperature": POSITIVE, "positive_threshold": FINITE})
 
 
 MODEL_DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
+
+#: the real-valued options of ``BaseConfig`` (its own and ``TrainingArguments``') and their
+#: ranges (:func:`sts_core.options.check_number`); the counts are ``require_at_least``'s,
+#: weight averaging's are ``check_weight_averaging``'s
+TRAINING_RANGES: dict[str, dict] = {
+    "learning_rate": POSITIVE,
+    "weight_decay": NON_NEGATIVE,
+    "warmup_steps": NON_NEGATIVE,
+    "num_train_epochs": NON_NEGATIVE,
+    "max_grad_norm": NON_NEGATIVE,
+    "adam_beta1": BELOW_ONE,
+    "adam_beta2": BELOW_ONE,
+    "adam_epsilon": NON_NEGATIVE,
+    "label_smoothing_factor": BELOW_ONE,
+    "neftune_noise_alpha": NON_NEGATIVE,
+    "logging_steps": NON_NEGATIVE,
+    "eval_steps": NON_NEGATIVE,
+    "save_steps": NON_NEGATIVE,
+    "eval_delay": NON_NEGATIVE,
+    "layer_lr_decay": UP_TO_ONE,
+    "teacher_weight": UP_TO_ONE,
+}
 
 
 def require_at_least(minimum: int, **values: int | float | None) -> None:
@@ -430,13 +465,17 @@ class BaseConfig(TrainingArguments):
     machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off).
 
     A DeepSpeed config (``--deepspeed`` or an accelerate DeepSpeed config) stops here with a
-    ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set.
+    ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set;
+    so does a numeric option out of its range (``TRAINING_RANGES``, checked by
+    :func:`sts_core.options.check_number`: ``learning_rate must be finite and > 0, got nan``).
     """
 
     output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
-    learning_rate: float = _default(2e-5, "Peak learning rate (AdamW).")
-    weight_decay: float = _default(0.01, "Weight decay.")
-    warmup_steps: float = _default(0.1, "Warm-up: steps (≥ 1) or a ratio of all steps (< 1).")
+    learning_rate: float = _default(2e-5, "Peak learning rate (AdamW); finite, > 0.")
+    weight_decay: float = _default(0.01, "Weight decay; finite, ≥ 0.")
+    warmup_steps: float = _default(
+        0.1, "Warm-up: steps (≥ 1) or a ratio of all steps (in [0, 1)); finite, ≥ 0."
+    )
     per_device_train_batch_size: int = _default(16, "Training batch size per process.")
     per_device_eval_batch_size: int = _default(64, "Encoding batch size of the dev evaluator.")
     num_train_epochs: float = _default(1.0, "Epochs.")
@@ -461,8 +500,10 @@ class BaseConfig(TrainingArguments):
         None,
         "Learning rates by parameter name: a mapping of regular expression → learning rate "
         "(YAML mapping, or JSON on the command line), e.g. {'sts_loss\\.': 1e-3}. Parameters "
-        "whose name matches (re.search, first match) get that rate; others learning_rate. "
-        "Scalar parameters (a trainable temperature) never get weight decay.",
+        "whose name matches (re.search, first match) get that rate (finite, > 0); others "
+        "learning_rate. A pattern that matches no trained parameter is an error; the log "
+        "names the parameters each pattern matched. Scalar parameters (a trainable "
+        "temperature) never get weight decay.",
     )
     loss_weights: str | None = _default(
         None,
@@ -525,18 +566,11 @@ class BaseConfig(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        require_at_least(
-            1,
-            per_device_train_batch_size=self.per_device_train_batch_size,
-            per_device_eval_batch_size=self.per_device_eval_batch_size,
-            gradient_accumulation_steps=self.gradient_accumulation_steps,
-        )
+        self._check_numbers()
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         self._check_loss_weights()
         check_weight_averaging(self)
         check_teacher_settings(self)
-        if self.layer_lr_decay is not None and not 0 < self.layer_lr_decay <= 1:
-            raise ValueError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
             raise ValueError("num_train_epochs must be above 0 (or set max_steps)")
         if (self.fp16 or self.fp16_full_eval) and not accelerator_available():
@@ -555,6 +589,25 @@ class BaseConfig(TrainingArguments):
             # without blocking the host; a no-op on a CPU
             self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
+
+    def _check_numbers(self) -> None:
+        """Every numeric option in its range (ValueError naming the first that is not)."""
+        require_at_least(
+            1,
+            per_device_train_batch_size=self.per_device_train_batch_size,
+            per_device_eval_batch_size=self.per_device_eval_batch_size,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            eval_accumulation_steps=self.eval_accumulation_steps,
+            save_total_limit=self.save_total_limit,
+            dataloader_prefetch_factor=self.dataloader_prefetch_factor,
+        )
+        require_at_least(
+            0,
+            seed=self.seed,
+            data_seed=self.data_seed,
+            dataloader_num_workers=self.dataloader_num_workers,
+        )
+        check_ranges(self, TRAINING_RANGES)
 
     def _check_loss_weights(self) -> None:
         from sts_core.losses import parse_loss_weights, weighted_loss_class
@@ -595,6 +648,7 @@ def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
             mapping[str(pattern)] = float(rate)
         except (re.error, TypeError, ValueError) as error:
             raise ValueError(f"learning_rate_mapping: {pattern!r}: {rate!r}: {error}") from error
+        check_number(f"learning_rate_mapping: {pattern!r}", mapping[str(pattern)], **POSITIVE)
     return mapping
 
 

@@ -10,6 +10,10 @@ paper's code); every scalar parameter (a trainable temperature, a loss weight) g
 group without weight decay. The scheduler, created afterwards, scales every group's rate
 alike (warm-up, decay). ``learning_rate_mapping`` is sentence-transformers'; layer-wise
 decay is ELECTRA's / the regression paper's (``RATE_DECAY_FACTOR = 0.95``).
+
+A pattern that matches none of the trained parameters is a :class:`ConfigError` (a typo
+would otherwise leave the part it meant at the base rate); the log says which parameters
+each pattern took (their count and the first few names).
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ from typing import Any
 
 import torch
 
+from sts_core.training.parser import ConfigError
+
 # ``encoder.layer.3.`` (BERT, MPNet), ``layers.3.`` (Llama, Mistral, Nomic), ``h.3.``
 # (GPT-2), ``block.3.`` (T5: the first number, not its sub-layer's ``layer.0.``)
 LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|layers|h|block)\.(\d+)\.")
 logger = logging.getLogger(__name__)
+#: parameter names a log line or an error message shows
+SHOWN_NAMES = 3
 
 
 def layer_index(name: str) -> int | None:
@@ -61,6 +69,8 @@ def regroup_parameters(
     """Split the optimizer's groups in place (before the first step) as described above."""
     names = {id(parameter): name for name, parameter in named_parameters}
     patterns = [(re.compile(p), rate) for p, rate in (learning_rate_mapping or {}).items()]
+    trained = [names.get(id(p), "") for group in optimizer.param_groups for p in group["params"]]
+    report_mapping(patterns, trained, list(names.values()))
     factors = layer_rate_factors(names.values(), layer_lr_decay)
     moved: dict[tuple[float, float], dict[str, Any]] = {}
     for group in optimizer.param_groups:
@@ -82,6 +92,51 @@ def regroup_parameters(
     optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
     for group in moved.values():
         optimizer.add_param_group(group)
+
+
+def report_mapping(
+    patterns: list[tuple[re.Pattern[str], float]], trained: list[str], every: list[str]
+) -> None:
+    """Log the parameters each pattern takes (first match wins); ConfigError naming a
+    pattern that matches none of the ``trained`` names (``every``: the model's, frozen ones
+    included, for the message)."""
+    taken: dict[str, list[str]] = {pattern.pattern: [] for pattern, _ in patterns}
+    for name in trained:
+        first = next((pattern for pattern, _ in patterns if pattern.search(name)), None)
+        if first is not None:
+            taken[first.pattern].append(name)
+    for pattern, rate in patterns:
+        if not any(pattern.search(name) for name in trained):
+            raise ConfigError(_unmatched(pattern.pattern, trained, every))
+        matched = taken[pattern.pattern]
+        logger.info(
+            "learning_rate_mapping %r (lr %g): %d parameter(s)%s",
+            pattern.pattern,
+            rate,
+            len(matched),
+            f": {_some(matched)}" if matched else " (every match taken by an earlier pattern)",
+        )
+
+
+def _unmatched(pattern: str, trained: list[str], every: list[str]) -> str:
+    trained_names = set(trained)
+    frozen = [name for name in every if name not in trained_names and re.search(pattern, name)]
+    if frozen:
+        return (
+            f"learning_rate_mapping: {pattern!r} matches only parameters that are not trained "
+            f"({_some(frozen)}), so its rate would apply to nothing"
+        )
+    # heads and loss parameters first: what a mapping usually names
+    shown = sorted(trained, key=lambda name: name.startswith("backbone."))
+    return (
+        f"learning_rate_mapping: {pattern!r} matches no trained parameter (re.search on "
+        f"names such as {_some(shown)})"
+    )
+
+
+def _some(names: list[str]) -> str:
+    more = f", … ({len(names)} in all)" if len(names) > SHOWN_NAMES else ""
+    return ", ".join(names[:SHOWN_NAMES]) + more
 
 
 def _mapped_rate(name: str, patterns: list[tuple[re.Pattern[str], float]]) -> float | None:

@@ -1,0 +1,96 @@
+"""Issue 30, case 5: BSC's numeric options out of their range (nan, inf, 0 for a
+scale, a negative weight, a probability above 1) stop the parse with one line naming the
+option, by the core's one rule (``sts_core.options.check_number``)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from sts_bsc import BscConfig
+from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.training import ConfigError, ConfigParser
+
+NOT_FINITE = ["nan", "inf", "-inf"]
+POSITIVE_BAD = [*NOT_FINITE, "0", "-0.5"]
+NON_NEGATIVE_BAD = [*NOT_FINITE, "-0.5"]
+
+#: (option, bad values, the words of the one-line error)
+CASES = [
+    ("bsc_temperature", POSITIVE_BAD, "bsc_temperature must be finite and > 0"),
+    ("temperature_learning_rate", POSITIVE_BAD, "temperature_learning_rate must be finite and > 0"),
+    ("label_threshold", NOT_FINITE, "label_threshold must be a finite number"),
+    ("mu", ["nan", "inf", "-0.1", "1.5"], "mu must be in [0, 1]"),
+    ("group_size", ["0"], "group_size must be at least 1"),
+    ("shuffle_candidates", ["0"], "shuffle_candidates must be at least 1"),
+    ("shingle_size", ["0"], "shingle_size must be at least 1"),
+    ("num_clusters", ["0"], "num_clusters must be at least 1"),
+    ("shingle_neighbours", ["0"], "shingle_neighbours must be at least 1"),
+    ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
+    ("weight_decay", NON_NEGATIVE_BAD, "weight_decay must be finite and ≥ 0"),
+]
+
+
+def parse_error(tmp_path: Path, name: str, value: str) -> str:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        f"model_name_or_path: some/model\nreport_to: none\n{name}: {value}\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as caught:
+        ConfigParser(BscConfig).parse(["--config", str(recipe)])
+    message = str(caught.value)
+    assert "\n" not in message.strip() and str(recipe) in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        pytest.param(name, value, words, id=f"{name}={value}")
+        for name, values, words in CASES
+        for value in values
+    ],
+)
+def test_bsc_option_out_of_range_stops_the_parse_naming_it(
+    tmp_path: Path, name: str, value: str, words: str
+) -> None:
+    assert words in parse_error(tmp_path, name, value)
+
+
+@pytest.mark.parametrize(
+    "losses",
+    [["--loss", "cosine_mse"], ["--loss", "cosine_mse", "--loss_weights", '{"cosine_mse": 1}']],
+)
+def test_a_trainable_temperature_needs_the_bsc_loss(losses: list[str]) -> None:
+    argv = ["--model_name_or_path", "m", "--report_to", "none", "--trainable_temperature", "true"]
+    with pytest.raises(ConfigError, match="trainable_temperature: true needs the bsc loss"):
+        ConfigParser(BscConfig).parse([*argv, *losses])
+
+
+def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
+    tiny_bert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Inside ``loss_weights`` α is ``sts_loss.parts.bsc.inverse_temperature``; the pattern
+    for the loss alone would match nothing (now a ConfigError, before a silent base rate)."""
+    fixtures = Path(__file__).parent / "fixtures"
+    recipe = write_fixture_recipe(
+        tmp_path / "r.yaml",
+        "BSC + MSE with a trainable temperature",
+        tiny_bert_dir,
+        fixtures / "sts-train.csv",
+        fixtures / "sts-dev.csv",
+        tmp_path / "out",
+        score_range="[0, 5]",
+        trainable_temperature="true",
+        temperature_learning_rate="0.05",
+        loss_weights="{bsc: 1.0, cosine_mse: 0.5}",
+        max_steps="1",
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    main = load_train_script(Path(__file__).resolve().parents[1]).main
+    with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
+        assert main(["--config", str(recipe)]) == 0
+    assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text

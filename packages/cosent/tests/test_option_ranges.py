@@ -1,0 +1,87 @@
+"""Issue 30, case 5: CoSENT's numeric options out of their range (nan, inf, 0 for a
+scale, a negative weight, a probability above 1) stop the parse with one line naming the
+option, by the core's one rule (``sts_core.options.check_number``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
+from sts_core.training import ConfigError, ConfigParser
+from sts_cosent import CoSENTConfig
+
+NOT_FINITE = ["nan", "inf", "-inf"]
+POSITIVE_BAD = [*NOT_FINITE, "0", "-0.5"]
+NON_NEGATIVE_BAD = [*NOT_FINITE, "-0.5"]
+
+#: (option, bad values, the words of the one-line error)
+CASES = [
+    ("cosent_scale", POSITIVE_BAD, "cosent_scale must be finite and > 0"),
+    (
+        "contrastive_margin",
+        ["nan", "inf", "-0.1", "1", "1.5"],
+        "contrastive_margin must be in [0, 1)",
+    ),
+    ("infonce_temperature", POSITIVE_BAD, "infonce_temperature must be finite and > 0"),
+    ("positive_threshold", NOT_FINITE, "positive_threshold must be a finite number"),
+    ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
+    ("max_grad_norm", NON_NEGATIVE_BAD, "max_grad_norm must be finite and ≥ 0"),
+]
+
+
+def parse_error(tmp_path: Path, name: str, value: str) -> str:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        f"model_name_or_path: some/model\nreport_to: none\n{name}: {value}\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as caught:
+        ConfigParser(CoSENTConfig).parse(["--config", str(recipe)])
+    message = str(caught.value)
+    assert "\n" not in message.strip() and str(recipe) in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        pytest.param(name, value, words, id=f"{name}={value}")
+        for name, values, words in CASES
+        for value in values
+    ],
+)
+def test_cosent_option_out_of_range_stops_the_parse_naming_it(
+    tmp_path: Path, name: str, value: str, words: str
+) -> None:
+    assert words in parse_error(tmp_path, name, value)
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        ("--cosent_scale=nan", "cosent_scale must be finite and > 0, got nan"),
+        ("--learning_rate=-inf", "learning_rate must be finite and > 0, got -inf"),
+        ("--contrastive_margin=1.5", "contrastive_margin must be in [0, 1), got 1.5"),
+    ],
+)
+def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
+    flag: str, words: str, tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    def not_loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the options were checked")
+
+    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    fixtures = Path(__file__).parent / "fixtures"
+    recipe = write_fixture_recipe(
+        tmp_path / "r.yaml",
+        "CoSENT, one option out of range",
+        tiny_bert_dir,
+        fixtures / "sts-train.csv",
+        fixtures / "sts-dev.csv",
+        tmp_path / "out",
+    )
+    main = load_train_script(Path(__file__).resolve().parents[1]).main
+    assert main(["--config", str(recipe), flag]) == 2
+    assert words in one_line_error(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
