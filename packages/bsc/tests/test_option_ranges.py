@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from sts_bsc import BscConfig
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    NON_NEGATIVE_BAD,
+    NOT_FINITE,
+    POSITIVE_BAD,
+    load_train_script,
+    option_parse_error,
+    range_cases,
+    write_fixture_recipe,
+)
 from sts_core.training import ConfigError, ConfigParser
-
-NOT_FINITE = ["nan", "inf", "-inf"]
-POSITIVE_BAD = [*NOT_FINITE, "0", "-0.5"]
-NON_NEGATIVE_BAD = [*NOT_FINITE, "-0.5"]
 
 #: (option, bad values, the words of the one-line error)
 CASES = [
@@ -33,30 +37,11 @@ CASES = [
 ]
 
 
-def parse_error(tmp_path: Path, name: str, value: str) -> str:
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        f"model_name_or_path: some/model\nreport_to: none\n{name}: {value}\n", encoding="utf-8"
-    )
-    with pytest.raises(ConfigError) as caught:
-        ConfigParser(BscConfig).parse(["--config", str(recipe)])
-    message = str(caught.value)
-    assert "\n" not in message.strip() and str(recipe) in message
-    return message
-
-
-@pytest.mark.parametrize(
-    ("name", "value", "words"),
-    [
-        pytest.param(name, value, words, id=f"{name}={value}")
-        for name, values, words in CASES
-        for value in values
-    ],
-)
+@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
 def test_bsc_option_out_of_range_stops_the_parse_naming_it(
     tmp_path: Path, name: str, value: str, words: str
 ) -> None:
-    assert words in parse_error(tmp_path, name, value)
+    assert words in option_parse_error(BscConfig, tmp_path, name, value)
 
 
 @pytest.mark.parametrize(

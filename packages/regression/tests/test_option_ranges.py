@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sts_core.training import ConfigError, ConfigParser
+from sts_core.testing import NON_NEGATIVE_BAD, POSITIVE_BAD, option_parse_error, range_cases
 from sts_regression import RegressionConfig
-
-NOT_FINITE = ["nan", "inf", "-inf"]
-POSITIVE_BAD = [*NOT_FINITE, "0", "-0.5"]
-NON_NEGATIVE_BAD = [*NOT_FINITE, "-0.5"]
 
 #: (option, bad values, the words of the one-line error)
 CASES = [
@@ -27,27 +23,8 @@ CASES = [
 ]
 
 
-def parse_error(tmp_path: Path, name: str, value: str) -> str:
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        f"model_name_or_path: some/model\nreport_to: none\n{name}: {value}\n", encoding="utf-8"
-    )
-    with pytest.raises(ConfigError) as caught:
-        ConfigParser(RegressionConfig).parse(["--config", str(recipe)])
-    message = str(caught.value)
-    assert "\n" not in message.strip() and str(recipe) in message
-    return message
-
-
-@pytest.mark.parametrize(
-    ("name", "value", "words"),
-    [
-        pytest.param(name, value, words, id=f"{name}={value}")
-        for name, values, words in CASES
-        for value in values
-    ],
-)
+@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
 def test_regression_option_out_of_range_stops_the_parse_naming_it(
     tmp_path: Path, name: str, value: str, words: str
 ) -> None:
-    assert words in parse_error(tmp_path, name, value)
+    assert words in option_parse_error(RegressionConfig, tmp_path, name, value)

@@ -202,6 +202,39 @@ FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
 }
 
 
+# Bad values of a numeric option by its range (``sts_core.options.check_number``), for the
+# range tests of the core and of each package.
+NOT_FINITE = ("nan", "inf", "-inf")
+POSITIVE_BAD = (*NOT_FINITE, "0", "-0.5")
+NON_NEGATIVE_BAD = (*NOT_FINITE, "-0.5")
+
+
+def range_cases(cases: list[tuple[str, Any, str]]) -> list[Any]:
+    """``pytest.param(option, value, words)`` for each bad value of each
+    ``(option, bad values, words of the error)``."""
+    return [
+        pytest.param(name, value, words, id=f"{name}={value}")
+        for name, values, words in cases
+        for value in values
+    ]
+
+
+def option_parse_error(config_class: type, folder: Path, name: str, value: str) -> str:
+    """The one-line ConfigError that parsing a recipe with ``name: value`` gives (it names
+    the recipe)."""
+    from sts_core.training import ConfigError, ConfigParser
+
+    recipe = folder / "recipe.yaml"
+    recipe.write_text(
+        f"model_name_or_path: some/model\nreport_to: none\n{name}: {value}\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as caught:
+        ConfigParser(config_class).parse(["--config", str(recipe)])
+    message = str(caught.value)
+    assert "\n" not in message.strip() and str(recipe) in message
+    return message
+
+
 def one_line_error(err: str) -> str:
     """The one line a command printed on standard error for a bad input (``error: …``),
     asserting there is nothing else (no traceback)."""
