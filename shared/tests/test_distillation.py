@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from datasets import Dataset
+from scipy.stats import spearmanr
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import make_tiny_bert, write_fixture_recipe
@@ -54,7 +55,9 @@ def test_labels_become_the_weighted_teacher_cosine(teacher_dir: Path, weight: fl
     np.testing.assert_allclose(data["score"], expected, rtol=1e-5, atol=1e-6)
     assert data["sentence1"] == PAIRS["sentence1"]  # the rows keep their order
     assert summary["pairs"] == 4 and summary["teacher_weight"] == weight
-    assert -100 <= summary["teacher_spearman_with_labels"] <= 100
+    agreement = 100 * spearmanr(cosine, PAIRS["score"]).statistic  # with the gold labels
+    assert abs(agreement) > 1  # so a sign error shows
+    assert summary["teacher_spearman_with_labels"] == pytest.approx(agreement, abs=0.006)
 
 
 def test_unlabelled_pairs_take_the_teacher_alone(teacher_dir: Path) -> None:
@@ -158,6 +161,15 @@ def test_a_run_trains_on_the_teacher_and_records_it(
     teacher = written["data"]["teacher"]
     assert teacher["model"] == str(teacher_dir) and teacher["teacher_weight"] == 0.5
     assert teacher["pairs"] == written["data"]["train_pairs"] == 16
+    rows = [line.split("\t") for line in TRAIN.read_text(encoding="utf-8").splitlines()]
+    cosine = cosines_of(
+        SentenceEncoder.from_pretrained(teacher_dir).eval(),
+        [r[5].strip() for r in rows],
+        [r[6].strip() for r in rows],
+    )
+    agreement = 100 * spearmanr(cosine, [float(r[4]) for r in rows]).statistic
+    assert abs(agreement) > 1
+    assert teacher["teacher_spearman_with_labels"] == pytest.approx(agreement, abs=0.006)
 
 
 def test_a_run_adds_the_teachers_neighbour_pairs(
