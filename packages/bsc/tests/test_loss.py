@@ -173,7 +173,10 @@ def test_trainable_temperature_is_a_parameter_with_a_gradient() -> None:
     q, a, _ = (torch.tensor(x, dtype=torch.float32) for x in batch(seed=5))
     out = loss({"sentence1": q, "sentence2": a}, None)
     out["loss"].backward()
-    assert loss.inverse_temperature.grad is not None and loss.inverse_temperature.grad != 0
+    # ∂L/∂α: central differences (h = 1e-4) of the float64 reference of eq. 1 in α = 1/τ
+    q64, a64, h = q.double().numpy(), a.double().numpy(), 1e-4
+    up, down = (sum(reference(q64, a64, 1 / alpha)) for alpha in (5.0 + h, 5.0 - h))
+    assert float(loss.inverse_temperature.grad) == pytest.approx((up - down) / (2 * h), rel=1e-4)
     assert float(out["temperature"]) == pytest.approx(0.2)
 
 

@@ -75,7 +75,11 @@ def test_combo_with_example_based_batches_and_a_trainable_temperature(
     logged = {key for entry in history for key in entry}
     assert {"bsc", "bsc_l0", "bsc_l1", "mse", "temperature"} <= logged
     temperatures = [entry["temperature"] for entry in history if "temperature" in entry]
-    assert temperatures[-1] != pytest.approx(0.1)  # τ learnt (from 0.1)
+    assert len(temperatures) == 4  # logged at every step, as used by that step's forward
+    assert temperatures[0] == pytest.approx(0.1)  # step 1 runs at bsc_temperature
+    # AdamW's first update of α = 1/τ (a scalar: no weight decay) is lr·g/(|g| + ε), i.e.
+    # ±temperature_learning_rate whatever the gradient (the base learning rate is 1e-3)
+    assert abs(1 / temperatures[1] - 1 / 0.1) == pytest.approx(0.05, abs=1e-4)
     reported = metrics["final"][str(TEST)]
     (key,) = [k for k in reported if k.endswith("_spearman")]
     assert spearman_of_saved_model(out, TEST) == pytest.approx(reported[key], abs=1e-3)
