@@ -1,0 +1,263 @@
+"""Issue 31: two steps of ``train.py``'s ``main`` (SIFTER-SimCSE on a small sentence file, the
+tiny BERT without dropout) equal an independent plain-torch loop of the same recipe, step for
+step: the logged loss and its three terms, gradient norm and learning rate of each step,
+every backbone weight of the saved model (read back with ``AutoModel``) and the MLP's.
+
+The positives are written by hand into the positives cache (``augment_cache_dir``) before
+the run: with every sentence cached no parser is loaded (the recipe names a stanza models
+folder that does not exist), and dropout being off, the positives Y (X followed by its
+backbone) and Z (X without articles and conjunctions) are all that differ between the
+three views of a sentence. One sentence has no backbone and nothing to delete (Y = Z = X).
+
+The plain loop uses none of the package: ``transformers.AutoModel`` and ``AutoTokenizer``,
+mean pooling with the attention mask by hand (cpu_minilm_wiki_sifter.yaml's pooling, with
+its ``capitalised_end: abbreviation``), SimCSE's training-only MLP (a linear d → d and
+tanh) starting from the weights the run's MLP had when training began (read by a callback:
+it is drawn when the trainer is built), eq. 2 of Yu et al. 2024 with cosine similarities
+and τ 0.05 — λ_XY·InfoNCE(X, Y) + λ_XZ·InfoNCE(X, Z) + λ_YZ·InfoNCE(Y, Z), each term the
+mean over the batch of −log(e^{s(a_i, b_i)/τ} / Σ_j e^{s(a_i, b_j)/τ}), with three different
+λs so that a term paired with the wrong λ shows —, gradient clipping at 1.0, and AdamW
+written out (β 0.9/0.999, weight decay except on biases and LayerNorm weights, the rate
+decaying linearly from 1e-3 over the two steps, no warm-up). The batch is the whole corpus
+(8 sentences).
+
+Pinned in the recipe: ``adam_epsilon`` 1e-3 (not 1e-8): the training forward packs the
+sentences (``padding_free: auto`` on a CPU) and the package sums in another order, so a
+gradient differs from the plain loop's by float32 rounding, which Adam's ``m / (√v + ε)``
+amplifies up to ~lr for a gradient element near 0 when ε is tiny. Weight decay 0.1 (the
+paper: 0) so that decaying the wrong parameters moves them by more than the tolerance.
+Mean pooling, not the paper's [CLS]: the untrained tiny BERT's [CLS] states are nearly the
+same for every sentence, so each term is log 8 to five digits, the gradient norm is 0.0035
+and float32 rounding leaves it good to 2e-3 only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, TrainerCallback
+
+from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.training.run import TrainingRun
+from sts_sifter.augment import Augmented, AugmentOptions
+from sts_sifter.corpus import cache_folder, chunk_path, write_chunk
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+PACKAGE = Path(__file__).resolve().parents[1]
+DEV = Path(__file__).parent / "fixtures" / "sts-dev.csv"
+
+main = load_train_script(PACKAGE).main
+
+#: X, Y = X + its backbone, Z = X without articles and conjunctions
+CORPUS = [
+    (
+        "A man is playing the guitar.",
+        "A man is playing the guitar. Man is playing guitar.",
+        "man is playing guitar.",
+    ),
+    (
+        "The dog runs in the park and the cat sits.",
+        "The dog runs in the park and the cat sits. Dog runs.",
+        "dog runs in park cat sits.",
+    ),
+    (
+        "Two boys play soccer on the beach.",
+        "Two boys play soccer on the beach. Boys play soccer.",
+        "Two boys play soccer on beach.",
+    ),
+    (
+        "A woman is slicing an onion.",
+        "A woman is slicing an onion. Woman is slicing onion.",
+        "woman is slicing onion.",
+    ),
+    (
+        "The child eats food because he is hungry.",
+        "The child eats food because he is hungry. Child eats food.",
+        "child eats food he is hungry.",
+    ),
+    (
+        "People are standing on the street.",
+        "People are standing on the street. People are standing.",
+        "People are standing on street.",
+    ),
+    (
+        "Three people sit at the piano.",
+        "Three people sit at the piano. People sit.",
+        "Three people sit at piano.",
+    ),
+    (
+        "this sentence means one thing",
+        "this sentence means one thing",
+        "this sentence means one thing",
+    ),
+]
+STEPS, SENTENCES = 2, len(CORPUS)
+LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
+BETAS, EPS = (0.9, 0.999), 1e-3
+TEMPERATURE = 0.05
+LAMBDAS = {"xy": 1.0, "xz": 0.5, "yz": 0.25}
+PARSER = "stanza:/nonexistent/stanza-models"  # never loaded: every sentence is cached
+
+
+class MLPAtStart(TrainerCallback):
+    """The MLP's weights when training begins (``mlp.*`` of the model)."""
+
+    weights: dict[str, torch.Tensor] | None = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.weights = {
+            name.removeprefix("mlp."): p.detach().clone()
+            for name, p in model.named_parameters()
+            if name.startswith("mlp.")
+        }
+
+
+def write_cache(cache_dir: Path) -> None:
+    """The corpus's positives where the run looks for them (no parser is needed then)."""
+    sentences = [x for x, _, _ in CORPUS]
+    folder = cache_folder(cache_dir, sentences, PARSER, AugmentOptions())
+    folder.mkdir(parents=True)
+    rows = [
+        Augmented(x, y, z, has_backbone=y != x, deleted=len(x.split()) - len(z.split()))
+        for x, y, z in CORPUS
+    ]
+    write_chunk(chunk_path(folder, 0), rows)
+
+
+def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``main`` on the recipe; the step log lines, the MLP's starting weights, the saved
+    backbone (``AutoModel``) and the saved MLP (the extra-weights file)."""
+    recorder = MLPAtStart()
+    monkeypatch.setattr(TrainingRun, "build_callbacks", lambda self: [recorder])
+    corpus = tmp_path / "sentences.txt"
+    corpus.write_text("".join(f"{x}\n" for x, _, _ in CORPUS), encoding="utf-8")
+    write_cache(tmp_path / "cache")
+    output_dir = tmp_path / "out"
+    recipe = write_fixture_recipe(
+        tmp_path / "recipe.yaml",
+        "SIFTER-SimCSE on cached positives, two full-batch steps",
+        model,
+        corpus,
+        DEV,
+        output_dir,
+        train_format="sentences",
+        loss="sifter",
+        parser=PARSER,
+        augment_cache_dir=str(tmp_path / "cache"),
+        lambda_xy=str(LAMBDAS["xy"]),
+        lambda_xz=str(LAMBDAS["xz"]),
+        lambda_yz=str(LAMBDAS["yz"]),
+        infonce_temperature=str(TEMPERATURE),
+        use_mlp="true",
+        pooling="mean",
+        capitalised_end="abbreviation",
+        backbone_dropout="0.0",
+        max_steps=str(STEPS),
+        per_device_train_batch_size=str(SENTENCES),
+        learning_rate=str(LEARNING_RATE),
+        weight_decay=str(WEIGHT_DECAY),
+        lr_scheduler_type="linear",
+        warmup_steps="0",
+        max_grad_norm=str(MAX_GRAD_NORM),
+        adam_epsilon=str(EPS),
+        eval_steps=str(STEPS),
+        save_steps=str(STEPS),
+    )
+    assert main(["--config", str(recipe)]) == 0
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    assert metrics["data"]["positives"]["cached"] == SENTENCES  # none parsed
+    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
+    logged = [e for e in state["log_history"] if "loss" in e]
+    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    mlp = load_file(output_dir / "sts_extra_modules.safetensors")
+    saved = {
+        f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
+    }
+    saved.update({f"mlp.{k.removeprefix('mlp.')}": v for k, v in mlp.items()})
+    assert recorder.weights is not None
+    return logged, recorder.weights, saved
+
+
+def plain_loop(
+    folder: Path,
+    mlp_start: dict[str, torch.Tensor],
+    learning_rate: float = LEARNING_RATE,
+    weight_decay: float = WEIGHT_DECAY,
+    temperature: float = TEMPERATURE,
+    lambdas: dict[str, float] = LAMBDAS,
+):
+    """The recipe in plain torch: each step's loss and terms, pre-clipping gradient norms,
+    and the final weights (``backbone.*`` and ``mlp.*``)."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    bert = AutoModel.from_pretrained(folder)
+    bert.train()
+    dimension = bert.config.hidden_size
+    mlp = torch.nn.Linear(dimension, dimension)
+    mlp.load_state_dict(mlp_start)
+    named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()]
+    named += [(f"mlp.{n}", p) for n, p in mlp.named_parameters()]
+    moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
+    views = {name: [row[i] for row in CORPUS] for i, name in enumerate("xyz")}
+
+    def projected(texts: list[str]) -> torch.Tensor:
+        batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+        states = bert(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        return torch.tanh(mlp((states * mask).sum(1) / mask.sum(1)))
+
+    def info_nce(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        cosines = (a @ b.T) / (a.norm(dim=1)[:, None] * b.norm(dim=1)[None, :])
+        logits = cosines / temperature
+        return (torch.log(torch.exp(logits).sum(1)) - logits.diag()).mean()
+
+    steps, norms = [], []
+    for step in range(1, STEPS + 1):
+        h = {name: projected(texts) for name, texts in views.items()}
+        terms = {pair: info_nce(h[pair[0]], h[pair[1]]) for pair in lambdas}
+        loss = sum(lambdas[pair] * term for pair, term in terms.items())
+        steps.append({"loss": loss.item(), **{pair: t.item() for pair, t in terms.items()}})
+        bert.zero_grad(set_to_none=True)
+        mlp.zero_grad(set_to_none=True)
+        loss.backward()
+        with torch.no_grad():
+            grads = [p.grad for _, p in named if p.grad is not None]
+            norm = torch.sqrt(sum((g * g).sum() for g in grads))
+            norms.append(norm.item())
+            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
+            rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+            for name, p in named:
+                if p.grad is None:  # the pooler: not in the graph, not updated at all
+                    continue
+                g = p.grad * clip
+                m, s = moments[name]
+                m.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
+                s.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
+                if not (name.endswith("bias") or "LayerNorm" in name):
+                    p.mul_(1 - rate * weight_decay)
+                denominator = s.sqrt() / math.sqrt(1 - BETAS[1] ** step) + EPS
+                p.sub_(rate / (1 - BETAS[0] ** step) * m / denominator)
+    state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
+    state.update({f"mlp.{n}": t for n, t in mlp.state_dict().items()})
+    return steps, norms, state
+
+
+def test_two_steps_of_main_equal_a_plain_torch_loop(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logged, mlp_start, trained = run_main(tiny_bert_nodropout_dir, tmp_path, monkeypatch)
+    steps, norms, expected = plain_loop(tiny_bert_nodropout_dir, mlp_start)
+
+    for name in ("loss", *LAMBDAS):
+        assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
+    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
+    assert max(norms) > MAX_GRAD_NORM  # the clipping is exercised
+    assert [e["learning_rate"] for e in logged] == pytest.approx([LEARNING_RATE, LEARNING_RATE / 2])
+    assert set(trained) == set(expected)
+    for name, value in expected.items():
+        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
