@@ -143,6 +143,7 @@ def finished_run(output_dir: Path, command: list[str]) -> dict[str, Any] | None:
 
 def scores_of(report: dict[str, Any], seconds: float, dev: dict[str, Any]) -> dict[str, Any]:
     scores = {task: report["tasks"][task]["spearman"]["all"] for task in report["tasks"]}
+    scores["scorer"] = scorer_of(report)
     scores["avg"] = report["average"]["spearman_all"]
     scores["avg_wmean"] = report["average"].get("spearman_wmean", float("nan"))
     scores["seconds"] = round(seconds, 1)
@@ -172,7 +173,36 @@ def summarise(label: str, runs: dict[int, dict[str, Any]], tasks: list[str]) -> 
         for key in keys
         if all(key in run for run in runs.values())
     }
-    return {"label": label, "seeds": runs, "summary": summary}
+    scorers = sorted({run.get("scorer", UNRECORDED_SCORER) for run in runs.values()})
+    return {"label": label, "seeds": runs, "summary": summary, "scorer": ", ".join(scorers)}
+
+
+#: a run whose metrics.json was written before STS reports recorded their scorer
+UNRECORDED_SCORER = "not recorded"
+
+
+def scorer_of(report: dict[str, Any]) -> str:
+    """What scored a run's STS table (``STSReport.scored_by``: the cosine of the embeddings,
+    or a pair-scoring head), from its ``scorer`` field; ``UNRECORDED_SCORER`` for a report
+    written before the field existed."""
+    from sts_core.evaluation.sts import describe_scorer
+
+    scorer = report.get("scorer")
+    if not scorer:
+        return UNRECORDED_SCORER
+    described = describe_scorer(scorer)
+    unused = report.get("unused_pair_scorer")
+    return described + (f" (the model's pair_scorer head {unused!r} is not used)" if unused else "")
+
+
+def scored_by_line(rows: list[dict[str, Any]]) -> str:
+    """The table's ``Scored by`` line: one scorer for every row, or each row's."""
+    scorers = {row.get("scorer", UNRECORDED_SCORER) for row in rows}
+    source = "each run's metrics.json, `sts.scorer`"
+    if len(scorers) == 1:
+        return f"Scored by: {scorers.pop()} ({source})."
+    each = "; ".join(f"{row['label']}: {row.get('scorer', UNRECORDED_SCORER)}" for row in rows)
+    return f"Scored by ({source}): {each}."
 
 
 def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: dict) -> str:
@@ -212,6 +242,8 @@ def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: 
             "Spearman × 100, all test pairs). Variants (flags after the recipe): " + variants + ".",
             "",
             machine_markdown(info),
+            "",
+            scored_by_line(rows),
             "",
             markdown_table(header, lines),
             "",
@@ -300,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     write_markdown(stem, report_markdown(rows, args, info))
     for row in rows:
         mean, sd = row["summary"]["avg"]
-        print(f"{row['label']}: avg {mean:.2f} ± {sd:.2f}")
+        print(f"{row['label']}: avg {mean:.2f} ± {sd:.2f} (scored by: {row['scorer']})")
     print(f"wrote {stem}.md/.json")
     return 0
 

@@ -288,6 +288,9 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
         )
     markdown = (tmp_path / "recipes_smoke.md").read_text(encoding="utf-8")
     assert "| smooth_k2 |" in markdown and "`--loss l1`" in markdown
+    # every table says what scored it: the regression head is never the STS scorer
+    assert "Scored by: cosine similarity of the embeddings" in markdown
+    assert {row["scorer"] for row in result["rows"]} == {"cosine similarity of the embeddings"}
 
     record_path = tmp_path / "runs" / "variant1-seed0" / "recipe-run.json"
     record = json.loads(record_path.read_text(encoding="utf-8"))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
 
 from sts_core.training import BaseTrainer
 from sts_regression.config import REGRESSION_LOSSES
-from sts_regression.loss import CITATION, REGRESSION_HEAD
+from sts_regression.loss import CITATION, REGRESSION_HEAD, SiameseRegressionLoss
+
+logger = logging.getLogger(__name__)
 
 PAPER = {
     "name": "Siamese regression with Translated ReLU and Smooth K2 loss",
@@ -34,6 +39,15 @@ class RegressionTrainer(BaseTrainer):
     folder. The dev evaluator and the STS table score the cosine of the embeddings, as in
     the paper; after training, ``metrics.json`` also has the regression head's own dev
     scores (``head``).
+
+    The regression head reads the mean-pooled embeddings ``u``, ``v`` as they come out of
+    the pooling, before the encoder's L2 normalisation (``normalize``, which a
+    sentence-transformers folder such as all-MiniLM-L6-v2 records): the paper's Figure 1
+    and the authors' code feed it the average-pooled vectors, and a head over unit vectors
+    cannot reach the 0–5 labels at the encoder's learning rate, so the encoder collapses
+    to lower the loss. The encoder keeps its ``normalize`` setting for everything else
+    (``encode``, the cosine evaluations, the saved folder): the cosine does not depend on
+    it. See :func:`pooled_embeddings`.
     """
 
     _paper: ClassVar[dict[str, str]] = PAPER
@@ -42,6 +56,22 @@ class RegressionTrainer(BaseTrainer):
     def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
+        self.head_reads_pooled = any(
+            isinstance(module, SiameseRegressionLoss) for module in self.loss_module.modules()
+        )
+        if self.head_reads_pooled and getattr(model, "normalize", False):
+            logger.info(
+                "the regression head reads the mean-pooled embeddings before the encoder's "
+                "L2 normalisation (as in the paper); encode and the cosine scores keep it"
+            )
+
+    def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """The core's loss, with the encoder's normalisation off during the forward when
+        the loss has a regression head (:func:`pooled_embeddings`)."""
+        if not self.head_reads_pooled:
+            return super().compute_loss(model, inputs, *args, **kwargs)
+        with pooled_embeddings(self.accelerator.unwrap_model(model)):
+            return super().compute_loss(model, inputs, *args, **kwargs)
 
     @classmethod
     def check_train_dataset(cls, dataset: Any, config: Any) -> None:
@@ -82,11 +112,28 @@ class RegressionTrainer(BaseTrainer):
             scorer=head_scorer(REGRESSION_HEAD),
             batch_size=self.args.per_device_eval_batch_size,
         )
-        scores = evaluator(model)
+        with pooled_embeddings(model):  # what the head was trained on
+            scores = evaluator(model)
         if self.is_world_process_zero():
             line = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
             print(f"regression head on {dev.name}: {line}")
         return scores
+
+
+@contextmanager
+def pooled_embeddings(encoder: Any) -> Iterator[Any]:
+    """Within the block, ``encoder`` gives its pooled embeddings without its L2
+    normalisation (``normalize`` off), as the regression head reads them; its setting is
+    restored afterwards (the saved folder, ``encode`` and the cosine keep it)."""
+    normalize = getattr(encoder, "normalize", None)
+    if not normalize:
+        yield encoder
+        return
+    encoder.normalize = False
+    try:
+        yield encoder
+    finally:
+        encoder.normalize = normalize
 
 
 def check_label_range(labels: np.ndarray, column: str, label_range: list[float] | None) -> None:
