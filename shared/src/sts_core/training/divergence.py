@@ -98,6 +98,8 @@ def non_finite_weights(model: Any) -> list[str]:
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if not trainable:
         return []
-    flags = [p.detach().isfinite().all() for _, p in trainable]
+    # under DeepSpeed ZeRO-3 a parameter's own tensor is a placeholder (its values are not
+    # this process's): check the process's shard, ``ds_tensor``, instead
+    flags = [getattr(p, "ds_tensor", p).detach().isfinite().all() for _, p in trainable]
     finite = torch.stack([flag.to(flags[0].device) for flag in flags])
     return [name for (name, _), ok in zip(trainable, finite.tolist(), strict=True) if not ok]
