@@ -95,11 +95,14 @@ class DivergenceGuard(TrainerCallback):
 
 def non_finite_weights(model: Any) -> list[str]:
     """Names of the trainable parameters holding a NaN or an infinity (one device sync)."""
-    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    trainable = [
+        (name, p)
+        for name, p in model.named_parameters()
+        if p.requires_grad and not hasattr(p, "ds_tensor")
+    ]  # a DeepSpeed ZeRO-3 parameter's own tensor may be a buffer still being gathered, and
+    # its shard holds padding: those are not checked (the loss still is)
     if not trainable:
         return []
-    # under DeepSpeed ZeRO-3 a parameter's own tensor is a placeholder (its values are not
-    # this process's): check the process's shard, ``ds_tensor``, instead
-    flags = [getattr(p, "ds_tensor", p).detach().isfinite().all() for _, p in trainable]
+    flags = [p.detach().isfinite().all() for _, p in trainable]
     finite = torch.stack([flag.to(flags[0].device) for flag in flags])
     return [name for (name, _), ok in zip(trainable, finite.tolist(), strict=True) if not ok]
