@@ -28,8 +28,6 @@ decaying the wrong parameters moves them by more than the tolerance.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
@@ -37,7 +35,15 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    clipped_adamw_step,
+    decays_like_transformers,
+    load_train_script,
+    optimizer_recipe,
+    read_stsb_pairs,
+    step_log,
+    write_fixture_recipe,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -52,11 +58,6 @@ LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
 BETAS, EPS = (0.9, 0.999), 1e-3
 TEMPERATURE, TEMPERATURE_RATE = 0.1, 0.05
 MU, THRESHOLD, TOP_SCORE = 0.1, 0.6, 5.0
-
-
-def read_pairs(path: Path) -> tuple[list[str], list[str], torch.Tensor]:
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
-    return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
 
 
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
@@ -82,21 +83,10 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         repeated_anchors="true",
         shuffle="original",
         pooling="mean",
-        max_steps=str(STEPS),
-        per_device_train_batch_size=str(BATCH),
-        learning_rate=str(LEARNING_RATE),
-        weight_decay=str(WEIGHT_DECAY),
-        lr_scheduler_type="linear",
-        warmup_steps="0",
-        max_grad_norm=str(MAX_GRAD_NORM),
-        adam_epsilon=str(EPS),
-        eval_steps=str(STEPS),
-        save_steps=str(STEPS),
+        **optimizer_recipe(STEPS, BATCH, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
     assert main(["--config", str(recipe)]) == 0
-    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    logged = [e for e in state["log_history"] if "loss" in e]
-    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    logged = step_log(output_dir, STEPS)
     saved = {
         f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
     }
@@ -119,7 +109,7 @@ def plain_loop(
     bert = AutoModel.from_pretrained(folder)
     bert.train()
     alpha = torch.nn.Parameter(torch.tensor(1 / TEMPERATURE))  # α = 1/τ
-    first, second, scores = read_pairs(TRAIN)
+    first, second, scores = read_stsb_pairs(TRAIN)
     labels = scores / TOP_SCORE  # score_range [0, 5] → [0, 1]
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()] + [("alpha", alpha)]
     moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
@@ -156,31 +146,28 @@ def plain_loop(
         bert.zero_grad(set_to_none=True)
         alpha.grad = None
         loss.backward()
-        with torch.no_grad():
-            grads = [p.grad for _, p in named if p.grad is not None]
-            norm = torch.sqrt(sum((g * g).sum() for g in grads))
-            norms.append(norm.item())
-            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
-            schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-            for name, p in named:
-                if p.grad is None:  # the pooler: not in the graph, not updated at all
-                    continue
-                rate = (temperature_rate if name == "alpha" else learning_rate) * schedule
-                g = p.grad * clip
-                m1, m2 = moments[name]
-                m1.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
-                m2.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
-                if not (name.endswith("bias") or "LayerNorm" in name or name == "alpha"):
-                    p.mul_(1 - rate * weight_decay)
-                denominator = m2.sqrt() / math.sqrt(1 - BETAS[1] ** step) + EPS
-                p.sub_(rate / (1 - BETAS[0] ** step) * m1 / denominator)
+        schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+        norms.append(
+            clipped_adamw_step(
+                named,
+                moments,
+                step,
+                learning_rate * schedule,
+                weight_decay,
+                MAX_GRAD_NORM,
+                BETAS,
+                EPS,
+                decays=lambda name: decays_like_transformers(name) and name != "alpha",
+                rate_factor=lambda name: temperature_rate / learning_rate if name == "alpha" else 1,
+            )
+        )
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
     state["alpha"] = alpha.detach()
     return steps, norms, state
 
 
 def test_every_batch_has_an_anchor_with_a_positive_and_a_labelled_negative() -> None:
-    first, _, scores = read_pairs(TRAIN)
+    first, _, scores = read_stsb_pairs(TRAIN)
     for step in range(STEPS):
         rows = range(step * BATCH, (step + 1) * BATCH)
         positive = {first[i] for i in rows if scores[i] / TOP_SCORE > THRESHOLD}

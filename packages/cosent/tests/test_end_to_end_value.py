@@ -23,15 +23,20 @@ wrong parameters moves them by more than the tolerance.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    clipped_adamw_step,
+    load_train_script,
+    optimizer_recipe,
+    read_stsb_pairs,
+    step_log,
+    write_fixture_recipe,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -45,11 +50,6 @@ STEPS, PAIRS = 2, 16
 LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
 BETAS, EPS = (0.9, 0.999), 1e-3
 SCALE = 20.0  # λ
-
-
-def read_pairs(path: Path) -> tuple[list[str], list[str], torch.Tensor]:
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
-    return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
 
 
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
@@ -66,21 +66,10 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         loss="cosent",
         cosent_scale=str(SCALE),
         pooling="mean",
-        max_steps=str(STEPS),
-        per_device_train_batch_size=str(PAIRS),
-        learning_rate=str(LEARNING_RATE),
-        weight_decay=str(WEIGHT_DECAY),
-        lr_scheduler_type="linear",
-        warmup_steps="0",
-        max_grad_norm=str(MAX_GRAD_NORM),
-        adam_epsilon=str(EPS),
-        eval_steps=str(STEPS),
-        save_steps=str(STEPS),
+        **optimizer_recipe(STEPS, PAIRS, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
     assert main(["--config", str(recipe)]) == 0
-    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    logged = [e for e in state["log_history"] if "loss" in e]
-    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    logged = step_log(output_dir, STEPS)
     return logged, AutoModel.from_pretrained(output_dir).state_dict()
 
 
@@ -95,7 +84,7 @@ def plain_loop(
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bert = AutoModel.from_pretrained(folder)
     bert.train()
-    first, second, labels = read_pairs(TRAIN)
+    first, second, labels = read_stsb_pairs(TRAIN)
     assert len(labels) == PAIRS
     named = list(bert.named_parameters())
     moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
@@ -117,23 +106,10 @@ def plain_loop(
         bert.zero_grad(set_to_none=True)
         loss.backward()
         losses.append(loss.item())
-        with torch.no_grad():
-            grads = [p.grad for _, p in named if p.grad is not None]
-            norm = torch.sqrt(sum((g * g).sum() for g in grads))
-            norms.append(norm.item())
-            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
-            rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-            for name, p in named:
-                if p.grad is None:  # the pooler: not in the graph, not updated at all
-                    continue
-                g = p.grad * clip
-                m, s = moments[name]
-                m.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
-                s.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
-                if not (name.endswith("bias") or "LayerNorm" in name):
-                    p.mul_(1 - rate * weight_decay)
-                denominator = s.sqrt() / math.sqrt(1 - BETAS[1] ** step) + eps
-                p.sub_(rate / (1 - BETAS[0] ** step) * m / denominator)
+        rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+        norms.append(
+            clipped_adamw_step(named, moments, step, rate, weight_decay, MAX_GRAD_NORM, BETAS, eps)
+        )
     return losses, norms, bert.state_dict()
 
 

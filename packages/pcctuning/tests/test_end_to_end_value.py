@@ -28,15 +28,20 @@ them by more than the tolerance.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    clipped_adamw_step,
+    load_train_script,
+    optimizer_recipe,
+    read_stsb_pairs,
+    step_log,
+    write_fixture_recipe,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -73,11 +78,6 @@ def llama_dir(tiny_llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return folder
 
 
-def read_pairs(path: Path) -> tuple[list[str], list[str], torch.Tensor]:
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
-    return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
-
-
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``main`` on the recipe; the step log lines and the saved model's weights."""
     output_dir = tmp_path / "out"
@@ -94,21 +94,10 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         padding_side="left",
         gather_across_processes="true",
         gradient_cache_batch_size=str(MINI_BATCH),
-        max_steps=str(STEPS),
-        per_device_train_batch_size=str(PAIRS),
-        learning_rate=str(LEARNING_RATE),
-        weight_decay=str(WEIGHT_DECAY),
-        lr_scheduler_type="linear",
-        warmup_steps="0",
-        max_grad_norm=str(MAX_GRAD_NORM),
-        adam_epsilon=str(EPS),
-        eval_steps=str(STEPS),
-        save_steps=str(STEPS),
+        **optimizer_recipe(STEPS, PAIRS, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
     assert main(["--config", str(recipe)]) == 0
-    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    logged = [e for e in state["log_history"] if "loss" in e]
-    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    logged = step_log(output_dir, STEPS)
     return logged, AutoModel.from_pretrained(output_dir).state_dict()
 
 
@@ -123,7 +112,7 @@ def plain_loop(
     tokenizer.pad_token, tokenizer.padding_side = tokenizer.eos_token, "left"
     decoder = AutoModel.from_pretrained(folder)
     decoder.train()
-    first, second, scores = read_pairs(TRAIN)
+    first, second, scores = read_stsb_pairs(TRAIN)
     assert len(scores) == PAIRS
     named = list(decoder.named_parameters())
     moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
@@ -144,21 +133,20 @@ def plain_loop(
         decoder.zero_grad(set_to_none=True)
         loss.backward()
         losses.append(loss.item())
-        with torch.no_grad():
-            grads = [p.grad for _, p in named if p.grad is not None]
-            norm = torch.sqrt(sum((g * g).sum() for g in grads))
-            norms.append(norm.item())
-            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
-            rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-            for name, p in named:
-                g = p.grad * clip
-                m, s = moments[name]
-                m.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
-                s.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
-                if not (name.endswith("bias") or "norm" in name):  # RMSNorm weights
-                    p.mul_(1 - rate * weight_decay)
-                denominator = s.sqrt() / math.sqrt(1 - BETAS[1] ** step) + EPS
-                p.sub_(rate / (1 - BETAS[0] ** step) * m / denominator)
+        rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+        norms.append(
+            clipped_adamw_step(
+                named,
+                moments,
+                step,
+                rate,
+                weight_decay,
+                MAX_GRAD_NORM,
+                BETAS,
+                EPS,
+                decays=lambda name: not (name.endswith("bias") or "norm" in name),  # RMSNorm
+            )
+        )
     return losses, norms, decoder.state_dict()
 
 

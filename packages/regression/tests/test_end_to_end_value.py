@@ -25,8 +25,6 @@ decaying the wrong parameters moves them by more than the tolerance.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
@@ -34,7 +32,14 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    clipped_adamw_step,
+    load_train_script,
+    optimizer_recipe,
+    read_stsb_pairs,
+    step_log,
+    write_fixture_recipe,
+)
 from sts_core.training.run import TrainingRun
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -54,11 +59,6 @@ K, X0 = 3.0, 0.2
 #: from the weights after it): the tiny BERT's first predictions, 0.27 to 0.54, then lie on
 #: both sides of 0, so the clamp of the negatives is exercised (asserted in the plain loop)
 BIAS_SHIFT = 0.4
-
-
-def read_pairs(path: Path) -> tuple[list[str], list[str], torch.Tensor]:
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
-    return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
 
 
 class HeadAtStart(TrainerCallback):
@@ -96,22 +96,11 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         label_range="[0, 5]",
         clamp_predictions="low",
         pooling="mean",
-        max_steps=str(STEPS),
-        per_device_train_batch_size=str(PAIRS),
-        learning_rate=str(LEARNING_RATE),
         layer_lr_decay=str(LAYER_DECAY),
-        weight_decay=str(WEIGHT_DECAY),
-        lr_scheduler_type="linear",
-        warmup_steps="0",
-        max_grad_norm=str(MAX_GRAD_NORM),
-        adam_epsilon=str(EPS),
-        eval_steps=str(STEPS),
-        save_steps=str(STEPS),
+        **optimizer_recipe(STEPS, PAIRS, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
     assert main(["--config", str(recipe)]) == 0
-    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    logged = [e for e in state["log_history"] if "loss" in e]
-    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    logged = step_log(output_dir, STEPS)
     head = load_file(output_dir / "sts_extra_modules.safetensors")
     saved = {
         f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
@@ -137,7 +126,7 @@ def plain_loop(
     bert.train()
     head = torch.nn.Linear(3 * bert.config.hidden_size, 1)
     head.load_state_dict(head_start)
-    first, second, labels = read_pairs(TRAIN)
+    first, second, labels = read_stsb_pairs(TRAIN)
     assert len(labels) == PAIRS
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()]
     named += [(f"head.{n}", p) for n, p in head.named_parameters()]
@@ -169,24 +158,20 @@ def plain_loop(
         head.zero_grad(set_to_none=True)
         loss.backward()
         losses.append(loss.item())
-        with torch.no_grad():
-            grads = [p.grad for _, p in named if p.grad is not None]
-            norm = torch.sqrt(sum((g * g).sum() for g in grads))
-            norms.append(norm.item())
-            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
-            schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-            for name, p in named:
-                if p.grad is None:  # the pooler: not in the graph, not updated at all
-                    continue
-                rate = learning_rate * rate_factor(name) * schedule
-                g = p.grad * clip
-                m, s = moments[name]
-                m.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
-                s.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
-                if not (name.endswith("bias") or "LayerNorm" in name):
-                    p.mul_(1 - rate * weight_decay)
-                denominator = s.sqrt() / math.sqrt(1 - BETAS[1] ** step) + EPS
-                p.sub_(rate / (1 - BETAS[0] ** step) * m / denominator)
+        schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+        norms.append(
+            clipped_adamw_step(
+                named,
+                moments,
+                step,
+                learning_rate * schedule,
+                weight_decay,
+                MAX_GRAD_NORM,
+                BETAS,
+                EPS,
+                rate_factor=rate_factor,
+            )
+        )
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
     state.update({f"head.{n}": t for n, t in head.state_dict().items()})
     return losses, norms, state

@@ -34,7 +34,6 @@ and float32 rounding leaves it good to 2e-3 only.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import (
+    clipped_adamw_step,
+    load_train_script,
+    optimizer_recipe,
+    step_log,
+    write_fixture_recipe,
+)
 from sts_core.training.run import TrainingRun
 from sts_sifter.augment import Augmented, AugmentOptions
 from sts_sifter.corpus import cache_folder, chunk_path, write_chunk
@@ -158,23 +163,12 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         pooling="mean",
         capitalised_end="abbreviation",
         backbone_dropout="0.0",
-        max_steps=str(STEPS),
-        per_device_train_batch_size=str(SENTENCES),
-        learning_rate=str(LEARNING_RATE),
-        weight_decay=str(WEIGHT_DECAY),
-        lr_scheduler_type="linear",
-        warmup_steps="0",
-        max_grad_norm=str(MAX_GRAD_NORM),
-        adam_epsilon=str(EPS),
-        eval_steps=str(STEPS),
-        save_steps=str(STEPS),
+        **optimizer_recipe(STEPS, SENTENCES, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
     assert main(["--config", str(recipe)]) == 0
     metrics = json.loads((output_dir / "metrics.json").read_text())
     assert metrics["data"]["positives"]["cached"] == SENTENCES  # none parsed
-    state = json.loads((output_dir / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    logged = [e for e in state["log_history"] if "loss" in e]
-    assert [e["step"] for e in logged] == list(range(1, STEPS + 1))
+    logged = step_log(output_dir, STEPS)
     mlp = load_file(output_dir / "sts_extra_modules.safetensors")
     saved = {
         f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
@@ -225,23 +219,10 @@ def plain_loop(
         bert.zero_grad(set_to_none=True)
         mlp.zero_grad(set_to_none=True)
         loss.backward()
-        with torch.no_grad():
-            grads = [p.grad for _, p in named if p.grad is not None]
-            norm = torch.sqrt(sum((g * g).sum() for g in grads))
-            norms.append(norm.item())
-            clip = min(1.0, MAX_GRAD_NORM / (norm.item() + 1e-6))
-            rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-            for name, p in named:
-                if p.grad is None:  # the pooler: not in the graph, not updated at all
-                    continue
-                g = p.grad * clip
-                m, s = moments[name]
-                m.mul_(BETAS[0]).add_((1 - BETAS[0]) * g)
-                s.mul_(BETAS[1]).add_((1 - BETAS[1]) * g * g)
-                if not (name.endswith("bias") or "LayerNorm" in name):
-                    p.mul_(1 - rate * weight_decay)
-                denominator = s.sqrt() / math.sqrt(1 - BETAS[1] ** step) + EPS
-                p.sub_(rate / (1 - BETAS[0] ** step) * m / denominator)
+        rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
+        norms.append(
+            clipped_adamw_step(named, moments, step, rate, weight_decay, MAX_GRAD_NORM, BETAS, EPS)
+        )
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
     state.update({f"mlp.{n}": t for n, t in mlp.state_dict().items()})
     return steps, norms, state

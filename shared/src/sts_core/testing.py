@@ -252,6 +252,95 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def read_stsb_pairs(path: Path) -> tuple[list[str], list[str], Any]:
+    """An STS-B file's (SentEval layout) first sentences, second sentences and scores."""
+    import torch
+
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
+
+
+def step_log(output_dir: Path, steps: int) -> list[dict[str, Any]]:
+    """The log line of each of the first ``steps`` steps, from ``checkpoint-<steps>``."""
+    import json
+
+    state_file = output_dir / f"checkpoint-{steps}" / "trainer_state.json"
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    logged = [entry for entry in state["log_history"] if "loss" in entry]
+    assert [entry["step"] for entry in logged] == list(range(1, steps + 1))
+    return logged
+
+
+def optimizer_recipe(
+    steps: int,
+    batch: int,
+    learning_rate: float,
+    weight_decay: float,
+    max_grad_norm: float,
+    eps: float,
+) -> dict[str, str]:
+    """Recipe lines of a short run that a hand-written loop can follow: ``steps`` steps of
+    ``batch`` pairs, AdamW, linear decay without warm-up, clipping, one checkpoint at the
+    end (for :func:`step_log`)."""
+    return {
+        "max_steps": str(steps),
+        "per_device_train_batch_size": str(batch),
+        "learning_rate": str(learning_rate),
+        "weight_decay": str(weight_decay),
+        "lr_scheduler_type": "linear",
+        "warmup_steps": "0",
+        "max_grad_norm": str(max_grad_norm),
+        "adam_epsilon": str(eps),
+        "eval_steps": str(steps),
+        "save_steps": str(steps),
+    }
+
+
+def decays_like_transformers(name: str) -> bool:
+    """Whether the Trainer's AdamW decays parameter ``name`` (not biases or LayerNorm)."""
+    return not (name.endswith("bias") or "LayerNorm" in name)
+
+
+def clipped_adamw_step(
+    named: list[tuple[str, Any]],
+    moments: dict[str, tuple[Any, Any]],
+    step: int,
+    rate: float,
+    weight_decay: float,
+    max_grad_norm: float,
+    betas: tuple[float, float],
+    eps: float,
+    decays: Any = decays_like_transformers,
+    rate_factor: Any = None,
+) -> float:
+    """One optimizer step of a plain-torch reference loop, written out: the Trainer's
+    clipping to a global gradient norm of ``max_grad_norm``, then AdamW (decoupled weight
+    decay where ``decays(name)``, bias-corrected moments) at the step's learning rate
+    ``rate``, times ``rate_factor(name)`` when given. Parameters
+    without a gradient are left alone. Returns the norm before clipping."""
+    import math
+
+    import torch
+
+    with torch.no_grad():
+        grads = [p.grad for _, p in named if p.grad is not None]
+        norm = torch.sqrt(sum((g * g).sum() for g in grads)).item()
+        clip = min(1.0, max_grad_norm / (norm + 1e-6))
+        for name, p in named:
+            if p.grad is None:
+                continue
+            lr = rate * (rate_factor(name) if rate_factor is not None else 1.0)
+            g = p.grad * clip
+            first, second = moments[name]
+            first.mul_(betas[0]).add_((1 - betas[0]) * g)
+            second.mul_(betas[1]).add_((1 - betas[1]) * g * g)
+            if decays(name):
+                p.mul_(1 - lr * weight_decay)
+            denominator = second.sqrt() / math.sqrt(1 - betas[1] ** step) + eps
+            p.sub_(lr / (1 - betas[0] ** step) * first / denominator)
+    return norm
+
+
 def write_stsb_file(path: Path, scores: list[float]) -> Path:
     """An STS-B file (SentEval layout) with one pair per score, e.g. an unusable dev set."""
     path.parent.mkdir(parents=True, exist_ok=True)
