@@ -31,8 +31,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from sts_core.cli import _fail
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
@@ -125,41 +123,6 @@ def check_settings(reference: Any, reference_location: str, encoder: Any, locati
             )
 
 
-class RunningAverage:
-    """The uniform average of state dicts added one at a time: float tensors summed in
-    float32 (one copy of the model, not n), the others checked equal to the first's."""
-
-    def __init__(self, state: Mapping[str, torch.Tensor], name: str) -> None:
-        self.name, self.count = name, 1
-        self.dtypes = {key: tensor.dtype for key, tensor in state.items()}
-        self.sums = {
-            key: tensor.detach().to("cpu", torch.float32, copy=True)
-            if tensor.is_floating_point()
-            else tensor.detach().to("cpu", copy=True)
-            for key, tensor in state.items()
-        }
-
-    def add(self, state: Mapping[str, torch.Tensor], name: str) -> None:
-        """Add one model's weights; ValueError when its keys, shapes or buffers differ."""
-        from sts_core.training.averaging import _check_same_tensors
-
-        _check_same_tensors(self.name, self.sums, name, state)
-        for key, total in self.sums.items():
-            tensor = state[key].detach().cpu()
-            if total.is_floating_point():
-                total += tensor.float()
-            elif not torch.equal(tensor, total):
-                raise ValueError(f"{name}: {key} differs from {self.name}'s ({total.dtype})")
-        self.count += 1
-
-    def average(self) -> dict[str, torch.Tensor]:
-        """θ = (1/n) Σᵢ θᵢ, each float tensor cast back to its dtype."""
-        return {
-            key: (total / self.count).to(self.dtypes[key]) if total.is_floating_point() else total
-            for key, total in self.sums.items()
-        }
-
-
 def lora_note(locations: Sequence[str], bases: Mapping[str, str]) -> str:
     """How the LoRA runs among ``locations`` were averaged, in words ("" when none)."""
     if not bases:
@@ -176,6 +139,8 @@ def soup(locations: Sequence[str], output: str, bases: Mapping[str, str] | None 
     :func:`lora_bases` of ``locations``, checked here when not given."""
     bases = lora_bases(locations) if bases is None else bases
     first = load_model(locations[0], bases.get(locations[0]))
+    from sts_core.training.averaging import RunningAverage
+
     running = RunningAverage(first.state_dict(), locations[0])
     for location in locations[1:]:
         encoder = load_model(location, bases.get(location))

@@ -246,20 +246,43 @@ def average_state_dicts(
     names = (
         list(names) if names is not None else [f"model {i + 1}" for i in range(len(state_dicts))]
     )
-    first = state_dicts[0]
+    running = RunningAverage(state_dicts[0], names[0])
     for name, state in zip(names[1:], state_dicts[1:], strict=True):
-        _check_same_tensors(names[0], first, name, state)
-    soup = {}
-    for key, tensor in first.items():
-        if tensor.is_floating_point():
-            total = sum(state[key].float() for state in state_dicts)
-            soup[key] = (total / len(state_dicts)).to(tensor.dtype)
-        else:
-            for name, state in zip(names[1:], state_dicts[1:], strict=True):
-                if not torch.equal(state[key], tensor):
-                    raise ValueError(f"{name}: {key} differs from {names[0]}'s ({tensor.dtype})")
-            soup[key] = tensor.clone()
-    return soup
+        running.add(state, name)
+    return running.average()
+
+
+class RunningAverage:
+    """The uniform average of state dicts added one at a time: float tensors summed in
+    float32 (one copy of the model, not n), the others checked equal to the first's."""
+
+    def __init__(self, state: Mapping[str, torch.Tensor], name: str) -> None:
+        self.name, self.count = name, 1
+        self.dtypes = {key: tensor.dtype for key, tensor in state.items()}
+        self.sums = {
+            key: tensor.detach().to("cpu", torch.float32, copy=True)
+            if tensor.is_floating_point()
+            else tensor.detach().to("cpu", copy=True)
+            for key, tensor in state.items()
+        }
+
+    def add(self, state: Mapping[str, torch.Tensor], name: str) -> None:
+        """Add one model's weights; ValueError when its keys, shapes or buffers differ."""
+        _check_same_tensors(self.name, self.sums, name, state)
+        for key, total in self.sums.items():
+            tensor = state[key].detach().cpu()
+            if total.is_floating_point():
+                total += tensor.float()
+            elif not torch.equal(tensor, total):
+                raise ValueError(f"{name}: {key} differs from {self.name}'s ({total.dtype})")
+        self.count += 1
+
+    def average(self) -> dict[str, torch.Tensor]:
+        """θ = (1/n) Σᵢ θᵢ, each float tensor cast back to its dtype."""
+        return {
+            key: (total / self.count).to(self.dtypes[key]) if total.is_floating_point() else total
+            for key, total in self.sums.items()
+        }
 
 
 def _check_same_tensors(
