@@ -38,6 +38,8 @@ import torch
 from torch.optim.swa_utils import get_ema_multi_avg_fn, get_swa_multi_avg_fn
 from transformers import TrainerCallback
 
+from sts_core.options import BELOW_ONE, check_number
+
 logger = logging.getLogger(__name__)
 
 AVERAGING_MODES = ("none", "uniform", "ema")
@@ -50,15 +52,10 @@ def check_weight_averaging(config: Any) -> None:
     mode = config.weight_averaging
     if mode not in AVERAGING_MODES:
         raise ValueError(f"weight_averaging {mode!r} is not one of {', '.join(AVERAGING_MODES)}")
-    if not 0 <= config.weight_averaging_start < 1:
-        raise ValueError(
-            f"weight_averaging_start must be in [0, 1) (a fraction of the run's steps), got "
-            f"{config.weight_averaging_start}"
-        )
+    check_number("weight_averaging_start", config.weight_averaging_start, **BELOW_ONE)
     if config.weight_averaging_every < 1:
         raise ValueError(f"weight_averaging_every must be ≥ 1, got {config.weight_averaging_every}")
-    if not 0 < config.ema_decay < 1:
-        raise ValueError(f"ema_decay must be in (0, 1), got {config.ema_decay}")
+    check_number("ema_decay", config.ema_decay, 0, 1, min_inclusive=False, max_inclusive=False)
     if mode != "none" and config.load_best_model_at_end:
         raise ValueError(
             "weight_averaging with load_best_model_at_end: the final model would be either the "
