@@ -150,3 +150,52 @@ def test_a_trainer_trains_on_the_sum_and_logs_the_parts(
     assert "1·cosine_mse + 0.1·test_mean_distance" in trainer.model_card_data["loss_module"]
     with pytest.raises(ValueError, match="no label column 'score'"):
         BaseTrainer.check_train_dataset(data.remove_columns("score"), args)
+
+
+# ------------------------------------------------- a part that reads the pooled embeddings
+@register_loss("test_pooled_norm")
+class PooledNormLoss(EmbeddingLoss):
+    """The mean length of the first column's vectors, read before the L2 normalisation."""
+
+    label_kind = None
+    reads_pooled = True
+
+    def forward(self, embeddings, labels):
+        return embeddings["sentence1"].norm(dim=-1).mean()
+
+
+@register_loss("test_norm")
+class NormLoss(PooledNormLoss):
+    """The same length, of the embeddings as the encoder gives them."""
+
+    reads_pooled = False
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_part_that_reads_pooled_embeddings_gets_them_the_others_get_the_encoders(
+    tiny_bert_dir: Path, tmp_path: Path, normalize: bool
+) -> None:
+    """1·test_pooled_norm + 3·test_norm through the trainer: the first part sees the
+    vectors before the encoder's L2 normalisation (their lengths, computed here from an
+    encoder without it), the second what the encoder gives (length 1 when it normalises);
+    the encoder's setting is back afterwards."""
+    data = Dataset.from_dict(
+        {"sentence1": ["a man plays", "the dog runs"], "sentence2": ["a man", "a dog"]}
+    )
+    weights = {"test_pooled_norm": 1.0, "test_norm": 3.0}
+    args = quick_training_args(BaseConfig, tmp_path, loss_weights=weights)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir, normalize=normalize).eval()
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
+    assert type(trainer.loss_module).reads_pooled
+    inputs = trainer.data_collator([data[i] for i in range(len(data))])
+    with torch.no_grad():
+        total = trainer.compute_loss(encoder, inputs)
+    assert encoder.normalize is normalize
+
+    pooled = SentenceEncoder.from_pretrained(tiny_bert_dir, normalize=False).eval()
+    with torch.no_grad():
+        lengths = torch.as_tensor(pooled.encode(data["sentence1"])).norm(dim=-1)
+    assert not torch.allclose(lengths, torch.ones_like(lengths), atol=1e-2)  # not unit already
+    seen_by_second = torch.ones_like(lengths) if normalize else lengths
+    expected = lengths.mean() + 3.0 * seen_by_second.mean()
+    torch.testing.assert_close(total, expected, rtol=1e-5, atol=1e-5)

@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import quick_training_args, trainer_step_losses
+from sts_core.training import BaseTrainer
 from sts_regression import RegressionConfig, RegressionTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -62,9 +63,9 @@ def dataset() -> Dataset:
     )
 
 
-def fresh_head_at(trainer: RegressionTrainer) -> dict[str, torch.Tensor]:
+def fresh_head_at(trainer: BaseTrainer) -> dict[str, torch.Tensor]:
     """The trainer's new regression head with its bias at ``START_BIAS``; its weights."""
-    head = trainer.loss_module.head
+    head = trainer.model.heads["regression"]
     with torch.no_grad():
         head.bias.fill_(START_BIAS)
     return {k: v.detach().clone() for k, v in head.state_dict().items()}
@@ -173,16 +174,25 @@ def test_stage_two_with_a_normalizing_encoder_equals_a_plain_loop_step_for_step(
     assert max(errors.values()) < 1e-4, sorted(errors.items(), key=lambda kv: -kv[1])[:3]
 
 
+@pytest.mark.parametrize(
+    ("trainer_class", "weight"), [(RegressionTrainer, None), (BaseTrainer, 2.0)]
+)
 def test_the_head_starts_from_the_pooled_not_the_unit_vectors(
-    tiny_bert_nodropout_dir: Path, tmp_path: Path
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, trainer_class: type, weight: float | None
 ) -> None:
     """The first step's loss is the head's on the mean-pooled embeddings, and differs from
-    its loss on the unit vectors (what the trainer computed before the fix)."""
+    its loss on the unit vectors (what the trainer computed before the fix). Also for
+    ``loss_weights: {smooth_k2: 2}`` under the core's trainer, as another method combining
+    the loss gets it: the loss itself asks for the pooled embeddings (``reads_pooled``)."""
+    torch.manual_seed(0)  # the fresh head's weights
     encoder = normalizing_encoder(tiny_bert_nodropout_dir)
-    trainer = RegressionTrainer(
-        model=encoder, args=stage_two_args(tmp_path, max_steps=1), train_dataset=dataset()
+    overrides = {"loss_weights": {"smooth_k2": weight}} if weight else {}
+    trainer = trainer_class(
+        model=encoder,
+        args=stage_two_args(tmp_path, max_steps=1, **overrides),
+        train_dataset=dataset(),
     )
-    loss_module = trainer.loss_module
+    loss_module = trainer.loss_module.parts["smooth_k2"] if weight else trainer.loss_module
     fresh_head_at(trainer)
     pooled = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir, normalize=False)
     labels = torch.tensor(dataset()["score"])
@@ -197,7 +207,7 @@ def test_the_head_starts_from_the_pooled_not_the_unit_vectors(
 
     trainer.train()
 
-    assert trainer_step_losses(trainer)[1] == pytest.approx(on_pooled, rel=1e-5)
+    assert trainer_step_losses(trainer)[1] == pytest.approx((weight or 1) * on_pooled, rel=1e-5)
 
 
 def test_the_encoder_keeps_its_normalisation_outside_the_head(

@@ -205,6 +205,7 @@ class SiameseRegressionLoss(HeadLoss):
 
     penalty: ClassVar[str]
     head_name = REGRESSION_HEAD
+    reads_pooled = True  # the head reads u, v before the encoder's L2 normalisation
     citation = CITATION
 
     def __init__(

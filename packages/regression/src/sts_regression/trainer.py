@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
 
 from sts_core.training import BaseTrainer
 from sts_regression.config import REGRESSION_LOSSES
-from sts_regression.loss import CITATION, REGRESSION_HEAD, SiameseRegressionLoss
+from sts_regression.loss import CITATION, REGRESSION_HEAD
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +45,8 @@ class RegressionTrainer(BaseTrainer):
     cannot reach the 0–5 labels at the encoder's learning rate, so the encoder collapses
     to lower the loss. The encoder keeps its ``normalize`` setting for everything else
     (``encode``, the cosine evaluations, the saved folder): the cosine does not depend on
-    it. See :func:`pooled_embeddings`.
+    it. See :func:`sts_core.losses.pooled_embeddings` (``reads_pooled`` on the loss, so a
+    regression loss inside another method's ``loss_weights`` reads them too).
     """
 
     _paper: ClassVar[dict[str, str]] = PAPER
@@ -56,22 +55,11 @@ class RegressionTrainer(BaseTrainer):
     def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
         self.model_card_data["loss"] = LOSS_NAMES[args.loss]
-        self.head_reads_pooled = any(
-            isinstance(module, SiameseRegressionLoss) for module in self.loss_module.modules()
-        )
-        if self.head_reads_pooled and getattr(model, "normalize", False):
+        if self.loss_module.reads_pooled and getattr(model, "normalize", False):
             logger.info(
                 "the regression head reads the mean-pooled embeddings before the encoder's "
                 "L2 normalisation (as in the paper); encode and the cosine scores keep it"
             )
-
-    def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        """The core's loss, with the encoder's normalisation off during the forward when
-        the loss has a regression head (:func:`pooled_embeddings`)."""
-        if not self.head_reads_pooled:
-            return super().compute_loss(model, inputs, *args, **kwargs)
-        with pooled_embeddings(self.accelerator.unwrap_model(model)):
-            return super().compute_loss(model, inputs, *args, **kwargs)
 
     @classmethod
     def check_train_dataset(cls, dataset: Any, config: Any) -> None:
@@ -103,6 +91,7 @@ class RegressionTrainer(BaseTrainer):
     def head_dev_scores(self, model: Any) -> dict[str, float]:
         """Spearman/Pearson (×100) of the regression head's predictions on the dev set."""
         from sts_core.evaluation import PairEvaluator, head_scorer
+        from sts_core.losses import pooled_embeddings
 
         dev = self.evaluator
         pairs = {"sentence1": dev.sentences1, "sentence2": dev.sentences2, "score": dev.gold}
@@ -118,22 +107,6 @@ class RegressionTrainer(BaseTrainer):
             line = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
             print(f"regression head on {dev.name}: {line}")
         return scores
-
-
-@contextmanager
-def pooled_embeddings(encoder: Any) -> Iterator[Any]:
-    """Within the block, ``encoder`` gives its pooled embeddings without its L2
-    normalisation (``normalize`` off), as the regression head reads them; its setting is
-    restored afterwards (the saved folder, ``encode`` and the cosine keep it)."""
-    normalize = getattr(encoder, "normalize", None)
-    if not normalize:
-        yield encoder
-        return
-    encoder.normalize = False
-    try:
-        yield encoder
-    finally:
-        encoder.normalize = normalize
 
 
 def check_label_range(labels: np.ndarray, column: str, label_range: list[float] | None) -> None:

@@ -18,6 +18,7 @@ from sts_core.losses.registry import (
     check_labels,
     compute_dtype,
     loss_class,
+    pooled_embeddings,
     register_loss,
     zero_loss,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "cosine_mse_loss",
     "in_batch_infonce_loss",
     "loss_class",
+    "pooled_embeddings",
     "register_loss",
     "parse_loss_weights",
     "softmax_classifier_loss",

@@ -50,9 +50,14 @@ class WeightedLossSum(EmbeddingLoss):
     part_classes: ClassVar[dict[str, type[EmbeddingLoss]]] = {}
     weights: ClassVar[dict[str, float]] = {}
 
-    def __init__(self, parts: Mapping[str, EmbeddingLoss]) -> None:
+    def __init__(
+        self, parts: Mapping[str, EmbeddingLoss], encoder_normalizes: bool = False
+    ) -> None:
         super().__init__()
         self.parts = nn.ModuleDict(dict(parts))
+        # With a part that reads the pooled embeddings the trainer turns the encoder's
+        # normalisation off; the other parts get the unit vectors they would get alone.
+        self.normalize_for_others = self.reads_pooled and encoder_normalizes
 
     @classmethod
     def display_name(cls) -> str:
@@ -61,7 +66,8 @@ class WeightedLossSum(EmbeddingLoss):
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> WeightedLossSum:
         return cls(
-            {name: part.from_config(config, model) for name, part in cls.part_classes.items()}
+            {name: part.from_config(config, model) for name, part in cls.part_classes.items()},
+            encoder_normalizes=bool(getattr(model, "normalize", False)),
         )
 
     @classmethod
@@ -102,11 +108,16 @@ class WeightedLossSum(EmbeddingLoss):
     ) -> dict[str, Tensor]:
         total: Tensor | float = 0.0
         logged: dict[str, Tensor] = {}
+        unit = None
         for name, part in self.parts.items():
+            seen = embeddings
+            if self.normalize_for_others and not part.reads_pooled:
+                unit = unit or {k: nn.functional.normalize(v, dim=-1) for k, v in seen.items()}
+                seen = unit
             if part.text_id_columns:
-                output = part(embeddings, labels, text_ids=text_ids or {})
+                output = part(seen, labels, text_ids=text_ids or {})
             else:
-                output = part(embeddings, labels)
+                output = part(seen, labels)
             if isinstance(output, dict):
                 logged.update({f"{name}/{k}": v for k, v in output.items() if k != "loss"})
                 output = output["loss"]
@@ -128,6 +139,7 @@ def weighted_loss_class(weights: Mapping[str, float]) -> type[WeightedLossSum]:
         "weights": dict(weights),
         "columns": _union(part.columns for part in parts.values()),
         "text_id_columns": _union(part.text_id_columns for part in parts.values()),
+        "reads_pooled": any(part.reads_pooled for part in parts.values()),
         "label_kind": next(iter(kinds.values()), None),
         "registered_name": "",
     }

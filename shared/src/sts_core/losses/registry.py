@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -38,10 +39,16 @@ class EmbeddingLoss(nn.Module, ABC):
         text_id_columns: text columns whose identities it needs (which rows of the batch
             hold the same text); it is then called as ``loss(embeddings, labels,
             text_ids={column: (N,) int64})`` (equal texts, equal ids).
+        reads_pooled: ``True`` for a loss that reads the pooled embeddings as they come out
+            of the pooling, before the encoder's L2 normalisation (a head fit to the label
+            values, whose input scale matters). The trainer then turns the encoder's
+            ``normalize`` off for the training forward (:func:`pooled_embeddings`); the
+            other parts of a loss sum still get unit vectors.
     """
 
     columns: ClassVar[tuple[str, ...]] = ("sentence1", "sentence2")
     text_id_columns: ClassVar[tuple[str, ...]] = ()
+    reads_pooled: ClassVar[bool] = False
     label_kind: ClassVar[str | None] = "score"
     citation: ClassVar[str] = ""
     registered_name: ClassVar[str] = ""  # set by register_loss
@@ -299,6 +306,22 @@ def check_labels(
         if wrong:
             return f"needs class labels 0 … {(num_labels or 0) - 1}, found {wrong[:5]}"
     return None
+
+
+@contextmanager
+def pooled_embeddings(encoder: Any) -> Iterator[Any]:
+    """Within the block, ``encoder`` gives its pooled embeddings without its L2
+    normalisation (``normalize`` off), as a loss with ``reads_pooled`` reads them; the
+    setting is restored afterwards (the saved folder, ``encode`` and the cosine keep it)."""
+    normalize = getattr(encoder, "normalize", None)
+    if not normalize:
+        yield encoder
+        return
+    encoder.normalize = False
+    try:
+        yield encoder
+    finally:
+        encoder.normalize = normalize
 
 
 def zero_loss(reference: Tensor) -> Tensor:

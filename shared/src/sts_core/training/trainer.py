@@ -24,7 +24,13 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from sts_core.losses import EmbeddingLoss, check_labels, loss_class, weighted_loss_class
+from sts_core.losses import (
+    EmbeddingLoss,
+    check_labels,
+    loss_class,
+    pooled_embeddings,
+    weighted_loss_class,
+)
 from sts_core.saving import (
     STAGING_DIR,
     add_training_files,
@@ -478,7 +484,18 @@ class BaseTrainer(Trainer):
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The registered loss (``loss_module``) on the batch's embeddings and labels, computed
         inside the model's forward (:meth:`embed` with ``then``); a loss with parts logs each
-        of them. Methods with another kind of model override this."""
+        of them. A loss that ``reads_pooled`` gets the embeddings before the encoder's L2
+        normalisation (:func:`~sts_core.losses.pooled_embeddings`). Methods with another
+        kind of model override this."""
+        if getattr(self.loss_module, "reads_pooled", False):
+            with pooled_embeddings(self.accelerator.unwrap_model(model)):
+                return self._compute_loss(model, inputs, return_outputs)
+        return self._compute_loss(model, inputs, return_outputs)
+
+    def _compute_loss(
+        self, model: Any, inputs: dict[str, torch.Tensor], return_outputs: bool
+    ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`compute_loss` with the encoder as it is."""
         embeddings: dict[str, torch.Tensor] = {}
 
         def loss_of(by_column: dict[str, torch.Tensor]) -> torch.Tensor:
