@@ -80,16 +80,21 @@ def test_gradients_of_the_sum_are_the_weighted_gradients() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ('{"cosine_mse": -1}', "finite and ≥ 0"),
-        ({"cosine_mse": "x"}, "is not a number"),
-        ({"cosine_mse": 0, "test_mean_distance": 0}, "every weight is 0"),
-        ("[1, 2]", "must be a mapping"),
-        ("{cosine_mse: 1", "not a JSON mapping"),
+        ('{"cosine_mse": -1}', "loss_weights: cosine_mse must be finite and ≥ 0, got -1.0"),
+        ({"cosine_mse": "x"}, "loss_weights: cosine_mse: 'x' is not a number"),
+        (
+            {"cosine_mse": 0, "test_mean_distance": 0},
+            "loss_weights: every weight is 0, so nothing would train",
+        ),
+        ("[1, 2]", "loss_weights must be a mapping, got [1, 2]"),
+        ("{cosine_mse: 1", "loss_weights is not a JSON mapping: Expecting property name"),
     ],
 )
 def test_bad_weights_are_refused(value: object, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    """The whole message: it names the option and the entry."""
+    with pytest.raises(ValueError) as error:
         parse_loss_weights(value)
+    assert str(error.value).startswith(message)
 
 
 def test_weights_from_json_text_and_the_checks_of_the_config() -> None:
@@ -199,3 +204,118 @@ def test_a_part_that_reads_pooled_embeddings_gets_them_the_others_get_the_encode
     seen_by_second = torch.ones_like(lengths) if normalize else lengths
     expected = lengths.mean() + 3.0 * seen_by_second.mean()
     torch.testing.assert_close(total, expected, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------- what the sum passes to its parts
+@register_loss("test_text_ids_and_labels")
+class TextIdsAndLabelsLoss(EmbeddingLoss):
+    """Reads text ids and labels: Σ labels + Σ ids, and a named part of its own."""
+
+    text_id_columns = ("sentence1",)
+
+    def forward(self, embeddings, labels, text_ids):
+        value = labels.sum() + text_ids["sentence1"].sum()
+        return {"loss": value, "ids": text_ids["sentence1"].sum().float()}
+
+
+@register_loss("test_other_columns")
+class OtherColumnsLoss(MeanDistanceLoss):
+    columns = ("sentence1", "sentence2", "hard_negative")
+    label_kind = "binary"
+
+
+def test_the_sum_builds_each_part_from_the_config_and_the_model(tiny_bert_dir: Path) -> None:
+    """{softmax: 2, infonce: 0.5} with num_labels 4 and τ 0.5: the sum's prepare_model adds
+    the classifier the config asks for, from_config hands the model's head and the config's
+    τ to the parts, and the value is computed here from the parts' functions."""
+    from types import SimpleNamespace
+
+    from sts_core.losses import in_batch_infonce_loss
+    from sts_core.losses.classification import SOFTMAX_HEAD, softmax_classifier_loss
+
+    config = SimpleNamespace(num_labels=4, infonce_temperature=0.5)
+    loss_type = weighted_loss_class({"softmax": 2.0, "infonce": 0.5})
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    loss_type.prepare_model(encoder, config)
+    head = encoder.heads[SOFTMAX_HEAD]
+    assert head.out_features == 4
+    loss = loss_type.from_config(config, encoder)
+    assert loss.parts["softmax"].head is head
+    embeddings, _ = batch(2)
+    embeddings = {k: v.float() for k, v in embeddings.items()}
+    labels = torch.tensor([0, 1, 2, 3, 0, 1])
+    u, v = embeddings["sentence1"].repeat(1, 8), embeddings["sentence2"].repeat(1, 8)
+    embeddings = {"sentence1": u, "sentence2": v}  # the tiny BERT's width, 32
+    expected = 2.0 * softmax_classifier_loss(u, v, labels, head)
+    expected = expected + 0.5 * in_batch_infonce_loss(u, v, temperature=0.5)
+    torch.testing.assert_close(loss(embeddings, labels)["loss"], expected)
+    assert loss.config_dict() == {
+        "softmax": {"weight": 2.0, "classes": 4},
+        "infonce": {"weight": 0.5, **loss.parts["infonce"].config_dict()},
+    }
+    assert loss.parts["infonce"].config_dict()["temperature"] == 0.5
+
+
+def test_a_part_that_reads_text_ids_gets_the_labels_too_and_its_named_parts_are_logged() -> None:
+    loss = weighted_loss_class({"test_text_ids_and_labels": 1.0, "cosine_mse": 0.0})(
+        {
+            "test_text_ids_and_labels": TextIdsAndLabelsLoss(),
+            "cosine_mse": build_loss("cosine_mse", None),
+        }
+    )
+    embeddings, labels = batch(3)
+    ids = torch.tensor([0, 0, 1, 2, 2, 2])
+    output = loss(embeddings, labels, text_ids={"sentence1": ids})
+    torch.testing.assert_close(output["loss"], labels.sum() + 7)
+    assert set(output) == {
+        "loss",
+        "loss_test_text_ids_and_labels",
+        "test_text_ids_and_labels/ids",
+        "loss_cosine_mse",
+    }
+    assert float(output["test_text_ids_and_labels/ids"]) == 7.0
+
+
+def test_the_sums_class_takes_its_columns_labels_and_name_from_the_parts() -> None:
+    """The union of the parts' columns; the one label kind of the parts that read labels
+    (None when none does, also under a config); the class is named WeightedLossSum."""
+    mixed = weighted_loss_class({"test_other_columns": 1.0, "test_mean_distance": 1.0})
+    assert mixed.columns == ("sentence1", "sentence2", "hard_negative")
+    assert mixed.label_kind == "binary"
+    assert mixed.__name__ == "WeightedLossSum"
+    unlabelled = weighted_loss_class({"test_mean_distance": 1.0, "infonce": 1.0})
+    assert unlabelled.label_kind is None
+    assert unlabelled.required_label_kind(None) is None
+    from types import SimpleNamespace
+
+    # infonce reads scores when a positive_threshold selects the positives
+    assert unlabelled.required_label_kind(SimpleNamespace(positive_threshold=0.5)) == "score"
+
+
+def test_labels_of_two_kinds_are_refused_naming_each_part() -> None:
+    with pytest.raises(ValueError) as error:
+        weighted_loss_class({"cosine_mse": 1.0, "test_binary": 1.0})
+    assert str(error.value) == (
+        "loss_weights: the losses need different labels (cosine_mse reads score labels, "
+        "test_binary reads binary labels)"
+    )
+
+
+def test_the_sum_checks_a_saved_head_against_the_settings_of_its_part() -> None:
+    """A saved 3-class classifier with num_labels 4 in the config: refused by the sum as by
+    the softmax part alone, before any weights load; the matching head passes."""
+    from types import SimpleNamespace
+
+    from sts_core.heads import head_entry
+    from sts_core.losses.classification import SOFTMAX_HEAD, SoftmaxClassifierLoss
+
+    loss_type = weighted_loss_class({"softmax": 1.0, "test_mean_distance": 1.0})
+    saved = {SOFTMAX_HEAD: head_entry(SoftmaxClassifierLoss.build_head(None, 32))}  # 3 classes
+    loss_type.check_saved_heads(saved, SimpleNamespace(num_labels=3), 32)
+    with pytest.raises(ValueError, match="already has a 'softmax_classifier' head") as error:
+        loss_type.check_saved_heads(saved, SimpleNamespace(num_labels=4), 32)
+    with pytest.raises(ValueError) as alone:
+        SoftmaxClassifierLoss.check_saved_heads(saved, SimpleNamespace(num_labels=4), 32)
+    assert str(error.value) == str(alone.value)
+    with pytest.raises(ValueError, match="already has a 'softmax_classifier' head"):
+        loss_type.check_saved_heads(saved, SimpleNamespace(num_labels=3), 16)  # other width

@@ -93,12 +93,13 @@ class WeightedLossSum(EmbeddingLoss):
         }
 
     def pop_degenerate(self) -> list[tuple[str, Tensor | bool]]:
-        events = super().pop_degenerate()
-        for name, part in self.parts.items():
-            events += [
-                (f"{name}: {reason}", happened) for reason, happened in part.pop_degenerate()
-            ]
-        return events
+        """The parts' degenerate batches, each reason prefixed with the part's name (the sum
+        notes none of its own)."""
+        return [
+            (f"{name}: {reason}", happened)
+            for name, part in self.parts.items()
+            for reason, happened in part.pop_degenerate()
+        ]
 
     def forward(
         self,
@@ -141,7 +142,6 @@ def weighted_loss_class(weights: Mapping[str, float]) -> type[WeightedLossSum]:
         "text_id_columns": _union(part.text_id_columns for part in parts.values()),
         "reads_pooled": any(part.reads_pooled for part in parts.values()),
         "label_kind": next(iter(kinds.values()), None),
-        "registered_name": "",
     }
     return type("WeightedLossSum", (WeightedLossSum,), attributes)
 
