@@ -142,6 +142,16 @@ DESELECT: dict[str, str] = {
     "packages/cosent/tests/test_train_main.py::test_recipe_opens_with_its_launch_command": (
         "looks for accelerate_configs/ two folders above the package, outside the copy"
     ),
+    # Two gloo processes: 7 s per mutant of the loss function they reach, where the
+    # one-process tests of the same function take well under a second. The gathering they
+    # check is also run by the cross-package launch tests; its mutants may survive here.
+    "packages/bsc/tests/test_loss.py::test_gathered_loss_on_two_processes_equals_one_process": (
+        "spawns two processes (7 s a mutant)"
+    ),
+    "packages/pcctuning/tests/test_loss.py::"
+    "test_gathered_losses_on_two_processes_equal_one_process_over_the_whole_batch": (
+        "spawns two processes (7 s a mutant)"
+    ),
 }
 
 #: Surviving mutants judged equivalent (no test can tell them from the original), by the key
