@@ -14,6 +14,8 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
+    config_accepts,
+    config_error,
     load_train_script,
     option_parse_error,
     range_cases,
@@ -79,3 +81,56 @@ def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
     with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
         assert main(["--config", str(recipe)]) == 0
     assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text
+
+
+# ------------------------------------------------------------------- choices, whole messages
+#: (settings, the whole message of the ValueError the config raises)
+CHOICE_ERRORS = [
+    ({"loss": "nope"}, "loss 'nope' is not one of bsc, cosine_mse"),
+    (
+        {"bsc_normalization": "nope"},
+        "bsc_normalization 'nope' is not one of l2, coordinates_l2, coordinates_minmax, "
+        "coordinates_range, none",
+    ),
+    (
+        {"shuffle": "nope"},
+        "shuffle 'nope' is not one of example, words, clusters, neighbours, random, original",
+    ),
+    ({"shuffle_by": "nope"}, "shuffle_by 'nope' is not one of sentence1, sentence2"),
+    (
+        {"trainable_temperature": True, "gradient_cache_batch_size": 4},
+        "trainable_temperature with gradient_cache_batch_size: gradient caching supports "
+        "losses without parameters of their own; fix the temperature (bsc_temperature) or "
+        "drop gradient_cache_batch_size",
+    ),
+    (
+        {"trainable_temperature": True, "loss": "cosine_mse"},
+        "trainable_temperature: true needs the bsc loss (its α), got cosine_mse",
+    ),
+    (
+        {
+            "trainable_temperature": True,
+            "loss": "cosine_mse",
+            "loss_weights": {"cosine_mse": 1.0, "cosent": 1.0},
+        },
+        "trainable_temperature: true needs the bsc loss (its α), got cosine_mse + cosent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
+def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+    settings: dict, message: str
+) -> None:
+    assert config_error(BscConfig, **settings) == message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"trainable_temperature": True, "loss": "bsc"},
+        {"trainable_temperature": False, "gradient_cache_batch_size": 4},
+    ],
+)
+def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+    config_accepts(BscConfig, **settings)

@@ -12,6 +12,8 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
+    config_accepts,
+    config_error,
     load_train_script,
     one_line_error,
     option_parse_error,
@@ -70,3 +72,36 @@ def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
     assert main(["--config", str(recipe), flag]) == 2
     assert words in one_line_error(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------- choices, whole messages
+#: (settings, the whole message of the ValueError the config raises)
+CHOICE_ERRORS = [
+    (
+        {"loss": "nope"},
+        "loss 'nope' is not one of cosent, cosine_mse, contrastive, softmax, infonce",
+    ),
+    ({"architecture": "nope"}, "architecture 'nope' is not one of bi-encoder, cross-encoder"),
+    (
+        {"architecture": "cross-encoder", "loss": "cosine_mse"},
+        "the cross-encoder (eq. 11) trains with loss: cosent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
+def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+    settings: dict, message: str
+) -> None:
+    assert config_error(CoSENTConfig, **settings) == message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"architecture": "bi-encoder", "loss": "cosine_mse"},
+        {"architecture": "cross-encoder", "loss": "cosent"},
+    ],
+)
+def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+    config_accepts(CoSENTConfig, **settings)

@@ -12,6 +12,8 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
+    config_accepts,
+    config_error,
     option_parse_error,
     range_cases,
 )
@@ -32,3 +34,33 @@ def test_pcc_option_out_of_range_stops_the_parse_naming_it(
     tmp_path: Path, name: str, value: str, words: str
 ) -> None:
     assert words in option_parse_error(PccConfig, tmp_path, name, value)
+
+
+# ------------------------------------------------------------------- choices, whole messages
+#: (settings, the whole message of the ValueError the config raises)
+CHOICE_ERRORS = [
+    ({"loss": "nope"}, "loss 'nope' is not one of infonce, pearson, cosine_mse"),
+    (
+        {"loss": "pearson", "per_device_train_batch_size": 1},
+        "loss pearson needs at least 2 pairs per batch (a correlation), got "
+        "per_device_train_batch_size 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
+def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+    settings: dict, message: str
+) -> None:
+    assert config_error(PccConfig, **settings) == message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"loss": "pearson", "per_device_train_batch_size": 2},
+        {"loss": "cosine_mse", "per_device_train_batch_size": 1},
+    ],
+)
+def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+    config_accepts(PccConfig, **settings)

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sts_core.testing import NON_NEGATIVE_BAD, POSITIVE_BAD, option_parse_error, range_cases
+from sts_core.testing import (
+    NON_NEGATIVE_BAD,
+    POSITIVE_BAD,
+    config_accepts,
+    config_error,
+    option_parse_error,
+    range_cases,
+)
 from sts_regression import RegressionConfig
 
 #: (option, bad values, the words of the one-line error)
@@ -28,3 +35,52 @@ def test_regression_option_out_of_range_stops_the_parse_naming_it(
     tmp_path: Path, name: str, value: str, words: str
 ) -> None:
     assert words in option_parse_error(RegressionConfig, tmp_path, name, value)
+
+
+# ------------------------------------------------------------------- choices, whole messages
+#: (settings, the whole message of the ValueError the config raises)
+CHOICE_ERRORS = [
+    ({"loss": "nope"}, "loss 'nope' is not one of smooth_k2, translated_relu, mse, l1, softmax"),
+    ({"clamp_predictions": "nope"}, "clamp_predictions 'nope' is not one of none, low, both"),
+    (
+        {"pair_features": "nope"},
+        "pair_features 'nope' is not one of u,v,|u-v|, u,v, |u-v|, u,v,|u-v|,u*v",
+    ),
+    (
+        {"label_range": [1.0, 1.0]},
+        "label_range must be [low, high] with low < high, got [1.0, 1.0]",
+    ),
+    (
+        {"label_range": [0.0, 1.0, 2.0]},
+        "label_range must be [low, high] with low < high, got [0.0, 1.0, 2.0]",
+    ),
+    ({"label_range": [0.0, float("nan")]}, "label_range must be a finite number, got nan"),
+    (
+        {"clamp_predictions": "low", "label_range": None},
+        "clamp_predictions: low needs label_range: [low, high] (e.g. [0, 2] for NLI labels "
+        "0/1/2, [0, 5] for STS scores)",
+    ),
+    (
+        {"loss": "softmax", "clamp_predictions": "low", "label_range": [0.0, 2.0]},
+        "clamp_predictions applies to the regression losses, not softmax",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
+def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+    settings: dict, message: str
+) -> None:
+    assert config_error(RegressionConfig, **settings) == message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"label_range": [0.0, 1e-6]},
+        {"loss": "softmax", "clamp_predictions": "none", "label_range": [0.0, 2.0]},
+        {"loss": "mse", "clamp_predictions": "both", "label_range": [0.0, 2.0]},
+    ],
+)
+def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+    config_accepts(RegressionConfig, **settings)

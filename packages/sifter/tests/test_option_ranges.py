@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sts_core.testing import NON_NEGATIVE_BAD, POSITIVE_BAD, option_parse_error, range_cases
+from sts_core.testing import (
+    NON_NEGATIVE_BAD,
+    POSITIVE_BAD,
+    config_accepts,
+    config_error,
+    option_parse_error,
+    range_cases,
+)
 from sts_sifter import SifterConfig
 
 #: (option, bad values, the words of the one-line error)
@@ -28,3 +35,51 @@ def test_sifter_option_out_of_range_stops_the_parse_naming_it(
     tmp_path: Path, name: str, value: str, words: str
 ) -> None:
     assert words in option_parse_error(SifterConfig, tmp_path, name, value)
+
+
+# ------------------------------------------------------------------- choices, whole messages
+#: (settings, the whole message of the ValueError the config raises)
+CHOICE_ERRORS = [
+    ({"loss": "nope"}, "loss 'nope' is not one of sifter, simcse"),
+    (
+        {"lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.0},
+        "lambda_xy, lambda_xz and lambda_yz are all 0: eq. 2 has no term",
+    ),
+    ({"positive_threshold": 0.5}, "positive_threshold: SIFTER's data are unlabelled sentences"),
+    (
+        {"per_device_train_batch_size": 1},
+        "in-batch negatives need at least 2 sentences per batch, got per_device_train_batch_size 1",
+    ),
+    ({"capitalised_end": "nope"}, "capitalised_end 'nope': choose any, abbreviation, off"),
+    ({"backbone_relations": "nope"}, "backbone_relations 'nope': choose core or all"),
+    (
+        {"delete": ["NOUNX"]},
+        "delete: ['NOUNX']; name article or universal POS tags (ADJ, ADP, ADV, AUX, CCONJ, "
+        "DET, INTJ, NOUN, NUM, PART, PRON, PROPN, PUNCT, SCONJ, SYM, VERB, X)",
+    ),
+    (
+        {"delete": []},
+        "delete: nothing; name article or universal POS tags (ADJ, ADP, ADV, AUX, CCONJ, "
+        "DET, INTJ, NOUN, NUM, PART, PRON, PROPN, PUNCT, SCONJ, SYM, VERB, X)",
+    ),
+    ({"parser": "corenlp"}, "parser 'corenlp': use spacy[:<pipeline>] or stanza[:<dir>]"),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
+def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+    settings: dict, message: str
+) -> None:
+    assert config_error(SifterConfig, **settings) == message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"per_device_train_batch_size": 2},
+        {"loss": "simcse", "lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.0},
+        {"lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.5},
+    ],
+)
+def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+    config_accepts(SifterConfig, **settings)

@@ -219,6 +219,19 @@ def range_cases(cases: list[tuple[str, Any, str]]) -> list[Any]:
     ]
 
 
+def config_error(config_class: type, **settings: Any) -> str:
+    """The whole message of the ValueError that ``config_class(**settings)`` raises (the
+    config is built directly, without a recipe); AssertionError when it raises none."""
+    with pytest.raises(ValueError) as caught:
+        config_class(output_dir="unused", report_to="none", **settings)
+    return str(caught.value)
+
+
+def config_accepts(config_class: type, **settings: Any) -> Any:
+    """``config_class(**settings)``, which must not raise (the boundary of a check)."""
+    return config_class(output_dir="unused", report_to="none", **settings)
+
+
 def option_parse_error(config_class: type, folder: Path, name: str, value: str) -> str:
     """The one-line ConfigError that parsing a recipe with ``name: value`` gives (it names
     the recipe)."""

@@ -142,7 +142,7 @@ class BscConfig(BaseConfig, GatherOptions):
     def _map_temperature(self) -> None:
         """The trainable α gets temperature_learning_rate (ValueError without the bsc loss,
         whose parameter it is)."""
-        parts = self.loss_weights or {self.loss: 1.0}
+        parts = list(self.loss_weights or [self.loss])
         if "bsc" not in parts:
             raise ValueError(
                 f"trainable_temperature: true needs the bsc loss (its α), got {' + '.join(parts)}"
