@@ -110,7 +110,14 @@ TESTS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("shared/src/sts_core/soup.py", ["shared/tests/test_soup.py"]),
-    ("packages/*/src/*/loss.py", ["packages/{pkg}/tests/test_loss.py", *_PACKAGE_VALUES]),
+    (
+        "packages/*/src/*/loss.py",
+        [
+            "packages/{pkg}/tests/test_loss.py",
+            "packages/{pkg}/tests/test_loss_settings.py",
+            *_PACKAGE_VALUES,
+        ],
+    ),
     (
         "packages/*/src/*/config.py",
         [

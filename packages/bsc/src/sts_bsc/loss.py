@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_local_gradient
-from sts_core.losses import EmbeddingLoss, compute_dtype, register_loss
+from sts_core.losses import EmbeddingLoss, compute_dtype, config_settings, register_loss
 
 __all__ = [
     "CITATION",
@@ -214,22 +214,28 @@ class BSCLoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> BSCLoss:
-        return cls(
-            temperature=getattr(config, "bsc_temperature", 0.1),
-            trainable_temperature=getattr(config, "trainable_temperature", False),
-            normalization=getattr(config, "bsc_normalization", "l2"),
-            symmetric=getattr(config, "bsc_symmetric", True),
-            label_threshold=getattr(config, "label_threshold", None),
-            repeated_anchors=getattr(config, "repeated_anchors", True),
-            mu=getattr(config, "mu", 1.0),
-            gather=getattr(config, "gather_across_processes", False),
+        return cls(**cls.settings(config))
+
+    @staticmethod
+    def settings(config: Any) -> dict[str, Any]:
+        """The arguments ``BscConfig`` names (the signature's defaults for those it lacks)."""
+        return config_settings(
+            config,
+            temperature="bsc_temperature",
+            trainable_temperature="trainable_temperature",
+            normalization="bsc_normalization",
+            symmetric="bsc_symmetric",
+            label_threshold="label_threshold",
+            repeated_anchors="repeated_anchors",
+            mu="mu",
+            gather="gather_across_processes",
         )
 
     @classmethod
     def required_label_kind(cls, config: Any) -> str | None:
         """Labels are needed to select positives and for the combo's MSE."""
-        needs = getattr(config, "label_threshold", None) is not None or getattr(config, "mu", 1) < 1
-        return "score" if needs else None
+        loss = cls.from_config(config)
+        return "score" if loss.label_threshold is not None or loss.mu < 1 else None
 
     def config_dict(self) -> dict[str, Any]:
         return {

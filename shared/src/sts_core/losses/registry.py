@@ -308,6 +308,14 @@ def check_labels(
     return None
 
 
+def config_settings(config: Any, **fields: str) -> dict[str, Any]:
+    """A loss's keyword arguments from a method's config: ``{argument: config.<field>}`` for
+    each ``argument=field`` the config has. A field the config lacks (the loss is a part of
+    another method's ``loss_weights``, or ``config`` is None) is left out, so the loss's own
+    default applies: each default is written once, in the loss's signature."""
+    return {name: getattr(config, key) for name, key in fields.items() if hasattr(config, key)}
+
+
 @contextmanager
 def pooled_embeddings(encoder: Any) -> Iterator[Any]:
     """Within the block, ``encoder`` gives its pooled embeddings without its L2
