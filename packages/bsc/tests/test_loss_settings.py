@@ -114,8 +114,7 @@ def test_the_bounds_of_mu_are_accepted() -> None:
     [
         (
             lambda q, a: bsc_loss(q[None], a[None]),
-            "expected two (m, d) embedding tensors of the same shape, got (1, 6, 5) and "
-            "(1, 6, 5)",
+            "expected two (m, d) embedding tensors of the same shape, got (1, 6, 5) and (1, 6, 5)",
         ),
         (
             lambda q, a: bsc_loss(q, a[:4]),
