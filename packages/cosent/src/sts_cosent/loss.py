@@ -33,6 +33,7 @@ from sts_core.losses import (
     EmbeddingLoss,
     SoftmaxClassifierLoss,
     compute_dtype,
+    config_settings,
     cosine_mse_loss,
     in_batch_infonce_loss,
     register_loss,
@@ -168,9 +169,7 @@ def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:
         )
     dtype = compute_dtype(scores)
     s = scores.reshape(-1).to(dtype) * scale
-    y = labels.reshape(-1).to(scores.device)
-    if y.dtype == torch.bool:
-        y = y.to(torch.int8)
+    y = labels.reshape(-1).to(scores.device)  # bool labels compare as 0 < 1
     # diff[a, b] = λ(s_b − s_a): the term for "a ranked above b" when label_a > label_b.
     diff = s.unsqueeze(0) - s.unsqueeze(1)
     ordered = y.unsqueeze(1) > y.unsqueeze(0)
@@ -282,8 +281,7 @@ class CoSENTRankingLoss(EmbeddingLoss):
     @classmethod
     def from_config(cls, config, model=None) -> CoSENTRankingLoss:
         return cls(
-            getattr(config, "cosent_scale", 20.0),  # defaults: a part of another method's
-            getattr(config, "gather_across_processes", False),  # loss_weights
+            **config_settings(config, scale="cosent_scale", gather="gather_across_processes")
         )
 
     def config_dict(self) -> dict:
@@ -318,7 +316,7 @@ class ContrastiveThresholdLoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config, model=None) -> ContrastiveThresholdLoss:
-        return cls(getattr(config, "contrastive_margin", 0.5))
+        return cls(**config_settings(config, margin="contrastive_margin"))
 
     def config_dict(self) -> dict:
         return {"margin": self.margin}
