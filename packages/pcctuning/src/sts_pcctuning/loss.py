@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
-from sts_core.losses import EmbeddingLoss, compute_dtype, register_loss
+from sts_core.losses import EmbeddingLoss, compute_dtype, config_settings, register_loss
 
 __all__ = [
     "CITATION",
@@ -133,9 +133,13 @@ def pearson_loss(left: Tensor, right: Tensor, labels: Tensor) -> Tensor:
         raise ValueError(
             f"shapes do not match: {tuple(left.shape)}, {tuple(right.shape)}, {tuple(labels.shape)}"
         )
+    return _one_minus_r(_cosines(left, right), labels.reshape(-1))
+
+
+def _cosines(left: Tensor, right: Tensor) -> Tensor:
+    """``cos(u_i, v_i)`` of each pair, in at least float32."""
     dtype = compute_dtype(left)
-    cosine = F.cosine_similarity(left.to(dtype), right.to(dtype), dim=-1)
-    return _one_minus_r(cosine, labels.reshape(-1))
+    return F.cosine_similarity(left.to(dtype), right.to(dtype), dim=-1)
 
 
 def _one_minus_r(cosine: Tensor, labels: Tensor) -> Tensor:
@@ -179,7 +183,7 @@ class PearsonLoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> PearsonLoss:
-        return cls(gather=getattr(config, "gather_across_processes", False))
+        return cls(**config_settings(config, gather="gather_across_processes"))
 
     def config_dict(self) -> dict[str, Any]:
         return {"gather": self.gather}
@@ -187,10 +191,8 @@ class PearsonLoss(EmbeddingLoss):
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
         if labels is None:
             raise ValueError("loss pearson needs gold scores (the label column)")
-        left, right = embeddings["sentence1"], embeddings["sentence2"]
-        dtype = compute_dtype(left)
-        cosine = F.cosine_similarity(left.to(dtype), right.to(dtype), dim=-1)
-        labels = labels.reshape(-1).to(device=cosine.device, dtype=dtype)
+        cosine = _cosines(embeddings["sentence1"], embeddings["sentence2"])
+        labels = labels.reshape(-1).to(device=cosine.device, dtype=cosine.dtype)
         if self.gather:
             cosine, labels = all_gather_with_grad(cosine), all_gather_with_grad(labels)
         for reason, happened in degenerate_batch(cosine, labels).items():
