@@ -149,6 +149,11 @@ DESELECT: dict[str, str] = {
     "packages/cosent/tests/test_train_main.py::test_recipe_opens_with_its_launch_command": (
         "looks for accelerate_configs/ two folders above the package, outside the copy"
     ),
+    "shared/tests/test_option_ranges.py::"
+    "test_a_mapping_pattern_that_matches_no_parameter_stops_the_run_with_one_line": (
+        "in mutmut's one process, a logging handler an earlier test left behind writes to a "
+        "closed stream, and this test checks that standard error holds no traceback"
+    ),
     # Two gloo processes: 7 s per mutant of the loss function they reach, where the
     # one-process tests of the same function take well under a second. The gathering they
     # check is also run by the cross-package launch tests; its mutants may survive here.
