@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from sts_core.heads import LinearHead
-from sts_core.losses import HeadLoss, compute_dtype, register_loss
+from sts_core.losses import HeadLoss, compute_dtype, config_settings, register_loss
 
 __all__ = [
     "CLAMP_MODES",
@@ -63,6 +63,7 @@ CITATION = """@inproceedings{zhang2024regression,
 REGRESSION_HEAD = "regression"
 #: how predictions outside the label range are treated before the loss
 CLAMP_MODES = ("none", "low", "both")
+DEFAULT_PAIR_FEATURES = "u,v,|u-v|"  # the paper's (u, v, |u − v|), 3·d inputs
 
 
 def check_band(k: float, x0: float, spacing: float = 1.0) -> None:
@@ -79,7 +80,7 @@ def check_band(k: float, x0: float, spacing: float = 1.0) -> None:
         )
 
 
-def translated_relu(x: Tensor, k: float = 1.0, x0: float = 0.25) -> Tensor:
+def translated_relu(x: Tensor, k: float, x0: float) -> Tensor:
     r"""Translated ReLU, eq. 1: :math:`f(x) = \max(0, k\,(x - x_0))`, elementwise.
 
     Zero with a zero gradient for ``x < x0``; slope ``k`` from ``x0`` on (at ``x = x0`` the
@@ -88,12 +89,21 @@ def translated_relu(x: Tensor, k: float = 1.0, x0: float = 0.25) -> Tensor:
     return k * (x - x0).clamp(min=0)
 
 
-def smooth_k2(x: Tensor, k: float = 2.0, x0: float = 0.25) -> Tensor:
+def smooth_k2(x: Tensor, k: float, x0: float) -> Tensor:
     r"""Smooth K2, eq. 2: :math:`f(x) = k\,(x^2 - 2x_0x + x_0^2) = k\,(x - x_0)^2` for
     ``x ≥ x0`` and 0 below, elementwise; its gradient :math:`2k(x - x_0)` outside the band,
     0 inside, continuous at ``x0``. ``x = |prediction − label|``.
     """
     return k * (x - x0).clamp(min=0).pow(2)
+
+
+def check_clamp(mode: str, label_range: tuple[float, float] | None) -> None:
+    """ValueError unless ``mode`` is a clamp mode and, for one that clamps, the label range
+    is given."""
+    if mode not in CLAMP_MODES:
+        raise ValueError(f"clamp mode {mode!r}: choose one of {', '.join(CLAMP_MODES)}")
+    if mode != "none" and label_range is None:
+        raise ValueError(f"clamping predictions ({mode}) needs the label range [low, high]")
 
 
 def clamp_predictions(
@@ -105,12 +115,9 @@ def clamp_predictions(
     labels from 0 this is the authors' code, ``prediction * (prediction >= 0)``), ``both``
     (either end). A moved prediction gets no gradient, as in the authors' code.
     """
-    if mode not in CLAMP_MODES:
-        raise ValueError(f"clamp mode {mode!r}: choose one of {', '.join(CLAMP_MODES)}")
+    check_clamp(mode, label_range)
     if mode == "none":
         return predictions
-    if label_range is None:
-        raise ValueError(f"clamping predictions ({mode}) needs the label range [low, high]")
     low, high = label_range
     # where(), not clamp(): a prediction exactly at an end keeps its gradient, as in the
     # authors' mask (prediction >= 0)
@@ -211,30 +218,27 @@ class SiameseRegressionLoss(HeadLoss):
     def __init__(
         self,
         head: nn.Module,
-        k: float = 1.0,
-        x0: float = 0.0,
+        k: float = 2.0,
+        x0: float = 0.25,
         clamp: str = "none",
         label_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(head)
-        clamp_predictions(torch.zeros(1), clamp, label_range)  # the mode and range, early
+        check_clamp(clamp, label_range)
         self.k, self.x0, self.clamp = k, x0, clamp
         self.label_range = None if label_range is None else tuple(map(float, label_range))
 
     @classmethod
     def build_head(cls, config: Any, dimension: int) -> nn.Module:
-        features = getattr(config, "pair_features", None) or "u,v,|u-v|"
-        return LinearHead.for_pairs(dimension, 1, pair_features=features)
+        features = getattr(config, "pair_features", None) or DEFAULT_PAIR_FEATURES
+        return LinearHead.for_pairs(dimension, pair_features=features)  # one output
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> SiameseRegressionLoss:
-        return cls(
-            cls.head_of(model),
-            k=getattr(config, "k", 1.0),
-            x0=getattr(config, "x0", 0.0),
-            clamp=getattr(config, "clamp_predictions", "none"),
-            label_range=getattr(config, "label_range", None),
+        settings = config_settings(
+            config, k="k", x0="x0", clamp="clamp_predictions", label_range="label_range"
         )
+        return cls(cls.head_of(model), **settings)
 
     def config_dict(self) -> dict[str, Any]:
         settings: dict[str, Any] = {"penalty": self.penalty}
