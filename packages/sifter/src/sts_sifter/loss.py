@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
 from sts_core.heads import LinearHead
-from sts_core.losses import HeadLoss, register_loss
+from sts_core.losses import HeadLoss, config_settings, register_loss
 from sts_core.losses.similarity import SIMCSE_CITATION, in_batch_infonce_loss
 
 CITATION = """@article{yu2024sifter,
@@ -92,6 +92,14 @@ class MLPProjectionLoss(HeadLoss):
     def build_head(cls, config: Any, dimension: int) -> nn.Module:
         return LinearHead(dimension, dimension, activation="tanh")
 
+    @staticmethod
+    def settings(config: Any) -> dict[str, Any]:
+        """τ and gathering from the config's fields (the signature's defaults for those it
+        lacks)."""
+        return config_settings(
+            config, temperature="infonce_temperature", gather="gather_across_processes"
+        )
+
     @classmethod
     def prepare_model(cls, model: Any, config: Any) -> None:
         if getattr(config, "use_mlp", True):
@@ -142,12 +150,8 @@ class SifterLoss(MLPProjectionLoss):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> SifterLoss:
-        return cls(
-            head=cls.head_or_none(model, config),
-            temperature=getattr(config, "infonce_temperature", 0.05),
-            weights={name: getattr(config, f"lambda_{name}", 1.0) for name in PAIRS},
-            gather=getattr(config, "gather_across_processes", False),
-        )
+        weights = config_settings(config, **{name: f"lambda_{name}" for name in PAIRS})
+        return cls(head=cls.head_or_none(model, config), weights=weights, **cls.settings(config))
 
     def config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "lambdas": self.weights, "gather": self.gather}
@@ -170,11 +174,7 @@ class SimCSELoss(MLPProjectionLoss):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> SimCSELoss:
-        return cls(
-            head=cls.head_or_none(model, config),
-            temperature=getattr(config, "infonce_temperature", 0.05),
-            gather=getattr(config, "gather_across_processes", False),
-        )
+        return cls(head=cls.head_or_none(model, config), **cls.settings(config))
 
     def config_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "gather": self.gather}
