@@ -130,6 +130,7 @@ TESTS: list[tuple[str, list[str]]] = [
         "packages/bsc/src/sts_bsc/shuffling.py",
         [
             "packages/bsc/tests/test_shuffling.py",
+            "packages/bsc/tests/test_shuffling_values.py",
             "packages/{pkg}/tests/test_train_main.py",
             *_PACKAGE_VALUES,
         ],

@@ -33,16 +33,20 @@ def texts(n: int) -> list[str]:
     return [f"the {WORDS[i // 3 % len(WORDS)]} is in it {i}" for i in range(n)]
 
 
+#: BscConfig's defaults, but for the group size, candidates and clusters of these tests
+SETTINGS = {
+    "group_size": 4,
+    "candidates": 10,
+    "shingle_size": 1,
+    "num_clusters": 6,
+    "shingle_neighbours": 5,
+    "reverse": True,
+}
+
+
 def order_of(method: str, seed: int, n: int = 24) -> np.ndarray:
     return shuffle_order(
-        method,
-        texts(n),
-        clustered(),
-        np.random.default_rng(seed),
-        group_size=4,
-        candidates=10,
-        num_clusters=6,
-        seed=seed,
+        method, texts(n), clustered(), np.random.default_rng(seed), **SETTINGS, seed=seed
     )
 
 
@@ -101,21 +105,23 @@ def test_word_shingles_skip_stop_words() -> None:
 
 def test_words_shuffle_puts_rows_sharing_their_content_word_together() -> None:
     sentences = [f"the {WORDS[i // 3]} and it" for i in range(9)]
-    order = shuffle_order("words", sentences, None, np.random.default_rng(0), group_size=3)
+    settings = {**SETTINGS, "group_size": 3}
+    order = shuffle_order("words", sentences, None, np.random.default_rng(0), **settings, seed=0)
     assert all(len({sentences[r] for r in g}) == 1 for g in order.reshape(3, 3).tolist())
 
 
 def test_cluster_shuffle_groups_within_clusters() -> None:
     vectors = clustered(groups=4, size=3)
+    settings = {**SETTINGS, "group_size": 3, "num_clusters": 4}
     order = shuffle_order(
-        "clusters", ["x"] * 12, vectors, np.random.default_rng(0), group_size=3, num_clusters=4
+        "clusters", ["x"] * 12, vectors, np.random.default_rng(0), **settings, seed=0
     )
     assert all(len(set((g // 3).tolist())) == 1 for g in order.reshape(4, 3))
 
 
 def test_shuffles_that_embed_need_vectors() -> None:
     with pytest.raises(ValueError, match="needs one vector per row"):
-        shuffle_order("example", ["a", "b"], None, np.random.default_rng(0))
+        shuffle_order("example", ["a", "b"], None, np.random.default_rng(0), **SETTINGS, seed=0)
 
 
 def test_chunk_keeps_a_short_last_batch() -> None:

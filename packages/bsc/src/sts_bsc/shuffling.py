@@ -92,7 +92,7 @@ def example_based_order(
     group_size: int,
     candidates: int,
     rng: np.random.Generator,
-    reverse: bool = True,
+    reverse: bool,
 ) -> np.ndarray:
     """Algorithm 1 over ``vectors`` (one per pair): see the module docstring."""
     n = len(vectors)
@@ -123,9 +123,9 @@ def group_by_shingles(
     keys = [shingles[i] for i in visit]
     by_shingle = visit[sorted(range(n), key=lambda i: keys[i])]
     group_of = np.empty(n, dtype=np.int64)
-    group, size, previous = -1, 0, None
+    group, size, previous = -1, 0, object()  # the first row starts a group
     for row in by_shingle:
-        if size == 0 or size >= group_size or shingles[row] != previous:
+        if size >= group_size or shingles[row] != previous:
             group, size = group + 1, 0
         group_of[row] = group
         size += 1
@@ -198,16 +198,18 @@ def shuffle_order(
     vectors: np.ndarray | None,
     rng: np.random.Generator,
     *,
-    group_size: int = 8,
-    candidates: int = 500,
-    shingle_size: int = 1,
-    num_clusters: int = 300,
-    shingle_neighbours: int = 5,
-    reverse: bool = True,
-    seed: int = 0,
+    group_size: int,
+    candidates: int,
+    shingle_size: int,
+    num_clusters: int,
+    shingle_neighbours: int,
+    reverse: bool,
+    seed: int,
 ) -> np.ndarray:
     """The order of ``method`` (one of :data:`SHUFFLES`) for rows with these texts (and,
-    for :data:`NEEDS_EMBEDDINGS`, these vectors)."""
+    for :data:`NEEDS_EMBEDDINGS`, these vectors). The settings are ``BscConfig``'s fields
+    (``candidates`` is ``shuffle_candidates``, ``reverse`` is ``reverse_groups``; ``seed``
+    seeds k-means); the ones a method does not use are ignored."""
     n = len(texts)
     if method in NEEDS_EMBEDDINGS and (vectors is None or len(vectors) != n):
         raise ValueError(f"shuffle {method} needs one vector per row ({n})")
