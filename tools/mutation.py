@@ -139,6 +139,7 @@ TESTS: list[tuple[str, list[str]]] = [
         "packages/sifter/src/sts_sifter/augment.py",
         [
             "packages/sifter/tests/test_augment.py",
+            "packages/sifter/tests/test_augment_values.py",
             "packages/{pkg}/tests/test_train_main.py",
             *_PACKAGE_VALUES,
         ],

@@ -103,11 +103,11 @@ def keeps(token: Token, relation: str, relations: str) -> bool:
     """Whether a direct dependent of the root belongs to the backbone."""
     if relation == "punct" or token.upos == "PUNCT":
         return False
-    if relations == "all":
-        return True
-    return relation in BACKBONE_RELATIONS or (
-        relation in {"advmod", "det"} and token.text.lower() in NEGATIONS
-    )
+    if relations == "core":
+        return relation in BACKBONE_RELATIONS or (
+            relation in {"advmod", "det"} and token.text.lower() in NEGATIONS
+        )
+    return True  # "all" (AugmentOptions checks the choice)
 
 
 def write_backbone(tokens: Sequence[Token]) -> str:
