@@ -74,6 +74,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_losses.py",
             "shared/tests/test_combined_losses.py",
+            "shared/tests/test_loss_edges.py",
             "shared/tests/test_loss_packages.py",
             "shared/tests/test_sentence_seams.py",
             "shared/tests/test_method_seams.py",

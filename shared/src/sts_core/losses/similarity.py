@@ -10,7 +10,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
-from sts_core.losses.registry import EmbeddingLoss, compute_dtype, register_loss, zero_loss
+from sts_core.losses.registry import (
+    EmbeddingLoss,
+    compute_dtype,
+    config_settings,
+    register_loss,
+    zero_loss,
+)
 
 SBERT_CITATION = """@inproceedings{reimers-2019-sentence-bert,
   title={Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks},
@@ -134,11 +140,13 @@ class InfoNCELoss(EmbeddingLoss):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> InfoNCELoss:
-        return cls(
-            temperature=getattr(config, "infonce_temperature", 0.05),
-            positive_threshold=getattr(config, "positive_threshold", None),
-            gather=getattr(config, "gather_across_processes", False),
+        settings = config_settings(
+            config,
+            temperature="infonce_temperature",
+            positive_threshold="positive_threshold",
+            gather="gather_across_processes",
         )
+        return cls(**settings)
 
     def config_dict(self) -> dict[str, Any]:
         return {
@@ -150,7 +158,7 @@ class InfoNCELoss(EmbeddingLoss):
     @classmethod
     def required_label_kind(cls, config: Any) -> str | None:
         """Labels are needed only to select positives (``positive_threshold``)."""
-        return "score" if getattr(config, "positive_threshold", None) is not None else None
+        return "score" if cls.from_config(config).positive_threshold is not None else None
 
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
         anchors, positives = embeddings["sentence1"], embeddings["sentence2"]
