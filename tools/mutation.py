@@ -83,7 +83,12 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/training/averaging.py",
-        ["shared/tests/test_weight_averaging.py", "shared/tests/test_soup.py", _WIRING],
+        [
+            "shared/tests/test_weight_averaging.py",
+            "shared/tests/test_averaging_edges.py",
+            "shared/tests/test_soup.py",
+            _WIRING,
+        ],
     ),
     ("shared/src/sts_core/training/distill.py", ["shared/tests/test_distillation.py", _WIRING]),
     (
@@ -110,7 +115,10 @@ TESTS: list[tuple[str, list[str]]] = [
             _WIRING,
         ],
     ),
-    ("shared/src/sts_core/soup.py", ["shared/tests/test_soup.py"]),
+    (
+        "shared/src/sts_core/soup.py",
+        ["shared/tests/test_soup.py", "shared/tests/test_averaging_edges.py"],
+    ),
     (
         "packages/*/src/*/loss.py",
         [

@@ -32,13 +32,13 @@ def snapshots_into(model: nn.Module, values: list[float], averager: WeightAverag
 def test_uniform_is_the_mean_and_ema_the_moving_average() -> None:
     model = nn.Linear(2, 2)
     model.bias.requires_grad_(False)  # frozen weights are left alone
-    uniform = WeightAverager("uniform", start=0.0)
+    uniform = WeightAverager("uniform", start=0.0, every=1, decay=0.999)
     snapshots_into(model, [1.0, 2.0, 6.0], uniform)
     uniform.apply_to(model)
     torch.testing.assert_close(model.weight, torch.full((2, 2), 3.0))
     assert model.bias.eq(6.0).all() and uniform.count == 3
 
-    ema = WeightAverager("ema", start=0.0, decay=0.9)
+    ema = WeightAverager("ema", start=0.0, every=1, decay=0.9)
     snapshots_into(model, [1.0, 2.0, 6.0], ema)
     ema.apply_to(model)
     expected = 0.9 * (0.9 * 1.0 + 0.1 * 2.0) + 0.1 * 6.0  # W̄₀ = W₀, then d·W̄ + (1 − d)·W
@@ -149,11 +149,13 @@ def test_settings_out_of_range_or_in_conflict_are_refused(settings: dict, messag
 
 def test_a_checkpoint_of_another_mode_is_refused(tmp_path: Path) -> None:
     model = nn.Linear(2, 2)
-    ema = WeightAverager("ema", start=0.0)
+    ema = WeightAverager("ema", start=0.0, every=1, decay=0.999)
     ema.update(model)
     ema.save(tmp_path)
     with pytest.raises(ValueError, match="'ema', this run asks for 'uniform'"):
-        WeightAverager("uniform", start=0.0).load(tmp_path, model)
+        WeightAverager("uniform", start=0.0, every=1, decay=0.999).load(tmp_path, model)
     with pytest.raises(ValueError, match="not this model's trainable parameters"):
-        WeightAverager("ema", start=0.0).load(tmp_path, nn.Linear(2, 3).requires_grad_(False))
+        WeightAverager("ema", start=0.0, every=1, decay=0.999).load(
+            tmp_path, nn.Linear(2, 3).requires_grad_(False)
+        )
     assert WeightAverager.from_config(SimpleNamespace(weight_averaging="none")) is None

@@ -66,7 +66,7 @@ def check_weight_averaging(config: Any) -> None:
 
 def averaging_settings(config: Any) -> dict[str, Any]:
     """The settings that decide a run's weight average (what a checkpoint records)."""
-    mode = getattr(config, "weight_averaging", "none")
+    mode = config.weight_averaging
     if mode == "none":
         return {"weight_averaging": "none"}
     settings = {
@@ -100,7 +100,7 @@ def check_resume_averaging(config: Any) -> None:
     snapshots before the checkpoint are missing), switching ``uniform`` ↔ ``ema``, moving
     its start or period, or turning it off (the checkpoint's average would be dropped)
     would give neither the checkpoint's run nor an uninterrupted run of this recipe."""
-    checkpoint = getattr(config, "resume_from_checkpoint", None)
+    checkpoint = config.resume_from_checkpoint
     if not checkpoint or not Path(checkpoint).is_dir():
         return
     wanted = averaging_settings(config)
@@ -132,7 +132,7 @@ class WeightAverager(TrainerCallback):
     """Keeps the average of the model's trainable weights during training and puts it into
     the model when training ends (see the module docstring)."""
 
-    def __init__(self, mode: str, start: float, every: int = 1, decay: float = 0.999) -> None:
+    def __init__(self, mode: str, start: float, every: int, decay: float) -> None:
         self.mode, self.start, self.every, self.decay = mode, start, every, decay
         update = get_swa_multi_avg_fn() if mode == "uniform" else get_ema_multi_avg_fn(decay)
         self._update = update
@@ -143,7 +143,7 @@ class WeightAverager(TrainerCallback):
 
     @classmethod
     def from_config(cls, config: Any) -> WeightAverager | None:
-        if getattr(config, "weight_averaging", "none") == "none":
+        if config.weight_averaging == "none":
             return None
         return cls(
             config.weight_averaging,
@@ -174,7 +174,7 @@ class WeightAverager(TrainerCallback):
         parameters = dict(self.trainable(model))
         with torch.no_grad():
             for name, average in zip(self.names, self.averaged, strict=True):
-                parameters[name].copy_(average.to(parameters[name].dtype))
+                parameters[name].copy_(average)  # cast to the parameter's dtype
         logger.info(
             "weight averaging (%s): the final weights are the average of %d snapshots from step %d",
             self.mode,
