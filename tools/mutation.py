@@ -90,7 +90,10 @@ TESTS: list[tuple[str, list[str]]] = [
             _WIRING,
         ],
     ),
-    ("shared/src/sts_core/training/distill.py", ["shared/tests/test_distillation.py", _WIRING]),
+    (
+        "shared/src/sts_core/training/distill.py",
+        ["shared/tests/test_distillation.py", "shared/tests/test_distill_edges.py", _WIRING],
+    ),
     (
         "shared/src/sts_core/training/grad_cache.py",
         ["shared/tests/test_pcc_seams.py", "packages/pcctuning/tests/test_loss.py", _WIRING],
