@@ -96,9 +96,17 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/training/grad_cache.py",
-        ["shared/tests/test_pcc_seams.py", "packages/pcctuning/tests/test_loss.py", _WIRING],
+        [
+            "shared/tests/test_pcc_seams.py",
+            "shared/tests/test_batching_edges.py",
+            "packages/pcctuning/tests/test_loss.py",
+            _WIRING,
+        ],
     ),
-    ("shared/src/sts_core/training/sampler.py", ["shared/tests/test_sampler.py"]),
+    (
+        "shared/src/sts_core/training/sampler.py",
+        ["shared/tests/test_sampler.py", "shared/tests/test_batching_edges.py"],
+    ),
     (
         "shared/src/sts_core/training/optimization.py",
         [
@@ -115,6 +123,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_pair_evaluator.py",
             "shared/tests/test_pair_tasks.py",
             "shared/tests/test_pcc_seams.py",
+            "shared/tests/test_evaluation_edges.py",
             _WIRING,
         ],
     ),

@@ -319,3 +319,14 @@ def test_the_sum_checks_a_saved_head_against_the_settings_of_its_part() -> None:
     assert str(error.value) == str(alone.value)
     with pytest.raises(ValueError, match="already has a 'softmax_classifier' head"):
         loss_type.check_saved_heads(saved, SimpleNamespace(num_labels=3), 16)  # other width
+
+
+def test_a_sum_built_without_a_model_leaves_the_embeddings_as_given() -> None:
+    """No encoder, no normalisation to undo: both parts see the vectors passed in."""
+    embeddings, _ = batch(4)
+    lengths = embeddings["sentence1"].norm(dim=-1).mean()
+    parts = {"test_pooled_norm": PooledNormLoss(), "test_norm": NormLoss()}
+    direct = weighted_loss_class({"test_pooled_norm": 1.0, "test_norm": 1.0})(parts)
+    torch.testing.assert_close(direct(embeddings, None)["loss"], 2 * lengths)
+    built = weighted_loss_class({"test_pooled_norm": 1.0, "test_norm": 1.0}).from_config(None)
+    torch.testing.assert_close(built(embeddings, None)["loss"], 2 * lengths)

@@ -185,7 +185,7 @@ def test_the_module_passes_each_setting_on() -> None:
     """BSCLoss(...) on a batch equals bsc_loss with the same settings, computed here."""
     q, a, h = embeddings(seed=4)
     labels = torch.tensor([0.9, 0.2, 0.7, 0.6, 0.1, 0.8], dtype=torch.float64)
-    ids = torch.tensor([0, 0, 1, 2, 2, 3])
+    ids = torch.tensor([0, 1, 0, 2, 3, 2])  # rows 0, 2 and 3, 5: positives sharing an anchor
     batch = {"sentence1": q, "sentence2": a, "hard_negative": h}
     loss = BSCLoss(
         temperature=0.3,

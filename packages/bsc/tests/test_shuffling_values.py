@@ -162,11 +162,12 @@ def test_a_bad_shuffle_is_refused_with_its_whole_message(method, vectors, messag
     assert str(error.value) == message
 
 
-def test_shuffle_order_passes_reverse_on() -> None:
+@pytest.mark.parametrize("reverse", [True, False])
+def test_shuffle_order_passes_reverse_on(reverse: bool) -> None:
     vectors = np.random.default_rng(7).normal(size=(12, 3))
-    settings = {**SETTINGS, "reverse": False}
+    settings = {**SETTINGS, "reverse": reverse}
     got = shuffle_order("example", ["x"] * 12, vectors, np.random.default_rng(1), **settings)
-    assert got.tolist() == algorithm_1(vectors, 2, 3, np.random.default_rng(1), False)
+    assert got.tolist() == algorithm_1(vectors, 2, 3, np.random.default_rng(1), reverse)
 
 
 @pytest.fixture

@@ -80,6 +80,9 @@ def test_everything_stays_on_the_device_of_the_cosines() -> None:
         assert {v.device.type for v in reasons.values()} == {"meta"}
         r = pearson_correlation(x, torch.arange(n, dtype=torch.float32))
         assert r.device.type == "meta"
+        embeddings = {name: torch.empty(n, 3, device="meta") for name in ("sentence1", "sentence2")}
+        loss = PearsonLoss()(embeddings, torch.arange(n, dtype=torch.float32))
+        assert loss.device.type == "meta"
 
 
 def test_bf16_inputs_are_correlated_in_float32() -> None:

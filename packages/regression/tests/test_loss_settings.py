@@ -150,6 +150,11 @@ def test_labels_follow_the_predictions_to_their_device() -> None:
     assert out.device.type == "meta"
 
 
+def test_a_plain_linear_head_logs_no_features() -> None:
+    loss = SmoothK2Loss(torch.nn.Linear(12, 1))
+    assert loss.config_dict() == {"penalty": "smooth_k2", "k": 2.0, "x0": 0.25, "features": None}
+
+
 @pytest.mark.parametrize("penalty", ["l1", "mse"])
 def test_the_baselines_log_no_band(penalty: str) -> None:
     loss_class = {"l1": "L1RegressionLoss", "mse": "MSERegressionLoss"}[penalty]

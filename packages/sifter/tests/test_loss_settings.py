@@ -129,7 +129,7 @@ def test_gather_projects_then_gathers_every_column(monkeypatch) -> None:
 
     def fake_scale(tensor: torch.Tensor) -> torch.Tensor:
         calls.append("scale")
-        return tensor * 1.0
+        return tensor * 2.0  # a value that shows the scaled loss is the one returned
 
     monkeypatch.setattr(sifter_module, "all_gather_with_grad", fake_gather)
     monkeypatch.setattr(sifter_module, "scale_gathered_gradient", fake_scale)
@@ -142,4 +142,4 @@ def test_gather_projects_then_gathers_every_column(monkeypatch) -> None:
     out = loss(embeddings, None)
     assert calls == ["gather"] * 3 + ["scale"] and loss.pop_degenerate() == []
     want = sifter_loss(fake_gather(x), fake_gather(y), fake_gather(z), 0.1)["loss"]
-    torch.testing.assert_close(out["loss"], want)
+    torch.testing.assert_close(out["loss"], 2.0 * want)

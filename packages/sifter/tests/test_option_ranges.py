@@ -83,3 +83,10 @@ def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
 )
 def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
     config_accepts(SifterConfig, **settings)
+
+
+def test_the_augment_options_are_the_configs() -> None:
+    from sts_sifter.augment import AugmentOptions
+
+    config = config_accepts(SifterConfig, backbone_relations="all", delete="CCONJ")
+    assert config.augment_options() == AugmentOptions(relations="all", delete=("CCONJ",))

@@ -42,7 +42,7 @@ WORD = re.compile(r"\w+")
 
 
 def _faiss():
-    return require("faiss", "faiss", "BSC's example-based, cluster and neighbour shuffling")
+    return require("faiss", feature="BSC's example-based, cluster and neighbour shuffling")
 
 
 def check_shuffle_dependencies(method: str) -> None:

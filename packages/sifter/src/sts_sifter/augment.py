@@ -74,7 +74,7 @@ class Augmented:
         return dict(self.__dict__)
 
 
-def backbone_tokens(tokens: Sentence, relations: str = "core") -> list[Token]:
+def backbone_tokens(tokens: Sentence, relations: str) -> list[Token]:
     """The root and its backbone dependents in text order; empty when the root has no
     subject and no object (no usable backbone)."""
     root = next((i for i, token in enumerate(tokens, start=1) if token.head == 0), None)
