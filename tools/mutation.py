@@ -110,6 +110,7 @@ TESTS: list[tuple[str, list[str]]] = [
     (
         "shared/src/sts_core/training/optimization.py",
         [
+            "shared/tests/test_optimization_edges.py",
             "shared/tests/test_losses.py",
             "shared/tests/test_option_ranges.py",
             "shared/tests/test_method_seams.py",
