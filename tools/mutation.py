@@ -125,6 +125,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_pair_tasks.py",
             "shared/tests/test_pcc_seams.py",
             "shared/tests/test_evaluation_edges.py",
+            "shared/tests/test_metrics_edges.py",
             _WIRING,
         ],
     ),
