@@ -131,7 +131,11 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/soup.py",
-        ["shared/tests/test_soup.py", "shared/tests/test_averaging_edges.py"],
+        [
+            "shared/tests/test_soup.py",
+            "shared/tests/test_soup_edges.py",
+            "shared/tests/test_averaging_edges.py",
+        ],
     ),
     (
         "packages/*/src/*/loss.py",
