@@ -196,8 +196,10 @@ DESELECT: dict[str, str] = {
 }
 
 #: Surviving mutants judged equivalent (no test can tell them from the original), by the key
-#: the report prints for each survivor -> why. They are tallied as "equivalent".
-EQUIVALENT: dict[str, str] = {}
+#: the report prints for each survivor -> why (``tools/mutation_equivalents.json``, one
+#: entry per mutant, reviewed by hand). They are tallied as "equivalent".
+EQUIVALENTS_FILE = Path(__file__).with_name("mutation_equivalents.json")
+EQUIVALENT: dict[str, str] = json.loads(EQUIVALENTS_FILE.read_text(encoding="utf-8"))
 
 #: mutmut's status -> the report's column.
 COLUMN = {
