@@ -126,6 +126,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_pcc_seams.py",
             "shared/tests/test_evaluation_edges.py",
             "shared/tests/test_metrics_edges.py",
+            "shared/tests/test_sts_report_edges.py",
             _WIRING,
         ],
     ),

@@ -1,0 +1,162 @@
+"""The STS report's outputs written out by hand for a two-task report (JSON, Markdown, the
+terminal table and the saved files), the scorer's words, and the subset scores. Found by
+the mutation pass (``tools/mutation.py``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sts_core.evaluation.sts import (
+    STSReport,
+    SubsetScore,
+    TaskResult,
+    describe_scorer,
+    score_subsets,
+)
+
+
+def result(task: str, base: float) -> TaskResult:
+    return TaskResult(
+        task=task,
+        protocol="mteb",
+        variant="raw",
+        size=10,
+        spearman={"all": base},
+        pearson={"all": base - 1},
+        subsets=[SubsetScore("all", 10, base, base - 1)],
+    )
+
+
+def report(**more) -> STSReport:
+    settings = {
+        "protocol": "mteb",
+        "variant": "raw",
+        "model": "runs/m",
+        "results": {"sts12": result("sts12", 70.0), "sickr": result("sickr", 80.5)},
+        "seconds": 12.345,
+    }
+    return STSReport(**{**settings, **more})
+
+
+def test_the_report_as_a_dict_with_and_without_the_optional_fields() -> None:
+    plain = report().to_dict()
+    assert plain == {
+        "protocol": "mteb",
+        "variant": "raw",
+        "model": "runs/m",
+        "seconds": 12.35,
+        "scorer": "cosine",
+        "average": {"spearman_all": 75.25, "pearson_all": 74.25},
+        "tasks": {
+            "sts12": {
+                "task": "sts12",
+                "protocol": "mteb",
+                "variant": "raw",
+                "size": 10,
+                "spearman": {"all": 70.0},
+                "pearson": {"all": 69.0},
+                "subsets": [{"name": "all", "size": 10, "spearman": 70.0, "pearson": 69.0}],
+            },
+            "sickr": {
+                "task": "sickr",
+                "protocol": "mteb",
+                "variant": "raw",
+                "size": 10,
+                "spearman": {"all": 80.5},
+                "pearson": {"all": 79.5},
+                "subsets": [{"name": "all", "size": 10, "spearman": 80.5, "pearson": 79.5}],
+            },
+        },
+    }
+    full = report(
+        model_save_id="abc", unused_pair_scorer="regression", sentence_edit="pcc-tuning"
+    ).to_dict()
+    assert [k for k in full if k not in plain] == [
+        "model_save_id",
+        "unused_pair_scorer",
+        "sentence_edit",
+    ]
+    assert (full["model_save_id"], full["unused_pair_scorer"], full["sentence_edit"]) == (
+        "abc",
+        "regression",
+        "pcc-tuning",
+    )
+    assert list(full) == [
+        "protocol",
+        "variant",
+        "model",
+        "model_save_id",
+        "seconds",
+        "scorer",
+        "unused_pair_scorer",
+        "sentence_edit",
+        "average",
+        "tasks",
+    ]
+
+
+def test_the_report_as_markdown_and_as_text() -> None:
+    edited = report(sentence_edit="pcc-tuning", unused_pair_scorer="regression")
+    assert edited.to_markdown() == (
+        "Model `runs/m`, protocol `mteb`, data variant `raw`, test sentences edited as "
+        "`pcc-tuning` (correlation with gold × 100)\n"
+        "\n"
+        "Scored by: cosine similarity of the embeddings (the model's pair_scorer head "
+        "'regression' is not used).\n"
+        "\n"
+        "|  | STS12 | SICK-R | Avg. |\n"
+        "|---|---|---|---|\n"
+        "| spearman all | 70.00 | 80.50 | 75.25 |\n"
+        "| pearson all | 69.00 | 79.50 | 74.25 |\n"
+    )
+    assert edited.to_text() == (
+        "runs/m — protocol mteb, data raw, sentences edited: pcc-tuning\n"
+        "scored by: cosine similarity of the embeddings (the model's pair_scorer head "
+        "'regression' is not used)\n"
+        "              STS12  SICK-R   Avg.\n"
+        "spearman all  70.00   80.50  75.25\n"
+        " pearson all  69.00   79.50  74.25\n"
+    )
+    assert report().to_text().splitlines()[0] == "runs/m — protocol mteb, data raw"
+    assert report().to_markdown().splitlines()[0] == (
+        "Model `runs/m`, protocol `mteb`, data variant `raw` (correlation with gold × 100)"
+    )
+
+
+@pytest.mark.parametrize("name", ["out/report", "out/report.json", "out/report.md"])
+def test_the_report_is_saved_as_json_and_markdown(tmp_path: Path, name: str) -> None:
+    the_report = report()
+    json_path, md_path = the_report.save(tmp_path / name)
+    assert (json_path, md_path) == (tmp_path / "out/report.json", tmp_path / "out/report.md")
+    assert json_path.read_text(encoding="utf-8") == json.dumps(the_report.to_dict(), indent=2)
+    assert md_path.read_text(encoding="utf-8") == the_report.to_markdown()
+    dotted = the_report.save(tmp_path / "out" / "run.v2")
+    assert dotted[0] == tmp_path / "out" / "run.json"  # a suffix that is not ours is replaced
+
+
+def test_the_scorers_words() -> None:
+    assert describe_scorer("cosine") == "cosine similarity of the embeddings"
+    assert describe_scorer("head:regression") == "the head 'regression' (the model's pair_scorer)"
+    assert describe_scorer("something else") == "something else"
+
+
+def test_subset_scores_and_an_undefined_subset(caplog) -> None:
+    gold = np.array([1.0, 2.0, 3.0, 4.0, 2.0, 2.0])
+    predicted = np.array([0.1, 0.3, 0.2, 0.9, 0.5, 0.4])
+    subsets = ["a", "a", "a", "a", "b", "b"]
+    with caplog.at_level(logging.WARNING, logger="sts_core.evaluation.sts"):
+        spearman, pearson, parts = score_subsets(gold, predicted, subsets)
+    assert [(p.name, p.size) for p in parts] == [("a", 4), ("b", 2)]
+    assert parts[0].spearman == pytest.approx(80.0)
+    assert math.isnan(parts[1].spearman) and math.isnan(parts[1].pearson)
+    assert caplog.messages[0].startswith("subset b: correlation undefined (")
+    assert caplog.messages[0].endswith("); its mean/wmean are NaN")
+    whole, _, parts = score_subsets(gold, predicted, None)
+    assert [(p.name, p.size) for p in parts] == [("all", 6)]
+    assert whole["mean"] == whole["wmean"] == whole["all"]
