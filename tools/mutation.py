@@ -127,6 +127,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_evaluation_edges.py",
             "shared/tests/test_metrics_edges.py",
             "shared/tests/test_sts_report_edges.py",
+            "shared/tests/test_pair_tasks_edges.py",
             _WIRING,
         ],
     ),

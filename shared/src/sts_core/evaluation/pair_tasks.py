@@ -155,7 +155,8 @@ class RankingEvaluator:
 
     def __call__(self, model: Any) -> dict[str, float]:
         scores = self.scorer(model, self.pairs[0], self.pairs[1], self.batch_size)
-        grouped = group_by_query(self.query_ids, np.asarray(scores, dtype=np.float64), self.labels)
+        scores = np.asarray(scores, dtype=np.float64).reshape(-1)  # (N,) or a head's (N, 1)
+        grouped = group_by_query(self.query_ids, scores, self.labels)
         metrics = ranking_metrics(*grouped, ks=self.ks)
         counts = {k: metrics.pop(k) for k in list(metrics) if k.startswith("num_")}
         result = _percent(metrics, self.name)
