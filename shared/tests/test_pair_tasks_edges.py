@@ -92,7 +92,7 @@ def test_the_ranking_evaluator_passes_its_cut_offs_and_batch_size() -> None:
     metrics = evaluator(None)
     assert scorer.batch_sizes == [5]
     assert metrics["ranking_mrr"] == 75.0 and "ranking_ndcg@2" in metrics
-    assert "ranking_ndcg@10" not in metrics and metrics["ranking_num_queries"] == 2.0
+    assert "ranking_ndcg@10" not in metrics and metrics["ranking_queries"] == 2.0
     default = RankingEvaluator(data, scorer=scorer)
     default(None)
     assert scorer.batch_sizes[-1] == 64 and default.primary_metric == "ranking_map"
