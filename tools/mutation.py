@@ -128,6 +128,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_metrics_edges.py",
             "shared/tests/test_sts_report_edges.py",
             "shared/tests/test_pair_tasks_edges.py",
+            "shared/tests/test_pairs_edges.py",
             _WIRING,
         ],
     ),
