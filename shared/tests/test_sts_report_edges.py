@@ -160,3 +160,100 @@ def test_subset_scores_and_an_undefined_subset(caplog) -> None:
     whole, _, parts = score_subsets(gold, predicted, None)
     assert [(p.name, p.size) for p in parts] == [("all", 6)]
     assert whole["mean"] == whole["wmean"] == whole["all"]
+
+
+# ------------------------------------------------------------------------------ evaluator
+class Encoder:
+    """Vectors from a table; records how ``encode`` was called; names a pair_scorer."""
+
+    pair_scorer = "regression"
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def encode(self, sentences, batch_size, show_progress_bar):
+        self.calls.append((len(sentences), batch_size, show_progress_bar))
+        return np.asarray([[1.0, len(s)] for s in sentences])
+
+
+def sts_pairs():
+    from datasets import Dataset
+
+    return Dataset.from_dict(
+        {
+            "sentence1": ["a", "bb", "ccc", "dddd"],
+            "sentence2": ["a", "b", "cc", "ddddddd"],
+            "score": [5.0, 3.0, 4.0, 1.0],
+        }
+    )
+
+
+def test_the_evaluator_encodes_with_its_settings_and_names_the_unused_head() -> None:
+    from sts_core.evaluation.sts import STSEvaluator
+
+    evaluator = STSEvaluator(tasks=["mine"], datasets={"mine": sts_pairs()}, protocol="mteb")
+    assert (evaluator.batch_size, evaluator.show_progress_bar) == (64, True)
+    encoder = Encoder()
+    the_report = evaluator.evaluate(encoder)
+    assert encoder.calls == [(8, 64, True)]
+    assert (the_report.model, the_report.variant, the_report.unused_pair_scorer) == (
+        "model",
+        "raw",
+        "regression",
+    )
+    assert the_report.results["mine"].task == "mine" and 0 <= the_report.seconds < 60
+    quiet = STSEvaluator(
+        tasks=["mine"], datasets={"mine": sts_pairs()}, batch_size=3, show_progress_bar=False
+    )
+    quiet.evaluate(encoder, "named")
+    assert encoder.calls[-1] == (8, 3, False)
+    lengths = lambda s: np.asarray([[1.0, len(x)] for x in s])  # noqa: E731
+    assert quiet.evaluate(lengths).unused_pair_scorer is None
+    with pytest.raises(TypeError) as error:
+        quiet.evaluate(object())
+    assert str(error.value) == "evaluate() needs an object with encode(sentences) or a callable"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"protocol": "nope"}, "unknown protocol 'nope'; choose one of senteval, mteb"),
+        (
+            {"tasks": ["sts99"]},
+            "unknown STS task(s) ['sts99']; choose from sts12, sts13, sts14, sts15, sts16, "
+            "stsb, sickr",
+        ),
+        (
+            {"tasks": []},
+            "no task given; choose from sts12, sts13, sts14, sts15, sts16, stsb, sickr",
+        ),
+        (
+            {"tasks": ["sts12"], "datasets": {"mine": None}},
+            "no dataset given for task(s) ['sts12']",
+        ),
+    ],
+)
+def test_the_evaluators_settings_are_checked_with_whole_messages(settings, message) -> None:
+    from sts_core.evaluation.sts import STSEvaluator
+
+    with pytest.raises(ValueError) as error:
+        STSEvaluator(**settings)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("edit", [None, "", "none"])
+def test_no_sentence_edit_is_recorded_as_none(edit) -> None:
+    from sts_core.evaluation.sts import STSEvaluator
+
+    evaluator = STSEvaluator(tasks=["mine"], datasets={"mine": sts_pairs()}, sentence_edit=edit)
+    assert evaluator.sentence_edit is None
+
+
+def test_only_a_named_pair_scorer_counts() -> None:
+    from types import SimpleNamespace
+
+    from sts_core.evaluation.sts import pair_scorer_of
+
+    assert pair_scorer_of(SimpleNamespace(pair_scorer="regression")) == "regression"
+    assert pair_scorer_of(SimpleNamespace(pair_scorer=5)) is None
+    assert pair_scorer_of(object()) is None
