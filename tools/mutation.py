@@ -312,13 +312,26 @@ def head_commit(repo: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
+EXPORTED_COMMIT = ".mutation-commit"  # in a scratch tree: the commit it was exported from
+
+
 def export_head(dest: Path) -> None:
-    """Write HEAD's files (no .git, no uncommitted edits) into ``dest``."""
+    """Write HEAD's files (no .git, no uncommitted edits) into ``dest``, and which commit
+    they are (``EXPORTED_COMMIT``: the checkout's HEAD may move while the run goes on)."""
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / EXPORTED_COMMIT).write_text(head_commit(REPO) + "\n", encoding="utf-8")
     archive = subprocess.Popen(["git", "-C", str(REPO), "archive", "HEAD"], stdout=subprocess.PIPE)
     sh(["tar", "-x", "-C", str(dest)], stdin=archive.stdout)
     if archive.wait() != 0:
         raise RuntimeError("git archive HEAD failed")
+
+
+def tree_commit(tree: Path) -> str:
+    """The commit a scratch tree was exported from, or a checkout's HEAD."""
+    exported = tree / EXPORTED_COMMIT
+    if exported.is_file():
+        return exported.read_text(encoding="utf-8").strip()
+    return head_commit(tree)
 
 
 def uv_env(tree: Path) -> dict[str, str]:
@@ -623,7 +636,7 @@ def build_report(
     tried = total.get("mutants", 0)
     return {
         "tool": MUTMUT,
-        "commit": head_commit(tree) if args.tree else head_commit(REPO),
+        "commit": tree_commit(tree),
         "tree": str(tree),
         "jobs": args.jobs,
         "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
