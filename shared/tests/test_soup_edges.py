@@ -86,3 +86,12 @@ def test_refusals_have_their_whole_message(tmp_path: Path) -> None:
         " (1 of 2 runs LoRA adapters, averaged as merged models: each adapter merged into "
         "base/model first)"
     )
+
+
+def test_soup_checks_the_lora_bases_itself_when_not_given(tmp_path: Path) -> None:
+    from sts_core.soup import soup
+
+    runs = [str(saved_encoder(tmp_path / f"seed{seed}", seed)) for seed in (0, 1)]
+    folder = soup(runs, str(tmp_path / "soup"))
+    record = json.loads((folder / "sts_soup.json").read_text(encoding="utf-8"))
+    assert record["merged_lora_adapters"] == [] and record["summary"] == "averaged 2 models"
