@@ -288,6 +288,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO / "benchmarks/results/mutation",
         help="report folder (default: benchmarks/results/mutation/)",
     )
+    parser.add_argument(
+        "--reclassify",
+        action="store_true",
+        help="no run: re-tally <results>/mutation.json with the current equivalents list "
+        "(after reviewing survivors) and rewrite mutation.md",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutmut workers (default 1)")
     parser.add_argument(
         "--timeout-multiplier",
@@ -588,9 +594,11 @@ def markdown(report: dict) -> str:
         "",
         f"Commit `{report['commit']}`, {report['finished']}, "
         f"{report['seconds']:.0f} s in all ({report['seconds_per_mutant']:.2f} s per mutant, "
-        f"{report['jobs']} worker). `surviving`: the tests pass with the mutant; `no tests`: no "
-        "mapped test reaches the function; `equivalent`: listed in tools/mutation.py with "
-        "the reason.",
+        f"{report['jobs']} worker"
+        + (f"; equivalents re-tallied {report['reclassified']}" if "reclassified" in report else "")
+        + "). `surviving`: the tests pass with the mutant; `no tests`: no "
+        "mapped test reaches the function; `equivalent`: listed in tools/mutation_equivalents.json "
+        "with the reason.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -668,8 +676,34 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def reclassify(results: Path) -> dict:
+    """The report in ``results`` re-tallied with the current :data:`EQUIVALENT` (each
+    mutant's mutmut status is kept; only the equivalent/surviving split changes)."""
+    report = json.loads((results / "mutation.json").read_text(encoding="utf-8"))
+    total: Counter = Counter()
+    for module, entry in report["modules"].items():
+        for row in entry["mutants"]:
+            row.pop("reason", None)
+        tally = classify(module, entry["mutants"])
+        entry["tally"] = dict(tally)
+        total += tally
+    report["total"] = dict(total)
+    report["reclassified"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return report
+
+
+def write_report(report: dict, results: Path) -> None:
+    """``mutation.json`` and ``mutation.md`` in ``results``."""
+    (results / "mutation.json").write_text(json.dumps(report, indent=1) + "\n")
+    (results / "mutation.md").write_text(markdown(report))
+    print(markdown(report).split("\n## Not killed")[0])
+
+
 def run(args: argparse.Namespace) -> int:
     """The work of :func:`main`."""
+    if args.reclassify:
+        write_report(reclassify(args.results), args.results)
+        return 0
     if args.list and not args.tree:
         with tempfile.TemporaryDirectory() as scratch:
             export_head(Path(scratch))
@@ -688,9 +722,7 @@ def run(args: argparse.Namespace) -> int:
         log = args.results / "logs" / f"{member.root.replace('/', '_')}.log"
         runs[member.root] = run_member(tree, member, args, log)
     report = build_report(args, tree, runs, time.monotonic() - start)
-    (args.results / "mutation.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.results / "mutation.md").write_text(markdown(report))
-    print(markdown(report).split("\n## Not killed")[0])
+    write_report(report, args.results)
     print(f"report: {args.results / 'mutation.md'}; mutmut left its state in {tree}")
     return 1 if report["errors"] else 0
 
