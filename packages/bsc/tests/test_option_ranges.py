@@ -111,9 +111,9 @@ CHOICE_ERRORS = [
         {
             "trainable_temperature": True,
             "loss": "cosine_mse",
-            "loss_weights": {"cosine_mse": 1.0, "cosent": 1.0},
+            "loss_weights": {"cosine_mse": 1.0, "infonce": 1.0},  # core losses: bsc alone
         },
-        "trainable_temperature: true needs the bsc loss (its α), got cosine_mse + cosent",
+        "trainable_temperature: true needs the bsc loss (its α), got cosine_mse + infonce",
     ),
 ]
 
