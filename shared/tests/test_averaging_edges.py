@@ -144,6 +144,21 @@ def test_the_final_weights_are_logged_with_the_count_and_the_start(caplog) -> No
     ]
 
 
+@pytest.mark.parametrize(("start", "every", "steps"), [(0.0, 3, [1, 4, 7]), (0.3, 4, [3, 7])])
+def test_snapshots_are_taken_every_k_steps_from_the_start_step(start, every, steps) -> None:
+    """The weight is set to the step number before each step ends, so the average is the
+    mean of the steps that were snapshotted: start_step = max(1, ⌈start·T⌉), then every k."""
+    model = nn.Linear(1, 1, bias=False)
+    averager = WeightAverager("uniform", start=start, every=every, decay=0.9)
+    averager.on_train_begin(None, SimpleNamespace(max_steps=9), None)
+    for step in range(1, 10):
+        with torch.no_grad():
+            model.weight.fill_(float(step))
+        averager.on_step_end(None, SimpleNamespace(global_step=step), None, model=model)
+    assert averager.count == len(steps)
+    assert averager.averaged[0].item() == pytest.approx(sum(steps) / len(steps))
+
+
 def test_a_saved_average_is_loaded_onto_the_models_device(tmp_path) -> None:
     model = nn.Linear(2, 1)
     averager = WeightAverager("ema", start=0.0, every=1, decay=0.9)

@@ -118,7 +118,9 @@ def test_the_teacher_encodes_each_sentence_once_as_unit_vectors() -> None:
     vectors = SentenceVectors(teacher, data, batch_size=3)
     assert teacher.calls == [{"batch_size": 3, "show_progress_bar": False, "normalize": True}]
     assert vectors.vectors.dtype == np.float32
-    similarities = teacher_similarities(FakeTeacher(), data, 3)
+    asked = FakeTeacher()
+    similarities = teacher_similarities(asked, data, 3)
+    assert asked.calls == teacher.calls
     expected = [
         float(np.float32(teacher.vector(a)) @ np.float32(teacher.vector(b)))
         for a, b in zip(data["sentence1"], data["sentence2"], strict=True)
@@ -179,6 +181,16 @@ def test_top_columns_are_the_largest_first_ties_by_column() -> None:
     assert top_columns(distinct, 7).tolist() == expected.tolist()
     empty = top_columns(distinct, 0)
     assert empty.shape == (5, 0) and empty.dtype == np.int64
+
+
+def test_two_pairs_are_enough_for_the_teachers_spearman() -> None:
+    data = Dataset.from_dict(
+        {"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [0.1, 0.9]}
+    )
+    teacher = FakeTeacher(seed=2)
+    _, summary = apply_teacher(data, teacher, "score", 0.5, batch_size=4)
+    cosines = [teacher.vector("a") @ teacher.vector("c"), teacher.vector("b") @ teacher.vector("d")]
+    assert summary["teacher_spearman_with_labels"] == (100.0 if cosines[1] > cosines[0] else -100.0)
 
 
 def test_the_summary_and_the_log_line(caplog) -> None:

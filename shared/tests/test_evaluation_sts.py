@@ -276,3 +276,58 @@ def test_pair_similarity_evaluator_rejects_unusable_dev_set(scores, problem):
     assert problem in str(info.value)
     with pytest.raises(DataError, match="^my_dev: "):
         PairSimilarityEvaluator(dev, name="my_dev")
+
+
+# --------------------------------------------------------------------------- where pairs come from
+def raw_only_data_dir(tmp_path: Path) -> Path:
+    """A data folder with the raw layout only (SICK, STS-B): a reader that falls back to
+    the senteval layout, or to $STS_DATA_DIR, finds nothing there."""
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(RAW / "SICK", root / "raw" / "SICK")
+    shutil.copytree(RAW / "stsbenchmark", root / "raw" / "stsbenchmark")
+    return root
+
+
+def test_task_pairs_and_sources_follow_the_folder_protocol_and_variant(tmp_path, monkeypatch):
+    from sts_core.evaluation.sts import load_task_pairs, task_source
+
+    root = raw_only_data_dir(tmp_path)
+    monkeypatch.setenv("STS_DATA_DIR", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    whole_sick = load_task_pairs("sickr", "mteb", "raw", root)
+    rows = raw_sick_pairs(*SICK_FILES)
+    assert list(zip(whole_sick["sentence1"], whole_sick["sentence2"], strict=True)) == [
+        r[:2] for r in rows
+    ]
+    stsb = load_task_pairs("stsb", "senteval", "raw", root)
+    assert list(stsb["score"]) == pytest.approx([r[2] for r in raw_stsb_pairs("test")])
+    sick = root / "raw" / "SICK"
+    assert task_source("sickr", "mteb", "raw", root) == " + ".join(
+        str(sick / name) for name in SICK_FILES
+    )
+    assert task_source("sickr", "senteval", "raw", root) == str(sick / "SICK_test_annotated.txt")
+    assert task_source("stsb", "mteb", "raw", root) == str(
+        root / "raw" / "stsbenchmark" / "sts-test.csv"
+    )
+    assert task_source("sickr", "mteb", "no-such-variant", root) is None
+
+
+def test_the_evaluator_checks_each_task_against_its_source(tmp_path, monkeypatch):
+    import sts_core.evaluation.sts as sts
+
+    root = raw_only_data_dir(tmp_path)
+    checked = {}
+    monkeypatch.setattr(
+        sts, "check_scored_pairs", lambda data, task, source: checked.update({task: source})
+    )
+    sts.STSEvaluator(data_dir=root, tasks=["sickr"], protocol="mteb")
+    assert checked == {"sickr": sts.task_source("sickr", "mteb", "raw", root)}
+    assert " + " in checked["sickr"]
+
+
+def test_the_pair_similarity_evaluators_defaults():
+    evaluator = PairSimilarityEvaluator(toy_pairs(6, 1))
+    assert (evaluator.name, evaluator.batch_size) == ("stsb_dev", 64)
+    assert PairSimilarityEvaluator(toy_pairs(6, 1), batch_size=5).batch_size == 5

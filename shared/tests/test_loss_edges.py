@@ -32,6 +32,7 @@ from sts_core.losses import similarity as similarity_module
 from sts_core.losses.classification import SoftmaxClassifierLoss, softmax_classifier_loss
 from sts_core.losses.registry import (
     BrokenLossPackage,
+    _canonical,
     _same_package,
     broken_package,
     package_of,
@@ -311,6 +312,17 @@ def test_package_names_compare_as_pip_does() -> None:
     assert _same_package("STS_Bsc", "sts-bsc") and _same_package("sts.bsc", "sts-bsc")
     assert not _same_package("sts-bsc", "sts-cosent")
     assert not _same_package(None, "sts-bsc") and not _same_package("sts-bsc", None)
+    assert _canonical("STS_Bsc..x") == "sts-bsc-x"  # PEP 503's normalised name
+
+
+def test_a_broken_package_is_matched_by_its_name_when_its_entry_point_is_named_otherwise(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(registry_module, "installed_loss_entry_points", lambda: [])
+    renamed = BrokenLossPackage("bsc_v2", "sts_bsc.loss", "STS_Bsc", "ImportError: x")
+    assert unknown_loss_message("bsc", [renamed]) == (
+        f"loss 'bsc' could not be loaded: {renamed.describe()}"
+    )
 
 
 def test_why_a_loss_is_not_registered(monkeypatch) -> None:

@@ -93,6 +93,9 @@ def test_thresholds_lie_outside_scores_too_large_for_plus_or_minus_one() -> None
     high, accuracy = best_accuracy_threshold(big, [0, 0])
     assert high > 3e17 and accuracy == 1.0
     assert apply_threshold(big, high).tolist() == [0, 0]
+    three = [1e17, 2e17, 3e17]  # the last of several distinct scores, not the second
+    high, accuracy = best_accuracy_threshold(three, [0, 0, 0])
+    assert high > 3e17 and accuracy == 1.0
     one_value, accuracy = best_accuracy_threshold([5.0, 5.0], [1, 0])
     assert (one_value, accuracy) == (4.0, 0.5)
 

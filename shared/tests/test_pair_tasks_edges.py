@@ -62,6 +62,12 @@ def test_a_set_that_cannot_be_scored_is_refused_naming_it(data, message) -> None
     assert str(error.value) == message
 
 
+def test_a_ranking_set_that_cannot_be_scored_is_refused_naming_it() -> None:
+    with pytest.raises(DataContentError) as error:
+        RankingEvaluator(pairs([0, 0], query_id=["q", "q"]), name="wikiqa", source="w.tsv")
+    assert str(error.value) == "wikiqa (w.tsv): no positive pair among 2"
+
+
 def test_threshold_pairs_are_named_as_such() -> None:
     with pytest.raises(DataContentError) as error:
         PairClassificationEvaluator(pairs([1, 0]), threshold_pairs=pairs([0, 0]))

@@ -164,3 +164,12 @@ def test_the_pair_evaluator_defaults_and_flat_scores() -> None:
     named = PairEvaluator(data, scorer=head_scorer("pair"))
     assert repr(named) == "PairEvaluator(name='stsb_dev', pairs=3, scorer=\"head_scorer('pair')\")"
     assert pairs_module.DEFAULT_CROSS_MAX_LENGTH == 512
+
+    class Unnamed:  # a callable object has no __name__: its repr stands in
+        def __call__(self, model, first, second, batch_size):
+            return np.zeros(len(first))
+
+        def __repr__(self) -> str:
+            return "Unnamed()"
+
+    assert repr(PairEvaluator(data, scorer=Unnamed())).endswith(", scorer=Unnamed())")

@@ -192,8 +192,10 @@ def test_sts_soup_refuses_adapters_over_other_base_models_before_loading(
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("sts-soup: error: ")]
     assert len(errors) == 1 and "Traceback" not in err, err
-    assert f"{second}: a LoRA adapter over {other_base.resolve()}" in errors[0]
-    assert "one base model" in errors[0]
+    assert errors[0] == (
+        f"sts-soup: error: {second}: a LoRA adapter over {other_base.resolve()}, {first}'s is "
+        f"over {tiny_llama_dir.resolve()}: a soup averages runs of one base model"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -210,7 +212,9 @@ def test_sts_soup_of_adapters_whose_base_moved_names_its_flag(tiny_llama_dir, tm
     assert soup_main(arguments) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.strip()]
-    assert line.startswith("sts-soup: error: ") and "--base-model PATH to sts-soup" in line, err
+    assert line.startswith("sts-soup: error: ") and line.endswith(
+        ": to load it from elsewhere, pass --base-model PATH to sts-soup"
+    ), err
     assert not (tmp_path / "soup").exists()
     assert soup_main([*arguments, "--base-model", str(moved)]) == 0
     merged = [_merged_by_peft(moved, run) for run in runs]

@@ -61,9 +61,41 @@ def test_the_soup_record_and_overwrite(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().out.count(f"averaged 2 models into {output}") == 2
 
 
-def test_a_folder_that_does_not_exist_is_recorded_as_given(tmp_path: Path) -> None:
+def test_a_folder_that_does_not_exist_is_recorded_as_given(tmp_path: Path, monkeypatch) -> None:
     assert _absolute("org/model") == "org/model"
     assert _absolute(str(tmp_path)) == str(tmp_path.resolve())
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _absolute("run") == str((tmp_path / "run").resolve())
+
+
+def test_soup_names_both_runs_when_they_differ(tmp_path: Path) -> None:
+    from sts_core.soup import soup
+
+    first = saved_encoder(tmp_path / "first", 0)
+    other_pooling = tmp_path / "cls"
+    SentenceEncoder.from_pretrained(
+        str(tmp_path / "first-backbone"), pooling="cls"
+    ).save_pretrained(other_pooling)
+    with pytest.raises(ValueError) as error:
+        soup([str(first), str(other_pooling)], str(tmp_path / "out"))
+    assert str(error.value) == (
+        f"{other_pooling}: pooling 'cls' differs from {first}'s 'mean': a soup averages runs "
+        "of one recipe"
+    )
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    narrower = tmp_path / "narrower-backbone"
+    config = BertConfig.from_pretrained(tmp_path / "first-backbone")
+    config.intermediate_size = 48
+    BertModel(config).save_pretrained(narrower)
+    AutoTokenizer.from_pretrained(tmp_path / "first-backbone").save_pretrained(narrower)
+    other_shape = tmp_path / "narrower"
+    SentenceEncoder.from_pretrained(str(narrower)).save_pretrained(other_shape)
+    with pytest.raises(ValueError) as error:
+        soup([str(first), str(other_shape)], str(tmp_path / "out"))
+    message = str(error.value)
+    assert message.startswith(f"{other_shape}: ") and f", {first} has (" in message
 
 
 def test_refusals_have_their_whole_message(tmp_path: Path) -> None:

@@ -129,6 +129,11 @@ def test_the_report_as_markdown_and_as_text() -> None:
     )
 
 
+def test_the_scored_by_line_and_the_default_average() -> None:
+    assert report().scored_by() == "cosine similarity of the embeddings"
+    assert report().average() == report().average("all", "spearman") == 75.25
+
+
 @pytest.mark.parametrize("name", ["out/report", "out/report.json", "out/report.md"])
 def test_the_report_is_saved_as_json_and_markdown(tmp_path: Path, name: str) -> None:
     the_report = report()
@@ -138,6 +143,8 @@ def test_the_report_is_saved_as_json_and_markdown(tmp_path: Path, name: str) -> 
     assert md_path.read_text(encoding="utf-8") == the_report.to_markdown()
     dotted = the_report.save(tmp_path / "out" / "run.v2")
     assert dotted[0] == tmp_path / "out" / "run.json"  # a suffix that is not ours is replaced
+    nested = the_report.save(tmp_path / "a" / "b" / "report")
+    assert [p.is_file() for p in nested] == [True, True]
 
 
 def test_the_scorers_words() -> None:
@@ -157,6 +164,8 @@ def test_subset_scores_and_an_undefined_subset(caplog) -> None:
     assert math.isnan(parts[1].spearman) and math.isnan(parts[1].pearson)
     assert caplog.messages[0].startswith("subset b: correlation undefined (")
     assert caplog.messages[0].endswith("); its mean/wmean are NaN")
+    assert caplog.messages[1].startswith("subset b: correlation undefined (")  # Pearson's
+    assert len(caplog.messages) == 2
     whole, _, parts = score_subsets(gold, predicted, None)
     assert [(p.name, p.size) for p in parts] == [("all", 6)]
     assert whole["mean"] == whole["wmean"] == whole["all"]

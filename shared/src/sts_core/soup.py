@@ -39,7 +39,8 @@ SOUP_RECORD_NAME = "sts_soup.json"
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sts-soup", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
+        prog="sts-soup",
+        description="average the weights of several fine-tuned runs into one model.",
     )
     parser.add_argument("models", nargs="+", help="saved model folders (two or more)")
     parser.add_argument("--output", required=True, help="folder to save the averaged model")

@@ -184,8 +184,7 @@ class STSReport:
 
     def save(self, output: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``<output>.json`` and ``<output>.md`` (``output`` may end in .json)."""
-        base = Path(output)
-        base = base.with_suffix("") if base.suffix in (".json", ".md") else base
+        base = Path(output)  # its suffix, if any, is replaced by .json and .md
         base.parent.mkdir(parents=True, exist_ok=True)
         json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
         json_path.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
@@ -368,7 +367,7 @@ class STSEvaluator:
         return TaskResult(task, self.protocol, self.variant, len(gold), spearman_, pearson_, parts)
 
 
-def _as_encode_fn(encoder: Any, batch_size: int, progress: bool = False) -> Encode:
+def _as_encode_fn(encoder: Any, batch_size: int, progress: bool) -> Encode:
     if hasattr(encoder, "encode"):
         return lambda sentences: np.asarray(
             encoder.encode(sentences, batch_size=batch_size, show_progress_bar=progress)
