@@ -231,6 +231,43 @@ def _memory_gib() -> float | None:
     return None
 
 
+def read_result(path: Path, script: str) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    """(settings as a Namespace, rows, machine) of a result JSON that ``script`` wrote, for
+    ``--render``; BenchmarkError naming the file when it is not one."""
+    import argparse
+
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        return argparse.Namespace(**saved["settings"]), saved["rows"], saved["machine"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BenchmarkError(f"{path}: not a {script} result ({error})") from error
+
+
+def sts_scored_by_line() -> str:
+    """The ``Scored by`` line of a table of STS test scores from ``STSEvaluator``, which
+    scores the STS tasks by the cosine of the embeddings only."""
+    from sts_core.evaluation.sts import COSINE_SCORER, describe_scorer
+
+    return (
+        f"Scored by: {describe_scorer(COSINE_SCORER)}, every row (`STSEvaluator` scores the "
+        "STS tasks by the cosine only; a model's pair_scorer head, such as the regression "
+        "head, is not used)."
+    )
+
+
+def refuse_pair_scorer_head(model: Any, what: str) -> None:
+    """BenchmarkError when ``model`` has a pair_scorer head: the tables of a benchmark that
+    compares embeddings by their cosine say so, and a head would score pairs instead."""
+    from sts_core.evaluation.sts import pair_scorer_of
+
+    head = pair_scorer_of(model)
+    if head is not None:
+        raise BenchmarkError(
+            f"{what}: the model has a pair_scorer head ({head!r}); this benchmark compares "
+            "embeddings by their cosine"
+        )
+
+
 def machine_markdown(info: dict[str, Any]) -> str:
     return (
         f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, "

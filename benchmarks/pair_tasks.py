@@ -45,6 +45,8 @@ from _common import (  # noqa: E402
     mode_of,
     model_path,
     output_stem,
+    read_result,
+    refuse_pair_scorer_head,
     set_threads,
     write_json,
     write_markdown,
@@ -177,6 +179,7 @@ def run_task(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             start = time.perf_counter()
             encoder = train_method(method, task, recipe, seed, data)
             trained = time.perf_counter() - start
+            refuse_pair_scorer_head(encoder, f"{name}: {method}")
             scores = {k[len(name) + 1 :]: v for k, v in evaluator(encoder).items()}
             scores["train_seconds"] = round(trained, 1)
             row["seeds"][seed] = scores
@@ -190,6 +193,8 @@ def run_task(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> str:
+    from sts_core.evaluation.sts import COSINE_SCORER, describe_scorer
+
     lines = [
         f"# Pairwise tasks: BSC against sentence-transformers ({args.mode})",
         "",
@@ -199,6 +204,9 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         + f", seeds {' '.join(map(str, args.seeds))}; training pairs capped at "
         f"{args.train_pairs or 'none'}, test pairs at {args.test_pairs or 'none'}. "
         "Mean ± sd over seeds (×100).",
+        "",
+        f"Scored by: {describe_scorer(COSINE_SCORER)}, every row (`cosine_scorer`; a model "
+        "with a pair_scorer head is refused).",
         "",
     ]
     for name in args.tasks:
@@ -232,6 +240,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--test-pairs", type=int, help="the first N test pairs (0: all)")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--render", metavar="JSON", help="only rewrite the report of a result")
     args = parser.parse_args(argv)
     args.mode = mode_of(args)
     for key, value in MODES[args.mode].items():
@@ -240,8 +249,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def render(path: Path) -> int:
+    """The markdown again from a saved JSON (e.g. after the report's wording changed)."""
+    args, rows, info = read_result(path, "pair_tasks.py")
+    write_markdown(path.with_suffix(""), report_markdown(rows, args, info))
+    print(f"wrote {path.with_suffix('.md')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        return render(Path(args.render))
     if args.threads:
         set_threads(args.threads)
     check_environment([args.model])

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import tempfile
 import time
@@ -54,7 +53,9 @@ from _common import (
     model_path,
     output_stem,
     pyplot,
+    read_result,
     set_threads,
+    sts_scored_by_line,
     write_json,
     write_markdown,
 )
@@ -406,7 +407,8 @@ def averages_in(rows: list[dict]) -> tuple[str, ...]:
     return tuple(key for key in AVERAGES if all(key in row["summary"] for row in rows))
 
 
-def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> str:
+def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> str:
+    """The report; its chart is ``<stem>.png`` beside it."""
     base = {r["pooling"]: r["summary"]["avg"][0] for r in rows if r["method"] == "base"}
     averages = averages_in(rows)
     table_rows = []
@@ -433,6 +435,8 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         f" weight decay 0.01, 10 % warm-up; seeds {args.seeds}; evaluation: SentEval protocol, "
         f"'all', Spearman × 100 on {evaluation}.",
         "",
+        sts_scored_by_line(),
+        "",
         machine_markdown(info),
         "",
         markdown_table(header, table_rows),
@@ -443,7 +447,7 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
         + "Fine-tuning an already-contrastive model on this small set may lower the "
         "average: compare each row with *before training*.",
         "",
-        f"![quality chart]({output_stem('quality', args.output_dir, args.mode).name}.png)",
+        f"![quality chart]({stem.name}.png)",
     ]
     return "\n".join(lines)
 
@@ -514,17 +518,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> None:
-    write_markdown(stem, report_markdown(rows, args, info))
+    write_markdown(stem, report_markdown(rows, args, info, stem))
     draw_chart(rows, args, stem.with_suffix(".png"))
 
 
 def render(path: Path) -> int:
     """The markdown and chart again from a saved JSON (e.g. after the report's wording changed)."""
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        args, rows, info = argparse.Namespace(**saved["settings"]), saved["rows"], saved["machine"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise BenchmarkError(f"{path}: not a quality.py result ({error})") from error
+    args, rows, info = read_result(path, "quality.py")
     write_report(rows, args, info, path.with_suffix(""))
     print(f"wrote {path.with_suffix('.md')} and {path.with_suffix('.png')}")
     return 0

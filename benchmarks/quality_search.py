@@ -61,6 +61,7 @@ from _common import (
     mean_sd,
     model_path,
     set_threads,
+    sts_scored_by_line,
     write_json,
     write_markdown,
 )
@@ -599,6 +600,8 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         f"seeds {args.seeds} and scored on the seven test tasks (SentEval protocol, 'all', "
         f"Spearman × 100). Tables hold every cell of `{Path(args.cells).name}` (searches run "
         "at different times add up).",
+        "",
+        sts_scored_by_line() + " STS-B dev selection: the same cosine.",
         "",
         machine_markdown(info),
         "",

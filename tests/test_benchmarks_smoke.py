@@ -77,6 +77,7 @@ def load_benchmark_script(name: str) -> ModuleType:
             f"benchmark_{name}", REPO / "benchmarks" / f"{name}.py"
         )
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
@@ -259,7 +260,11 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
     for suffix in (".md", ".png"):
         saved.with_suffix(suffix).unlink()
     run_script("quality", "--render", str(saved))
-    assert "| Avg. (wmean) |" in saved.with_suffix(".md").read_text(encoding="utf-8")
+    rendered = saved.with_suffix(".md").read_text(encoding="utf-8")
+    assert "| Avg. (wmean) |" in rendered
+    assert rendered == markdown  # the same report from the JSON alone
+    assert "\n\nScored by: cosine similarity of the embeddings, every row (" in rendered
+    assert f"![quality chart]({saved.stem}.png)" in rendered
     assert saved.with_suffix(".png").stat().st_size > 0
 
 
@@ -355,6 +360,23 @@ def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_di
         assert base[key] == pytest.approx(100 * expected[key], abs=1e-6), key
     markdown = (tmp_path / "pair_tasks_smoke.md").read_text(encoding="utf-8")
     assert "## mrpc (mrpc:train → mrpc:test, classification)" in markdown
+    assert "\n\nScored by: cosine similarity of the embeddings, every row (" in markdown
+    (tmp_path / "pair_tasks_smoke.md").unlink()
+    run_script("pair_tasks", "--render", str(tmp_path / "pair_tasks_smoke.json"))
+    assert (tmp_path / "pair_tasks_smoke.md").read_text(encoding="utf-8") == markdown
+
+
+def test_a_model_with_a_pair_scorer_head_is_refused_where_tables_say_cosine() -> None:
+    from types import SimpleNamespace
+
+    common = load_benchmark_script("_common")
+    common.refuse_pair_scorer_head(SimpleNamespace(), "mrpc: base")  # no head: nothing to say
+    with pytest.raises(common.BenchmarkError) as error:
+        common.refuse_pair_scorer_head(SimpleNamespace(pair_scorer="regression"), "mrpc: ours")
+    assert str(error.value) == (
+        "mrpc: ours: the model has a pair_scorer head ('regression'); this benchmark compares "
+        "embeddings by their cosine"
+    )
 
 
 @needs_benchmark_data
