@@ -134,12 +134,12 @@ def train_method(method: str, task: Task, recipe: Any, seed: int, data: Any) -> 
     if method == "base":
         return quality.load_ours(recipe)
     if method in OURS_VARIANTS:
-        from sts_bsc import BscConfig, BscTrainer
-        from sts_core.quality_methods import QualityMethod
+        from sts_bsc import METHOD as BSC
+        from sts_core.method import QualityRow
 
         fields = {**task.bsc, **OURS_VARIANTS[method]}
-        ours = QualityMethod(method, "BSC", BscConfig, BscTrainer, fields, True)
-        return quality.train_ours(ours)(recipe, seed, data)
+        row = QualityRow(method, "BSC", fields, unit_labels=True)
+        return quality.train_ours(BSC, row)(recipe, seed, data)
     if method == "st-mnsrl":
         train = quality.train_peer(
             "MultipleNegativesSymmetricRankingLoss", positives_above=0.5, scale=10.0

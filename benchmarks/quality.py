@@ -11,9 +11,8 @@ wrapped, same pooling), with mean ± sd over seeds.
 Fine-tuning this already-contrastive model on the filtered STS data can score *below* the
 untrained model; ``--learning-rate`` and ``--pooling`` take several values (a grid, every
 combination one row) and ``--methods`` picks losses, to search for a recipe that improves on
-it. Our methods come from the packages: each registers its rows with
-``sts_core.quality_methods.register_quality_method`` (entry point
-``sts_core.quality_methods``); the peer's are ``PEER_METHODS``.
+it. Our methods come from the packages: each declares its rows in its ``Method``
+(``quality_rows``; entry point ``sts_core.methods``); the peer's are ``PEER_METHODS``.
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -114,11 +113,12 @@ class Method:
 # ----------------------------------------------------------------------------- ours
 def train_ours(
     method: Any,
+    row: Any,
     extra_config: dict[str, Any] | None = None,
     relabel: Callable[[Any, Any], Any] | None = None,
 ) -> Callable[[Recipe, int, Any], Any]:
-    """Training for a method a package registered (``sts_core.quality_methods``);
-    ``extra_config``: config fields over the method's own; ``relabel(data, config)``: the
+    """Training for a row a package's method declares (``Method.quality_rows``);
+    ``extra_config``: config fields over the row's own; ``relabel(data, config)``: the
     training pairs as the run should see them (e.g. with a teacher's labels)."""
 
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
@@ -127,15 +127,16 @@ def train_ours(
         set_seed(seed)
         encoder = load_ours(recipe)
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
-            args = method.config_class(
+            args = method.config(
                 **training_arguments(recipe, seed, output_dir),
-                **{**method.config, **(extra_config or {})},
+                **{**row.settings, **(extra_config or {})},
                 load_best_model_at_end=False,
             )
             if relabel is not None:
                 data = relabel(data, args)
-            prepared, _ = method.trainer_class.prepare_train_dataset(data, args)  # SIFTER's
-            method.trainer_class(model=encoder, args=args, train_dataset=prepared).train()
+            prepared, _ = method.prepare_train_dataset(data, args)  # SIFTER's
+            trainer_class = method.trainer_for(args)
+            trainer_class(model=encoder, args=args, train_dataset=prepared).train()
         return encoder
 
     return train
@@ -271,11 +272,11 @@ PEER_METHODS: dict[str, Method] = {
 
 def all_methods() -> dict[str, Method]:
     """The untrained model, every method the installed packages register, the peer's."""
-    from sts_core.quality_methods import load_quality_methods
+    from sts_core.method import quality_rows
 
     ours = {
-        key: Method(method.label, train_ours(method), method.unit_labels)
-        for key, method in load_quality_methods().items()
+        key: Method(row.label, train_ours(method, row), row.unit_labels)
+        for key, (method, row) in quality_rows().items()
     }
     return {"base": Method("before training", None), **ours, **PEER_METHODS}
 

@@ -156,21 +156,22 @@ class Trainer:
     def train(self, cell: Cell) -> Any:
         """The cell's method on its data; an ``ours-*`` method with ``--set``'s fields and,
         with ``teacher_model``, the teacher's labels."""
-        from sts_core.quality_methods import load_quality_methods
+        from sts_core.method import quality_rows
 
         method = quality.METHODS[cell.method]
         data = self.unit_data if method.unit_labels else self.data
         train = method.train
         if cell.settings:
-            ours = load_quality_methods()[cell.method]
+            ours, row = quality_rows()[cell.method]
             train = quality.train_ours(
                 ours,
+                row,
                 config_values(cell.settings),
-                lambda pairs, config: self.teacher_labels(config, ours.trainer_class, pairs),
+                lambda pairs, config: self.teacher_labels(config, ours, pairs),
             )
         return train(self.recipe(cell), cell.seed, data)
 
-    def teacher_labels(self, config: Any, trainer_class: Any, data: Any) -> Any:
+    def teacher_labels(self, config: Any, method: Any, data: Any) -> Any:
         """``teacher_model``'s relabelled pairs, as ``sts-train`` makes them."""
         from sts_core.training.distill import apply_teacher, load_teacher
 
@@ -188,7 +189,7 @@ class Trainer:
             relabelled, summary = apply_teacher(
                 data,
                 teacher,
-                trainer_class.label_column_for(config),
+                method.label_column(config),
                 config.teacher_weight,
                 64,
                 config.teacher_neighbours,

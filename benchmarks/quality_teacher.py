@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from quality_search import Scorer
 
-    from sts_core.quality_methods import load_quality_methods
+    from sts_core.method import quality_rows
 
     args = parse_args(argv)
     output = Path(args.output).expanduser()
@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     _, unit_data = quality.load_training_data()
     start = time.perf_counter()
-    teacher = quality.train_ours(load_quality_methods()["ours-cosine_mse"])(
-        recipe, args.seed, unit_data
-    )
+    teacher = quality.train_ours(*quality_rows()["ours-cosine_mse"])(recipe, args.seed, unit_data)
     print(f"trained in {time.perf_counter() - start:.0f} s", flush=True)
     teacher.save_pretrained(str(output))
     scorer = Scorer(argparse.Namespace(eval_pairs=40 if args.smoke else 0))

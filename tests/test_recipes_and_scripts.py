@@ -52,7 +52,7 @@ def test_recipe_parses_against_its_config_class(
     monkeypatch.setenv("WIKI1M_DIR", "/wiki1m")  # and SimCSE's 1M Wikipedia sentences
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
     script = load_train_script(package)
-    model_args, data_args, config = script.make_parser().parse(["--config", str(recipe)])
+    model_args, data_args, config = script.METHOD.parser().parse(["--config", str(recipe)])
     assert model_args.model_name_or_path
     assert data_args.train_datasets
     assert config.output_dir

@@ -6,9 +6,9 @@ python packages/pcctuning/train.py --config <recipe>.yaml --learning_rate 1e-4  
 
 import sys
 
-from sts_pcctuning.cli import main, make_parser
+from sts_pcctuning.method import METHOD
 
-__all__ = ["main", "make_parser"]
+main = METHOD.main
 
 if __name__ == "__main__":
     sys.exit(main())

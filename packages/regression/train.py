@@ -6,9 +6,9 @@ python packages/regression/train.py --config <recipe>.yaml --learning_rate 1e-5 
 
 import sys
 
-from sts_regression.cli import main, make_parser
+from sts_regression.method import METHOD
 
-__all__ = ["main", "make_parser"]
+main = METHOD.main
 
 if __name__ == "__main__":
     sys.exit(main())

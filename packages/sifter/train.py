@@ -6,9 +6,9 @@ python packages/sifter/train.py --config <recipe>.yaml --learning_rate 3e-5   # 
 
 import sys
 
-from sts_sifter.cli import main, make_parser
+from sts_sifter.method import METHOD
 
-__all__ = ["main", "make_parser"]
+main = METHOD.main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,6 +20,7 @@ from sts_core.losses import (
     register_loss,
     weighted_loss_class,
 )
+from sts_core.method import CORE_METHOD
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 
@@ -142,7 +143,7 @@ def test_a_trainer_trains_on_the_sum_and_logs_the_parts(
         logging_steps=1,
         loss_weights='{"cosine_mse": 1.0, "test_mean_distance": 0.1}',
     )
-    BaseTrainer.check_train_dataset(data, args)
+    CORE_METHOD.check_train_dataset(data, args)
     logs = KeepLogs()
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = BaseTrainer(model=encoder, args=args, train_dataset=data, callbacks=[logs])
@@ -154,7 +155,7 @@ def test_a_trainer_trains_on_the_sum_and_logs_the_parts(
         assert entry["loss"] == pytest.approx(expected, rel=1e-4)
     assert "1·cosine_mse + 0.1·test_mean_distance" in trainer.model_card_data["loss_module"]
     with pytest.raises(ValueError, match="no label column 'score'"):
-        BaseTrainer.check_train_dataset(data.remove_columns("score"), args)
+        CORE_METHOD.check_train_dataset(data.remove_columns("score"), args)
 
 
 # ------------------------------------------------- a part that reads the pooled embeddings

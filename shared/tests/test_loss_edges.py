@@ -299,11 +299,11 @@ def test_a_broken_package_is_described_with_and_without_its_distribution() -> No
     )
     assert broken.describe() == (
         "package sts-bsc is installed but its entry point 'bsc' (sts_bsc.loss, group "
-        "sts_core.losses) failed to import: ImportError: No module named 'x'"
+        "sts_core.methods) failed to import: ImportError: No module named 'x'"
     )
     orphan = BrokenLossPackage("bsc", "sts_bsc.loss", None, "ImportError: x")
     assert orphan.describe() == (
-        "entry point 'bsc' (sts_bsc.loss, group sts_core.losses) failed to import: ImportError: x"
+        "entry point 'bsc' (sts_bsc.loss, group sts_core.methods) failed to import: ImportError: x"
     )
     assert package_of(SimpleNamespace(name="bsc")) is None
 

@@ -1,4 +1,4 @@
-"""Losses of other packages (entry-point group ``sts_core.losses``) in ``loss_weights``: a
+"""Losses of other packages (entry-point group ``sts_core.methods``) in ``loss_weights``: a
 package that is installed but fails to import, and a loss whose package is not installed,
 are one line naming the package, while the config is parsed (before any weights load)."""
 
@@ -15,7 +15,7 @@ from sts_core.training.run import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-GROUP = "sts_core.losses"
+GROUP = "sts_core.methods"
 FIXTURES = Path(__file__).parent / "fixtures" / "training"
 TRAIN = FIXTURES / "sts-train.csv"
 DEV = FIXTURES / "sts-dev.csv"

@@ -4,6 +4,7 @@ gradient), the registry, and loss parameters in their own optimizer group."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from sts_core.losses import (
     in_batch_infonce_loss,
     register_loss,
 )
+from sts_core.method import CORE_METHOD, Method
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.optimization import regroup_parameters
@@ -155,8 +157,17 @@ class ScaledCosineMSE(EmbeddingLoss):
 register_loss("test_scaled_cosine_mse")(ScaledCosineMSE)
 
 
-class ScaledTrainer(BaseTrainer):
-    default_loss = "test_scaled_cosine_mse"
+@dataclass
+class ScaledConfig(BaseConfig):
+    """The test method's config: the core's fields only."""
+
+
+SCALED = Method(
+    name="test_scaled",
+    title="scaled cosine MSE (test)",
+    config=ScaledConfig,
+    losses=(ScaledCosineMSE,),
+)
 
 
 def test_regroup_gives_mapped_rates_and_no_decay_on_scalars() -> None:
@@ -195,9 +206,9 @@ def test_loss_parameters_train_in_their_own_group(
         }
     )
     args = quick_training_args(
-        BaseConfig, tmp_path, learning_rate_mapping={r"sts_loss\.": 0.05}, max_steps=2
+        ScaledConfig, tmp_path, learning_rate_mapping={r"sts_loss\.": 0.05}, max_steps=2
     )
-    trainer = ScaledTrainer(model=encoder, args=args, train_dataset=data)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
     before = float(trainer.loss_module.scale.detach())
     trainer.train()
     group = next(
@@ -219,12 +230,12 @@ def test_columns_and_labels_a_loss_needs_are_checked_from_the_registry() -> None
 
     unlabelled = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"]})
     config = SimpleNamespace(loss="infonce", positive_threshold=None, label_column="score")
-    BaseTrainer.check_train_dataset(unlabelled, config)  # InfoNCE alone needs no labels
+    CORE_METHOD.check_train_dataset(unlabelled, config)  # InfoNCE alone needs no labels
     config.positive_threshold = 4.0  # now it selects positives by label
     with pytest.raises(ValueError, match="no label column 'score'"):
-        BaseTrainer.check_train_dataset(unlabelled, config)
+        CORE_METHOD.check_train_dataset(unlabelled, config)
     with pytest.raises(ValueError, match="no column sentence2"):
-        BaseTrainer.check_train_dataset(Dataset.from_dict({"sentence1": ["a"]}), config)
+        CORE_METHOD.check_train_dataset(Dataset.from_dict({"sentence1": ["a"]}), config)
 
 
 def test_infonce_without_positives_anywhere_is_a_counted_zero() -> None:

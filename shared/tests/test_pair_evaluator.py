@@ -230,28 +230,29 @@ def test_cross_encoder_scorer_without_a_tokenizer_says_so(cross_encoder) -> None
 
 
 def test_base_trainer_builds_a_cosine_pair_evaluator_and_scores_final_sets_with_it(
-    tiny_bert_nodropout_dir: Path, tmp_path: Path
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sts_core.data import load_reference
     from sts_core.encoder import SentenceEncoder
+    from sts_core.method import CORE_METHOD, Method
     from sts_core.testing import quick_training_args
     from sts_core.training import BaseConfig, BaseTrainer, DataArguments
 
     config = quick_training_args(BaseConfig, tmp_path)
-    evaluator = BaseTrainer.build_evaluator("toy", pairs(), config)
+    evaluator = CORE_METHOD.build_evaluator("toy", pairs(), config)
     assert type(evaluator) is PairEvaluator and evaluator.scorer is cosine_scorer
     assert evaluator.batch_size == config.per_device_eval_batch_size
 
     built: list[PairEvaluator] = []
+    original = Method.build_evaluator
 
-    class RecordingTrainer(BaseTrainer):
-        @classmethod
-        def build_evaluator(cls, name: str, dataset: Any, config: Any) -> Any:
-            built.append(super().build_evaluator(name, dataset, config))
-            return built[-1]
+    def recording(self: Method, name: str, dataset: Any, config: Any) -> Any:
+        built.append(original(self, name, dataset, config))
+        return built[-1]
 
+    monkeypatch.setattr(Method, "build_evaluator", recording)
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
-    trainer = RecordingTrainer(model=encoder, args=config, train_dataset=pairs())
+    trainer = BaseTrainer(model=encoder, args=config, train_dataset=pairs())
     data_args = DataArguments(data_dir=str(FIXTURES), final_eval_datasets=["stsb:test"])
     scores = trainer._score_pair_sets(data_args)
     assert [e.name for e in built] == ["stsb_test"]

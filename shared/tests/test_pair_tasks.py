@@ -18,7 +18,8 @@ from sts_core.evaluation.metrics import (
     ranking_metrics,
 )
 from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
-from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.method import CORE_METHOD
+from sts_core.training import BaseConfig
 
 RNG = np.random.default_rng(0)
 WORDS = [f"s{i}" for i in range(40)]
@@ -114,11 +115,11 @@ def data_args(**fields) -> SimpleNamespace:
 def test_final_evaluators_follow_final_eval_task(tmp_path: Path) -> None:
     wikiqa = str(write_wikiqa(tmp_path))
     config = BaseConfig(output_dir=str(tmp_path / "out"))
-    ranking = BaseTrainer.build_final_evaluators(
+    ranking = CORE_METHOD.build_final_evaluators(
         data_args(final_eval_task="ranking", final_eval_datasets=[wikiqa]), config
     )
     assert isinstance(ranking[wikiqa], RankingEvaluator)
-    classification = BaseTrainer.build_final_evaluators(
+    classification = CORE_METHOD.build_final_evaluators(
         data_args(
             final_eval_task="classification",
             final_eval_datasets=[wikiqa],

@@ -150,7 +150,7 @@ def test_the_cross_encoder_reads_the_models_tokenizer_and_length_when_called(mon
         CrossEncoderScorer()(object(), ["a"], ["b"], 1)
     assert str(error.value) == (
         "cross-encoder scorer: no tokenizer; pass one or set the model's sts_tokenizer "
-        "(CoSENTCrossEncoderTrainer.build_model does)"
+        "(the CoSENT method's build_model does)"
     )
 
 

@@ -5,6 +5,7 @@ left out of a sentence corpus."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,7 +16,8 @@ from datasets import Dataset
 from sts_core.encoder import SentenceEncoder
 from sts_core.losses import EmbeddingLoss, register_loss
 from sts_core.losses.similarity import in_batch_infonce_loss
-from sts_core.training import BaseTrainer, DataArguments, ModelArguments, build_encoder
+from sts_core.method import Method
+from sts_core.training import BaseConfig, DataArguments, ModelArguments, build_encoder
 from sts_core.training.collator import SentenceCollator, split_features, text_columns_with
 from sts_core.training.model import set_backbone_dropout
 
@@ -31,16 +33,23 @@ class TwoViewsLoss(EmbeddingLoss):
         return in_batch_infonce_loss(embeddings["sentence"], embeddings["sentence_view"])
 
 
-class TwoViewsTrainer(BaseTrainer):
+@dataclass
+class TwoViewsConfig(BaseConfig):
+    """The test method's config: the core's fields only."""
+
+
+class TwoViewsMethod(Method):
     """Builds the second view of every sentence in ``prepare_train_dataset``."""
 
-    default_loss = "test_two_views"
-
-    @classmethod
-    def prepare_train_dataset(cls, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+    def prepare_train_dataset(self, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
         views = [f"{s} again" for s in dataset["sentence"]]
         prepared = Dataset.from_dict({"sentence": dataset["sentence"], "sentence_view": views})
         return prepared, {"views_made": len(views)}
+
+
+TWO_VIEWS = TwoViewsMethod(
+    name="test_two_views", title="two views (test)", config=TwoViewsConfig, losses=(TwoViewsLoss,)
+)
 
 
 def test_split_features_takes_the_longest_column_name_first() -> None:
@@ -70,9 +79,6 @@ def test_a_trainer_prepares_the_training_set_before_the_checks(
 ) -> None:
     """A sentence file becomes (sentence, sentence_view) rows; the run trains on them and
     its data summary says what the hook did; no test-pair filter on single sentences."""
-    from sts_core.training import BaseConfig
-    from sts_core.training.run import run_training
-
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("\n".join(f"a man plays music {i} ." for i in range(6)) + "\n")
     argv = [
@@ -95,7 +101,7 @@ def test_a_trainer_prepares_the_training_set_before_the_checks(
         "--output_dir",
         str(tmp_path / "out"),
     ]
-    metrics = run_training(BaseConfig, TwoViewsTrainer, argv)
+    metrics = TWO_VIEWS.run(argv)
     data = metrics["data"]
     assert data["views_made"] == 6 and data["train_pairs"] == 6
     assert data["filter"] == {"applied": False, "reason": "the training set is not pairs"}

@@ -1,4 +1,4 @@
-"""run_training() / main() end to end on fixture files in the STS-B format and a tiny BERT."""
+"""Method.run() / main() end to end on fixture files in the STS-B format and a tiny BERT."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from sts_core.encoder import SentenceEncoder
+from sts_core.method import CORE_METHOD
 from sts_core.testing import write_fixture_recipe
-from sts_core.training import run_training
 from sts_core.training.run import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -57,11 +57,11 @@ def finished_run(tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPat
     root = tmp_path_factory.mktemp("run")
     output_dir = root / "out"
     recipe = write_recipe(root / "recipe.yaml", tiny_bert_nodropout_dir, output_dir)
-    metrics = run_training(argv=["--config", str(recipe)])
+    metrics = CORE_METHOD.run(["--config", str(recipe)])
     return {"metrics": metrics, "output_dir": output_dir}
 
 
-def test_run_training_writes_metrics_json(finished_run: dict) -> None:
+def test_a_run_writes_metrics_json(finished_run: dict) -> None:
     output_dir = finished_run["output_dir"]
     written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
     assert math.isfinite(written["train"]["train_loss"])
@@ -88,7 +88,7 @@ def test_run_training_writes_metrics_json(finished_run: dict) -> None:
     assert returned["train"]["train_loss"] == pytest.approx(written["train"]["train_loss"])
 
 
-def test_run_training_selects_on_the_dev_set_and_saves_the_model(finished_run: dict) -> None:
+def test_a_run_selects_on_the_dev_set_and_saves_the_model(finished_run: dict) -> None:
     output_dir = finished_run["output_dir"]
     state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
     evaluations = [e for e in state["log_history"] if "eval_dev_spearman" in e]
@@ -201,7 +201,7 @@ def test_without_dev_set_evaluation_is_off(tiny_bert_nodropout_dir: Path, tmp_pa
         eval_dataset="none",
         max_steps="2",
     )  # eval_strategy stays "steps" in the recipe
-    metrics = run_training(argv=["--config", str(recipe)])
+    metrics = CORE_METHOD.run(["--config", str(recipe)])
     assert metrics["dev"] == {}
     assert math.isfinite(metrics["train"]["train_loss"])
     assert (tmp_path / "out" / "checkpoint-2").is_dir()
@@ -249,7 +249,7 @@ def test_load_best_model_at_end_on_a_dev_file(
         load_best_model_at_end="true",
         metric_for_best_model="dev_pearson",
     )
-    metrics = run_training(argv=["--config", str(recipe)])
+    metrics = CORE_METHOD.run(["--config", str(recipe)])
     state = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())
     history = state["log_history"]
     scores = {e["step"]: e["eval_dev_pearson"] for e in history if "eval_dev_pearson" in e}

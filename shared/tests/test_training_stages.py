@@ -68,7 +68,8 @@ def test_second_stage_starts_from_the_first_stages_output(
 def test_cli_main_runs_a_packages_own_run_class(
     tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
 ) -> None:
-    from sts_core.training import BaseConfig, BaseTrainer, cli_main
+    from sts_core.method import CORE_METHOD
+    from sts_core.training import cli_main
 
     class Checked(TrainingRun):
         built = False
@@ -78,7 +79,7 @@ def test_cli_main_runs_a_packages_own_run_class(
             return []
 
     argv = ["--config", str(recipe(tmp_path, "own", tiny_bert_nodropout_dir))]
-    assert cli_main(BaseConfig, BaseTrainer, argv, run_class=Checked) == 0
+    assert cli_main(CORE_METHOD, argv, run_class=Checked) == 0
     assert Checked.built
-    assert cli_main(BaseConfig, BaseTrainer, argv, run_class=Checked) == 2  # folder now used
+    assert cli_main(CORE_METHOD, argv, run_class=Checked) == 2  # folder now used
     assert "holds an earlier run" in capsys.readouterr().err

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sts_bsc import BscTrainer
 from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
+from sts_core.training import TrainingRun
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -27,11 +27,11 @@ main = load_train_script(PACKAGE).main
 def no_faiss(monkeypatch: pytest.MonkeyPatch) -> None:
     """``import faiss`` fails, and loading weights fails the test."""
 
-    def no_weights(cls, model_args, config):
+    def no_weights(self):
         raise AssertionError("the weights were loaded")
 
     monkeypatch.setitem(sys.modules, "faiss", None)
-    monkeypatch.setattr(BscTrainer, "build_model", classmethod(no_weights))
+    monkeypatch.setattr(TrainingRun, "build_model", no_weights)
 
 
 def write_recipe(tmp_path: Path, model: Path, shuffle: str) -> Path:

@@ -23,7 +23,7 @@ from sts_core.testing import (
     trainer_step_losses,
 )
 from sts_core.training import ModelArguments
-from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer
+from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 from sts_cosent.loss import cosent_loss
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -80,7 +80,7 @@ def make_args(output_dir: Path, **overrides: Any) -> CoSENTConfig:
 
 def build(tiny_bert_nodropout_dir: Path, config: CoSENTConfig) -> Any:
     torch.manual_seed(0)  # the new one-output head is initialised at random
-    return CoSENTCrossEncoderTrainer.build_model(
+    return METHOD.build_model(
         ModelArguments(model_name_or_path=str(tiny_bert_nodropout_dir)), config
     )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sts_core.testing import one_line_error, write_fixture_recipe
-from sts_cosent.cli import main
+from sts_cosent.method import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

@@ -17,8 +17,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import load_train_script, write_fixture_recipe
-from sts_cosent import CoSENTConfig, CoSENTCrossEncoderTrainer, CoSENTTrainer
-from sts_cosent.cli import make_parser, trainer_class_for
+from sts_core.training import BaseTrainer
+from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -97,7 +97,7 @@ def test_main_trains_a_bi_encoder_and_writes_metrics(
     assert dev_spearman == pytest.approx(evaluations[4]["eval_dev_spearman"], abs=1e-4)
     assert final_spearman(written) == pytest.approx(cosine_spearman(encoder, TEST), abs=1e-3)
     card = (output_dir / "README.md").read_text(encoding="utf-8")
-    assert "CoSENTTrainer" in card and "@article{huang2024cosent" in card
+    assert "`cosent` method" in card and "@article{huang2024cosent" in card
 
 
 def test_main_trains_a_cross_encoder_and_writes_metrics(
@@ -167,16 +167,14 @@ def test_recipe_parses(recipe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["--config", str(recipe)]
     if "bf16: true" in recipe.read_text(encoding="utf-8") and not bf16_device():
         argv += ["--use_cpu", "true"]  # TrainingArguments refuses bf16 without a bf16 GPU
-    model_args, data_args, config = make_parser().parse(argv)
+    model_args, data_args, config = METHOD.parser().parse(argv)
     assert isinstance(config, CoSENTConfig)
     assert model_args.model_name_or_path and "$" not in model_args.model_name_or_path
     if "${STS_MODELS_DIR}" in recipe.read_text(encoding="utf-8"):
         assert model_args.model_name_or_path.startswith("/dummy/models/")
     assert data_args.train_datasets
-    expected = (
-        CoSENTCrossEncoderTrainer if config.architecture == "cross-encoder" else CoSENTTrainer
-    )
-    assert trainer_class_for(argv) is expected
+    expected = CoSENTCrossEncoderTrainer if config.architecture == "cross-encoder" else BaseTrainer
+    assert METHOD.trainer_for(config) is expected
 
 
 def launch_command(recipe: Path) -> str:

@@ -1,6 +1,6 @@
-"""CoSENTTrainer on a tiny BERT (no downloads): training, the logged loss against an independent
-recomputation, best-checkpoint selection, saving and reloading, the baselines, the config's
-checks and CoSENT over the batch of two processes.
+"""CoSENT on the core's Trainer and a tiny BERT (no downloads): training, the logged
+loss against an independent recomputation, best-checkpoint selection, saving and reloading,
+the baselines, the config's checks and CoSENT over the batch of two processes.
 
 The tiny BERT is copied with dropout 0, so a training step is a deterministic function of the
 seed and the model gives the same embeddings in train and eval mode.
@@ -21,8 +21,8 @@ from torch import nn
 from transformers import AutoModel
 
 import sts_cosent.loss as loss_module
-import sts_cosent.trainer as trainer_module
 from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
+from sts_core.losses import SOFTMAX_HEAD
 from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
     ScriptedEvaluator,
@@ -31,7 +31,8 @@ from sts_core.testing import (
     quick_training_args,
     trainer_step_losses,
 )
-from sts_cosent import CoSENTConfig, CoSENTTrainer
+from sts_core.training import BaseTrainer
+from sts_cosent import CoSENTConfig
 from sts_cosent.loss import (
     contrastive_threshold_loss,
     cosent_loss,
@@ -108,7 +109,7 @@ def cosent_run(
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = backbone_parameters(encoder)
     args = make_args(tmp_path_factory.mktemp("cosent"), max_steps=8, lr_scheduler_type="constant")
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=data)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
     output = trainer.train()
     return {
         "trainer": trainer,
@@ -162,7 +163,7 @@ def selected_run(
         **EVERY_STEP_SELECTION_ARGS,
     )
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator)
     trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
     trainer.train()
     final_dir = output_dir / "final"
@@ -210,7 +211,7 @@ def test_saved_folder_reloads_with_the_same_embeddings(selected_run: dict[str, A
 
 def test_model_card_names_cosent_and_its_citation(selected_run: dict[str, Any]) -> None:
     card = (selected_run["final_dir"] / "README.md").read_text(encoding="utf-8")
-    assert "`CoSENTTrainer`" in card and "CoSENT" in card
+    assert "`cosent` method" in card and "CoSENT" in card
     assert "@article{huang2024cosent" in card
     assert "CoSENT: Consistent Sentence Embedding via Similarity Ranking" in card
     assert "tiny-bert" in card and "toy pairs" in card
@@ -262,8 +263,8 @@ def test_every_loss_trains_and_logs_its_own_value(
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = backbone_parameters(encoder)
     args = make_args(tmp_path, loss=name, max_steps=2, **options)
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=data)
-    head = getattr(encoder, trainer_module.SOFTMAX_HEAD, None)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
+    head = getattr(encoder, SOFTMAX_HEAD, None)
     assert (head is not None) == (name == "softmax")
     head_before = None if head is None else head.weight.detach().clone()
     reference_encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
@@ -285,14 +286,14 @@ def test_every_loss_trains_and_logs_its_own_value(
 def test_softmax_head_is_saved_and_reloads(tiny_bert_nodropout_dir: Path, tmp_path: Path) -> None:
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, loss="softmax", max_steps=1, num_labels=3)
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset("nli", "label"))
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset("nli", "label"))
     assert args.label_column == "label"
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
     assert (tmp_path / "final" / EXTRA_WEIGHTS_NAME).is_file()
 
     reloaded = SentenceEncoder.from_pretrained(tmp_path / "final")
-    reloaded.add_module(trainer_module.SOFTMAX_HEAD, nn.Linear(3 * reloaded.dimension, 3))
+    reloaded.add_module(SOFTMAX_HEAD, nn.Linear(3 * reloaded.dimension, 3))
     reloaded.load_weights(tmp_path / "final")
     for key, value in encoder.state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[key], value, rtol=0, atol=0, msg=key)
@@ -305,7 +306,7 @@ def test_infonce_batch_without_a_positive_gives_a_zero_loss(
     """With positive_threshold no pair of a batch may qualify: nothing to contrast, loss 0."""
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, loss="infonce", positive_threshold=4.9)
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset())
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset())
     batch = trainer.data_collator([dataset()[i] for i in range(4)])  # scores below 4.9
     loss = trainer.compute_loss(encoder, batch)
     assert loss.item() == 0.0  # not NaN
@@ -333,7 +334,7 @@ def test_gather_in_one_process_is_exactly_the_local_loss(
 ) -> None:
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, gather_across_processes=True)
-    trainer = CoSENTTrainer(model=encoder, args=args, train_dataset=dataset())
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset())
     batch = trainer.data_collator([dataset()[i] for i in range(8)])
     results = {}
     for gather in (True, False):

@@ -21,8 +21,9 @@ from sts_core.testing import (
     spearman_of_saved_model,
     write_fixture_recipe,
 )
+from sts_core.training import BaseTrainer
 from sts_core.training.collator import SentenceCollator
-from sts_pcctuning import PccConfig, PccTrainer
+from sts_pcctuning import PccConfig
 from sts_pcctuning.loss import PearsonLoss
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -155,7 +156,7 @@ def test_stage_two_counts_batches_without_a_correlation(
 ) -> None:
     args = quick_training_args(PccConfig, tmp_path, loss="pearson")
     encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
-    trainer = PccTrainer(encoder, args)
+    trainer = BaseTrainer(encoder, args)
     rows = [{"sentence1": "a man", "sentence2": "a dog", "score": 3.0}] * 2 + [
         {"sentence1": "a cat", "sentence2": "a man plays", "score": 3.0}
     ]

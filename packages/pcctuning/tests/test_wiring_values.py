@@ -19,7 +19,8 @@ from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import embed_pairs, quick_training_args, trainer_step_losses
-from sts_pcctuning import PccConfig, PccTrainer
+from sts_core.training import BaseTrainer
+from sts_pcctuning import PccConfig
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -85,7 +86,7 @@ def test_stage_two_logs_one_minus_pearson_of_the_initial_model(
         max_steps=2,
         learning_rate=1e-2,
     )
-    trainer = PccTrainer(encoder, args, train_dataset=data)
+    trainer = BaseTrainer(encoder, args, train_dataset=data)
     output = trainer.train()
     losses = trainer_step_losses(trainer)
     assert losses[1] == pytest.approx(expected, rel=1e-5)
@@ -102,7 +103,7 @@ def test_stage_one_reads_the_temperature_with_the_hard_negatives(
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     data = triplets()
     args = quick_training_args(PccConfig, tmp_path, loss="infonce", infonce_temperature=0.1)
-    trainer = PccTrainer(encoder, args)
+    trainer = BaseTrainer(encoder, args)
     a, p, n = (embedded(encoder, data[c]) for c in ("sentence1", "sentence2", "hard_negative"))
     batch = trainer.data_collator([data[i] for i in range(len(data))])
     with torch.no_grad():
@@ -121,7 +122,7 @@ def test_stage_one_positive_threshold_keeps_the_pairs_at_or_above_it(
     args = quick_training_args(
         PccConfig, tmp_path, loss="infonce", infonce_temperature=0.1, positive_threshold=3.5
     )
-    trainer = PccTrainer(encoder, args)
+    trainer = BaseTrainer(encoder, args)
     a, p, n = (embedded(encoder, data[c]) for c in ("sentence1", "sentence2", "hard_negative"))
     batch = trainer.data_collator([data[i] for i in range(len(data))])
     with torch.no_grad():

@@ -26,7 +26,7 @@ from transformers import AutoModel, AutoTokenizer
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import quick_training_args, trainer_step_losses
 from sts_core.training import BaseTrainer
-from sts_regression import RegressionConfig, RegressionTrainer
+from sts_regression import METHOD, RegressionConfig, RegressionTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -234,7 +234,7 @@ def test_the_head_dev_scores_read_the_embeddings_the_head_trained_on(
     embeddings, as in training; the encoder's normalisation is back on afterwards."""
     encoder = normalizing_encoder(tiny_bert_nodropout_dir)
     args = stage_two_args(tmp_path)
-    evaluator = RegressionTrainer.build_evaluator("dev", dataset(), args)
+    evaluator = METHOD.build_evaluator("dev", dataset(), args)
     trainer = RegressionTrainer(
         model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
-from sts_sifter import SifterTrainer
+from sts_sifter import METHOD
 from sts_sifter.corpus import augment_corpus, clean_corpus
 from sts_sifter.parsing import Token
 
@@ -79,10 +79,10 @@ def uninstall(monkeypatch: pytest.MonkeyPatch, *packages: str) -> None:
 def no_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading weights fails the test."""
 
-    def build_model(cls, model_args, config):
+    def build_model(self, model_args, config):
         raise AssertionError("the weights were loaded")
 
-    monkeypatch.setattr(SifterTrainer, "build_model", classmethod(build_model))
+    monkeypatch.setattr(type(METHOD), "build_model", build_model)
 
 
 @pytest.mark.usefixtures("no_weights")

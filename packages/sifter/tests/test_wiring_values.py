@@ -22,7 +22,8 @@ from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import quick_training_args
-from sts_sifter import SifterConfig, SifterTrainer
+from sts_core.training import BaseTrainer
+from sts_sifter import SifterConfig
 from sts_sifter.augment import AugmentOptions, augment, backbone_text
 from sts_sifter.loss import SifterLoss
 from sts_sifter.parsing import Sentence, sentence_text
@@ -143,7 +144,7 @@ def test_the_trainers_loss_is_eq_2_with_the_configured_lambdas_over_the_mlp(
     args = quick_training_args(
         SifterConfig, tmp_path, infonce_temperature=TAU, per_device_train_batch_size=3, **LAMBDAS
     )
-    trainer = SifterTrainer(encoder, args, train_dataset=Dataset.from_dict(rows))
+    trainer = BaseTrainer(encoder, args, train_dataset=Dataset.from_dict(rows))
     head = encoder.heads["mlp"]
     weight = head.weight.detach().double().numpy()
     bias = head.bias.detach().double().numpy()

@@ -3,6 +3,7 @@ shuffling."""
 
 from sts_bsc.config import BscConfig
 from sts_bsc.loss import BSCLoss, bsc_loss, normalize_embeddings
+from sts_bsc.method import METHOD
 from sts_bsc.shuffling import (
     example_based_order,
     group_by_shingles,
@@ -11,6 +12,7 @@ from sts_bsc.shuffling import (
 from sts_bsc.trainer import BscTrainer
 
 __all__ = [
+    "METHOD",
     "BSCLoss",
     "BscConfig",
     "BscTrainer",

@@ -10,8 +10,6 @@ from sts_core.options import FINITE, POSITIVE, PROBABILITY, check_ranges
 from sts_core.training import BaseConfig, GatherOptions
 from sts_core.training.config import require_at_least
 
-#: the BSC loss (and its combo with MSE, ``mu < 1``) and the cosine-MSE baseline
-LOSSES = ("bsc", "cosine_mse")
 SHUFFLE_COLUMNS = ("sentence1", "sentence2")
 #: the trainable temperature's parameter, for ``learning_rate_mapping``
 TEMPERATURE_PARAMETER = r"^sts_loss\.inverse_temperature$"
@@ -32,10 +30,7 @@ class BscConfig(BaseConfig, GatherOptions):
     2022). Only the method's fields are here (the loss, then the batch construction);
     ``gather_across_processes`` is the core's. The recipes set the paper's values."""
 
-    loss: str = field(
-        default="bsc",
-        metadata={"help": "bsc (eq. 1–5; with mu < 1 the combo of eq. 6) or cosine_mse."},
-    )
+    loss: str = "bsc"
     bsc_temperature: float = field(
         default=0.1,
         metadata={"help": "τ of S = Q·Aᵀ/τ (the paper: 0.1 with l2; 1–3 by coordinates)."},
@@ -154,7 +149,6 @@ class BscConfig(BaseConfig, GatherOptions):
 
     def _check_choices(self) -> None:
         choices = {
-            "loss": (self.loss, LOSSES),
             "bsc_normalization": (self.bsc_normalization, NORMALIZATIONS),
             "shuffle": (self.shuffle, SHUFFLES),
             "shuffle_by": (self.shuffle_by, SHUFFLE_COLUMNS),

@@ -177,6 +177,8 @@ class BSCLoss(EmbeddingLoss):
     without a positive pair is counted as degenerate (its BSC part is 0).
     """
 
+    title = "batch-softmax contrastive loss (eq. 1–5), combined with MSE when mu < 1 (eq. 6)"
+
     label_kind = "score"
     citation = CITATION
     text_id_columns = ("sentence1",)

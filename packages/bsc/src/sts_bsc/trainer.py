@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from sts_bsc.loss import CITATION
 from sts_bsc.shuffling import (
     NEEDS_EMBEDDINGS,
-    check_shuffle_dependencies,
     chunk,
     shuffle_order,
 )
 from sts_core.training import BaseTrainer
 
 logger = logging.getLogger(__name__)
-
-PAPER = {"name": "Batch-softmax contrastive loss (BSC)", "citation": CITATION}
-LOSS_NAMES = {
-    "bsc": "Batch-softmax contrastive loss (eq. 1–5), combo with MSE when mu < 1 (eq. 6)",
-    "cosine_mse": "Cosine MSE (the MSE baseline)",
-}
 
 
 class BscTrainer(BaseTrainer):
@@ -32,20 +24,9 @@ class BscTrainer(BaseTrainer):
     (:mod:`sts_bsc.shuffling`; example-based, cluster and neighbour shuffles embed the
     data with the current model). Everything else is the core's."""
 
-    _paper: ClassVar[dict[str, str]] = PAPER
-    default_loss = "bsc"
-
     def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
-        self.model_card_data["loss"] = LOSS_NAMES[args.loss]
         self.shuffle_log: list[dict[str, Any]] = []
-
-    @classmethod
-    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
-        """The core's checks, then that ``shuffle`` can run here (faiss for the k-NN and
-        k-means shuffles), before any weights load."""
-        super().check_train_dataset(dataset, config)
-        check_shuffle_dependencies(config.shuffle)
 
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]]:
         """The epoch's global batches: consecutive chunks of ``shuffle``'s order, drawn from

@@ -9,12 +9,13 @@ from sts_cosent.loss import (
     pairwise_cosine,
     softmax_classifier_loss,
 )
-from sts_cosent.trainer import CoSENTCrossEncoderTrainer, CoSENTTrainer
+from sts_cosent.method import METHOD
+from sts_cosent.trainer import CoSENTCrossEncoderTrainer
 
 __all__ = [
+    "METHOD",
     "CoSENTConfig",
     "CoSENTCrossEncoderTrainer",
-    "CoSENTTrainer",
     "contrastive_threshold_loss",
     "cosent_loss",
     "cosine_mse_loss",

@@ -271,6 +271,8 @@ class CoSENTRankingLoss(EmbeddingLoss):
     distinct labels gives 0 and is counted as degenerate.
     """
 
+    title = "CoSENT (eq. 10)"
+
     citation = CITATION
 
     def __init__(self, scale: float = 20.0, gather: bool = False) -> None:
@@ -306,6 +308,8 @@ class CoSENTRankingLoss(EmbeddingLoss):
 class ContrastiveThresholdLoss(EmbeddingLoss):
     """:func:`contrastive_threshold_loss` (eq. 2) on binary labels; reads
     ``contrastive_margin`` (ε)."""
+
+    title = "contrastive loss with threshold ε (eq. 2, baseline)"
 
     label_kind = "binary"
     citation = CITATION

@@ -3,12 +3,12 @@
 from sts_pcctuning.ceiling import Ceiling, closed_form_ceiling, contrastive_ceiling
 from sts_pcctuning.config import PccConfig
 from sts_pcctuning.loss import PearsonLoss, pearson_correlation, pearson_loss
-from sts_pcctuning.trainer import PccTrainer
+from sts_pcctuning.method import METHOD
 
 __all__ = [
+    "METHOD",
     "Ceiling",
     "PccConfig",
-    "PccTrainer",
     "PearsonLoss",
     "closed_form_ceiling",
     "contrastive_ceiling",

@@ -175,6 +175,8 @@ class PearsonLoss(EmbeddingLoss):
         - CoSENT ranks the pairs; Pearson weighs how far each cosine is from the line.
     """
 
+    title = "1 − Pearson correlation of the batch's cosines and scores (eq. 9)"
+
     citation = CITATION
 
     def __init__(self, gather: bool = False) -> None:

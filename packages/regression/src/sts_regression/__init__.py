@@ -12,9 +12,11 @@ from sts_regression.loss import (
     smooth_k2,
     translated_relu,
 )
+from sts_regression.method import METHOD
 from sts_regression.trainer import RegressionTrainer
 
 __all__ = [
+    "METHOD",
     "L1RegressionLoss",
     "MSERegressionLoss",
     "RegressionConfig",

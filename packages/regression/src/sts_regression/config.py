@@ -9,9 +9,6 @@ from sts_core.options import FINITE, NON_NEGATIVE, POSITIVE, check_number, check
 from sts_core.training import BaseConfig, SoftmaxHeadOptions
 from sts_regression.loss import CLAMP_MODES, check_band
 
-#: the regression losses on the head, and SBERT's softmax classifier (the baseline)
-REGRESSION_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
-LOSSES = (*REGRESSION_LOSSES, "softmax")
 #: the real-valued options and their ranges (sts_core.options.check_number); x0 ≤ d/2 is
 #: check_band's
 RANGES = {"k": POSITIVE, "x0": NON_NEGATIVE, "label_spacing": POSITIVE}
@@ -27,14 +24,7 @@ class RegressionConfig(BaseConfig, SoftmaxHeadOptions):
     models) are the core's options.
     """
 
-    loss: str = field(
-        default="smooth_k2",
-        metadata={
-            "help": "smooth_k2 (eq. 2), translated_relu (eq. 1), mse, l1 (on the regression "
-            "head), or softmax (SBERT's classifier over the pair, the classification "
-            "baseline; class labels in the label column)."
-        },
-    )
+    loss: str = "smooth_k2"
     k: float = field(
         default=2.0,
         metadata={"help": "k of Translated ReLU (slope) and Smooth K2 (scale); above 0."},
@@ -79,8 +69,6 @@ class RegressionConfig(BaseConfig, SoftmaxHeadOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss {self.loss!r} is not one of {', '.join(LOSSES)}")
         check_ranges(self, RANGES)
         check_band(self.k, self.x0, self.label_spacing)
         if self.clamp_predictions not in CLAMP_MODES:

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from sts_core.heads import LinearHead
-from sts_core.losses import HeadLoss, compute_dtype, config_settings, register_loss
+from sts_core.losses import HeadLoss, compute_dtype, config_settings, loss_class, register_loss
 
 __all__ = [
     "CLAMP_MODES",
@@ -267,12 +267,16 @@ class SiameseRegressionLoss(HeadLoss):
 class L1RegressionLoss(SiameseRegressionLoss):
     """L1 on the regression head: ``mean |prediction − label|`` (Table 1's L1 Loss)."""
 
+    title = "L1 on a regression head (baseline)"
+
     penalty = "l1"
 
 
 @register_loss("mse")
 class MSERegressionLoss(SiameseRegressionLoss):
     """MSE on the regression head: ``mean (prediction − label)²`` (Table 1's MSE Loss)."""
+
+    title = "MSE on a regression head (baseline)"
 
     penalty = "mse"
 
@@ -281,6 +285,8 @@ class MSERegressionLoss(SiameseRegressionLoss):
 class TranslatedReLULoss(SiameseRegressionLoss):
     """Translated ReLU (eq. 1) on the regression head: ``mean max(0, k(x − x0))``."""
 
+    title = "Translated ReLU on a regression head (eq. 1)"
+
     penalty = "translated_relu"
 
 
@@ -288,4 +294,11 @@ class TranslatedReLULoss(SiameseRegressionLoss):
 class SmoothK2Loss(SiameseRegressionLoss):
     """Smooth K2 (eq. 2) on the regression head: ``mean k·max(0, x − x0)²``."""
 
+    title = "Smooth K2 on a regression head (eq. 2)"
+
     penalty = "smooth_k2"
+
+
+def is_regression_loss(name: str) -> bool:
+    """Whether the registered loss ``name`` regresses onto the labels with the head."""
+    return issubclass(loss_class(name), SiameseRegressionLoss)

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import Any
 
 from sts_core.training import BaseTrainer
-from sts_regression.config import REGRESSION_LOSSES
-from sts_regression.loss import CITATION, REGRESSION_HEAD
+from sts_regression.loss import REGRESSION_HEAD, is_regression_loss
 
 logger = logging.getLogger(__name__)
-
-PAPER = {
-    "name": "Siamese regression with Translated ReLU and Smooth K2 loss",
-    "citation": CITATION,
-}
-LOSS_NAMES = {
-    "smooth_k2": "Smooth K2 on a regression head (eq. 2)",
-    "translated_relu": "Translated ReLU on a regression head (eq. 1)",
-    "mse": "MSE on a regression head (baseline)",
-    "l1": "L1 on a regression head (baseline)",
-    "softmax": "SBERT softmax classifier over the pair (classification baseline)",
-}
 
 
 class RegressionTrainer(BaseTrainer):
@@ -49,42 +34,19 @@ class RegressionTrainer(BaseTrainer):
     regression loss inside another method's ``loss_weights`` reads them too).
     """
 
-    _paper: ClassVar[dict[str, str]] = PAPER
-    default_loss = "smooth_k2"
-
     def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
-        self.model_card_data["loss"] = LOSS_NAMES[args.loss]
         if self.loss_module.reads_pooled and getattr(model, "normalize", False):
             logger.info(
                 "the regression head reads the mean-pooled embeddings before the encoder's "
                 "L2 normalisation (as in the paper); encode and the cosine scores keep it"
             )
 
-    @classmethod
-    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
-        """Also, for the regression losses: the labels are numbers on the scale the loss
-        expects (not raw class ids) and inside ``label_range`` when it is set."""
-        super().check_train_dataset(dataset, config)
-        if config.loss not in REGRESSION_LOSSES:
-            return
-        column = cls.label_column_for(config)
-        feature = getattr(dataset.features.get(column), "dtype", "float64")
-        if not str(feature).startswith("float"):
-            raise ValueError(
-                f"loss {config.loss} would regress onto the class ids of column {column!r} "
-                f"({feature}); the NLI readers number entailment 0, neutral 1, contradiction "
-                "2, the reverse of their similarity: map them first, e.g. label_mapping: "
-                "{contradiction: 0, neutral: 1, entailment: 2}, or train on the score column"
-            )
-        labels = np.asarray(dataset[column], dtype=np.float64)
-        check_label_range(labels, column, getattr(config, "label_range", None))
-
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """The core's final scores, and the regression head's on the dev set (``head``)."""
         results = super().final_evaluation(data_args)
         model = self.accelerator.unwrap_model(self.model)
-        if self.evaluator is not None and self.args.loss in REGRESSION_LOSSES:
+        if self.evaluator is not None and is_regression_loss(self.args.loss):
             results["head"] = self.head_dev_scores(model)
         return results
 
@@ -107,17 +69,3 @@ class RegressionTrainer(BaseTrainer):
             line = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
             print(f"regression head on {dev.name}: {line}")
         return scores
-
-
-def check_label_range(labels: np.ndarray, column: str, label_range: list[float] | None) -> None:
-    """ValueError naming the labels outside ``label_range`` (when it is set)."""
-    if label_range is None:
-        return
-    low, high = label_range
-    outside = (labels < low) | (labels > high)
-    if outside.any():
-        values = sorted(set(labels[outside].tolist()))
-        raise ValueError(
-            f"{int(outside.sum())} training label(s) in column {column!r} lie outside "
-            f"label_range [{low:g}, {high:g}]: {', '.join(f'{v:g}' for v in values[:5])}"
-        )

@@ -5,14 +5,14 @@ from sts_sifter.augment import Augmented, AugmentOptions, augment
 from sts_sifter.config import SifterConfig
 from sts_sifter.corpus import augment_corpus, clean_corpus
 from sts_sifter.loss import SifterLoss, SimCSELoss, sifter_loss
-from sts_sifter.trainer import SifterTrainer
+from sts_sifter.method import METHOD
 
 __all__ = [
+    "METHOD",
     "AugmentOptions",
     "Augmented",
     "SifterConfig",
     "SifterLoss",
-    "SifterTrainer",
     "SimCSELoss",
     "augment",
     "augment_corpus",

@@ -134,6 +134,8 @@ class SifterLoss(MLPProjectionLoss):
     ``lambda_yz`` (1, 1, 1), ``use_mlp``, ``gather_across_processes``. Logs each term.
     """
 
+    title = "SIFTER-SimCSE: InfoNCE between X, X + backbone, X − function words (eq. 2)"
+
     columns: ClassVar[tuple[str, ...]] = (X, Y, Z)
     label_kind = None
     citation = CITATION
@@ -167,6 +169,8 @@ class SimCSELoss(MLPProjectionLoss):
     the same sentence, so the two embeddings differ only by their dropout masks; InfoNCE
     with in-batch negatives over the MLP's outputs. Config fields: as :class:`SifterLoss`
     without the λs."""
+
+    title = "unsupervised SimCSE: InfoNCE of a sentence with itself under dropout (eq. 1)"
 
     columns: ClassVar[tuple[str, ...]] = ("sentence1", "sentence2")
     label_kind = None

@@ -166,7 +166,7 @@ class CrossEncoderScorer:
         if tokenizer is None:
             raise RuntimeError(
                 "cross-encoder scorer: no tokenizer; pass one or set the model's sts_tokenizer "
-                "(CoSENTCrossEncoderTrainer.build_model does)"
+                "(the CoSENT method's build_model does)"
             )
         max_length = self.max_length
         if max_length is None:

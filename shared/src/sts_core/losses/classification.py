@@ -109,6 +109,8 @@ class SoftmaxClassifierLoss(HeadLoss):
     mean over the global batch (equal local batches).
     """
 
+    title = "SBERT softmax classifier over (u, v, |u − v|)"
+
     label_kind = "class"
     citation = SBERT_CITATION
     head_name = SOFTMAX_HEAD

@@ -36,6 +36,8 @@ class EmbeddingLoss(nn.Module, ABC):
         label_kind: ``"score"`` (any number), ``"binary"`` (0/1), ``"class"`` (integer
             classes ``0 … num_labels − 1``) or ``None`` (no labels).
         citation: BibTeX of the paper that defines it.
+        title: what it is, in one line (the model card, ``--loss``'s help); e.g.
+            ``"CoSENT (eq. 10)"``.
         text_id_columns: text columns whose identities it needs (which rows of the batch
             hold the same text); it is then called as ``loss(embeddings, labels,
             text_ids={column: (N,) int64})`` (equal texts, equal ids).
@@ -51,6 +53,7 @@ class EmbeddingLoss(nn.Module, ABC):
     reads_pooled: ClassVar[bool] = False
     label_kind: ClassVar[str | None] = "score"
     citation: ClassVar[str] = ""
+    title: ClassVar[str] = ""
     registered_name: ClassVar[str] = ""  # set by register_loss
 
     def __init__(self) -> None:
@@ -65,6 +68,11 @@ class EmbeddingLoss(nn.Module, ABC):
     def display_name(cls) -> str:
         """The registered name, else the class name."""
         return cls.registered_name or cls.__name__
+
+    @classmethod
+    def describe(cls) -> str:
+        """:attr:`title`, else the registered name."""
+        return cls.title or cls.display_name()
 
     @classmethod
     def prepare_model(cls, model: Any, config: Any) -> None:
@@ -182,10 +190,10 @@ def register_loss(name: str) -> Callable[[type[EmbeddingLoss]], type[EmbeddingLo
     return register
 
 
-ENTRY_POINT_GROUP = "sts_core.losses"
+ENTRY_POINT_GROUP = "sts_core.methods"  # a method's declaration imports its losses
 
 #: the losses of this project's method packages and the distribution that registers each
-#: (entry-point group ``sts_core.losses``), so a recipe naming one of an absent package
+#: (entry-point group ``sts_core.methods``), so a recipe naming one of an absent package
 #: says what to install
 LOSS_PACKAGES = {
     "bsc": "sts-bsc",
@@ -203,7 +211,7 @@ LOSS_PACKAGES = {
 
 @dataclass(frozen=True)
 class BrokenLossPackage:
-    """An entry point of ``sts_core.losses`` whose module failed to import."""
+    """An entry point of ``sts_core.methods`` whose module failed to import."""
 
     entry_point: str
     module: str
@@ -219,7 +227,7 @@ class BrokenLossPackage:
 
 
 def installed_loss_entry_points() -> list[Any]:
-    """The entry points of group ``sts_core.losses``: one per installed method package."""
+    """The entry points of group ``sts_core.methods``: one per installed method package."""
     from importlib import metadata
 
     return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -227,7 +235,7 @@ def installed_loss_entry_points() -> list[Any]:
 
 def load_installed_losses() -> list[BrokenLossPackage]:
     """Import the loss module of every installed method package (entry-point group
-    ``sts_core.losses``), so a recipe can name, e.g. in ``loss_weights``, a loss of another
+    ``sts_core.methods``), so a recipe can name, e.g. in ``loss_weights``, a loss of another
     package than its own. A module that fails to import is skipped and returned, so that a
     broken package stops only a run that names one of its losses (and the error names it)."""
     broken = []

@@ -104,6 +104,8 @@ def in_batch_infonce_loss(
 class CosineMSELoss(EmbeddingLoss):
     """:func:`cosine_mse_loss` on (sentence1, sentence2, score); scores in [0, 1]."""
 
+    title = "cosine-similarity MSE (SBERT's CosineSimilarityLoss)"
+
     citation = SBERT_CITATION
 
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
@@ -121,6 +123,8 @@ class InfoNCELoss(EmbeddingLoss):
     step equals one process over the whole batch). A batch without a positive pair gives a
     zero loss and is counted as degenerate.
     """
+
+    title = "in-batch InfoNCE, with the hard_negative column in every denominator when present"
 
     label_kind = None
     citation = SIMCSE_CITATION

@@ -18,7 +18,7 @@ from sts_core.training.distributed import (
 from sts_core.training.losses import cosine_mse_loss
 from sts_core.training.model import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
-from sts_core.training.run import TrainingRun, cli_main, make_parser, run_stages, run_training
+from sts_core.training.run import TrainingRun, cli_main, run_stages
 from sts_core.training.trainer import BaseTrainer
 
 __all__ = [
@@ -38,10 +38,8 @@ __all__ = [
     "cli_main",
     "cosine_mse_loss",
     "gathered_loss_scale",
-    "make_parser",
     "read_recipe",
     "run_stages",
-    "run_training",
     "scale_gathered_gradient",
     "split_features",
     "world_size",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
@@ -468,7 +469,12 @@ class BaseConfig(TrainingArguments):
     ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set;
     so does a numeric option out of its range (``TRAINING_RANGES``, checked by
     :func:`sts_core.options.check_number`: ``learning_rate must be finite and > 0, got nan``).
+
+    ``method`` (a class attribute) is the :class:`~sts_core.method.Method` that declares
+    this config class; a ``loss`` field is checked against its losses.
     """
+
+    method: ClassVar[Any] = None  # set by the Method that declares this config
 
     output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
     learning_rate: float = _default(2e-5, "Peak learning rate (AdamW); finite, > 0.")
@@ -567,6 +573,7 @@ class BaseConfig(TrainingArguments):
 
     def __post_init__(self) -> None:
         self._check_numbers()
+        self._check_loss()
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         self._check_loss_weights()
         check_weight_averaging(self)
@@ -608,6 +615,13 @@ class BaseConfig(TrainingArguments):
             dataloader_num_workers=self.dataloader_num_workers,
         )
         check_ranges(self, TRAINING_RANGES)
+
+    def _check_loss(self) -> None:
+        """``loss`` (in a method's config) is one its method declares (ValueError)."""
+        loss = getattr(self, "loss", None)
+        method = type(self).method
+        if loss is not None and method is not None:
+            method.check_loss(loss)
 
     def _check_loss_weights(self) -> None:
         from sts_core.losses import parse_loss_weights, weighted_loss_class

@@ -16,7 +16,12 @@ def _dev_score_lines(log_history: list[dict[str, Any]]) -> list[str]:
 
 
 def render_model_card(
-    trainer_name: str, paper: dict[str, str], encoder: Any, card_data: dict[str, Any], state: Any
+    method: str,
+    trainer_name: str,
+    paper: dict[str, str],
+    encoder: Any,
+    card_data: dict[str, Any],
+    state: Any,
 ) -> str:
     """Markdown with front matter: method and citation, base model, settings, data, dev scores."""
     base_model = card_data.get("base_model") or getattr(encoder.config, "_name_or_path", "unknown")
@@ -25,12 +30,13 @@ def render_model_card(
         "---",
         "library_name: sentence-transformers",
         "pipeline_tag: sentence-similarity",
-        f"tags: [sentence-transformers, sentence-similarity, sts, {trainer_name}]",
+        f"tags: [sentence-transformers, sentence-similarity, sts, {method}]",
         "---",
         "",
         f"# {card_data.get('model_name', 'Sentence encoder')}",
         "",
-        f"Trained with `{trainer_name}` ({paper.get('name', '')}) from `{base_model}`.",
+        f"Trained with the `{method}` method ({paper.get('name', '')}; `{trainer_name}`) "
+        f"from `{base_model}`.",
         "",
         "- Encoder: " + ", ".join(f"{k} `{v}`" for k, v in settings.items()),
         f"- Loss: {card_data.get('loss', paper.get('name', ''))}",

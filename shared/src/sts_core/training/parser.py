@@ -155,8 +155,16 @@ class ConfigParser:
             default=None,
             help="YAML recipe: its keys are defaults, command-line flags override them",
         )
+        self._describe_losses(config_class)
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
+
+    def _describe_losses(self, config_class: type[BaseConfig]) -> None:
+        """``--loss``'s help lists the losses of the config's method, with their titles."""
+        method = getattr(config_class, "method", None)
+        for action in self.parser._actions:
+            if action.dest == "loss" and method is not None:
+                action.help = method.loss_help().replace("%", "%%")
 
     def _reset_defaults(self) -> None:
         """Forget the defaults an earlier ``parse`` took from its recipe."""

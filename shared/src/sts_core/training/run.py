@@ -1,10 +1,8 @@
-"""``main()`` shared by every ``train.py``: parse, build, train, save, evaluate, write metrics.
+"""One training run: parse, check, build, train, save, evaluate, write metrics.
 
-A method's ``train.py`` is then three lines::
-
-    from sts_core.training import cli_main
-    from sts_cosent import CoSENTConfig, CoSENTTrainer
-    def main(argv=None): return cli_main(CoSENTConfig, CoSENTTrainer, argv)
+The only path from arguments to a trained, evaluated model: a method's ``train.py`` and
+console script call :meth:`sts_core.method.Method.main` (``cli_main``), the benchmarks
+call :meth:`TrainingRun.run` with the same arguments as flags.
 """
 
 from __future__ import annotations
@@ -25,26 +23,19 @@ from sts_core.saving import read_save_marker, remove_path, write_json_atomic
 from sts_core.training.averaging import check_resume_averaging
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.divergence import TrainingDiverged
-from sts_core.training.model import build_encoder as build_encoder  # its former home
 from sts_core.training.output import (
     check_resume_checkpoint,
     is_main_process,
     prepare_output_dir,
     process_rank,
 )
-from sts_core.training.parser import ConfigError, ConfigParser
+from sts_core.training.parser import ConfigError
 from sts_core.training.trainer import BaseTrainer
 
 logger = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
 # what a run writes about its final model beside it: removed before a new model is published
 RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md")
-
-
-def make_parser(
-    config_class: type[BaseConfig] = BaseConfig, description: str | None = None
-) -> ConfigParser:
-    return ConfigParser(config_class, description=description)
 
 
 @dataclass
@@ -78,30 +69,24 @@ class TrainingRun:
     ``run()`` does, in order: :meth:`parse` the recipe and flags; :meth:`check` everything
     that can be checked without the weights (the model location, :meth:`prepare_data`: every
     data set and what the loss needs of it, the output folder) — a bad input stops here;
-    then :meth:`build_model`, :meth:`build_callbacks`, :meth:`build_trainer`, :meth:`train`
-    and :meth:`finalise` (save, dev scores, final evaluation, ``metrics.json``).
+    then :meth:`build_model` (the method's), :meth:`build_trainer`, :meth:`train` and
+    :meth:`finalise` (save, dev scores, final evaluation, ``metrics.json``).
     ``check_only`` stops after the checks. Two stages are two runs, the second starting
     from the first's output folder (:func:`run_stages`).
 
-    Class attributes: ``config_class``, ``trainer_class``, ``description``; or pass them to
-    the constructor.
+    ``method``: the :class:`~sts_core.method.Method` to train (default: the core's cosine
+    MSE); its config class parses the arguments, and it builds the model, the evaluators
+    and checks the data. After :meth:`parse`, ``trainer_class`` is the Trainer the method
+    picks for the config; after :meth:`run`, ``trainer`` is the Trainer that trained.
     """
 
-    config_class: type[BaseConfig] = BaseConfig
-    trainer_class: type[BaseTrainer] = BaseTrainer
-    description: str | None = None
+    def __init__(self, argv: Sequence[str] | None = None, method: Any = None) -> None:
+        from sts_core.method import CORE_METHOD
 
-    def __init__(
-        self,
-        argv: Sequence[str] | None = None,
-        config_class: type[BaseConfig] | None = None,
-        trainer_class: type[BaseTrainer] | None = None,
-        description: str | None = None,
-    ) -> None:
-        self.config_class = config_class or self.config_class
-        self.trainer_class = trainer_class or self.trainer_class
-        self.description = description or self.description
+        self.method = method if method is not None else CORE_METHOD
         self.argv = None if argv is None else list(argv)
+        self.trainer_class: type[BaseTrainer] = self.method.trainer
+        self.trainer: BaseTrainer | None = None
         self.model_args: ModelArguments
         self.data_args: DataArguments
         self.config: BaseConfig
@@ -109,8 +94,8 @@ class TrainingRun:
 
     # ------------------------------------------------------------------ the steps
     def parse(self) -> None:
-        parser = make_parser(self.config_class, self.description)
-        self.model_args, self.data_args, self.config = parser.parse(self.argv)
+        self.model_args, self.data_args, self.config = self.method.parser().parse(self.argv)
+        self.trainer_class = self.method.trainer_for(self.config)
         logging.basicConfig(
             level=logging.INFO if self.config.should_log else logging.WARNING,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -147,7 +132,7 @@ class TrainingRun:
             check_model_location(self.config.teacher_model)
         except OSError as error:
             raise ConfigError(f"teacher_model: the teacher's {error}") from error
-        loss = self.trainer_class.loss_class_of(self.config)
+        loss = self.method.loss_class(self.config)
         kind = loss.required_label_kind(self.config)
         if kind != "score":
             raise ConfigError(
@@ -155,7 +140,7 @@ class TrainingRun:
                 f"{loss.display_name()} reads {kind or 'no'} labels: use a loss over scores "
                 "(cosine_mse, cosent, pearson, …)"
             )
-        label_column = self.trainer_class.label_column_for(self.config)
+        label_column = self.method.label_column(self.config)
         try:
             check_teacher_data(self.inputs.train_dataset, label_column, self.config.teacher_weight)
         except ValueError as error:
@@ -173,7 +158,7 @@ class TrainingRun:
         dataset, summary = apply_teacher(
             self.inputs.train_dataset,
             teacher,
-            self.trainer_class.label_column_for(self.config),
+            self.method.label_column(self.config),
             self.config.teacher_weight,
             self.config.per_device_eval_batch_size,
             self.config.teacher_neighbours,
@@ -198,7 +183,7 @@ class TrainingRun:
         """``freeze_backbone`` needs a loss that trains something of its own (a head)."""
         from sts_core.losses import HeadLoss, WeightedLossSum
 
-        loss = self.trainer_class.loss_class_of(self.config)
+        loss = self.method.loss_class(self.config)
         parts = loss.part_classes.values() if issubclass(loss, WeightedLossSum) else [loss]
         if self.model_args.freeze_backbone and not any(issubclass(p, HeadLoss) for p in parts):
             raise ConfigError(
@@ -213,7 +198,7 @@ class TrainingRun:
         heads, dimension = saved_heads(location)
         if not heads or dimension is None:
             return
-        loss = self.trainer_class.loss_class_of(self.config)
+        loss = self.method.loss_class(self.config)
         try:
             loss.check_saved_heads(heads, self.config, dimension)
         except ValueError as error:
@@ -221,13 +206,14 @@ class TrainingRun:
 
     def prepare_data(self) -> RunInputs:
         """Load and check every data set of the run (ConfigError / DataError)."""
-        return prepare_inputs(self.trainer_class, self.data_args, self.config)
+        return prepare_inputs(self.method, self.data_args, self.config)
 
     def build_model(self) -> Any:
-        return self.trainer_class.build_model(self.model_args, self.config)
+        """The method's model (:meth:`~sts_core.method.Method.build_model`)."""
+        return self.method.build_model(self.model_args, self.config)
 
     def build_callbacks(self) -> list[Any]:
-        """``TrainerCallback``s for the trainer (none by default)."""
+        """``TrainerCallback``s for the trainer (none by default; tests add probes)."""
         return []
 
     def build_trainer(self, model: Any) -> BaseTrainer:
@@ -291,8 +277,8 @@ class TrainingRun:
     def _work(self) -> dict[str, Any]:
         set_seed(self.config.seed)
         self.apply_teacher()
-        trainer = self.build_trainer(self.build_model())
-        return self.finalise(trainer, self.train(trainer))
+        self.trainer = self.build_trainer(self.build_model())
+        return self.finalise(self.trainer, self.train(self.trainer))
 
 
 def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
@@ -319,25 +305,6 @@ def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
 WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
-def run_training(
-    config_class: type[BaseConfig] = BaseConfig,
-    trainer_class: type[BaseTrainer] = BaseTrainer,
-    argv: Sequence[str] | None = None,
-    description: str | None = None,
-) -> dict[str, Any]:
-    """Train as the recipe and flags say (a :class:`TrainingRun`); return the metrics.
-
-    Everything that can be checked without the weights is checked first (arguments, the
-    model folder, the output folder, every data set the run will read, what the loss needs
-    of the labels): a bad input stops the run before any loading or training. The model,
-    the dev evaluator and the final evaluation come from the trainer class
-    (``build_model``, ``build_evaluator``, ``final_evaluation``), so a method with another
-    kind of model (a cross-encoder) reuses this whole path. ``check_only`` stops after the
-    checks.
-    """
-    return TrainingRun(argv, config_class, trainer_class, description).run()
-
-
 def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
     """Run ``stages`` in order; each after the first starts from the previous stage's output
     folder (its ``model_name_or_path`` is set to it, after its own recipe and flags: a
@@ -353,17 +320,15 @@ def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
     return results
 
 
-def prepare_inputs(
-    trainer_class: type[BaseTrainer], data_args: DataArguments, config: BaseConfig
-) -> RunInputs:
+def prepare_inputs(method: Any, data_args: DataArguments, config: BaseConfig) -> RunInputs:
     """Load and check every data set of the run (ConfigError / DataError on a problem)."""
     from sts_core.evaluation.sts import STSEvaluator
     from sts_core.training.data import build_dev_set, build_train_dataset, load_reference
 
-    label_column = trainer_class.label_column_for(config)
+    label_column = method.label_column(config)
     train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
     try:
-        train_dataset, prepared = trainer_class.prepare_train_dataset(train_dataset, config)
+        train_dataset, prepared = method.prepare_train_dataset(train_dataset, config)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     if prepared:
@@ -372,11 +337,11 @@ def prepare_inputs(
     if len(train_dataset) == 0:
         raise ConfigError("the training set is empty (after filtering)")
     try:
-        trainer_class.check_train_dataset(train_dataset, config)
+        method.check_train_dataset(train_dataset, config)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     dev = build_dev_set(data_args)
-    evaluator = None if dev is None else trainer_class.build_evaluator(dev[0], dev[1], config)
+    evaluator = None if dev is None else method.build_evaluator(dev[0], dev[1], config)
     align_with_dev_set(config, evaluator, data_args.eval_dataset)
     final_pair_sets = {
         reference: len(load_reference(reference, "test", data_args)[1])
@@ -384,7 +349,7 @@ def prepare_inputs(
     }
     if data_args.final_eval_task != "sts":  # labels and query ids checked before the work
         try:
-            trainer_class.build_final_evaluators(data_args, config)
+            method.build_final_evaluators(data_args, config)
         except ValueError as error:
             raise ConfigError(str(error)) from error
     final_sts = None
@@ -414,11 +379,7 @@ def report_check(
 
 
 def cli_main(
-    config_class: type[BaseConfig],
-    trainer_class: type[BaseTrainer],
-    argv: Sequence[str] | None = None,
-    description: str | None = None,
-    run_class: type[TrainingRun] = TrainingRun,
+    method: Any, argv: Sequence[str] | None = None, run_class: type[TrainingRun] = TrainingRun
 ) -> int:
     """``main()`` of a ``train.py``: a bad recipe, data file, model location or output
     folder (the message names the file, key or path) is one line on stderr and exit status
@@ -428,7 +389,7 @@ def cli_main(
 
     finished = False
     try:
-        run_class(argv, config_class, trainer_class, description).run()
+        run_class(argv, method).run()
         finished = True
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
@@ -523,6 +484,6 @@ def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``sts-train``: the core's built-in cosine-MSE training (end-to-end check)."""
-    return cli_main(
-        BaseConfig, BaseTrainer, argv, description="Train a sentence encoder with cosine MSE."
-    )
+    from sts_core.method import CORE_METHOD
+
+    return cli_main(CORE_METHOD, argv)

@@ -1,7 +1,9 @@
 """``BaseTrainer(Trainer)``: what every method's trainer shares.
 
-A method overrides :meth:`BaseTrainer.compute_loss` (encode with :meth:`embed`, call its
-loss, log the parts with :meth:`log_loss_parts`) and sets ``_paper`` for the model card.
+The loss, the model and the data checks come from the run's method
+(:class:`sts_core.method.Method`, found from the config: ``type(args).method``); a Trainer
+subclass changes only the training loop (e.g. :meth:`BaseTrainer.build_epoch_batches`, or
+:meth:`BaseTrainer.compute_loss` for another kind of model).
 Evaluation runs the dev evaluator (Spearman on STS-B dev by default) so
 ``metric_for_best_model`` and ``load_best_model_at_end`` work unchanged; saving goes
 through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``AutoModel``,
@@ -18,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from transformers import Trainer
@@ -26,10 +28,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import (
     EmbeddingLoss,
-    check_labels,
-    loss_class,
     pooled_embeddings,
-    weighted_loss_class,
 )
 from sts_core.saving import (
     STAGING_DIR,
@@ -46,7 +45,6 @@ from sts_core.training.collator import (
     text_columns_with,
 )
 from sts_core.training.divergence import DivergenceGuard
-from sts_core.training.model import build_encoder
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
 
@@ -100,14 +98,6 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
         )
 
 
-def _load_pairs(reference: str, data_args: Any) -> Any:
-    """The pair set a reference names (its test split by default), as the data options
-    read it (``train_format`` is for the training sets: not applied)."""
-    from sts_core.training.data import load_reference
-
-    return load_reference(reference, "test", data_args)[1]
-
-
 class BaseTrainer(Trainer):
     """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
 
@@ -119,18 +109,14 @@ class BaseTrainer(Trainer):
         Other arguments go to ``transformers.Trainer``.
     """
 
-    _paper: ClassVar[dict[str, str]] = {
-        "name": "Cosine-similarity MSE (sentence-transformers CosineSimilarityLoss)",
-        "citation": "@inproceedings{reimers-2019-sentence-bert,\n  title={Sentence-BERT: Sentence "
-        "Embeddings using Siamese BERT-Networks},\n  author={Reimers, Nils and Gurevych, Iryna},\n"
-        "  booktitle={EMNLP-IJCNLP},\n  year={2019}\n}",
-    }
     loss_is_scaled_for_ga = False  # our losses are per-batch means
-    default_loss: ClassVar[str] = "cosine_mse"  # when the config has no ``loss`` field
 
     def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
-        args.label_column = self.label_column_for(args)
-        loss_type = self.loss_class_of(args)
+        from sts_core.method import method_of
+
+        self.method = method_of(args)
+        args.label_column = self.method.label_column(args)
+        loss_type = self.method.loss_class(args)
         self.text_columns = text_columns_with(loss_type.columns)
         if kwargs.get("data_collator") is None:
             kwargs["data_collator"] = SentenceCollator(
@@ -146,8 +132,8 @@ class BaseTrainer(Trainer):
         loss_type.prepare_model(model, args)  # a loss's head
         loss_module = loss_type.from_config(args, model)
         attach_loss_parameters(model, loss_module)
-        require_trainable_parameters(model, self.loss_name(args))
-        check_gradient_cache(args, loss_module, self.loss_name(args))
+        require_trainable_parameters(model, self.method.loss_name(args))
+        check_gradient_cache(args, loss_module, self.method.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
         self.weight_averager = self._add_weight_averager(args)
         self.divergence_guard = DivergenceGuard()
@@ -155,7 +141,7 @@ class BaseTrainer(Trainer):
         self.add_callback(self.divergence_guard)
         self._loss_sum_before_resume: float | None = None  # from a checkpoint
         self.evaluator = evaluator
-        self.model_card_data: dict[str, Any] = {}
+        self.model_card_data: dict[str, Any] = {"loss": loss_type.describe()}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
@@ -181,18 +167,6 @@ class BaseTrainer(Trainer):
             )
         self.add_callback(averager)
         return averager
-
-    @classmethod
-    def loss_name(cls, config: Any) -> str:
-        """The registered loss this run trains with: ``config.loss``, else ``default_loss``."""
-        return getattr(config, "loss", None) or cls.default_loss
-
-    @classmethod
-    def loss_class_of(cls, config: Any) -> type[EmbeddingLoss]:
-        """The class of the loss this run trains with: :meth:`loss_name`'s, or with
-        ``loss_weights`` the weighted sum of those losses (:mod:`sts_core.losses.combined`)."""
-        weights = getattr(config, "loss_weights", None)
-        return weighted_loss_class(weights) if weights else loss_class(cls.loss_name(config))
 
     # ------------------------------------------------------------------ batches of an epoch
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
@@ -322,65 +296,6 @@ class BaseTrainer(Trainer):
         inner.sts_regrouped = True
         return self.optimizer
 
-    # ------------------------------------------------------------------ building (run_training)
-    @classmethod
-    def build_model(cls, model_args: Any, config: Any) -> Any:
-        """The model to train: a SentenceEncoder as ``model_args`` describe it."""
-        return build_encoder(model_args)
-
-    @classmethod
-    def build_evaluator(cls, name: str, dataset: Any, config: Any) -> Any:
-        """The dev evaluator: Spearman/Pearson (``<name>_spearman``) of the bi-encoder's pair
-        scores (cosine similarity, or the model's ``score_pairs``). A method scoring pairs
-        another way returns a ``PairEvaluator`` with its own scorer."""
-        from sts_core.evaluation.pairs import PairEvaluator, cosine_scorer
-
-        return PairEvaluator(
-            dataset, name=name, scorer=cosine_scorer, batch_size=config.per_device_eval_batch_size
-        )
-
-    @classmethod
-    def label_column_for(cls, config: Any) -> str:
-        """The dataset column the loss reads as labels: ``label_column``, except that a loss
-        over class labels (``label_kind: class``) reads ``label`` when it is left at
-        ``score``."""
-        column = getattr(config, "label_column", "score")
-        kind = cls.loss_class_of(config).label_kind
-        return "label" if kind == "class" and column == "score" else column
-
-    @classmethod
-    def prepare_train_dataset(cls, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
-        """Before the checks of :meth:`check_train_dataset`: turn the loaded, filtered
-        training set into what the loss reads (SIFTER builds its positives from single
-        sentences here) and return it with a summary of what was done (it joins the run's
-        data summary and ``metrics.json``; empty: nothing). The identity by default."""
-        return dataset, {}
-
-    @classmethod
-    def check_train_dataset(cls, dataset: Any, config: Any) -> None:
-        """Before the model is loaded: the columns and labels the loss needs are in the
-        training set (ValueError naming what is missing). Methods extend it."""
-        columns = set(dataset.column_names)
-        needed = [c for c in cls.loss_class_of(config).columns if c != "hard_negative"]
-        texts = [c for c in needed if c not in columns]
-        if texts:
-            raise ValueError(
-                f"the training set has no column {', '.join(texts)} (it has "
-                f"{', '.join(sorted(columns))}): {cls.__name__} trains on sentence pairs"
-            )
-        loss_type = cls.loss_class_of(config)
-        if loss_type.required_label_kind(config) is None:
-            return
-        label = cls.label_column_for(config)
-        if label not in columns:
-            raise ValueError(
-                f"the training set has no label column {label!r} (it has "
-                f"{', '.join(sorted(columns))}): set label_column"
-            )
-        problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
-        if problem:
-            raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
-
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """After training: the STS table on ``final_sts_tasks`` and the scores on
         ``final_eval_datasets`` (each with this trainer's dev evaluator)."""
@@ -395,45 +310,12 @@ class BaseTrainer(Trainer):
         """Each of ``final_eval_datasets`` scored as ``final_eval_task`` says
         (:meth:`build_final_evaluators`)."""
         model = self.accelerator.unwrap_model(self.model)
-        evaluators = self.build_final_evaluators(data_args, self.args)
+        evaluators = self.method.build_final_evaluators(data_args, self.args)
         scores = {reference: evaluator(model) for reference, evaluator in evaluators.items()}
         if self.is_world_process_zero():
             for reference, values in scores.items():
                 print(reference, ", ".join(f"{k} {v:.2f}" for k, v in values.items()))
         return scores
-
-    @classmethod
-    def build_final_evaluators(cls, data_args: Any, config: Any) -> dict[str, Any]:
-        """An evaluator per ``final_eval_datasets`` reference: ``sts``, this trainer's dev
-        evaluator (Spearman/Pearson); ``classification``, a
-        :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
-        thresholds of ``threshold_dataset``; ``ranking``, a
-        :class:`~sts_core.evaluation.pair_tasks.RankingEvaluator`. Built (and so checked)
-        before training as well."""
-        from sts_core.data import split_reference
-        from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
-
-        task = getattr(data_args, "final_eval_task", "sts")
-        batch = config.per_device_eval_batch_size
-        thresholds = None
-        if task == "classification" and data_args.threshold_dataset:
-            thresholds = _load_pairs(data_args.threshold_dataset, data_args)
-        evaluators = {}
-        for reference in data_args.final_eval_datasets:
-            dataset = _load_pairs(reference, data_args)
-            label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
-            if task == "classification":
-                evaluator = PairClassificationEvaluator(
-                    dataset, thresholds, name=label, batch_size=batch, source=reference
-                )
-            elif task == "ranking":
-                evaluator = RankingEvaluator(
-                    dataset, name=label, batch_size=batch, source=reference
-                )
-            else:
-                evaluator = cls.build_evaluator(label, dataset, config)
-            evaluators[reference] = evaluator
-        return evaluators
 
     def _sts_table(self, data_args: Any) -> dict[str, Any]:
         from sts_core.evaluation.sts import STSEvaluator
@@ -694,8 +576,9 @@ class BaseTrainer(Trainer):
     def model_card_text(self) -> str:
         """A README for the saved folder: method, citation, base model, data and scores."""
         return render_model_card(
-            trainer_name=self.__class__.__name__,
-            paper=self._paper,
+            method=self.method.name,
+            trainer_name=type(self).__name__,
+            paper=self.method.paper(),
             encoder=self.accelerator.unwrap_model(self.model),
             card_data=self.model_card_data,
             state=self.state,

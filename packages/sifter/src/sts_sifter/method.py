@@ -1,27 +1,22 @@
-"""``SifterTrainer``: SIFTER-SimCSE (and unsupervised SimCSE) on ``BaseTrainer``."""
+"""SIFTER-SimCSE (and unsupervised SimCSE), declared once (entry point
+``sts_core.methods``): the method builds its positives from single sentences before the
+run's checks; the training loop is the core's."""
 
 from __future__ import annotations
 
 import logging
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from sts_core.training import BaseTrainer
+from sts_core.method import Method, QualityRow
+from sts_sifter.config import SifterConfig
 from sts_sifter.corpus import augment_corpus, cache_holds, clean_corpus
-from sts_sifter.loss import CITATION, X, Y, Z
+from sts_sifter.loss import SifterLoss, SimCSELoss, X, Y, Z
 from sts_sifter.parsing import ParserUnavailable
 
 logger = logging.getLogger(__name__)
 
-PAPER = {
-    "name": "SIFTER-SimCSE (positives with the sentence backbone added and function words removed)",
-    "citation": CITATION,
-}
-LOSS_NAMES = {
-    "sifter": "SIFTER-SimCSE: InfoNCE between X, X + backbone, X − function words (eq. 2)",
-    "simcse": "Unsupervised SimCSE: InfoNCE of a sentence with itself under dropout (eq. 1)",
-}
 CHECK_ONLY_TRIAL = 8  # sentences parsed by check_only to prove the parser works
 
 
@@ -30,7 +25,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("STS_SIFTER_CACHE") or Path.home() / ".cache" / "sts-sifter")
 
 
-class SifterTrainer(BaseTrainer):
+class SifterMethod(Method):
     """SIFTER-SimCSE: the training set is unlabelled sentences (a ``sentence`` column, e.g.
     ``train_datasets: [wiki]``); :meth:`prepare_train_dataset` cleans them (§5.4) and makes
     each one's positives Y and Z (:mod:`sts_sifter.augment`, cached), or for ``loss:
@@ -38,15 +33,7 @@ class SifterTrainer(BaseTrainer):
     SimCSE's MLP over the pooled embedding in training only.
     """
 
-    _paper: ClassVar[dict[str, str]] = PAPER
-    default_loss = "sifter"
-
-    def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
-        super().__init__(model, args, **kwargs)
-        self.model_card_data["loss"] = LOSS_NAMES[args.loss]
-
-    @classmethod
-    def prepare_train_dataset(cls, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+    def prepare_train_dataset(self, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
         from datasets import Dataset
 
         sentences, summary = corpus_sentences(dataset)
@@ -55,14 +42,13 @@ class SifterTrainer(BaseTrainer):
             summary["corpus_cleaning"] = report.to_dict()
         if config.loss == "simcse":
             return Dataset.from_dict({"sentence1": sentences, "sentence2": sentences}), summary
-        rows, positives = cls.positives(sentences, config)
+        rows, positives = self.positives(sentences, config)
         summary["positives"] = positives
         columns = {X: [r.sentence for r in rows], Y: [r.with_backbone for r in rows]}
         columns[Z] = [r.without_function_words for r in rows]
         return Dataset.from_dict(columns), summary
 
-    @classmethod
-    def positives(cls, sentences: list[str], config: Any) -> tuple[list[Any], dict[str, Any]]:
+    def positives(self, sentences: list[str], config: Any) -> tuple[list[Any], dict[str, Any]]:
         """Each sentence's Y and Z (main process first; the others read its cache).
         ``check_only`` parses only a few sentences, to prove the parser loads. A parser
         whose package is not installed is a ValueError naming its extra — unless the cache
@@ -70,8 +56,8 @@ class SifterTrainer(BaseTrainer):
         cache = config.augment_cache_dir or default_cache_dir()
         try:
             if config.check_only:
-                return cls.trial_positives(sentences, config, cache)
-            return cls.corpus_positives(sentences, config, cache)
+                return self.trial_positives(sentences, config, cache)
+            return self.corpus_positives(sentences, config, cache)
         except ParserUnavailable as error:
             options = config.augment_options()
             if config.check_only and cache_holds(sentences, config.parser, options, cache):
@@ -82,9 +68,8 @@ class SifterTrainer(BaseTrainer):
                 "positives: no parser is needed then)"
             ) from error
 
-    @classmethod
     def trial_positives(
-        cls, sentences: list[str], config: Any, cache: str | os.PathLike
+        self, sentences: list[str], config: Any, cache: str | os.PathLike
     ) -> tuple[list[Any], dict[str, Any]]:
         """``check_only``: the first sentences parsed (nothing cached), the rest as X."""
         trial, report = augment_corpus(
@@ -97,9 +82,8 @@ class SifterTrainer(BaseTrainer):
         placeholders = trial + [_unparsed(s) for s in sentences[CHECK_ONLY_TRIAL:]]
         return placeholders, {"check_only_trial": report.to_dict(), "cache": str(cache)}
 
-    @classmethod
     def corpus_positives(
-        cls, sentences: list[str], config: Any, cache: str | os.PathLike
+        self, sentences: list[str], config: Any, cache: str | os.PathLike
     ) -> tuple[list[Any], dict[str, Any]]:
         """Every sentence's positives, read from ``cache`` or parsed into it."""
         options = config.augment_options()
@@ -146,3 +130,32 @@ def _unparsed(sentence: str) -> Any:
     from sts_sifter.augment import Augmented
 
     return Augmented(sentence, sentence, sentence, has_backbone=False, deleted=0)
+
+
+METHOD = SifterMethod(
+    name="sifter",
+    title="SIFTER-SimCSE (positives with the sentence backbone added and function words removed)",
+    config=SifterConfig,
+    losses=(SifterLoss, SimCSELoss),
+    description=(
+        "SIFTER-SimCSE: unsupervised contrastive learning on single sentences with two "
+        "syntax-aware positives (loss: sifter), or unsupervised SimCSE (loss: simcse). --config "
+        "<recipe>.yaml gives defaults; flags override them."
+    ),
+    readme="packages/sifter/README.md",
+    # unsupervised, on the distinct sentences of the benchmark's STS pairs (their scores
+    # unused), with the benchmark's budget and the model's own dropout. Peer: st-simcse.
+    quality_rows=(
+        QualityRow(
+            "sifter",
+            "ours: SifterTrainer (SIFTER-SimCSE, eq. 2, on the pairs' sentences)",
+            {"loss": "sifter", "parser": "spacy"},
+        ),
+        QualityRow(
+            "simcse",
+            "ours: SifterTrainer (unsupervised SimCSE, eq. 1, on the pairs' sentences)",
+            {"loss": "simcse"},
+        ),
+    ),
+)
+main = METHOD.main

@@ -1,0 +1,79 @@
+"""CoSENT, declared once (entry point ``sts_core.methods``): the bi-encoder (eq. 10) on the
+core's Trainer, or with ``architecture: cross-encoder`` the interaction model (eq. 11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sts_core.cross_encoder import load_cross_encoder
+from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
+from sts_core.losses import CosineMSELoss, InfoNCELoss, SoftmaxClassifierLoss
+from sts_core.method import Method, QualityRow
+from sts_core.training import BaseTrainer
+from sts_cosent.config import CoSENTConfig
+from sts_cosent.loss import ContrastiveThresholdLoss, CoSENTRankingLoss
+from sts_cosent.trainer import CoSENTCrossEncoderTrainer
+
+
+def _is_cross_encoder(config: Any) -> bool:
+    return getattr(config, "architecture", "bi-encoder") == "cross-encoder"
+
+
+class CoSENTMethod(Method):
+    def trainer_for(self, config: Any) -> type[BaseTrainer]:
+        """The trainer the recipe's ``architecture`` asks for."""
+        return CoSENTCrossEncoderTrainer if _is_cross_encoder(config) else self.trainer
+
+    def build_model(self, model_args: Any, config: Any) -> Any:
+        """The cross-encoder: ``AutoModelForSequenceClassification`` with one output, its
+        tokenizer and max length on the model (``sts_tokenizer``, ``sts_max_length``)."""
+        if not _is_cross_encoder(config):
+            return super().build_model(model_args, config)
+        model, tokenizer, max_length = load_cross_encoder(
+            model_args.model_name_or_path,
+            model_args.max_seq_length,
+            trust_remote_code=model_args.trust_remote_code,
+        )
+        model.sts_tokenizer, model.sts_max_length = tokenizer, max_length
+        return model
+
+    def build_evaluator(self, name: str, dataset: Any, config: Any) -> Any:
+        """The cross-encoder's: Spearman/Pearson of its scores; the scorer reads the tokenizer
+        and max length from the model it scores, so it can be built before the model."""
+        if not _is_cross_encoder(config):
+            return super().build_evaluator(name, dataset, config)
+        return PairEvaluator(
+            dataset,
+            name=name,
+            scorer=cross_encoder_scorer(),
+            batch_size=config.per_device_eval_batch_size,
+        )
+
+
+METHOD = CoSENTMethod(
+    name="cosent",
+    title="CoSENT ranking loss",
+    config=CoSENTConfig,
+    losses=(
+        CoSENTRankingLoss,
+        CosineMSELoss,
+        ContrastiveThresholdLoss,
+        SoftmaxClassifierLoss,
+        InfoNCELoss,
+    ),
+    description=(
+        "Train sentence embeddings (or a cross-encoder) with the CoSENT ranking loss. "
+        "--config <recipe>.yaml gives defaults; flags override them."
+    ),
+    readme="packages/cosent/README.md",
+    quality_rows=(
+        QualityRow("cosent", "ours: CoSENTTrainer (cosent)", {"loss": "cosent"}),
+        QualityRow(
+            "cosine_mse",
+            "ours: CoSENTTrainer (cosine_mse)",
+            {"loss": "cosine_mse"},
+            unit_labels=True,
+        ),
+    ),
+)
+main = METHOD.main

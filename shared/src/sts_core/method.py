@@ -1,0 +1,315 @@
+"""A method, declared once: ``METHOD = Method(...)`` in a package's ``method.py``.
+
+Everything that describes a method reads this one object: ``train.py`` and the package's
+console script (:meth:`Method.main`), ``sts-launch``'s checks (they run ``main`` with
+``check_only``), the losses a recipe may name (:attr:`Method.losses`), the model card
+(:attr:`Method.title`, :attr:`Method.citation`, each loss's ``title``), the rows of
+``benchmarks/quality.py`` (:attr:`Method.quality_rows`) and the method table of the
+documents (:func:`method_table`). A package registers it under the entry-point group
+``sts_core.methods``::
+
+    [project.entry-points."sts_core.methods"]
+    mymethod = "sts_mymethod.method:METHOD"
+
+The steps a run takes before the Trainer exists are the method's, one override point each
+(a subclass of :class:`Method` replaces the one it needs): :meth:`Method.trainer_for`,
+:meth:`Method.build_model`, :meth:`Method.build_evaluator`,
+:meth:`Method.prepare_train_dataset`, :meth:`Method.check_train_dataset`. The Trainer
+(``BaseTrainer`` or the method's subclass) is only the training loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from importlib import metadata
+from typing import Any
+
+from sts_core.losses import EmbeddingLoss, check_labels
+from sts_core.losses.combined import weighted_loss_class
+from sts_core.losses.registry import loss_class
+from sts_core.training.config import BaseConfig
+from sts_core.training.trainer import BaseTrainer
+
+ENTRY_POINT_GROUP = "sts_core.methods"
+
+
+@dataclass(frozen=True)
+class QualityRow:
+    """A row of ``benchmarks/quality.py`` (key ``ours-<name>``): the method trained with
+    ``settings`` (config fields) over the benchmark's budget; ``unit_labels``: on scores
+    scaled to 0–1."""
+
+    name: str
+    label: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    unit_labels: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Method:
+    """One method: its config class, the losses a recipe may name, its Trainer, and what
+    the model card and the benchmarks say of it.
+
+    Args:
+        name: the package's short name (``cosent``); the entry point's name.
+        title: one line for the model card and the method table.
+        config: the config class (``BaseConfig`` and the method's own fields); it is bound
+            to this method (``config.method``), so a config knows its method.
+        losses: the registered loss classes ``loss:`` may name; the default is the
+            config's ``loss`` field's, or the first when the config has no such field.
+        citation: BibTeX of the paper (default: the first loss's).
+        trainer: the Trainer class (default ``BaseTrainer``: the loss alone is the method).
+        description: the ``--help`` line of the training command.
+        quality_rows: the method's rows in ``benchmarks/quality.py``.
+        readme: the package README, relative to the repository (the method table links it).
+    """
+
+    name: str
+    title: str
+    config: type[BaseConfig]
+    losses: tuple[type[EmbeddingLoss], ...]
+    citation: str = ""
+    trainer: type[BaseTrainer] = BaseTrainer
+    description: str = ""
+    quality_rows: tuple[QualityRow, ...] = ()
+    readme: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.losses:
+            raise ValueError(f"method {self.name!r} declares no loss")
+        unregistered = [loss.__name__ for loss in self.losses if not loss.registered_name]
+        if unregistered:
+            raise ValueError(
+                f"method {self.name!r}: {', '.join(unregistered)} is not a registered loss "
+                "(decorate it with @register_loss)"
+            )
+        bound = vars(self.config).get("method")
+        if bound is not None and bound.name != self.name:
+            raise ValueError(
+                f"{self.config.__name__} is the config of method {bound.name!r} already; "
+                f"method {self.name!r} needs a config class of its own"
+            )
+        self.config.method = self
+        if self.default_loss not in self.loss_names:
+            raise ValueError(
+                f"method {self.name!r}: {self.config.__name__}'s loss default "
+                f"{self.default_loss!r} is not one of its losses ({', '.join(self.loss_names)})"
+            )
+        if not self.citation:
+            object.__setattr__(self, "citation", self.losses[0].citation)
+
+    # ------------------------------------------------------------------ the losses
+    @property
+    def loss_names(self) -> tuple[str, ...]:
+        return tuple(loss.registered_name for loss in self.losses)
+
+    @property
+    def default_loss(self) -> str:
+        """The config's ``loss`` default when it has that field, else the first loss."""
+        declared = {f.name: f.default for f in fields(self.config)}.get("loss")
+        return declared if isinstance(declared, str) else self.loss_names[0]
+
+    def check_loss(self, name: str) -> None:
+        """ValueError unless ``name`` is one of :attr:`loss_names`."""
+        if name not in self.loss_names:
+            raise ValueError(f"loss {name!r} is not one of {', '.join(self.loss_names)}")
+
+    def loss_help(self) -> str:
+        """The ``--loss`` help: each loss with its title, and the default."""
+        listed = "; ".join(f"{loss.registered_name}: {loss.describe()}" for loss in self.losses)
+        return f"{listed} (default: {self.default_loss})"
+
+    def loss_name(self, config: Any) -> str:
+        """The loss this run trains with: ``config.loss``, else the default."""
+        return getattr(config, "loss", None) or self.default_loss
+
+    def loss_class(self, config: Any) -> type[EmbeddingLoss]:
+        """The class of the loss this run trains with, or with ``loss_weights`` the
+        weighted sum of those losses (:mod:`sts_core.losses.combined`)."""
+        weights = getattr(config, "loss_weights", None)
+        return weighted_loss_class(weights) if weights else loss_class(self.loss_name(config))
+
+    def label_column(self, config: Any) -> str:
+        """The dataset column the loss reads as labels: ``label_column``, except that a loss
+        over class labels (``label_kind: class``) reads ``label`` when it is left at
+        ``score``."""
+        column = getattr(config, "label_column", "score")
+        kind = self.loss_class(config).label_kind
+        return "label" if kind == "class" and column == "score" else column
+
+    # ------------------------------------------------------------------ the steps of a run
+    def trainer_for(self, config: Any) -> type[BaseTrainer]:
+        """The Trainer class of a run under ``config`` (:attr:`trainer` by default)."""
+        return self.trainer
+
+    def build_model(self, model_args: Any, config: Any) -> Any:
+        """The model to train: a SentenceEncoder as ``model_args`` describe it."""
+        from sts_core.training.model import build_encoder
+
+        return build_encoder(model_args)
+
+    def build_evaluator(self, name: str, dataset: Any, config: Any) -> Any:
+        """The dev evaluator: Spearman/Pearson (``<name>_spearman``) of the bi-encoder's pair
+        scores (cosine similarity, or the model's ``score_pairs``)."""
+        from sts_core.evaluation.pairs import PairEvaluator, cosine_scorer
+
+        return PairEvaluator(
+            dataset, name=name, scorer=cosine_scorer, batch_size=config.per_device_eval_batch_size
+        )
+
+    def build_final_evaluators(self, data_args: Any, config: Any) -> dict[str, Any]:
+        """An evaluator per ``final_eval_datasets`` reference: ``sts``, the dev evaluator
+        (:meth:`build_evaluator`); ``classification``, a
+        :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
+        thresholds of ``threshold_dataset``; ``ranking``, a
+        :class:`~sts_core.evaluation.pair_tasks.RankingEvaluator`. Built (and so checked)
+        before training as well."""
+        from sts_core.data import split_reference
+        from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+
+        task = getattr(data_args, "final_eval_task", "sts")
+        batch = config.per_device_eval_batch_size
+        thresholds = None
+        if task == "classification" and data_args.threshold_dataset:
+            thresholds = _load_pairs(data_args.threshold_dataset, data_args)
+        evaluators = {}
+        for reference in data_args.final_eval_datasets:
+            dataset = _load_pairs(reference, data_args)
+            label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
+            if task == "classification":
+                evaluator = PairClassificationEvaluator(
+                    dataset, thresholds, name=label, batch_size=batch, source=reference
+                )
+            elif task == "ranking":
+                evaluator = RankingEvaluator(
+                    dataset, name=label, batch_size=batch, source=reference
+                )
+            else:
+                evaluator = self.build_evaluator(label, dataset, config)
+            evaluators[reference] = evaluator
+        return evaluators
+
+    def prepare_train_dataset(self, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+        """Before :meth:`check_train_dataset`: turn the loaded, filtered training set into
+        what the loss reads (SIFTER builds its positives here) and return it with a summary
+        of what was done (it joins the run's data summary; empty: nothing). The identity
+        by default."""
+        return dataset, {}
+
+    def check_train_dataset(self, dataset: Any, config: Any) -> None:
+        """Before the model is loaded: the columns and labels the loss needs are in the
+        training set (ValueError naming what is missing). Methods extend it."""
+        columns = set(dataset.column_names)
+        loss_type = self.loss_class(config)
+        needed = [c for c in loss_type.columns if c != "hard_negative"]
+        texts = [c for c in needed if c not in columns]
+        if texts:
+            raise ValueError(
+                f"the training set has no column {', '.join(texts)} (it has "
+                f"{', '.join(sorted(columns))}): {self.trainer_for(config).__name__} trains "
+                "on sentence pairs"
+            )
+        if loss_type.required_label_kind(config) is None:
+            return
+        label = self.label_column(config)
+        if label not in columns:
+            raise ValueError(
+                f"the training set has no label column {label!r} (it has "
+                f"{', '.join(sorted(columns))}): set label_column"
+            )
+        problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
+        if problem:
+            raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
+
+    # ------------------------------------------------------------------ the command
+    def parser(self) -> Any:
+        """The recipe and flag parser of the training command."""
+        from sts_core.training.parser import ConfigParser
+
+        return ConfigParser(self.config, description=self.description or None)
+
+    def run(self, argv: Sequence[str] | None = None) -> dict[str, Any]:
+        """Train as the recipe and flags say (a :class:`~sts_core.training.TrainingRun`);
+        return the metrics."""
+        from sts_core.training.run import TrainingRun
+
+        return TrainingRun(argv, method=self).run()
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """``main()`` of ``train.py`` and of the package's console script: exit status 2
+        with a one-line error for a bad input (before training), 1 for a diverged run."""
+        from sts_core.training.run import cli_main
+
+        return cli_main(self, argv)
+
+    def paper(self) -> dict[str, str]:
+        """What the model card says of the method."""
+        return {"name": self.title, "citation": self.citation}
+
+
+def _load_pairs(reference: str, data_args: Any) -> Any:
+    """The pair set a reference names (its test split by default), as the data options
+    read it (``train_format`` is for the training sets: not applied)."""
+    from sts_core.training.data import load_reference
+
+    return load_reference(reference, "test", data_args)[1]
+
+
+def method_of(config: Any) -> Method:
+    """The method ``config``'s class belongs to (the core's cosine-MSE method for a plain
+    ``BaseConfig``)."""
+    bound = getattr(type(config), "method", None)
+    return bound if bound is not None else CORE_METHOD
+
+
+def load_methods() -> dict[str, Method]:
+    """Every installed method package's declaration (entry-point group
+    ``sts_core.methods``), by name."""
+    methods = {}
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        method = entry_point.load()
+        if not isinstance(method, Method):
+            raise TypeError(
+                f"entry point {entry_point.name!r} ({entry_point.value}, group "
+                f"{ENTRY_POINT_GROUP}) is a {type(method).__name__}, not a Method"
+            )
+        methods[method.name] = method
+    return dict(sorted(methods.items()))
+
+
+def quality_rows() -> dict[str, tuple[Method, QualityRow]]:
+    """The rows of ``benchmarks/quality.py`` every installed method declares, by key
+    ``ours-<row name>``."""
+    return {
+        f"ours-{row.name}": (method, row)
+        for method in load_methods().values()
+        for row in method.quality_rows
+    }
+
+
+def method_table(methods: Sequence[Method]) -> str:
+    """The documents' method table (markdown): package, what it trains, its losses."""
+    lines = ["| Package | Method | Losses (`loss:`, the default first) |", "|---|---|---|"]
+    for method in methods:
+        package = f"[`{method.name}`]({method.readme})" if method.readme else f"`{method.name}`"
+        names = [method.default_loss, *(n for n in method.loss_names if n != method.default_loss)]
+        losses = ", ".join(f"`{name}`" for name in names)
+        lines.append(f"| {package} | {method.title} | {losses} |")
+    return "\n".join(lines)
+
+
+def _core_method() -> Method:
+    from sts_core.losses.similarity import CosineMSELoss
+
+    return Method(
+        name="core",
+        title="Cosine-similarity MSE (sentence-transformers CosineSimilarityLoss)",
+        config=BaseConfig,
+        losses=(CosineMSELoss,),
+        description="Train a sentence encoder with cosine MSE.",
+    )
+
+
+#: ``sts-train``: the core's own method (cosine MSE on scored pairs)
+CORE_METHOD = _core_method()
