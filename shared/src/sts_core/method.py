@@ -288,11 +288,13 @@ def quality_rows() -> dict[str, tuple[Method, QualityRow]]:
     }
 
 
-def method_table(methods: Sequence[Method]) -> str:
-    """The documents' method table (markdown): package, what it trains, its losses."""
+def method_table(methods: Sequence[Method], link_prefix: str = "") -> str:
+    """The documents' method table (markdown): package, what it trains, its losses;
+    ``link_prefix`` goes before each README path (``../`` from ``docs/``)."""
     lines = ["| Package | Method | Losses (`loss:`, the default first) |", "|---|---|---|"]
     for method in methods:
-        package = f"[`{method.name}`]({method.readme})" if method.readme else f"`{method.name}`"
+        link = f"{link_prefix}{method.readme}"
+        package = f"[`{method.name}`]({link})" if method.readme else f"`{method.name}`"
         names = [method.default_loss, *(n for n in method.loss_names if n != method.default_loss)]
         losses = ", ".join(f"`{name}`" for name in names)
         lines.append(f"| {package} | {method.title} | {losses} |")

@@ -483,7 +483,40 @@ def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``sts-train``: the core's built-in cosine-MSE training (end-to-end check)."""
-    from sts_core.method import CORE_METHOD
+    """``sts-train [--method NAME] --config <recipe>.yaml``: train with an installed method
+    (entry-point group ``sts_core.methods``), or without ``--method`` with the core's cosine
+    MSE. An unknown method is one line and exit status 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        method, rest = method_from_arguments(args)
+    except ConfigError as error:
+        report_error(error)
+        return 2
+    return cli_main(method, rest)
 
-    return cli_main(CORE_METHOD, argv)
+
+def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
+    """``--method NAME`` (or ``--method=NAME``) taken out of ``argv``: the installed method
+    of that name and the other arguments; the core's method when there is none."""
+    from sts_core.method import CORE_METHOD, load_methods
+
+    for index, argument in enumerate(argv):
+        if argument == "--method" and index + 1 < len(argv):
+            name, rest = argv[index + 1], argv[:index] + argv[index + 2 :]
+            break
+        if argument.startswith("--method="):
+            name, rest = argument.split("=", 1)[1], argv[:index] + argv[index + 1 :]
+            break
+    else:
+        return CORE_METHOD, argv
+    methods = load_methods()
+    if name == CORE_METHOD.name:
+        return CORE_METHOD, rest
+    if name not in methods:
+        known = ", ".join([CORE_METHOD.name, *methods]) or "none"
+        raise ConfigError(f"--method {name!r} is not an installed method (installed: {known})")
+    return methods[name], rest
+
+
+if __name__ == "__main__":  # ``python -m sts_core.training.run`` (sts-launch with a method name)
+    sys.exit(main())

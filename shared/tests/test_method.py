@@ -1,0 +1,159 @@
+"""``sts_core.method.Method``: one declaration a method package makes, and what reads it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from sts_core import launch
+from sts_core.losses import CosineMSELoss, EmbeddingLoss, InfoNCELoss, register_loss
+from sts_core.method import CORE_METHOD, Method, QualityRow, load_methods, method_of, method_table
+from sts_core.training import BaseConfig
+from sts_core.training.parser import ConfigParser
+from sts_core.training.run import main as sts_train
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "methods.md"
+
+
+@dataclass
+class TwoLossConfig(BaseConfig):
+    loss: str = field(default="infonce")
+
+
+@dataclass
+class NoLossFieldConfig(BaseConfig):
+    pass
+
+
+TWO = Method(
+    name="test_two",
+    title="two losses (test)",
+    config=TwoLossConfig,
+    losses=(CosineMSELoss, InfoNCELoss),
+    quality_rows=(QualityRow("two", "ours: two"),),
+)
+FIRST = Method(
+    name="test_first", title="first (test)", config=NoLossFieldConfig, losses=(InfoNCELoss,)
+)
+
+
+def test_the_default_loss_is_the_configs_field_else_the_first() -> None:
+    assert TWO.default_loss == "infonce"  # the config's field, not the first listed
+    assert FIRST.default_loss == "infonce"
+    assert TWO.loss_names == ("cosine_mse", "infonce")
+
+
+def test_a_config_knows_its_method_and_checks_its_loss(tmp_path: Path) -> None:
+    assert TwoLossConfig.method is TWO and method_of(TwoLossConfig(output_dir=str(tmp_path))) is TWO
+    assert method_of(BaseConfig(output_dir=str(tmp_path))) is CORE_METHOD
+    with pytest.raises(ValueError) as error:
+        TwoLossConfig(output_dir=str(tmp_path), loss="cosent")
+    assert str(error.value) == "loss 'cosent' is not one of cosine_mse, infonce"
+
+
+def test_a_default_the_method_does_not_declare_is_refused() -> None:
+    @dataclass
+    class WrongDefault(BaseConfig):
+        loss: str = "pearson"
+
+    with pytest.raises(ValueError, match="loss default 'pearson' is not one of its losses"):
+        Method(name="test_wrong", title="t", config=WrongDefault, losses=(CosineMSELoss,))
+
+
+def test_an_unregistered_loss_and_a_shared_config_are_refused() -> None:
+    class Unregistered(EmbeddingLoss):
+        def forward(self, embeddings, labels):
+            return labels.sum()
+
+    with pytest.raises(ValueError, match="Unregistered is not a registered loss"):
+        Method(name="test_bad", title="t", config=NoLossFieldConfig, losses=(Unregistered,))
+    with pytest.raises(ValueError, match="config of method 'test_first' already"):
+        Method(name="test_other", title="t", config=NoLossFieldConfig, losses=(InfoNCELoss,))
+    with pytest.raises(ValueError, match="declares no loss"):
+        Method(name="test_none", title="t", config=NoLossFieldConfig, losses=())
+
+
+def test_the_citation_defaults_to_the_first_losss() -> None:
+    assert TWO.citation == CosineMSELoss.citation and TWO.citation
+    assert TWO.paper() == {"name": "two losses (test)", "citation": CosineMSELoss.citation}
+
+
+def test_the_loss_help_lists_each_loss_with_its_title() -> None:
+    parser = ConfigParser(TwoLossConfig)
+    (action,) = [a for a in parser.parser._actions if a.dest == "loss"]
+    assert action.help == (
+        f"cosine_mse: {CosineMSELoss.title}; infonce: {InfoNCELoss.title} (default: infonce)"
+    )
+
+
+def test_the_loss_class_follows_loss_weights(tmp_path: Path) -> None:
+    plain = TwoLossConfig(output_dir=str(tmp_path), loss="cosine_mse")
+    assert TWO.loss_class(plain) is CosineMSELoss
+    weighted = TwoLossConfig(
+        output_dir=str(tmp_path), loss="cosine_mse", loss_weights={"cosine_mse": 1, "infonce": 2}
+    )
+    assert set(TWO.loss_class(weighted).part_classes) == {"cosine_mse", "infonce"}
+
+
+def test_a_class_loss_reads_the_label_column(tmp_path: Path) -> None:
+    @register_loss("test_class_kind")
+    class ClassKind(EmbeddingLoss):
+        label_kind = "class"
+
+        def forward(self, embeddings, labels):
+            return labels.sum()
+
+    @dataclass
+    class ClassConfig(BaseConfig):
+        pass
+
+    method = Method(name="test_class", title="t", config=ClassConfig, losses=(ClassKind,))
+    assert method.label_column(ClassConfig(output_dir=str(tmp_path))) == "label"
+    assert method.label_column(ClassConfig(output_dir=str(tmp_path), label_column="y")) == "y"
+    assert TWO.label_column(TwoLossConfig(output_dir=str(tmp_path))) == "score"
+
+
+def test_every_installed_package_declares_a_method_with_its_rows() -> None:
+    methods = load_methods()
+    assert set(methods) >= {"bsc", "cosent", "pcctuning", "regression", "sifter"}
+    for name, method in methods.items():
+        assert method.name == name and method.config.method is method
+        assert method.readme == f"packages/{name}/README.md"
+        assert (Path(__file__).resolve().parents[2] / method.readme).is_file()
+        assert method.quality_rows, f"{name} declares no benchmark row"
+
+
+def test_the_docs_method_table_is_the_declarations() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    table = re.search(r"<!-- method-table[^\n]*-->\n(.*?)<!-- end method-table -->", text, re.S)
+    assert table is not None, "docs/methods.md has no generated method table"
+    expected = method_table(list(load_methods().values()), link_prefix="../")
+    assert table.group(1).strip() == expected
+
+
+def test_method_table_marks_the_default_first() -> None:
+    lines = method_table([TWO]).splitlines()
+    assert lines[2] == "| `test_two` | two losses (test) | `infonce`, `cosine_mse` |"
+
+
+def test_sts_train_refuses_an_unknown_method_in_one_line(capsys) -> None:
+    assert sts_train(["--method", "nope", "--config", "r.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --method 'nope' is not an installed method (installed: core")
+
+
+def test_sts_launch_takes_a_method_name_and_checks_it_first(monkeypatch) -> None:
+    launched = []
+    monkeypatch.setattr(launch, "launch", lambda args: launched.append(args) or 0)
+    checked = []
+    monkeypatch.setattr("sts_core.training.run.main", lambda argv: checked.append(list(argv)) or 0)
+    assert launch.main(["--num_processes", "1", "cosent", "--config", "r.yaml"]) == 0
+    assert checked == [["--method", "cosent", "--config", "r.yaml", "--check_only", "true"]]
+    (args,) = launched
+    assert args.module and args.training_script == "sts_core.training.run"
+    assert args.training_script_args == ["--method", "cosent", "--config", "r.yaml"]
+    assert launch.method_named("packages/cosent/train.py") is None
+    assert launch.method_named("nope") is None

@@ -1,0 +1,111 @@
+"""The README's "Writing a method package" example as a real package: its blocks written to
+the files their first lines name, installed (``uv pip install --target``, offline), trained
+for 2 steps by ``sts-launch marginmse`` and found as a row of ``benchmarks/quality.py
+--smoke`` — all through the entry point its ``pyproject.toml`` declares."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from launch_support import DEV, REPO, TRAIN, subprocess_env
+
+from sts_core.testing import write_fixture_recipe
+
+README = REPO / "README.md"
+
+
+def example_files() -> dict[str, str]:
+    """Each code block of the section, by the path its first line names."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Writing a method package", 1)[1].split("\n## ", 1)[0]
+    files = {}
+    for block in re.findall(r"```\w+\n(.*?)```", section, flags=re.S):
+        first = block.split("\n", 1)[0]
+        path = first.removeprefix("#").split(":", 1)[0].strip()
+        files[path] = block
+    return files
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example installed into its own folder (put on ``PYTHONPATH``); the workspace's
+    environment is left as it is."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH (the project's installer: python3 -m pip install uv)")
+    root = tmp_path_factory.mktemp("marginmse")
+    for path, text in example_files().items():
+        target = root / "package" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    site = root / "site"
+    command = [uv, "pip", "install", "--offline", "--no-deps", "--python", sys.executable]
+    command += ["--target", str(site), str(root / "package")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return site
+
+
+def with_example(site: Path) -> dict[str, str]:
+    env = subprocess_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return env
+
+
+def test_the_example_names_its_three_files() -> None:
+    assert set(example_files()) == {
+        "src/sts_marginmse/__init__.py",
+        "pyproject.toml",
+        "configs/cpu_stsb.yaml",
+    }
+
+
+def test_sts_launch_trains_the_installed_example_for_two_steps(
+    installed: Path, tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    recipe = write_fixture_recipe(
+        tmp_path / "r.yaml",
+        "the installed README example",
+        tiny_bert_nodropout_dir,
+        TRAIN,
+        DEV,
+        tmp_path / "out",
+        score_range="[0, 5]",
+        margin="0.05",
+        max_steps="2",
+    )
+    launcher = [str(Path(sys.executable).with_name("sts-launch"))]
+    launcher += ["--config_file", "accelerate_configs/cpu.yaml", "--num_processes", "1"]
+    command = [*launcher, "marginmse", "--config", str(recipe)]
+    result = subprocess.run(
+        command, cwd=REPO, env=with_example(installed), capture_output=True, text=True, timeout=540
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["train"]["batches"]["batches"] == 2 and metrics["train"]["train_loss"] > 0
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "`marginmse` method" in card and "margin_mse" in card
+
+
+@pytest.mark.real_data
+@pytest.mark.real_model
+def test_the_quality_benchmark_finds_the_examples_row(
+    installed: Path, sts_data_dir: Path, minilm_dir: Path, tmp_path: Path
+) -> None:
+    env = with_example(installed)
+    env.update(STS_DATA_DIR=str(sts_data_dir), STS_MODELS_DIR=str(minilm_dir.parent))
+    command = [sys.executable, str(REPO / "benchmarks" / "quality.py"), "--smoke"]
+    command += ["--methods", "base", "ours-margin_mse", "--output-dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "quality_smoke.json").read_text(encoding="utf-8"))
+    rows = {row["method"]: row for row in report["rows"]}
+    assert set(rows) == {"base", "ours-margin_mse"}
+    assert "| ours: margin MSE |" in (tmp_path / "quality_smoke.md").read_text(encoding="utf-8")
