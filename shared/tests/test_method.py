@@ -157,3 +157,24 @@ def test_sts_launch_takes_a_method_name_and_checks_it_first(monkeypatch) -> None
     assert args.training_script_args == ["--method", "cosent", "--config", "r.yaml"]
     assert launch.method_named("packages/cosent/train.py") is None
     assert launch.method_named("nope") is None
+
+
+def test_a_loss_without_from_config_reads_its_arguments_from_same_named_fields(
+    tmp_path: Path,
+) -> None:
+    @register_loss("test_scaled_by_field")
+    class Scaled(EmbeddingLoss):
+        def __init__(self, infonce_temperature: float = 0.5, absent_field: int = 7) -> None:
+            super().__init__()
+            self.infonce_temperature, self.absent_field = infonce_temperature, absent_field
+
+        def forward(self, embeddings, labels):
+            return labels.sum()
+
+    @dataclass
+    class WithTemperature(BaseConfig):
+        infonce_temperature: float = 0.25
+
+    built = Scaled.from_config(WithTemperature(output_dir=str(tmp_path)))
+    assert (built.infonce_temperature, built.absent_field) == (0.25, 7)  # no such field: default
+    assert Scaled.from_config(None).infonce_temperature == 0.5

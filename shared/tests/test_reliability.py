@@ -395,7 +395,7 @@ def test_resume_from_an_incomplete_checkpoint_names_the_problem(
 def test_run_killed_while_saving_a_checkpoint_resumes_from_the_last_complete_one(
     tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
-    from sts_core.training import trainer as trainer_module
+    from sts_core.training import checkpoints as trainer_module
 
     config = recipe(tmp_path, tiny_bert_nodropout_dir)
     real_publish = trainer_module.publish_folder

@@ -76,7 +76,7 @@ def test_a_resumed_run_sees_the_batches_the_interrupted_epoch_was_built_with(
     """Batches built from the model at the start of an epoch are saved with each checkpoint
     (``epoch_batches.json``): a run resumed mid-epoch takes them, not batches rebuilt from
     the checkpoint's weights, and so takes the same steps."""
-    from sts_core.training.trainer import EPOCH_BATCHES_NAME
+    from sts_core.training.checkpoints import EPOCH_BATCHES_NAME
 
     def run(output_dir: Path, resume: Path | None = None) -> RecordingTrainer:
         encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)

@@ -62,7 +62,18 @@ class EmbeddingLoss(nn.Module, ABC):
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> EmbeddingLoss:
-        return cls()
+        """The loss with each ``__init__`` argument read from the config field of the same
+        name (:func:`config_settings`: a field the config lacks keeps the argument's
+        default). A loss whose arguments are named otherwise overrides this."""
+        import inspect
+
+        names = [
+            name
+            for name, parameter in inspect.signature(cls.__init__).parameters.items()
+            if name != "self"
+            and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        ]
+        return cls(**config_settings(config, **{name: name for name in names}))
 
     @classmethod
     def display_name(cls) -> str:

@@ -12,32 +12,19 @@ through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``Aut
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import os
-import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Trainer
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from sts_core.losses import (
     EmbeddingLoss,
     pooled_embeddings,
 )
-from sts_core.saving import (
-    STAGING_DIR,
-    add_training_files,
-    publish_folder,
-    read_save_marker,
-    remove_path,
-)
-from sts_core.training.averaging import WeightAverager, write_averaging_settings
+from sts_core.training.averaging import WeightAverager
+from sts_core.training.checkpoints import Checkpoints
 from sts_core.training.collator import (
     SentenceCollator,
     batch_text_ids,
@@ -45,18 +32,13 @@ from sts_core.training.collator import (
     text_columns_with,
 )
 from sts_core.training.divergence import DivergenceGuard
+from sts_core.training.epoch_batches import EpochBatches
+from sts_core.training.evaluating import Evaluating
 from sts_core.training.model_card import render_model_card
 from sts_core.training.optimization import regroup_parameters
 
 logger = logging.getLogger(__name__)
 
-TRAINING_ARGS_NAME = "training_args.bin"
-TRAINER_STATE_NAME = "trainer_state.json"
-# the batches of the epoch a checkpoint was saved in (build_epoch_batches), for a resume
-EPOCH_BATCHES_NAME = "epoch_batches.json"
-# the sum of the training losses up to a checkpoint, so a resumed run's train_loss is the
-# whole run's mean (the Trainer's own counts only the steps since the resume)
-LOSS_TOTAL_NAME = "sts_loss_total.json"
 # A warning after training when at least this share of the batches gave no usable pairs.
 DEGENERATE_WARNING_SHARE = 0.1
 
@@ -98,7 +80,7 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
         )
 
 
-class BaseTrainer(Trainer):
+class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
     """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
 
     Args:
@@ -168,119 +150,6 @@ class BaseTrainer(Trainer):
         self.add_callback(averager)
         return averager
 
-    # ------------------------------------------------------------------ batches of an epoch
-    def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
-        """Hook: the global batches of ``epoch`` (lists of indices into ``dataset``, at most
-        ``per_device_train_batch_size × processes`` each), built at the start of the epoch —
-        from the current model if wanted (``self.accelerator.unwrap_model(self.model)``
-        can ``encode``). ``None`` (the default): the Trainer's own random batches. Called on
-        every process; the main process's batches are used (see
-        :mod:`sts_core.training.sampler`)."""
-        return None
-
-    def get_train_dataloader(self) -> Any:
-        if type(self).build_epoch_batches is BaseTrainer.build_epoch_batches:
-            return super().get_train_dataloader()
-        from torch.utils.data import DataLoader
-
-        from sts_core.training.sampler import EpochBatchSampler
-
-        dataset = self.train_dataset
-        sampler = EpochBatchSampler(
-            lambda epoch: self._batches_of_epoch(dataset, self._current_epoch(epoch)),
-            len(dataset),
-            self.args.per_device_train_batch_size,
-            self.args.world_size,
-        )
-        loader = DataLoader(
-            dataset,
-            batch_sampler=sampler,
-            collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers,
-            pin_memory=self.args.dataloader_pin_memory,
-        )
-        return self.accelerator.prepare(loader)
-
-    def _batches_of_epoch(self, dataset: Any, epoch: int) -> list[list[int]]:
-        """:meth:`build_epoch_batches`, except for the epoch a resumed checkpoint was saved
-        in: its batches come from the checkpoint (``epoch_batches.json``), so a run resumed
-        mid-epoch sees the batches the interrupted run would have seen — built from the
-        model as it was at the start of that epoch, not as it is at the checkpoint."""
-        batches = self._resumed_epoch_batches.pop(epoch, None)
-        if batches is None:
-            batches = self.build_epoch_batches(dataset, epoch)
-        else:
-            logger.info("epoch %d: the batches saved with the checkpoint", epoch)
-        self._epoch_batches = (epoch, batches)
-        return batches
-
-    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
-        average and loss total, and its ``train_loss`` is the whole run's mean loss."""
-        self._loss_sum_before_resume = None
-        if resume_from_checkpoint:
-            self._read_resume_state(resume_from_checkpoint)
-        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-        return self._with_whole_run_loss(output)
-
-    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
-        """A run resumed from the checkpoint of its last step has nothing left to train (the
-        Trainer would take one more step when that step ends mid-epoch)."""
-        if 0 < self.state.max_steps <= self.state.global_step:
-            logger.info(
-                "the checkpoint is at step %d of %d: nothing left to train",
-                self.state.global_step,
-                self.state.max_steps,
-            )
-            self.control.should_training_stop = True
-            return None
-        return super()._run_epoch(*args, **kwargs)
-
-    def _loss_sum_so_far(self) -> float:
-        """Σ of the training losses of every step so far (the Trainer's logged total plus
-        what it has not logged yet, plus the total before a resume)."""
-        pending = getattr(self, "_tr_loss", None)
-        pending = float(pending.item()) if isinstance(pending, torch.Tensor) else 0.0
-        before = self._loss_sum_before_resume or 0.0
-        return before + getattr(self, "_total_loss_scalar", 0.0) + pending
-
-    def _with_whole_run_loss(self, output: Any) -> Any:
-        """``output`` with ``train_loss`` the mean over all steps of the run (after a resume
-        the Trainer's covers only the steps of this call)."""
-        if self._loss_sum_before_resume is None:
-            return output
-        steps = max(self.state.global_step, 1)
-        loss = (self._loss_sum_before_resume + self._total_loss_scalar) / steps
-        for entry in reversed(self.state.log_history):
-            if "train_loss" in entry:
-                entry["train_loss"] = loss
-                break
-        return output._replace(training_loss=loss, metrics={**output.metrics, "train_loss": loss})
-
-    def _read_resume_state(self, checkpoint: str | bool) -> None:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        folder = get_last_checkpoint(self.args.output_dir) if checkpoint is True else checkpoint
-        if not folder:
-            return
-        path = Path(folder) / EPOCH_BATCHES_NAME
-        if path.is_file():
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            self._resumed_epoch_batches = {int(saved["epoch"]): saved["batches"]}
-        if self.weight_averager is not None:
-            self.weight_averager.load(Path(folder), self.model)
-        total = Path(folder) / LOSS_TOTAL_NAME
-        if total.is_file():
-            saved = json.loads(total.read_text(encoding="utf-8"))
-            self._loss_sum_before_resume = float(saved["loss_sum"])
-
-    def _current_epoch(self, counted: int) -> int:
-        """The epoch being started, from the trainer state (right after a resume too, where
-        accelerate's batch skipping does not pass ``set_epoch`` on to the sampler)."""
-        if self.state is not None and self.state.epoch is not None:
-            return int(math.floor(self.state.epoch + 1e-9))
-        return counted
-
     def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:
         """The Trainer's AdamW groups, then ``learning_rate_mapping``, ``layer_lr_decay`` and
         no weight decay on scalar parameters
@@ -295,47 +164,6 @@ class BaseTrainer(Trainer):
         regroup_parameters(inner, target.named_parameters(), mapping, decay)
         inner.sts_regrouped = True
         return self.optimizer
-
-    def final_evaluation(self, data_args: Any) -> dict[str, Any]:
-        """After training: the STS table on ``final_sts_tasks`` and the scores on
-        ``final_eval_datasets`` (each with this trainer's dev evaluator)."""
-        results: dict[str, Any] = {}
-        if data_args.final_eval_datasets:
-            results["final"] = self._score_pair_sets(data_args)
-        if data_args.final_sts_tasks:
-            results["sts"] = self._sts_table(data_args)
-        return results
-
-    def _score_pair_sets(self, data_args: Any) -> dict[str, dict[str, float]]:
-        """Each of ``final_eval_datasets`` scored as ``final_eval_task`` says
-        (:meth:`build_final_evaluators`)."""
-        model = self.accelerator.unwrap_model(self.model)
-        evaluators = self.method.build_final_evaluators(data_args, self.args)
-        scores = {reference: evaluator(model) for reference, evaluator in evaluators.items()}
-        if self.is_world_process_zero():
-            for reference, values in scores.items():
-                print(reference, ", ".join(f"{k} {v:.2f}" for k, v in values.items()))
-        return scores
-
-    def _sts_table(self, data_args: Any) -> dict[str, Any]:
-        from sts_core.evaluation.sts import STSEvaluator
-
-        evaluator = getattr(self, "final_sts_evaluator", None) or STSEvaluator(
-            data_dir=data_args.data_dir,
-            tasks=data_args.final_sts_tasks,
-            variant=data_args.data_variant,
-            batch_size=self.args.per_device_eval_batch_size,
-            show_progress_bar=False,
-            sentence_edit=data_args.final_sts_sentence_edit,
-        )
-        encoder = self.accelerator.unwrap_model(self.model)
-        report = evaluator.evaluate(encoder, model_name=str(self.args.output_dir))
-        marker = read_save_marker(Path(self.args.output_dir))
-        report.model_save_id = (marker or {}).get("save_id")  # the model saved beside it
-        if self.is_world_process_zero():
-            print(report.to_text())
-            report.save(os.path.join(self.args.output_dir, "sts_results"))
-        return report.to_dict()
 
     # ------------------------------------------------------------------ loss
     def embed(
@@ -465,113 +293,6 @@ class BaseTrainer(Trainer):
             logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
             self._loss_parts.clear()
         super().log(logs, start_time)
-
-    # ------------------------------------------------------------------ evaluation
-    def evaluate(
-        self,
-        eval_dataset: Any = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> dict[str, float]:
-        """Run the dev evaluator on the model; keys are ``<prefix>_<metric>``."""
-        if self.evaluator is None:
-            return {}
-        start = time.perf_counter()
-        encoder = self.accelerator.unwrap_model(self.model)
-        raw = self.evaluator(encoder)
-        metrics = {f"{metric_key_prefix}_{key}": float(value) for key, value in raw.items()}
-        metrics[f"{metric_key_prefix}_runtime"] = round(time.perf_counter() - start, 4)
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(
-            self.args, self.state, self.control, metrics
-        )
-        return metrics
-
-    # ------------------------------------------------------------------ saving / loading
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        if not self.args.should_save:
-            return
-        encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
-        checkpoint = STAGING_DIR in Path(output_dir).parts  # the adapter only, never merged
-        encoder.save_pretrained(
-            output_dir,
-            state_dict=state_dict,
-            model_card=self.model_card_text(),
-            write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
-            **({"merge_lora": False} if checkpoint else {}),
-        )
-
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
-        ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
-        place: a run killed while saving never leaves a half-written ``checkpoint-N``."""
-        self.divergence_guard.check(self.accelerator.unwrap_model(model))
-        run_dir = Path(self._get_output_dir(trial=trial))
-        staging_root = run_dir / STAGING_DIR
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staged, final = staging_root / name, run_dir / name
-        if self.args.should_save:
-            remove_path(staged)  # left by a run killed while saving
-        self.accelerator.wait_for_everyone()
-        self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
-        self._push_after_publishing = False
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            del self._get_output_dir
-        self.accelerator.wait_for_everyone()
-        if self.state.best_model_checkpoint == str(staged):
-            self.state.best_model_checkpoint = str(final)
-        loss_sum = self._loss_sum_so_far()
-        if self.args.should_save:
-            self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
-            (staged / LOSS_TOTAL_NAME).write_text(
-                json.dumps({"global_step": self.state.global_step, "loss_sum": loss_sum}),
-                encoding="utf-8",
-            )
-            write_averaging_settings(staged, self.args)
-            if self._epoch_batches is not None:
-                epoch, batches = self._epoch_batches
-                (staged / EPOCH_BATCHES_NAME).write_text(
-                    json.dumps({"epoch": epoch, "batches": batches}), encoding="utf-8"
-                )
-            if self.weight_averager is not None and self.weight_averager.count:
-                self.weight_averager.save(staged)
-            add_training_files(staged, step=self.state.global_step)
-            publish_folder(staged, final)
-            remove_path(staging_root)
-            rotate_checkpoints(
-                output_dir=str(run_dir),
-                save_total_limit=self.args.save_total_limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-            )
-        if self._push_after_publishing:
-            super()._push_from_checkpoint(str(final))
-        self.accelerator.wait_for_everyone()
-
-    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """``push_to_hub``: upload the checkpoint once it is in place, not its staging copy."""
-        if STAGING_DIR in Path(checkpoint_folder).parts:
-            self._push_after_publishing = True
-            return
-        super()._push_from_checkpoint(checkpoint_folder)
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        target = model if model is not None else self.model
-        self.accelerator.unwrap_model(target).load_weights(resume_from_checkpoint)
-
-    def _load_best_model(self) -> None:
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return super()._load_best_model()
-        logger.info(
-            "Loading best model from %s (score: %s).",
-            self.state.best_model_checkpoint,
-            self.state.best_metric,
-        )
-        self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
 
     def model_card_text(self) -> str:
         """A README for the saved folder: method, citation, base model, data and scores."""

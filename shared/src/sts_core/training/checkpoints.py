@@ -1,0 +1,183 @@
+"""Checkpoints of a ``BaseTrainer``: atomic saves, resume with the run's own state, the
+best model reloaded through ``SentenceEncoder.load_weights``.
+
+A checkpoint is written into ``<output_dir>/.sts-staging/checkpoint-N``, marked complete,
+then renamed into place; besides the Trainer's files it holds the epoch's batches, the
+weight average and the sum of the losses so far, so a resumed run sees the batches, the
+average and the ``train_loss`` the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
+from sts_core.training.averaging import write_averaging_settings
+
+logger = logging.getLogger(__name__)
+
+TRAINING_ARGS_NAME = "training_args.bin"
+TRAINER_STATE_NAME = "trainer_state.json"
+# the batches of the epoch a checkpoint was saved in (build_epoch_batches), for a resume
+EPOCH_BATCHES_NAME = "epoch_batches.json"
+# the sum of the training losses up to a checkpoint, so a resumed run's train_loss is the
+# whole run's mean (the Trainer's own counts only the steps since the resume)
+LOSS_TOTAL_NAME = "sts_loss_total.json"
+
+
+class Checkpoints(Trainer):
+    """Saving, checkpoints and resume for :class:`~sts_core.training.trainer.BaseTrainer`
+    (a ``Trainer`` mix-in: it expects the trainer's ``weight_averager``,
+    ``divergence_guard``, ``_epoch_batches`` and ``model_card_text``)."""
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
+        average and loss total, and its ``train_loss`` is the whole run's mean loss."""
+        self._loss_sum_before_resume = None
+        if resume_from_checkpoint:
+            self._read_resume_state(resume_from_checkpoint)
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        return self._with_whole_run_loss(output)
+
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+        """A run resumed from the checkpoint of its last step has nothing left to train (the
+        Trainer would take one more step when that step ends mid-epoch)."""
+        if 0 < self.state.max_steps <= self.state.global_step:
+            logger.info(
+                "the checkpoint is at step %d of %d: nothing left to train",
+                self.state.global_step,
+                self.state.max_steps,
+            )
+            self.control.should_training_stop = True
+            return None
+        return super()._run_epoch(*args, **kwargs)
+
+    def _loss_sum_so_far(self) -> float:
+        """Σ of the training losses of every step so far (the Trainer's logged total plus
+        what it has not logged yet, plus the total before a resume)."""
+        pending = getattr(self, "_tr_loss", None)
+        pending = float(pending.item()) if isinstance(pending, torch.Tensor) else 0.0
+        before = self._loss_sum_before_resume or 0.0
+        return before + getattr(self, "_total_loss_scalar", 0.0) + pending
+
+    def _with_whole_run_loss(self, output: Any) -> Any:
+        """``output`` with ``train_loss`` the mean over all steps of the run (after a resume
+        the Trainer's covers only the steps of this call)."""
+        if self._loss_sum_before_resume is None:
+            return output
+        steps = max(self.state.global_step, 1)
+        loss = (self._loss_sum_before_resume + self._total_loss_scalar) / steps
+        for entry in reversed(self.state.log_history):
+            if "train_loss" in entry:
+                entry["train_loss"] = loss
+                break
+        return output._replace(training_loss=loss, metrics={**output.metrics, "train_loss": loss})
+
+    def _read_resume_state(self, checkpoint: str | bool) -> None:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        folder = get_last_checkpoint(self.args.output_dir) if checkpoint is True else checkpoint
+        if not folder:
+            return
+        path = Path(folder) / EPOCH_BATCHES_NAME
+        if path.is_file():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            self._resumed_epoch_batches = {int(saved["epoch"]): saved["batches"]}
+        if self.weight_averager is not None:
+            self.weight_averager.load(Path(folder), self.model)
+        total = Path(folder) / LOSS_TOTAL_NAME
+        if total.is_file():
+            saved = json.loads(total.read_text(encoding="utf-8"))
+            self._loss_sum_before_resume = float(saved["loss_sum"])
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        if not self.args.should_save:
+            return
+        encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        checkpoint = STAGING_DIR in Path(output_dir).parts  # the adapter only, never merged
+        encoder.save_pretrained(
+            output_dir,
+            state_dict=state_dict,
+            model_card=self.model_card_text(),
+            write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
+            **({"merge_lora": False} if checkpoint else {}),
+        )
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
+        ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
+        place: a run killed while saving never leaves a half-written ``checkpoint-N``."""
+        self.divergence_guard.check(self.accelerator.unwrap_model(model))
+        run_dir = Path(self._get_output_dir(trial=trial))
+        staging_root = run_dir / STAGING_DIR
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged, final = staging_root / name, run_dir / name
+        if self.args.should_save:
+            remove_path(staged)  # left by a run killed while saving
+        self.accelerator.wait_for_everyone()
+        self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
+        self._push_after_publishing = False
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            del self._get_output_dir
+        self.accelerator.wait_for_everyone()
+        if self.state.best_model_checkpoint == str(staged):
+            self.state.best_model_checkpoint = str(final)
+        loss_sum = self._loss_sum_so_far()
+        if self.args.should_save:
+            self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
+            (staged / LOSS_TOTAL_NAME).write_text(
+                json.dumps({"global_step": self.state.global_step, "loss_sum": loss_sum}),
+                encoding="utf-8",
+            )
+            write_averaging_settings(staged, self.args)
+            if self._epoch_batches is not None:
+                epoch, batches = self._epoch_batches
+                (staged / EPOCH_BATCHES_NAME).write_text(
+                    json.dumps({"epoch": epoch, "batches": batches}), encoding="utf-8"
+                )
+            if self.weight_averager is not None and self.weight_averager.count:
+                self.weight_averager.save(staged)
+            add_training_files(staged, step=self.state.global_step)
+            publish_folder(staged, final)
+            remove_path(staging_root)
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+            )
+        if self._push_after_publishing:
+            super()._push_from_checkpoint(str(final))
+        self.accelerator.wait_for_everyone()
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """``push_to_hub``: upload the checkpoint once it is in place, not its staging copy."""
+        if STAGING_DIR in Path(checkpoint_folder).parts:
+            self._push_after_publishing = True
+            return
+        super()._push_from_checkpoint(checkpoint_folder)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        target = model if model is not None else self.model
+        self.accelerator.unwrap_model(target).load_weights(resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_best_model()
+        logger.info(
+            "Loading best model from %s (score: %s).",
+            self.state.best_model_checkpoint,
+            self.state.best_metric,
+        )
+        self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
