@@ -20,7 +20,7 @@ from transformers import (
     RobertaModel,
 )
 
-import sts_core.encoder as encoder_module
+import sts_core.encoder.model as encoder_module
 from sts_core.attention import (
     VARLEN_ATTENTION,
     VarlenPacking,
@@ -28,7 +28,8 @@ from sts_core.attention import (
     varlen_attention,
     varlen_kernel,
 )
-from sts_core.encoder import SentenceEncoder, batch_bounds, pad_rows, padding_free_mode
+from sts_core.encoder import SentenceEncoder
+from sts_core.encoder.model import batch_bounds, pad_rows, padding_free_mode
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.config import ModelArguments

@@ -1,21 +1,4 @@
-"""``SentenceEncoder``: any Hugging Face backbone plus pooling (and an optional prompt).
-
-The saved folder is at once
-
-- a transformers model folder (``AutoModel.from_pretrained(dir)`` works),
-- a sentence-transformers folder (``SentenceTransformer(dir)`` works: ``modules.json``,
-  ``1_Pooling/config.json``, ``sentence_bert_config.json``) for the pooling modes
-  sentence-transformers has (mean, cls, max, last_token) and no prompt template,
-- and this project's folder (``sts_encoder_config.json`` with pooling, prompt, max
-  length, normalisation and the library versions that wrote it; ``sts_heads.json`` with the
-  heads added by :meth:`SentenceEncoder.add_head`, rebuilt on loading).
-
-A LoRA encoder (a peft backbone) saves its adapter (``adapter_config.json``,
-``adapter_model.safetensors``) with the tokenizer and ``sts_encoder_config.json``, which
-records the base model (``base_model_name_or_path``); ``from_pretrained`` of such a folder
-loads the base and applies the adapter. With ``merge_lora`` the save holds the merged full
-weights instead (a folder like any other) and the adapter in ``lora_adapter/``.
-"""
+"""The :class:`SentenceEncoder` (the package's docstring describes its saved folder)."""
 
 from __future__ import annotations
 
@@ -43,6 +26,25 @@ from sts_core.attention import (
     register_varlen_attention,
     varlen_kernel,
 )
+from sts_core.encoder.location import (
+    ADAPTER_CONFIG_NAME,
+    absolute_location,
+    check_model_location,
+    check_tokenizer,
+    hub_error,
+    is_adapter_folder,
+    read_json,
+)
+from sts_core.encoder.lora import (
+    ADAPTER_WEIGHTS_NAMES,
+    LORA_ADAPTER_DIR,
+    inner_model,
+    is_lora_model,
+    load_lora_backbone,
+    load_lora_weights,
+    resolve_lora_base,
+    write_lora,
+)
 from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
 from sts_core.prompts import apply_prompt, resolve_prompt
@@ -53,13 +55,9 @@ from sts_core.saving import (
     staged_contents,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
 
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
-ADAPTER_CONFIG_NAME = "adapter_config.json"
-ADAPTER_WEIGHTS_NAMES = ("adapter_model.safetensors", "adapter_model.bin")
-# where a merge_lora save keeps the adapter (for resuming a LoRA run from the folder)
-LORA_ADAPTER_DIR = "lora_adapter"
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 # Files a save writes only in some settings: removed from the folder when a save omits them.
 OPTIONAL_FILES = (
@@ -125,125 +123,17 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _looks_like_local_path(name_or_path: str) -> bool:
-    if name_or_path.startswith(("/", ".", "~")):
-        return True
-    return name_or_path.count("/") > 1 or "\\" in name_or_path
-
-
-# A folder has a tokenizer when one of these names is there (the vocabulary-size check
-# after loading catches a tokenizer that does not fit the model).
-TOKENIZER_PATTERNS = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.*",
-    "merges.txt",
-    "*.model",
-    "*.spm",
-    "*.tiktoken",
-    "bpe.codes",
-)
-
-
-def has_tokenizer_files(folder: Path) -> bool:
-    return any(next(folder.glob(pattern), None) is not None for pattern in TOKENIZER_PATTERNS)
-
-
-def is_adapter_folder(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` is a local LoRA adapter folder (``adapter_config.json``, no
-    ``config.json``): its base model is loaded first, then the adapter."""
-    path = Path(folder).expanduser()
-    return (path / ADAPTER_CONFIG_NAME).is_file() and not (path / "config.json").is_file()
-
-
-def check_model_location(name_or_path: str | os.PathLike) -> str:
-    """Return the model location as a string; fail early on a local folder that cannot be
-    a complete model (missing, neither ``config.json`` nor a LoRA adapter's
-    ``adapter_config.json``, no tokenizer files, an interrupted save) and on a hub id when
-    the hub cannot be reached."""
-    text = str(name_or_path)
-    if Path(text).expanduser().exists():
-        path = Path(text).expanduser()
-        if not path.is_dir():
-            raise NotADirectoryError(f"model location {path} is a file, not a model folder")
-        check_complete_save(path)
-        if not (path / "config.json").is_file() and not is_adapter_folder(path):
-            raise FileNotFoundError(
-                f"model folder {path} has no config.json (nor {ADAPTER_CONFIG_NAME}): not a "
-                "Hugging Face model or LoRA adapter"
-            )
-        if not has_tokenizer_files(path):
-            raise FileNotFoundError(
-                f"model folder {path} has no tokenizer files (none of "
-                f"{', '.join(TOKENIZER_PATTERNS)}): copy the tokenizer in beside the weights"
-            )
-        return str(path)
-    if _looks_like_local_path(text):
-        raise FileNotFoundError(f"model folder {text} does not exist")
-    from sts_core.data.hub import hub_offline, hub_reachable
-
-    if _in_hub_cache(text):
-        return text
-    if hub_offline() or not hub_reachable():
-        why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub cannot be reached"
-        raise FileNotFoundError(
-            f"model {text!r}: no local folder by that name, and {why}: pass a local model "
-            "folder, e.g. $STS_MODELS_DIR/<model> (make one with shared/bin/offline-models)"
-        )
-    return text
-
-
-def _in_hub_cache(model_id: str) -> bool:
-    """Whether the hub model is already in the local Hugging Face cache (loads offline)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - a dependency of transformers
-        return False
-    try:
-        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
-    except Exception:  # noqa: BLE001 - an id the cache cannot parse is simply not there
-        return False
-
-
-def check_tokenizer(tokenizer: Any, backbone: Any, location: str) -> None:
-    """Refuse a tokenizer that cannot be the model's: transformers builds a tokenizer of a
-    few special tokens when a folder's vocabulary files are missing."""
-    vocabulary = len(tokenizer)
-    expected = getattr(getattr(backbone, "config", None), "vocab_size", None)
-    if isinstance(expected, int) and expected > 0 and vocabulary < expected // 2:
-        raise OSError(
-            f"model folder {location}: its tokenizer has {vocabulary} tokens but the model "
-            f"{expected}: the tokenizer files are missing or belong to another model"
-        )
-
-
-def _hub_error(name: str, error: Exception) -> OSError:
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
-    why = "HF_HUB_OFFLINE is set" if offline else f"{type(error).__name__}: {error}"
-    return OSError(
-        f"could not load model {name!r}: no local folder by that name, and the Hugging Face hub "
-        f"did not provide it ({why}). Pass a local model folder (see STS_MODELS_DIR)."
-    )
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    with path.open(encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
     """Pooling, normalisation and max length of a sentence-transformers folder, if it is one."""
-    modules = _read_json(folder / "modules.json")
+    modules = read_json(folder / "modules.json")
     if not modules:
         return {}
     settings: dict[str, Any] = {"normalize": any(m["type"].endswith("Normalize") for m in modules)}
     pooling_dirs = [m["path"] for m in modules if m["type"].endswith("Pooling")]
-    pooling_config = _read_json(folder / pooling_dirs[0] / "config.json") if pooling_dirs else None
+    pooling_config = read_json(folder / pooling_dirs[0] / "config.json") if pooling_dirs else None
     if pooling_config:
         settings["pooling"] = _st_pooling_to_ours(pooling_config)
-    bert_config = _read_json(folder / "sentence_bert_config.json") or {}
+    bert_config = read_json(folder / "sentence_bert_config.json") or {}
     if bert_config.get("max_seq_length"):
         settings["max_length"] = int(bert_config["max_seq_length"])
     return settings
@@ -275,7 +165,7 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
     path = Path(folder)
     if not path.is_dir():
         return {}
-    ours = _read_json(path / ENCODER_CONFIG_NAME)
+    ours = read_json(path / ENCODER_CONFIG_NAME)
     if ours is not None:
         return {k: ours[k] for k in ("pooling", "prompt", "max_length", "normalize") if k in ours}
     return _settings_from_sentence_transformers(path)
@@ -357,7 +247,7 @@ class SentenceEncoder(nn.Module):
         self._head_names: list[str] = []
         self._pair_scorer: str | None = None
         # a peft backbone passes its keyword arguments on to the model it wraps
-        accepted = inspect.signature(_inner_model(backbone).forward).parameters
+        accepted = inspect.signature(inner_model(backbone).forward).parameters
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
@@ -412,7 +302,7 @@ class SentenceEncoder(nn.Module):
                 sides["trust_remote_code"] = model_kwargs["trust_remote_code"] = True
             tokenizer = AutoTokenizer.from_pretrained(location, **sides)
             if base is not None:
-                backbone = _load_lora_backbone(
+                backbone = load_lora_backbone(
                     location, base, _resolve_dtype(dtype), merge_lora, model_kwargs
                 )
                 stored = {**saved_settings(base), **stored}
@@ -424,7 +314,7 @@ class SentenceEncoder(nn.Module):
             if Path(location).exists():
                 raise OSError(f"could not load model folder {location}: {error}") from error
             if isinstance(error, OSError):
-                raise _hub_error(location, error) from error
+                raise hub_error(location, error) from error
             raise
         check_tokenizer(tokenizer, backbone, location)
         encoder = cls(
@@ -436,7 +326,7 @@ class SentenceEncoder(nn.Module):
             normalize=normalize if normalize is not None else stored.get("normalize", False),
             padding_free=padding_free,
         )
-        encoder.name_or_path = _absolute_location(location)
+        encoder.name_or_path = absolute_location(location)
         if Path(location).is_dir():
             encoder._load_heads(Path(location))
         return encoder
@@ -550,7 +440,7 @@ class SentenceEncoder(nn.Module):
         ``sts_extra_modules.safetensors`` (strict, per head); other extra weights are
         ignored with a warning (a folder saved before heads were recorded, or a module
         added with ``add_module``: add it again and use :meth:`load_weights`)."""
-        listing = _read_json(folder / HEADS_CONFIG_NAME)
+        listing = read_json(folder / HEADS_CONFIG_NAME)
         extra_file = folder / EXTRA_WEIGHTS_NAME
         weights: dict[str, torch.Tensor] = {}
         if extra_file.is_file():
@@ -780,7 +670,7 @@ class SentenceEncoder(nn.Module):
         model_type = getattr(config, "model_type", None)
         attention = getattr(config, "_attn_implementation", None)
         if not self._takes_position_ids or not type(
-            _inner_model(self.backbone)
+            inner_model(self.backbone)
         ).__module__.startswith("transformers."):
             return "the backbone is not transformers' own model taking position_ids"
         if getattr(config, "is_decoder", False) and model_type in PADDING_FREE_MODEL_TYPES:
@@ -992,7 +882,9 @@ class SentenceEncoder(nn.Module):
         extra_state = {k: v for k, v in state.items() if not k.startswith("backbone.")}
         config = {**self.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
         if is_lora_model(self.backbone):
-            config.update(self._write_lora(folder, backbone_state, safe_serialization, merge_lora))
+            config.update(
+                write_lora(self.backbone, folder, backbone_state, safe_serialization, merge_lora)
+            )
         else:
             self.backbone.save_pretrained(
                 folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
@@ -1010,46 +902,6 @@ class SentenceEncoder(nn.Module):
         self._write_sentence_transformers_files(folder)
         if model_card is not None:
             (folder / "README.md").write_text(model_card, encoding="utf-8")
-
-    def _write_lora(
-        self,
-        folder: Path,
-        backbone_state: dict[str, torch.Tensor],
-        safe_serialization: bool,
-        merge: bool,
-    ) -> dict[str, Any]:
-        """Save a peft backbone: the adapter, or the merged weights with the adapter in
-        ``lora_adapter/``; return what ``sts_encoder_config.json`` records of it."""
-        peft_model = self.backbone
-        lora_config = peft_model.peft_config[peft_model.active_adapter]
-        base = lora_config.base_model_name_or_path
-        state = backbone_state or None
-        if merge:
-            merged = merged_lora_state(peft_model, state)
-            peft_model.get_base_model().save_pretrained(
-                folder, state_dict=merged, safe_serialization=safe_serialization
-            )
-            adapter_dir = folder / LORA_ADAPTER_DIR
-        else:
-            adapter_dir = folder
-        peft_model.save_pretrained(
-            adapter_dir, state_dict=state, safe_serialization=safe_serialization
-        )
-        (adapter_dir / "README.md").unlink(missing_ok=True)  # peft's card: ours is the card
-        targets = lora_config.target_modules  # all-linear comes back resolved to names
-        if isinstance(targets, set | list | tuple):
-            targets = sorted({str(t).rsplit(".", 1)[-1] for t in targets})
-        return {
-            "base_model_name_or_path": base,
-            "lora": {
-                "merged": merge,
-                "adapter": LORA_ADAPTER_DIR if merge else ".",
-                "r": lora_config.r,
-                "lora_alpha": lora_config.lora_alpha,
-                "lora_dropout": lora_config.lora_dropout,
-                "target_modules": targets,
-            },
-        }
 
     def _write_sentence_transformers_files(self, folder: Path) -> None:
         if self.pooling not in ST_POOLING_NAMES or self.prompt is not None:
@@ -1119,7 +971,7 @@ class SentenceEncoder(nn.Module):
         path = Path(folder)
         check_complete_save(path, required=True)
         if is_lora_model(self.backbone):
-            self._load_lora_weights(path)
+            load_lora_weights(self, path, path / EXTRA_WEIGHTS_NAME)
             return
         if is_adapter_folder(path):
             raise OSError(
@@ -1138,196 +990,6 @@ class SentenceEncoder(nn.Module):
             self.load_state_dict(state, strict=True)
         except Exception as error:  # noqa: BLE001 - name the folder whatever failed
             raise OSError(f"could not load the weights in {path}: {error}") from error
-
-    def _load_lora_weights(self, path: Path) -> None:
-        from peft import get_peft_model_state_dict, set_peft_model_state_dict
-        from peft.utils import load_peft_weights
-
-        adapter_dir = next(
-            (d for d in (path, path / LORA_ADAPTER_DIR) if (d / ADAPTER_CONFIG_NAME).is_file()),
-            None,
-        )
-        try:
-            if adapter_dir is None:
-                raise FileNotFoundError(
-                    f"no LoRA adapter ({ADAPTER_CONFIG_NAME}) there nor in {LORA_ADAPTER_DIR}/"
-                )
-            adapter = self.backbone.active_adapter
-            weights = load_peft_weights(str(adapter_dir), device="cpu")
-            expected = set(get_peft_model_state_dict(self.backbone, adapter_name=adapter))
-            missing, unexpected = expected - set(weights), set(weights) - expected
-            if missing or unexpected:
-                raise KeyError(
-                    f"the adapter does not fit this encoder's LoRA layers: missing "
-                    f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
-                )
-            set_peft_model_state_dict(self.backbone, weights, adapter_name=adapter)
-            extra: dict[str, torch.Tensor] = {}
-            if (path / EXTRA_WEIGHTS_NAME).is_file():
-                from safetensors.torch import load_file
-
-                extra = load_file(path / EXTRA_WEIGHTS_NAME)
-            result = self.load_state_dict(extra, strict=False)
-            missing_extra = [k for k in result.missing_keys if not k.startswith("backbone.")]
-            if missing_extra or result.unexpected_keys:
-                raise KeyError(
-                    f"extra weights: missing {missing_extra[:5]}, unexpected "
-                    f"{result.unexpected_keys[:5]}"
-                )
-        except Exception as error:  # noqa: BLE001 - name the folder whatever failed
-            raise OSError(f"could not load the weights in {path}: {error}") from error
-
-
-def is_lora_model(module: Any) -> bool:
-    """Whether ``module`` is a peft model (LoRA adapters around a base model); checked
-    without importing peft."""
-    return hasattr(module, "peft_config") and callable(getattr(module, "get_base_model", None))
-
-
-def _inner_model(backbone: Any) -> Any:
-    """The transformers model inside a peft backbone (the backbone itself otherwise)."""
-    return backbone.get_base_model() if is_lora_model(backbone) else backbone
-
-
-def _absolute_location(location: str) -> str:
-    """A local folder as an absolute path (a save records it), a hub id as it is."""
-    path = Path(location).expanduser()
-    return str(path.resolve()) if path.exists() else location
-
-
-def lora_base_candidates(folder: str | os.PathLike) -> list[str]:
-    """Where an adapter folder's base model may be: the one ``sts_encoder_config.json``
-    records, then the adapter's own ``base_model_name_or_path``."""
-    path = Path(folder)
-    ours = (_read_json(path / ENCODER_CONFIG_NAME) or {}).get("base_model_name_or_path")
-    theirs = (_read_json(path / ADAPTER_CONFIG_NAME) or {}).get("base_model_name_or_path")
-    return list(dict.fromkeys(str(c) for c in (ours, theirs) if c))
-
-
-#: how the Python API names the base model of an adapter folder (the end of the error)
-BASE_MODEL_ARGUMENT = "base_model=PATH to SentenceEncoder.from_pretrained"
-
-
-class LoRABaseModelError(FileNotFoundError):
-    """The base model of a LoRA adapter folder is not recorded or cannot be loaded.
-
-    The message is ``problem`` and then how to name the base elsewhere, ``option``: the
-    Python argument by default; a command-line tool names its flag instead
-    (:meth:`for_option`).
-    """
-
-    def __init__(self, problem: str, option: str = BASE_MODEL_ARGUMENT) -> None:
-        super().__init__(f"{problem}: to load it from elsewhere, pass {option}")
-        self.problem = problem
-        self.option = option
-
-    def for_option(self, option: str) -> LoRABaseModelError:
-        """The same error, naming ``option`` (e.g. ``--base-model PATH``) as the remedy."""
-        return LoRABaseModelError(self.problem, option)
-
-
-def resolve_lora_base(folder: str, base_model: str | os.PathLike | None = None) -> str:
-    """The base model of the adapter folder ``folder``: ``base_model`` when given, else the
-    first of :func:`lora_base_candidates` that is a usable model location (an absolute
-    path for a local folder); :class:`LoRABaseModelError` (a FileNotFoundError) naming
-    each candidate and ``base_model=`` otherwise."""
-    candidates = [str(base_model)] if base_model is not None else lora_base_candidates(folder)
-    if not candidates:
-        raise LoRABaseModelError(f"LoRA adapter folder {folder} records no base model")
-    problems = []
-    for candidate in candidates:
-        try:
-            return _absolute_location(check_model_location(candidate))
-        except OSError as error:
-            problems.append(str(error))
-    raise LoRABaseModelError(
-        f"the base model of the LoRA adapter folder {folder} cannot be loaded: "
-        + "; ".join(problems)
-    )
-
-
-def _load_lora_backbone(
-    location: str,
-    base: str,
-    dtype: str | torch.dtype,
-    merge: bool,
-    model_kwargs: dict[str, Any],
-) -> Any:
-    """Load the base model ``base`` and apply the adapter folder ``location`` (frozen);
-    return the peft backbone, or the merged backbone when ``merge``."""
-    from transformers import AutoModel
-
-    from sts_core.extras import require
-
-    peft = require("peft", feature=f"loading the LoRA adapter folder {location}")
-    if is_adapter_folder(base):  # an adapter on an adapter: merge the inner one
-        inner = _load_lora_backbone(base, resolve_lora_base(base), dtype, True, model_kwargs)
-    else:
-        inner = AutoModel.from_pretrained(base, dtype=dtype, **model_kwargs)
-    backbone = peft.PeftModel.from_pretrained(inner, location, is_trainable=False)
-    backbone.peft_config[backbone.active_adapter].base_model_name_or_path = base
-    if merge:
-        backbone = backbone.merge_and_unload()
-    return backbone
-
-
-def merged_lora_state(
-    peft_model: Any, state: dict[str, torch.Tensor] | None = None
-) -> dict[str, torch.Tensor]:
-    """The base model's state dict with the active LoRA adapter merged in, computed
-    without touching the model: W + scaling · B·A for each adapted linear layer (float32
-    arithmetic, cast back to W's dtype). ``state`` (keys of ``peft_model.state_dict()``,
-    e.g. gathered by DeepSpeed) replaces the live weights when given. Tensors come back on
-    the CPU."""
-    from peft.tuners.lora import Linear as LoraLinear
-    from peft.tuners.lora import LoraLayer
-
-    check_mergeable(peft_model)
-    adapter = peft_model.active_adapter
-    state = state if state is not None else peft_model.state_dict()
-    prefix = "base_model.model."
-    merged = {}
-    for key, value in state.items():
-        if ".lora_" in key:
-            continue
-        merged[key.removeprefix(prefix).replace(".base_layer.", ".")] = value.detach().cpu()
-    for name, layer in peft_model.named_modules():
-        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A:
-            continue
-        assert isinstance(layer, LoraLinear)
-        weight = state[f"{name}.base_layer.weight"]
-        a = state[f"{name}.lora_A.{adapter}.weight"].detach().cpu().float()
-        b = state[f"{name}.lora_B.{adapter}.weight"].detach().cpu().float()
-        delta = (b @ a) * layer.scaling[adapter]
-        if layer.fan_in_fan_out:
-            delta = delta.T
-        target = name.removeprefix(prefix) + ".weight"
-        merged[target] = (weight.detach().cpu().float() + delta).to(weight.dtype)
-    return merged
-
-
-def check_mergeable(peft_model: Any) -> None:
-    """ValueError unless every adapted layer is a plain LoRA linear layer on float weights
-    (what :func:`merged_lora_state` merges)."""
-    from peft.tuners.lora import Linear as LoraLinear
-    from peft.tuners.lora import LoraLayer
-
-    adapter = peft_model.active_adapter
-    config = peft_model.peft_config[adapter]
-    if getattr(config, "peft_type", "LORA") != "LORA":  # PeftType is a str enum
-        raise ValueError(f"merge_lora: the adapter is {config.peft_type}, not LoRA")
-    for name, layer in peft_model.named_modules():
-        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A:
-            continue
-        if type(layer) is not LoraLinear:
-            raise ValueError(
-                f"merge_lora: {name} is a {type(layer).__name__} LoRA layer; only LoRA on "
-                "float linear layers is merged here (save the adapter instead)"
-            )
-        if layer.use_dora.get(adapter, False) or getattr(layer, "lora_bias", {}).get(adapter):
-            raise ValueError(f"merge_lora: {name} uses DoRA or a LoRA bias; save the adapter")
-    if any("modules_to_save" in key for key in peft_model.state_dict()):
-        raise ValueError("merge_lora: the adapter has modules_to_save; save the adapter")
 
 
 class TokenPacking:
