@@ -20,6 +20,8 @@ The class (:mod:`.model`) delegates to a module a concern:
 
 - :mod:`.location`: where a model is (local folder or hub id) and whether it is complete;
 - :mod:`.lora`: LoRA backbones: the base of an adapter folder, merging, adapter files.
+- :mod:`.packing`: padding-free training: both packers, the varlen attention kernels,
+  ``padding_free`` and the choice of path.
 
 The names below are the package's API; they load lazily, so importing one of the modules
 (e.g. ``sts_core.encoder.packing`` for ``padding_free_mode``) does not load the class.

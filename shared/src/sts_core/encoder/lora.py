@@ -199,9 +199,7 @@ def write_lora(
         adapter_dir = folder / LORA_ADAPTER_DIR
     else:
         adapter_dir = folder
-    peft_model.save_pretrained(
-        adapter_dir, state_dict=state, safe_serialization=safe_serialization
-    )
+    peft_model.save_pretrained(adapter_dir, state_dict=state, safe_serialization=safe_serialization)
     (adapter_dir / "README.md").unlink(missing_ok=True)  # peft's card: ours is the card
     targets = lora_config.target_modules  # all-linear comes back resolved to names
     if isinstance(targets, set | list | tuple):

@@ -19,13 +19,6 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from sts_core.attention import (
-    VARLEN_ATTENTION,
-    VarlenPacking,
-    kernel_has_dropout,
-    register_varlen_attention,
-    varlen_kernel,
-)
 from sts_core.encoder.location import (
     ADAPTER_CONFIG_NAME,
     absolute_location,
@@ -44,6 +37,13 @@ from sts_core.encoder.lora import (
     load_lora_weights,
     resolve_lora_base,
     write_lora,
+)
+from sts_core.encoder.packing import (
+    check_forced_path,
+    choose_path,
+    concat_features,
+    padding_free_mode,
+    run_backbone,
 )
 from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
 from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
@@ -77,39 +77,6 @@ OPTIONAL_FILES = (
     "README.md",
 )
 DEFAULT_MAX_LENGTH = 512
-# Backbones whose training forward may run padding-free (see SentenceEncoder.packing_path).
-# Packed rows with a block-diagonal 4D mask: bidirectional encoders with absolute positions.
-PADDING_FREE_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
-PADDING_FREE_ATTENTION = frozenset({"sdpa", "eager", VARLEN_ATTENTION})
-# One row and a varlen kernel (sts_core.attention): any backbone whose attention goes through
-# transformers' AttentionInterface; decoders attend causally within each sentence.
-VARLEN_MODEL_TYPES = PADDING_FREE_MODEL_TYPES | {"llama", "mistral", "qwen2", "qwen3"}
-# Embeddings that count positions from pad_token_id + 1 (RoBERTa's)
-POSITION_OFFSET_MODEL_TYPES = frozenset({"roberta", "xlm-roberta"})
-PADDING_FREE_MODES = ("auto", "true", "false", "varlen", "block_mask")
-# Whether padding_free: auto takes the varlen path on a GPU with a kernel. Off until that
-# CUDA path is measured on a GPU (issue 17): auto pads there, true or varlen opt in.
-AUTO_TAKES_VARLEN = False
-PADDING_FREE_WORDS = {"yes": "true", "on": "true", "1": "true"} | {
-    "no": "false",
-    "off": "false",
-    "0": "false",
-}
-
-
-def padding_free_mode(value: bool | str) -> str:
-    """``padding_free`` as one of :data:`PADDING_FREE_MODES` (booleans and yes/no words read
-    as true/false)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    word = str(value).strip().lower()
-    mode = PADDING_FREE_WORDS.get(word, word)
-    if mode not in PADDING_FREE_MODES:
-        raise ValueError(
-            f"padding_free must be one of {', '.join(PADDING_FREE_MODES)} (or a boolean), "
-            f"got {value!r}"
-        )
-    return mode
 
 
 def library_versions() -> dict[str, str]:
@@ -169,25 +136,6 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
     if ours is not None:
         return {k: ours[k] for k in ("pooling", "prompt", "max_length", "normalize") if k in ours}
     return _settings_from_sentence_transformers(path)
-
-
-def concat_features(
-    groups: Sequence[dict[str, torch.Tensor]],
-) -> tuple[dict[str, torch.Tensor], list[int]]:
-    """Stack the feature dicts of several columns into one batch (one forward for all).
-
-    Narrower columns are right-padded with zeros (attention mask 0) to the widest, so the
-    result suits a padding-free forward, which drops every masked position; returns the
-    batch and the row count of each column (for ``torch.split`` of the output).
-    """
-    width = max(int(g["input_ids"].shape[1]) for g in groups)
-    merged = {
-        key: torch.cat(
-            [torch.nn.functional.pad(g[key], (0, width - g[key].shape[1])) for g in groups]
-        )
-        for key in groups[0]
-    }
-    return merged, [int(g["input_ids"].shape[0]) for g in groups]
 
 
 class SentenceEncoder(nn.Module):
@@ -251,10 +199,7 @@ class SentenceEncoder(nn.Module):
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
-        if self.padding_free in ("varlen", "block_mask"):
-            obstacle = self._packing_obstacle(self.padding_free)
-            if obstacle:
-                raise ValueError(f"padding_free: {self.padding_free} is not possible: {obstacle}")
+        check_forced_path(self)
 
     # ----------------------------------------------------------------- loading
     @classmethod
@@ -585,16 +530,7 @@ class SentenceEncoder(nn.Module):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
         hidden = needs_hidden_states(self.pooling)
-        path = self._training_path()
-        if path == "varlen":
-            last, states = self._varlen_backbone(inputs, hidden)
-        elif path == "block_mask":
-            last, states = self._packed_backbone(inputs, hidden)
-        else:
-            if self._takes_use_cache:
-                inputs["use_cache"] = False
-            outputs = self.backbone(**inputs, output_hidden_states=hidden, return_dict=True)
-            last, states = outputs.last_hidden_state, outputs.hidden_states if hidden else None
+        last, states = run_backbone(self, inputs, hidden)
         embeddings = pool(self.pooling, last, attention_mask, states)
         if self.normalize:
             embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
@@ -612,141 +548,7 @@ class SentenceEncoder(nn.Module):
         ``AUTO_TAKES_VARLEN``). ``true``: ``varlen`` where the backbone allows it and a fused
         kernel exists on the module's device, else ``block_mask``. Evaluation always pads.
         """
-        if not self.training:
-            return "padded", "evaluation pads"
-        mode = self.padding_free
-        if mode == "false":
-            return "padded", "padding_free: false"
-        device = self.device
-        kernel = varlen_kernel(device)
-        if mode in ("varlen", "block_mask"):
-            return mode, f"padding_free: {mode}" + self._kernel_note(mode, kernel)
-        varlen_obstacle = self._packing_obstacle("varlen")
-        if kernel and varlen_obstacle is None:
-            if mode == "true" or AUTO_TAKES_VARLEN:
-                return "varlen", f"padding_free: {mode}" + self._kernel_note("varlen", kernel)
-            return "padded", (
-                f"padding_free: auto pads on {device.type}: the {kernel} varlen kernel path is "
-                "not yet measured on a GPU (padding_free: true or varlen opts in)"
-            )
-        block_obstacle = self._packing_obstacle("block_mask")
-        if block_obstacle is None and (device.type == "cpu" or mode == "true"):
-            where = "a CPU" if device.type == "cpu" else f"{device.type} without a varlen kernel"
-            return "block_mask", f"padding_free: {mode} on {where}: packed rows, block mask"
-        if varlen_obstacle is None:  # the backbone allows varlen; no kernel here
-            reason = f"no varlen kernel on {device.type}"
-            if device.type == "cuda":
-                reason += " (install flash-attn, or a torch with torch.nn.attention.varlen)"
-            if block_obstacle is None:
-                return "padded", reason + (
-                    ": on a GPU padding is faster than a dense block mask "
-                    "(padding_free: true packs anyway)"
-                )
-            return "padded", f"{reason}, and {block_obstacle}"
-        return "padded", f"no padding-free path: {varlen_obstacle}"
-
-    def _kernel_note(self, path: str, kernel: str | None) -> str:
-        if path != "varlen":
-            return ""
-        note = f" ({kernel or 'reference'} varlen kernel)"
-        config = self.backbone.config
-        dropout = getattr(config, "attention_probs_dropout_prob", None)
-        dropout = getattr(config, "attention_dropout", 0.0) if dropout is None else dropout
-        if dropout and not kernel_has_dropout(kernel):
-            note += f"; this kernel has no attention dropout: {dropout} is not applied"
-        return note
-
-    def _training_path(self) -> str:
-        """:meth:`packing_path`, logged the first time each path and reason is taken."""
-        path, reason = self.packing_path()
-        if self.training and (path, reason) not in self._paths_logged:
-            self._paths_logged.add((path, reason))
-            logger.info("training forward: %s (%s)", path, reason)
-        return path
-
-    def _packing_obstacle(self, path: str) -> str | None:
-        """Why the backbone cannot run ``path`` (``varlen`` or ``block_mask``), or None."""
-        config = getattr(self.backbone, "config", None)
-        model_type = getattr(config, "model_type", None)
-        attention = getattr(config, "_attn_implementation", None)
-        if not self._takes_position_ids or not type(
-            inner_model(self.backbone)
-        ).__module__.startswith("transformers."):
-            return "the backbone is not transformers' own model taking position_ids"
-        if getattr(config, "is_decoder", False) and model_type in PADDING_FREE_MODEL_TYPES:
-            return f"{model_type} configured as a decoder"
-        if path == "varlen":
-            if model_type not in VARLEN_MODEL_TYPES:
-                known = _names(VARLEN_MODEL_TYPES)
-                return f"model type {model_type!r} has no varlen path ({known})"
-            if attention not in ("sdpa", VARLEN_ATTENTION):
-                return f"attention {attention!r}: the varlen path replaces sdpa"
-            return None
-        if model_type not in PADDING_FREE_MODEL_TYPES:
-            return (
-                f"model type {model_type!r} has no block-mask path "
-                f"({_names(PADDING_FREE_MODEL_TYPES)})"
-            )
-        if attention not in PADDING_FREE_ATTENTION:
-            return f"attention {attention!r}: the block mask needs sdpa or eager"
-        return None
-
-    def _position_offset(self) -> int:
-        """Where a model's positions start (RoBERTa's embeddings: pad_token_id + 1)."""
-        config = self.backbone.config
-        if getattr(config, "model_type", None) in POSITION_OFFSET_MODEL_TYPES:
-            return int(config.pad_token_id) + 1
-        return 0
-
-    def _varlen_backbone(
-        self, inputs: dict[str, torch.Tensor], hidden: bool
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-        """Run the backbone on one row of the batch's real tokens with the varlen attention
-        (the backbone's attention becomes :data:`VARLEN_ATTENTION`, which is SDPA for
-        every call without packing metadata: evaluation, the padded forward)."""
-        register_varlen_attention()
-        config = self.backbone.config
-        if config._attn_implementation != VARLEN_ATTENTION:
-            config._attn_implementation = VARLEN_ATTENTION
-        packing = VarlenPacking(inputs["attention_mask"], self._position_offset())
-        packed: dict[str, Any] = {
-            key: packing.pack(value) for key, value in inputs.items() if key != "attention_mask"
-        }
-        if self._takes_use_cache:
-            packed["use_cache"] = False
-        outputs = self.backbone(
-            **packed,
-            position_ids=packing.position_ids,
-            output_hidden_states=hidden,
-            return_dict=True,
-            **packing.attention_kwargs(),
-        )
-        states = tuple(packing.unpack(s) for s in outputs.hidden_states) if hidden else None
-        return packing.unpack(outputs.last_hidden_state), states
-
-    def _packed_backbone(
-        self, inputs: dict[str, torch.Tensor], hidden: bool
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-        """Run the backbone on packed rows; return its states laid out as the padded batch."""
-        attention_mask = inputs["attention_mask"]
-        packing = TokenPacking(attention_mask, position_offset=self._position_offset())
-        packed = {
-            key: packing.pack(value, self.tokenizer.pad_token_id if key == "input_ids" else 0)
-            for key, value in inputs.items()
-            if key != "attention_mask"
-        }
-        dtype = next(self.backbone.parameters()).dtype
-        implementation = self.backbone.config._attn_implementation
-        mask = packing.attention_mask("eager" if implementation == "eager" else "sdpa", dtype)
-        outputs = self.backbone(
-            **packed,
-            attention_mask=mask,
-            position_ids=packing.position_ids,
-            output_hidden_states=hidden,
-            return_dict=True,
-        )
-        states = tuple(packing.unpack(s) for s in outputs.hidden_states) if hidden else None
-        return packing.unpack(outputs.last_hidden_state), states
+        return choose_path(self)
 
     # ----------------------------------------------------------------- encode
     def encode(
@@ -992,75 +794,6 @@ class SentenceEncoder(nn.Module):
             raise OSError(f"could not load the weights in {path}: {error}") from error
 
 
-class TokenPacking:
-    """Where each real token of a padded ``(batch, width)`` batch goes in packed rows.
-
-    Sentences are placed whole into rows of ``capacity`` tokens (default: the longest
-    sentence; longer rows cost more in attention, and in its dropout, than they save),
-    longest first, each into the first row with room (first-fit decreasing). Attention is
-    block-diagonal: a token sees the tokens of its own sentence only (the free tail of a
-    row sees itself, so no softmax row is empty); positions restart at ``position_offset``
-    with each sentence.
-    """
-
-    def __init__(
-        self, attention_mask: torch.Tensor, capacity: int | None = None, position_offset: int = 0
-    ) -> None:
-        device = attention_mask.device
-        self.batch, self.width = attention_mask.shape
-        lengths = attention_mask.bool().sum(dim=1)
-        sizes = lengths.tolist()
-        self.capacity = capacity or max(max(sizes, default=1), 1)
-        starts = _first_fit_decreasing(sizes, self.capacity)
-        self.rows = 1 + max((start // self.capacity for start in starts), default=0)
-        first = torch.cumsum(lengths, 0) - lengths  # index of each sentence's first real token
-        sentence = torch.repeat_interleave(torch.arange(self.batch, device=device), lengths)
-        offset = torch.arange(int(lengths.sum()), device=device) - first[sentence]
-        self.source = attention_mask.reshape(-1).nonzero().squeeze(1)  # real tokens, in order
-        self.target = torch.tensor(starts, dtype=torch.long, device=device)[sentence] + offset
-        segment = torch.full((self.rows * self.capacity,), -1, dtype=torch.long, device=device)
-        segment[self.target] = sentence
-        self.segment = segment.view(self.rows, self.capacity)
-        positions = torch.zeros(self.rows * self.capacity, dtype=torch.long, device=device)
-        positions[self.target] = offset + position_offset
-        self.position_ids = positions.view(self.rows, self.capacity)
-
-    def pack(self, values: torch.Tensor, fill: int | float) -> torch.Tensor:
-        """``(batch, width)`` per-token values → ``(rows, capacity)``, ``fill`` elsewhere."""
-        packed = values.new_full((self.rows * self.capacity,), fill)
-        packed[self.target] = values.reshape(-1)[self.source]
-        return packed.view(self.rows, self.capacity)
-
-    def unpack(self, states: torch.Tensor) -> torch.Tensor:
-        """``(rows, capacity, dim)`` → ``(batch, width, dim)``, zeros at padding."""
-        flat = states.reshape(self.rows * self.capacity, -1)
-        padded = flat.new_zeros(self.batch * self.width, flat.shape[-1])
-        padded = padded.index_copy(0, self.source, flat.index_select(0, self.target))
-        return padded.view(self.batch, self.width, -1)
-
-    def attention_mask(self, implementation: str, dtype: torch.dtype) -> torch.Tensor:
-        """The ``(rows, 1, capacity, capacity)`` mask: boolean for SDPA, additive for eager."""
-        allowed = (self.segment[:, :, None] == self.segment[:, None, :]).unsqueeze(1)
-        if implementation == "sdpa":
-            return allowed
-        blocked = torch.full_like(allowed, torch.finfo(dtype).min, dtype=dtype)
-        return blocked.masked_fill(allowed, 0.0)
-
-
-def _first_fit_decreasing(sizes: list[int], capacity: int) -> list[int]:
-    """Flat start index (row × capacity + offset) of each item, packed first-fit decreasing."""
-    starts = [0] * len(sizes)
-    used: list[int] = []
-    for item in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        row = next((r for r, fill in enumerate(used) if fill + sizes[item] <= capacity), None)
-        if row is None:
-            row = len(used)
-            used.append(0)
-        starts[item] = row * capacity + used[row]
-        used[row] += sizes[item]
-    return starts
-
-
 def batch_bounds(
     lengths: np.ndarray, batch_size: int, token_budget: int | None = None
 ) -> list[tuple[int, int]]:
@@ -1092,10 +825,6 @@ def pad_rows(rows: Sequence[Sequence[int]], fill: int, left: bool = False) -> np
 def _check_positive(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-
-
-def _names(items: frozenset[str]) -> str:
-    return ", ".join(sorted(items))
 
 
 def _write_json(path: Path, content: Any) -> None:

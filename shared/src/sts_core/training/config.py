@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from sts_core.encoder.model import padding_free_mode
+from sts_core.encoder.packing import padding_free_mode
 from sts_core.options import (
     BELOW_ONE,
     FINITE,
