@@ -20,6 +20,7 @@ The class (:mod:`.model`) delegates to a module a concern:
 
 - :mod:`.location`: where a model is (local folder or hub id) and whether it is complete;
 - :mod:`.lora`: LoRA backbones: the base of an adapter folder, merging, adapter files.
+- :mod:`.files`: the saved folder: writing it, loading its weights, its stored settings;
 - :mod:`.packing`: padding-free training: both packers, the varlen attention kernels,
   ``padding_free`` and the choice of path.
 
@@ -34,7 +35,7 @@ from typing import Any
 
 _PUBLIC = {
     "SentenceEncoder": "sts_core.encoder.model",
-    "EXTRA_WEIGHTS_NAME": "sts_core.encoder.model",
+    "EXTRA_WEIGHTS_NAME": "sts_core.encoder.files",
     "check_model_location": "sts_core.encoder.location",
     "is_adapter_folder": "sts_core.encoder.location",
     "LoRABaseModelError": "sts_core.encoder.lora",
