@@ -22,7 +22,7 @@ from transformers import (
 
 import sts_core.encoder.packing as packing_module
 from sts_core.encoder import SentenceEncoder
-from sts_core.encoder.model import batch_bounds, pad_rows
+from sts_core.encoder.encoding import batch_bounds, pad_rows
 from sts_core.encoder.packing import (
     VARLEN_ATTENTION,
     VarlenPacking,

@@ -16,13 +16,17 @@ records the base model (``base_model_name_or_path``); ``from_pretrained`` of suc
 loads the base and applies the adapter. With ``merge_lora`` the save holds the merged full
 weights instead (a folder like any other) and the adapter in ``lora_adapter/``.
 
-The class (:mod:`.model`) delegates to a module a concern:
+The class (:mod:`.model`) holds the encoder's state and public API and delegates each
+concern to a module:
 
 - :mod:`.location`: where a model is (local folder or hub id) and whether it is complete;
-- :mod:`.lora`: LoRA backbones: the base of an adapter folder, merging, adapter files.
+- :mod:`.lora`: LoRA backbones: the base of an adapter folder, merging, adapter files;
+- :mod:`.loading`: the tokenizer, backbone and stored settings ``from_pretrained`` builds on;
 - :mod:`.files`: the saved folder: writing it, loading its weights, its stored settings;
+- :mod:`.head_set`: the heads (``add_head``, the pair scorer, ``sts_heads.json``);
 - :mod:`.packing`: padding-free training: both packers, the varlen attention kernels,
-  ``padding_free`` and the choice of path.
+  ``padding_free`` and the choice of path;
+- :mod:`.encoding`: tokenising with the prompt, the forward's embedding, ``encode``.
 
 The names below are the package's API; they load lazily, so importing one of the modules
 (e.g. ``sts_core.encoder.packing`` for ``padding_free_mode``) does not load the class.

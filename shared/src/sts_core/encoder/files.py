@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
 
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
+# The encoder settings a folder records (SentenceEncoder.settings)
+SETTING_NAMES = ("pooling", "prompt", "max_length", "normalize")
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 # Files a save writes only in some settings: removed from the folder when a save omits them.
 OPTIONAL_FILES = (
@@ -113,7 +115,7 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
         return {}
     ours = read_json(path / ENCODER_CONFIG_NAME)
     if ours is not None:
-        return {k: ours[k] for k in ("pooling", "prompt", "max_length", "normalize") if k in ours}
+        return {k: ours[k] for k in SETTING_NAMES if k in ours}
     return _settings_from_sentence_transformers(path)
 
 

@@ -1,54 +1,22 @@
-"""The :class:`SentenceEncoder` (the package's docstring describes its saved folder)."""
+"""The :class:`SentenceEncoder`: its state and public API, each concern delegated to a
+module of the package (whose docstring describes the saved folder)."""
 
 from __future__ import annotations
 
 import inspect
-import itertools
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from sts_core.encoder.files import (
-    EXTRA_WEIGHTS_NAME,
-    load_weights,
-    save_folder,
-    saved_settings,
-)
-from sts_core.encoder.location import (
-    absolute_location,
-    check_model_location,
-    check_tokenizer,
-    hub_error,
-    is_adapter_folder,
-    read_json,
-)
-from sts_core.encoder.lora import (
-    inner_model,
-    load_lora_backbone,
-    resolve_lora_base,
-)
-from sts_core.encoder.packing import (
-    check_forced_path,
-    choose_path,
-    concat_features,
-    padding_free_mode,
-    run_backbone,
-)
-from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
-from sts_core.pooling import check_pooling_mode, needs_hidden_states, pool
-from sts_core.prompts import apply_prompt, resolve_prompt
-
-logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
-
-DEFAULT_MAX_LENGTH = 512
+from sts_core.encoder import encoding, files, head_set, loading, lora, packing
+from sts_core.encoder.location import absolute_location
+from sts_core.pooling import check_pooling_mode
+from sts_core.prompts import resolve_prompt
 
 
 class SentenceEncoder(nn.Module):
@@ -92,11 +60,9 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.pooling = check_pooling_mode(pooling)
         self.prompt = resolve_prompt(prompt)
-        if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be at least 1 (or unset), got {max_length}")
-        self.max_length = max_length or self._default_max_length()
+        self.max_length = encoding.checked_max_length(max_length, tokenizer, backbone)
         self.normalize = normalize
-        self.padding_free = padding_free_mode(padding_free)
+        self.padding_free = packing.padding_free_mode(padding_free)
         self._paths_logged: set[tuple[str, str]] = set()
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
@@ -108,13 +74,12 @@ class SentenceEncoder(nn.Module):
         self._head_names: list[str] = []
         self._pair_scorer: str | None = None
         # a peft backbone passes its keyword arguments on to the model it wraps
-        accepted = inspect.signature(inner_model(backbone).forward).parameters
+        accepted = inspect.signature(lora.inner_model(backbone).forward).parameters
         self._forward_keys = {"input_ids", "attention_mask", "token_type_ids"} & set(accepted)
         self._takes_use_cache = "use_cache" in accepted
         self._takes_position_ids = "position_ids" in accepted
-        check_forced_path(self)
+        packing.check_forced_path(self)
 
-    # ----------------------------------------------------------------- loading
     @classmethod
     def from_pretrained(
         cls,
@@ -147,55 +112,22 @@ class SentenceEncoder(nn.Module):
         and the model; such a backbone is never packed (padding-free needs transformers' own
         BERT).
         """
-        from transformers import AutoModel, AutoTokenizer
-
-        location = check_model_location(name_or_path)
-        base = resolve_lora_base(location, base_model) if is_adapter_folder(location) else None
-        stored = saved_settings(location)
-        try:
-            # padding_side as a tokenizer argument (not set afterwards), so that
-            # tokenizer.save_pretrained records it and a reloaded folder pads the same way
-            sides = {} if padding_side is None else {"padding_side": padding_side}
-            if trust_remote_code:
-                sides["trust_remote_code"] = model_kwargs["trust_remote_code"] = True
-            tokenizer = AutoTokenizer.from_pretrained(location, **sides)
-            if base is not None:
-                backbone = load_lora_backbone(
-                    location, base, _resolve_dtype(dtype), merge_lora, model_kwargs
-                )
-                stored = {**saved_settings(base), **stored}
-            else:
-                backbone = AutoModel.from_pretrained(
-                    location, dtype=_resolve_dtype(dtype), **model_kwargs
-                )
-        except Exception as error:  # noqa: BLE001 - a model that cannot be read, named
-            if Path(location).exists():
-                raise OSError(f"could not load model folder {location}: {error}") from error
-            if isinstance(error, OSError):
-                raise hub_error(location, error) from error
-            raise
-        check_tokenizer(tokenizer, backbone, location)
-        encoder = cls(
-            backbone,
-            tokenizer,
-            pooling=pooling or stored.get("pooling", "mean"),
-            prompt=prompt if prompt is not None else stored.get("prompt"),
-            max_length=max_length if max_length is not None else stored.get("max_length"),
-            normalize=normalize if normalize is not None else stored.get("normalize", False),
-            padding_free=padding_free,
+        location, tokenizer, backbone, stored = loading.load_backbone(
+            name_or_path,
+            padding_side=padding_side,
+            dtype=dtype,
+            merge_lora=merge_lora,
+            base_model=base_model,
+            trust_remote_code=trust_remote_code,
+            model_kwargs=model_kwargs,
         )
+        settings = loading.encoder_settings(stored, pooling, prompt, max_length, normalize)
+        encoder = cls(backbone, tokenizer, **settings, padding_free=padding_free)
         encoder.name_or_path = absolute_location(location)
         if Path(location).is_dir():
-            encoder._load_heads(Path(location))
+            head_set.load_heads(encoder, Path(location))
         return encoder
 
-    def _default_max_length(self) -> int:
-        candidates = [DEFAULT_MAX_LENGTH, getattr(self.tokenizer, "model_max_length", None)]
-        positions = getattr(getattr(self.backbone, "config", None), "max_position_embeddings", None)
-        candidates.append(positions)
-        return min(int(c) for c in candidates if isinstance(c, int | float) and c > 0)
-
-    # ----------------------------------------------------------------- properties
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
@@ -210,14 +142,8 @@ class SentenceEncoder(nn.Module):
         return int(self.backbone.config.hidden_size)
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "pooling": self.pooling,
-            "prompt": self.prompt,
-            "max_length": self.max_length,
-            "normalize": self.normalize,
-        }
+        return {name: getattr(self, name) for name in files.SETTING_NAMES}
 
-    # ----------------------------------------------------------------- heads
     def add_head(self, name: str, head: nn.Module, *, pair_scorer: bool = False) -> nn.Module:
         """Add ``head`` (an instance of a class registered with
         :func:`sts_core.heads.register_head`) as the submodule ``name``: trained with the
@@ -225,32 +151,16 @@ class SentenceEncoder(nn.Module):
         rebuilt by :meth:`from_pretrained`. It replaces an earlier head or extra module of
         that name; it is moved to the encoder's device. ``pair_scorer``: score pairs with
         its ``score(u, v)`` (see :meth:`score_pairs`). Returns the head."""
-        head_entry(head)  # TypeError for a class that is not registered
-        if not isinstance(name, str) or not name.isidentifier() or name == "backbone":
-            raise ValueError(f"head name {name!r}: a Python identifier other than 'backbone'")
-        if hasattr(self, name) and name not in self._modules:
-            raise ValueError(f"head name {name!r} is an attribute of the encoder already")
-        self.add_module(name, head.to(self.device))
-        if name not in self._head_names:
-            self._head_names.append(name)
-        if pair_scorer:
-            self.pair_scorer = name
-        return head
+        return head_set.add_head(self, name, head, pair_scorer)
 
     def remove_head(self, name: str) -> nn.Module:
         """Remove the head ``name`` (and stop scoring pairs with it); return it."""
-        if name not in self._head_names:
-            raise KeyError(f"no head {name!r}; heads: {', '.join(self._head_names) or 'none'}")
-        head = self._modules.pop(name)
-        self._head_names.remove(name)
-        if self._pair_scorer == name:
-            self._pair_scorer = None
-        return head
+        return head_set.remove_head(self, name)
 
     @property
     def heads(self) -> Mapping[str, nn.Module]:
         """The heads added by :meth:`add_head`, by name (read-only)."""
-        return MappingProxyType({name: self._modules[name] for name in self._head_names})
+        return head_set.heads(self)
 
     @property
     def pair_scorer(self) -> str | None:
@@ -259,84 +169,17 @@ class SentenceEncoder(nn.Module):
 
     @pair_scorer.setter
     def pair_scorer(self, name: str | None) -> None:
-        if name is not None:
-            if name not in self._head_names:
-                raise ValueError(
-                    f"pair_scorer {name!r} is not a head of this encoder (heads: "
-                    f"{', '.join(self._head_names) or 'none'}; add it with add_head)"
-                )
-            if not can_score_pairs(self._modules[name]):
-                raise ValueError(f"head {name!r} has no score(u, v) for sentence pairs")
-        self._pair_scorer = name
+        head_set.set_pair_scorer(self, name)
 
     def score_pairs(self, u: Any, v: Any) -> torch.Tensor:
         """Similarity of each pair of embeddings ``u[i]``, ``v[i]`` (tensors or arrays of
         shape ``(n, dim)``): the cosine similarity, or the pair-scoring head's
         ``score(u, v)`` when :attr:`pair_scorer` names one. Returns ``(n,)``."""
-        u = torch.as_tensor(u)
-        v = torch.as_tensor(v)
-        if self._pair_scorer is None:
-            return nn.functional.cosine_similarity(u, v, dim=-1)
-        head = self._modules[self._pair_scorer]
-        parameter = next(head.parameters(), None)
-        if parameter is not None:
-            u = u.to(device=parameter.device, dtype=parameter.dtype)
-            v = v.to(device=parameter.device, dtype=parameter.dtype)
-        return head.score(u, v)
+        return head_set.score_pairs(self, u, v)
 
     def heads_config(self) -> dict[str, Any]:
-        """What ``sts_heads.json`` records: each head's type, config and module; the pair
-        scorer."""
-        return {
-            "format": HEADS_FORMAT,
-            "heads": {name: head_entry(head) for name, head in self.heads.items()},
-            "pair_scorer": self._pair_scorer,
-        }
-
-    def _load_heads(self, folder: Path) -> None:
-        """Rebuild the heads of ``sts_heads.json`` with their weights from
-        ``sts_extra_modules.safetensors`` (strict, per head); other extra weights are
-        ignored with a warning (a folder saved before heads were recorded, or a module
-        added with ``add_module``: add it again and use :meth:`load_weights`)."""
-        listing = read_json(folder / HEADS_CONFIG_NAME)
-        extra_file = folder / EXTRA_WEIGHTS_NAME
-        weights: dict[str, torch.Tensor] = {}
-        if extra_file.is_file():
-            from safetensors.torch import load_file
-
-            weights = load_file(extra_file)
-        entries = (listing or {}).get("heads", {})
-        used: set[str] = set()
-        for name, entry in entries.items():
-            try:
-                head = build_head(entry)
-            except (TypeError, ValueError) as error:
-                raise OSError(f"model folder {folder}: head {name!r}: {error}") from error
-            prefix = f"{name}."
-            own = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
-            try:
-                head.load_state_dict(own, strict=True)
-            except RuntimeError as error:
-                raise OSError(
-                    f"model folder {folder}: the weights of head {name!r} in "
-                    f"{EXTRA_WEIGHTS_NAME} do not fit it: {error}"
-                ) from error
-            used.update(prefix + key for key in own)
-            self.add_head(name, head)
-        if listing and listing.get("pair_scorer") is not None:
-            self.pair_scorer = listing["pair_scorer"]
-        ignored = sorted(key for key in weights if key not in used)
-        if ignored:
-            modules = sorted({key.split(".", 1)[0] for key in ignored})
-            logger.warning(
-                "%s: the extra weights of %s in %s are not heads this folder records (%s): "
-                "they are ignored; add those modules to the encoder and call load_weights to "
-                "use them",
-                folder,
-                ", ".join(modules),
-                EXTRA_WEIGHTS_NAME,
-                "no " + HEADS_CONFIG_NAME if listing is None else HEADS_CONFIG_NAME,
-            )
+        """What ``sts_heads.json`` records: each head's type, config and module; the pair scorer."""
+        return head_set.heads_config(self)
 
     def gradient_checkpointing_enable(
         self, gradient_checkpointing_kwargs: dict | None = None
@@ -346,7 +189,6 @@ class SentenceEncoder(nn.Module):
             gradient_checkpointing_kwargs=gradient_checkpointing_kwargs
         )
 
-    # ----------------------------------------------------------------- forward
     def tokenize(self, sentences: Sequence[str], padding: bool | str = True) -> Any:
         """Apply the prompt, tokenize with truncation and pad (``return_tensors="pt"``).
 
@@ -354,40 +196,14 @@ class SentenceEncoder(nn.Module):
         template (:meth:`fit_to_prompt`), so the template's last token — the one
         last-token pooling reads — is never cut off.
         """
-        if self.prompt is not None and self.max_length:
-            sentences = self.fit_to_prompt(sentences)
-        texts = [apply_prompt(self.prompt, s) for s in sentences]
-        return self.tokenizer(
-            texts,
-            padding=padding,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt" if padding else None,
-        )
+        return encoding.tokenize(self, sentences, padding)
 
     def fit_to_prompt(self, sentences: Sequence[str]) -> list[str]:
         """Each sentence shortened (to its first tokens, decoded) so that it fits in
         ``max_length`` tokens together with the prompt template and special tokens; others
         as they are. As the Pcc-tuning and PromptEOL code cut the sentence, not the prompt.
         """
-        overhead = len(self.tokenizer(apply_prompt(self.prompt, ""))["input_ids"])
-        budget = self.max_length - overhead
-        if budget < 1:
-            raise ValueError(
-                f"max_length {self.max_length} leaves no room for the sentence: the prompt "
-                f"{self.prompt!r} takes {overhead} tokens with the special tokens"
-            )
-        fitted = list(sentences)
-        ids = self.tokenizer(fitted, add_special_tokens=False)["input_ids"]
-        for index, tokens in enumerate(ids):
-            keep = budget
-            while len(tokens) > keep and keep > 0:  # a decoded cut may re-tokenize longer
-                fitted[index] = self.tokenizer.decode(tokens[:keep]).strip()
-                text = apply_prompt(self.prompt, fitted[index])
-                if len(self.tokenizer(text)["input_ids"]) <= self.max_length:
-                    break
-                keep -= 1
-        return fitted
+        return encoding.fit_to_prompt(self, sentences)
 
     def forward(
         self,
@@ -412,13 +228,7 @@ class SentenceEncoder(nn.Module):
         parameters it uses belong to the forward DDP tracks (a parameter used after the
         forward breaks DDP's gradient reduction).
         """
-        if columns is not None:
-            embeddings = self.embed_columns(columns)
-        elif input_ids is None or attention_mask is None:
-            raise TypeError("forward takes input_ids and attention_mask, or columns")
-        else:
-            embeddings = self._embed_batch(input_ids, attention_mask, **features)
-        return embeddings if then is None else then(embeddings)
+        return encoding.forward(self, input_ids, attention_mask, then, columns, features)
 
     def embed_columns(
         self, columns: Mapping[str, dict[str, torch.Tensor]]
@@ -430,24 +240,7 @@ class SentenceEncoder(nn.Module):
         longest sentence: the work, the dropout draws and the padding side (left-padded
         decoders) are those of sentence-transformers, which embeds each column apart.
         """
-        if len(columns) > 1 and self.uses_padding_free():
-            merged, sizes = concat_features(list(columns.values()))
-            flat = self._embed_batch(**merged)
-            return dict(zip(columns, flat.split(sizes), strict=True))
-        return {name: self._embed_batch(**features) for name, features in columns.items()}
-
-    def _embed_batch(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **features: Any
-    ) -> torch.Tensor:
-        """Pooled (and, with ``normalize``, unit-length) embeddings of one tokenized batch."""
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        inputs.update({k: v for k, v in features.items() if k in self._forward_keys})
-        hidden = needs_hidden_states(self.pooling)
-        last, states = run_backbone(self, inputs, hidden)
-        embeddings = pool(self.pooling, last, attention_mask, states)
-        if self.normalize:
-            embeddings = nn.functional.normalize(embeddings, p=2, dim=-1)
-        return embeddings
+        return encoding.embed_columns(self, columns)
 
     def uses_padding_free(self) -> bool:
         """Whether :meth:`forward` runs without padding now (:meth:`packing_path`)."""
@@ -461,9 +254,8 @@ class SentenceEncoder(nn.Module):
         ``AUTO_TAKES_VARLEN``). ``true``: ``varlen`` where the backbone allows it and a fused
         kernel exists on the module's device, else ``block_mask``. Evaluation always pads.
         """
-        return choose_path(self)
+        return packing.choose_path(self)
 
-    # ----------------------------------------------------------------- encode
     def encode(
         self,
         sentences: str | Sequence[str],
@@ -483,72 +275,10 @@ class SentenceEncoder(nn.Module):
         copied without blocking, and the vectors stay on the device until one copy at the
         end, so the host prepares the next batch while the device computes.
         """
-        _check_positive("batch_size", batch_size)
-        if token_budget is not None:
-            _check_positive("token_budget", token_budget)
-        single = isinstance(sentences, str)
-        items = [sentences] if single else list(sentences)
-        distinct = list(dict.fromkeys(items))
-        vectors = self._encode_distinct(distinct, batch_size, show_progress_bar, token_budget)
-        if normalize:
-            vectors = nn.functional.normalize(vectors, p=2, dim=-1)
-        position = {sentence: i for i, sentence in enumerate(distinct)}
-        result = vectors[[position[s] for s in items]].numpy()
-        return result[0] if single else result
+        return encoding.encode(
+            self, sentences, batch_size, show_progress_bar, normalize, token_budget
+        )
 
-    def _encode_distinct(
-        self,
-        sentences: list[str],
-        batch_size: int,
-        progress: bool,
-        token_budget: int | None = None,
-    ) -> torch.Tensor:
-        if not sentences:
-            return torch.empty(0, self.dimension, dtype=torch.float32)
-        encoded = self.tokenize(sentences, padding=False)
-        lengths = np.fromiter(map(len, encoded["input_ids"]), dtype=np.int64)
-        order = np.argsort(-lengths, kind="stable")
-        bounds = batch_bounds(lengths[order], batch_size, token_budget)
-        device = self.device
-        output = torch.empty(len(sentences), self.dimension, dtype=torch.float32, device=device)
-        # restore each submodule's own mode afterwards: a freshly loaded encoder is in train
-        # mode while its backbone is in eval mode, and self.train(True) would turn dropout on
-        modes = {module: module.training for module in self.modules()}
-        self.eval()
-        try:
-            with torch.inference_mode():
-                for start, end in tqdm(
-                    bounds, desc="Encoding", disable=not progress or len(bounds) < 2
-                ):
-                    index = order[start:end]
-                    batch = self._padded_batch(encoded, index, device)
-                    rows = torch.as_tensor(index, device=device)
-                    output[rows] = self(**batch).float()
-        finally:
-            for module, training in modes.items():
-                module.training = training
-        return output.cpu()
-
-    def _padded_batch(
-        self, encoded: Mapping[str, list[list[int]]], index: np.ndarray, device: torch.device
-    ) -> dict[str, torch.Tensor]:
-        """The rows ``index`` of the unpadded tokenization as padded tensors on ``device``
-        (the tokenizer's padding side and pad values), pinned and copied without blocking
-        on a GPU."""
-        left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        fills = {
-            "input_ids": self.tokenizer.pad_token_id,
-            "token_type_ids": getattr(self.tokenizer, "pad_token_type_id", 0),
-        }
-        batch = {}
-        for key, rows in encoded.items():
-            padded = torch.from_numpy(pad_rows([rows[i] for i in index], fills.get(key, 0), left))
-            if device.type == "cuda":
-                padded = padded.pin_memory()
-            batch[key] = padded.to(device, non_blocking=True)
-        return batch
-
-    # ----------------------------------------------------------------- saving
     def save_pretrained(
         self,
         output_dir: str | os.PathLike,
@@ -574,7 +304,7 @@ class SentenceEncoder(nn.Module):
         staging folder, moved into place, and ``sts_save_complete.json`` is written last; a
         folder without it is refused by :meth:`from_pretrained` and :meth:`load_weights`.
         """
-        save_folder(
+        files.save_folder(
             self, output_dir, state_dict, model_card, safe_serialization, write_extra, merge_lora
         )
 
@@ -583,55 +313,4 @@ class SentenceEncoder(nn.Module):
         folder must be a complete save (see :mod:`sts_core.saving`). A LoRA encoder loads
         the folder's adapter (the folder itself, or ``lora_adapter/`` of a merged save) and
         its extra weights; its base weights stay as they are (frozen in training)."""
-        load_weights(self, folder)
-
-
-def batch_bounds(
-    lengths: np.ndarray, batch_size: int, token_budget: int | None = None
-) -> list[tuple[int, int]]:
-    """``(start, end)`` of each batch over sentences sorted longest first: ``batch_size``
-    sentences, or with ``token_budget`` as many as fit ``count × first length ≤ budget``
-    (at least one)."""
-    total = len(lengths)
-    if token_budget is None:
-        return [(start, min(start + batch_size, total)) for start in range(0, total, batch_size)]
-    bounds, start = [], 0
-    while start < total:
-        size = max(1, token_budget // max(int(lengths[start]), 1))
-        bounds.append((start, min(start + size, total)))
-        start += size
-    return bounds
-
-
-def pad_rows(rows: Sequence[Sequence[int]], fill: int, left: bool = False) -> np.ndarray:
-    """Token rows as one ``(len(rows), longest)`` int64 array, ``fill`` on the padding side."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max()) if len(rows) else 0
-    padded = np.full((len(rows), width), fill, dtype=np.int64)
-    columns = np.arange(width)
-    real = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]
-    padded[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
-    return padded
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-
-
-def _resolve_dtype(dtype: str | torch.dtype | None) -> str | torch.dtype:
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype) or dtype == "auto":
-        return dtype
-    names = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
-    if dtype not in names:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(names)} or auto")
-    return names[dtype]
+        files.load_weights(self, folder)
