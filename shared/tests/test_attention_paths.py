@@ -20,15 +20,17 @@ from transformers import (
     RobertaModel,
 )
 
-import sts_core.encoder as encoder_module
-from sts_core.attention import (
+import sts_core.encoder.packing as packing_module
+from sts_core.encoder import SentenceEncoder
+from sts_core.encoder.encoding import batch_bounds, pad_rows
+from sts_core.encoder.packing import (
     VARLEN_ATTENTION,
     VarlenPacking,
+    padding_free_mode,
     reference_varlen_attention,
     varlen_attention,
     varlen_kernel,
 )
-from sts_core.encoder import SentenceEncoder, batch_bounds, pad_rows, padding_free_mode
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.config import ModelArguments
@@ -269,13 +271,13 @@ def test_auto_chooses_by_device_and_kernel(
 
     cuda = property(lambda self: torch.device("cuda"))
     monkeypatch.setattr(SentenceEncoder, "device", cuda)
-    monkeypatch.setattr(encoder_module, "varlen_kernel", lambda device: None)
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: None)
     path, reason = bert.packing_path()
     assert path == "padded" and "padding is faster than a dense block mask" in reason
     bert.padding_free = "true"
     assert bert.packing_path()[0] == "block_mask"  # true: pack wherever possible
     bert.padding_free = "auto"
-    monkeypatch.setattr(encoder_module, "varlen_kernel", lambda device: "torch")
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "torch")
     path, reason = bert.packing_path()  # a CUDA-only path stays opt-in until measured
     assert path == "padded" and "not yet measured on a GPU" in reason
     for encoder in (bert, llama):
@@ -283,7 +285,7 @@ def test_auto_chooses_by_device_and_kernel(
         path, reason = encoder.packing_path()
         assert path == "varlen" and "torch varlen kernel" in reason  # decoders: varlen only
     assert "no attention dropout: 0.1 is not applied" in bert.packing_path()[1]  # said
-    monkeypatch.setattr(encoder_module, "AUTO_TAKES_VARLEN", True)
+    monkeypatch.setattr(packing_module, "AUTO_TAKES_VARLEN", True)
     bert.padding_free = "auto"
     assert bert.packing_path()[0] == "varlen"
 

@@ -17,7 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from sts_core.encoder import ENCODER_CONFIG_NAME, EXTRA_WEIGHTS_NAME, SentenceEncoder
+from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
+from sts_core.saving import ENCODER_CONFIG_NAME
 
 SENTENCES = [
     "a man is playing a guitar",

@@ -17,16 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from sts_core.encoder import (
-    ADAPTER_CONFIG_NAME,
-    ENCODER_CONFIG_NAME,
-    LORA_ADAPTER_DIR,
-    SentenceEncoder,
-    check_model_location,
-    is_lora_model,
-    merged_lora_state,
-)
+from sts_core.encoder import SentenceEncoder, check_model_location
+from sts_core.encoder.location import ADAPTER_CONFIG_NAME
+from sts_core.encoder.lora import LORA_ADAPTER_DIR, is_lora_model, merged_lora_state
 from sts_core.heads import LinearHead
+from sts_core.saving import ENCODER_CONFIG_NAME
 from sts_core.testing import make_tiny_llama, write_fixture_recipe
 from sts_core.training.config import ModelArguments
 from sts_core.training.parser import ConfigParser

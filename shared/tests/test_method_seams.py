@@ -353,7 +353,7 @@ def test_freeze_backbone_with_a_loss_without_head_stops_before_loading(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before the check")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     fixtures = Path(__file__).parent / "fixtures" / "training"
     recipe = write_fixture_recipe(
         tmp_path / "r.yaml",

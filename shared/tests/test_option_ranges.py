@@ -194,7 +194,7 @@ def test_a_nan_learning_rate_stops_the_run_with_one_line_before_the_model_loads(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before the options were checked")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     recipe = fixture_recipe(tmp_path, tiny_bert_dir)
     assert main(["--config", str(recipe), "--learning_rate", "nan"]) == 2
     line = one_line_error(capsys.readouterr().err)

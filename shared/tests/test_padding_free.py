@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sts_core.encoder import SentenceEncoder, TokenPacking, _first_fit_decreasing, concat_features
+from sts_core.encoder import SentenceEncoder
+from sts_core.encoder.packing import TokenPacking, _first_fit_decreasing, concat_features
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.collator import SentenceCollator, split_features

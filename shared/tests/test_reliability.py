@@ -199,14 +199,14 @@ def test_models_dir_unset_falls_back_to_the_hub_id_when_reachable(
 
 def test_hub_id_without_the_hub_fails_at_once(monkeypatch) -> None:  # #9
     monkeypatch.setattr("sts_core.data.hub.hub_reachable", lambda timeout=3.0: False)
-    monkeypatch.setattr("sts_core.encoder._in_hub_cache", lambda model_id: False)
+    monkeypatch.setattr("sts_core.encoder.location._in_hub_cache", lambda model_id: False)
     with pytest.raises(FileNotFoundError, match="STS_MODELS_DIR"):
         check_model_location("sentence-transformers/all-MiniLM-L6-v2")
 
 
 def test_hub_id_in_the_local_cache_is_accepted_offline(monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr("sts_core.encoder._in_hub_cache", lambda model_id: True)
+    monkeypatch.setattr("sts_core.encoder.location._in_hub_cache", lambda model_id: True)
     assert check_model_location("org/cached-model") == "org/cached-model"
 
 

@@ -58,7 +58,7 @@ def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before the options were checked")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     fixtures = Path(__file__).parent / "fixtures"
     recipe = write_fixture_recipe(
         tmp_path / "r.yaml",

@@ -31,7 +31,7 @@ def test_softmax_on_similarity_scores_stops_before_the_model_is_loaded(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before the labels were checked")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     assert main(["--config", str(recipe(tmp_path, tiny_bert_dir, loss="softmax"))]) == 2
     line = one_line_error(capsys.readouterr().err)
     assert "no label column 'label'" in line

@@ -181,7 +181,7 @@ def test_a_second_stage_with_another_head_stops_before_loading(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before its head was checked")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     second = write_recipe(tmp_path / "s2.yaml", stage1, tmp_path / "s2", pair_features="u,v")
     assert main(["--config", str(second)]) == 2
     line = one_line_error(capsys.readouterr().err)
@@ -217,7 +217,7 @@ def test_bad_input_stops_with_one_line_before_the_model_loads(
     def not_loaded(*args, **kwargs):
         raise AssertionError("the model was loaded before the input was checked")
 
-    monkeypatch.setattr("sts_core.encoder.SentenceEncoder.from_pretrained", not_loaded)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
     recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
     assert main(["--config", str(recipe)]) == 2
     assert words in one_line_error(capsys.readouterr().err)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from sts_core.encoder import padding_free_mode
+from sts_core.encoder.packing import padding_free_mode
 from sts_core.options import (
     BELOW_ONE,
     FINITE,

@@ -68,7 +68,7 @@ def apply_lora(encoder: Any, model_args: ModelArguments) -> Any:
     ``model_args`` are not used (a warning says so when they differ).
     """
     peft = require("peft", feature="use_lora")
-    from sts_core.encoder import check_mergeable, is_lora_model
+    from sts_core.encoder.lora import check_mergeable, is_lora_model
 
     if is_lora_model(encoder.backbone):
         _continue_adapter(encoder, model_args, peft)

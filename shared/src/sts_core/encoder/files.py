@@ -1,0 +1,265 @@
+"""The encoder's saved folder: writing it (the backbone or its LoRA adapter, the tokenizer,
+``sts_encoder_config.json``, the extra weights and ``sts_heads.json``, the
+sentence-transformers files), loading its weights into an encoder, and reading the
+settings a folder stores (ours, else sentence-transformers')."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sts_core.encoder.location import ADAPTER_CONFIG_NAME, is_adapter_folder, read_json
+from sts_core.encoder.lora import (
+    ADAPTER_WEIGHTS_NAMES,
+    LORA_ADAPTER_DIR,
+    is_lora_model,
+    load_lora_weights,
+    write_lora,
+)
+from sts_core.heads import HEADS_CONFIG_NAME
+from sts_core.saving import (
+    ENCODER_CONFIG_NAME,
+    SAVE_MARKER,
+    check_complete_save,
+    staged_contents,
+)
+
+if TYPE_CHECKING:
+    from sts_core.encoder.model import SentenceEncoder
+
+logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
+
+EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
+# The encoder settings a folder records (SentenceEncoder.settings)
+SETTING_NAMES = ("pooling", "prompt", "max_length", "normalize")
+ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
+# Files a save writes only in some settings: removed from the folder when a save omits them.
+OPTIONAL_FILES = (
+    EXTRA_WEIGHTS_NAME,
+    HEADS_CONFIG_NAME,
+    ADAPTER_CONFIG_NAME,
+    *ADAPTER_WEIGHTS_NAMES,
+    LORA_ADAPTER_DIR,
+    "config.json",  # an adapter save replacing a full one: no stale full model left behind
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling",
+    "2_Normalize",
+    "README.md",
+)
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries that matter for reproducing an embedding."""
+    versions = {"python": platform.python_version()}
+    for dist in ("sts-core", "torch", "transformers", "sentence-transformers"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
+    """Pooling, normalisation and max length of a sentence-transformers folder, if it is one."""
+    modules = read_json(folder / "modules.json")
+    if not modules:
+        return {}
+    settings: dict[str, Any] = {"normalize": any(m["type"].endswith("Normalize") for m in modules)}
+    pooling_dirs = [m["path"] for m in modules if m["type"].endswith("Pooling")]
+    pooling_config = read_json(folder / pooling_dirs[0] / "config.json") if pooling_dirs else None
+    if pooling_config:
+        settings["pooling"] = _st_pooling_to_ours(pooling_config)
+    bert_config = read_json(folder / "sentence_bert_config.json") or {}
+    if bert_config.get("max_seq_length"):
+        settings["max_length"] = int(bert_config["max_seq_length"])
+    return settings
+
+
+def _st_pooling_to_ours(config: dict[str, Any]) -> str:
+    mode = config.get("pooling_mode")
+    if mode is None:
+        legacy = {
+            "pooling_mode_cls_token": "cls",
+            "pooling_mode_max_tokens": "max",
+            "pooling_mode_mean_tokens": "mean",
+            "pooling_mode_lasttoken": "last_token",
+        }
+        unsupported = [k for k in config if k.startswith("pooling_mode_") and config[k]]
+        unsupported = [k for k in unsupported if k not in legacy]
+        active = [ours for key, ours in legacy.items() if config.get(key)]
+        if unsupported or len(active) > 1:
+            raise ValueError(f"sentence-transformers pooling {config} has no equivalent here")
+        return active[0] if active else "mean"
+    reverse = {theirs: ours for ours, theirs in ST_POOLING_NAMES.items()}
+    if mode not in reverse:
+        raise ValueError(f"sentence-transformers pooling {mode!r} has no equivalent here")
+    return reverse[mode]
+
+
+def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
+    """Encoder settings stored in a local folder: ours first, else sentence-transformers'."""
+    path = Path(folder)
+    if not path.is_dir():
+        return {}
+    ours = read_json(path / ENCODER_CONFIG_NAME)
+    if ours is not None:
+        return {k: ours[k] for k in SETTING_NAMES if k in ours}
+    return _settings_from_sentence_transformers(path)
+
+
+def save_folder(
+    encoder: SentenceEncoder,
+    output_dir: str | os.PathLike,
+    state_dict: dict[str, torch.Tensor] | None,
+    model_card: str | None,
+    safe_serialization: bool,
+    write_extra: Callable[[Path], None] | None,
+    merge_lora: bool | None,
+) -> None:
+    """:meth:`SentenceEncoder.save_pretrained`: the folder staged, then published whole."""
+    merge = encoder.merge_lora if merge_lora is None else merge_lora
+    if merge and not is_lora_model(encoder.backbone):
+        raise ValueError("merge_lora: this encoder has no LoRA adapter to merge")
+    with staged_contents(output_dir, replaces=OPTIONAL_FILES) as folder:
+        _write_folder(encoder, folder, state_dict, model_card, safe_serialization, merge)
+        if write_extra is not None:
+            write_extra(folder)
+
+
+def _write_folder(
+    encoder: SentenceEncoder,
+    folder: Path,
+    state_dict: dict[str, torch.Tensor] | None,
+    model_card: str | None,
+    safe_serialization: bool,
+    merge_lora: bool = False,
+) -> None:
+    state = state_dict if state_dict is not None else encoder.state_dict()
+    backbone_state = {
+        k[len("backbone.") :]: v for k, v in state.items() if k.startswith("backbone.")
+    }
+    extra_state = {k: v for k, v in state.items() if not k.startswith("backbone.")}
+    config = {**encoder.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
+    if is_lora_model(encoder.backbone):
+        config.update(
+            write_lora(encoder.backbone, folder, backbone_state, safe_serialization, merge_lora)
+        )
+    else:
+        encoder.backbone.save_pretrained(
+            folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
+        )
+    encoder.tokenizer.save_pretrained(folder)
+    if extra_state:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in extra_state.items()}, folder / EXTRA_WEIGHTS_NAME)
+    if encoder._head_names:
+        _write_json(folder / HEADS_CONFIG_NAME, encoder.heads_config())
+    (folder / ENCODER_CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+    _write_sentence_transformers_files(encoder, folder)
+    if model_card is not None:
+        (folder / "README.md").write_text(model_card, encoding="utf-8")
+
+
+def _write_sentence_transformers_files(encoder: SentenceEncoder, folder: Path) -> None:
+    if encoder.pooling not in ST_POOLING_NAMES or encoder.prompt is not None:
+        logger.warning(
+            "sentence-transformers has no equivalent of pooling=%s with prompt=%r: the folder "
+            "loads with AutoModel and SentenceEncoder, not with SentenceTransformer",
+            encoder.pooling,
+            encoder.prompt,
+        )
+        return
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    if encoder.normalize:
+        modules.append(
+            {
+                "idx": 2,
+                "name": "2",
+                "path": "2_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
+        )
+        (folder / "2_Normalize").mkdir(exist_ok=True)
+    _write_json(folder / "modules.json", modules)
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    _write_json(folder / "1_Pooling" / "config.json", _st_pooling_config(encoder))
+    _write_json(
+        folder / "sentence_bert_config.json",
+        {"max_seq_length": encoder.max_length, "do_lower_case": False},
+    )
+    _write_json(
+        folder / "config_sentence_transformers.json",
+        {
+            "__version__": library_versions(),
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
+
+
+def _st_pooling_config(encoder: SentenceEncoder) -> dict[str, Any]:
+    theirs = ST_POOLING_NAMES[encoder.pooling]
+    return {
+        "word_embedding_dimension": encoder.dimension,
+        "pooling_mode_cls_token": theirs == "cls",
+        "pooling_mode_mean_tokens": theirs == "mean",
+        "pooling_mode_max_tokens": theirs == "max",
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": theirs == "lasttoken",
+        "include_prompt": True,
+    }
+
+
+def _write_json(path: Path, content: Any) -> None:
+    path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+
+
+def load_weights(encoder: SentenceEncoder, folder: str | os.PathLike) -> None:
+    """:meth:`SentenceEncoder.load_weights`: the weights of a complete save, strict."""
+    from transformers import AutoModel
+
+    path = Path(folder)
+    check_complete_save(path, required=True)
+    if is_lora_model(encoder.backbone):
+        load_lora_weights(encoder, path, path / EXTRA_WEIGHTS_NAME)
+        return
+    if is_adapter_folder(path):
+        raise OSError(
+            f"could not load the weights in {path}: it holds a LoRA adapter and this "
+            "encoder has no LoRA backbone (apply the same LoRA configuration first)"
+        )
+    try:
+        dtype = next(encoder.backbone.parameters()).dtype
+        reloaded = AutoModel.from_pretrained(path, dtype=dtype)
+        state = {f"backbone.{k}": v for k, v in reloaded.state_dict().items()}
+        extra = path / EXTRA_WEIGHTS_NAME
+        if extra.is_file():
+            from safetensors.torch import load_file
+
+            state.update(load_file(extra))
+        encoder.load_state_dict(state, strict=True)
+    except Exception as error:  # noqa: BLE001 - name the folder whatever failed
+        raise OSError(f"could not load the weights in {path}: {error}") from error

@@ -1,0 +1,244 @@
+"""The shape of the source: no class over 300 lines, no import cycle among ``sts_core``'s
+modules. Both read the files with ``ast`` (nothing is imported)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "shared" / "src"
+SOURCE_ROOTS = [CORE, *sorted((ROOT / "packages").glob("*/src"))]
+
+MAX_CLASS_LINES = 300
+# Known classes over MAX_CLASS_LINES, as "path:Class"; each entry must still be over it.
+LONG_CLASSES_ALLOWED = {
+    # removed when the trainer is split (another change is redesigning sts_core.training)
+    "shared/src/sts_core/training/trainer.py:BaseTrainer",
+}
+
+
+# ----------------------------------------------------------------- class length
+def class_lengths(roots: list[Path], base: Path = ROOT) -> Iterator[tuple[str, int]]:
+    """``("path:Class", lines)`` of every class (nested ones too) under ``roots``, the path
+    relative to ``base``; the lines from ``class`` to the end of its body."""
+    for root in roots:
+        for file in sorted(root.rglob("*.py")):
+            tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    where = f"{file.relative_to(base).as_posix()}:{node.name}"
+                    yield where, node.end_lineno - node.lineno + 1
+
+
+def test_no_class_is_over_300_lines() -> None:
+    lengths = dict(class_lengths(SOURCE_ROOTS))
+    long = {where: lines for where, lines in lengths.items() if lines > MAX_CLASS_LINES}
+    offenders = [
+        f"{where}: {lines} lines"
+        for where, lines in long.items()
+        if where not in LONG_CLASSES_ALLOWED
+    ]
+    stale = [
+        f"{where}: {lengths[where]} lines" if where in lengths else f"{where}: no such class"
+        for where in sorted(LONG_CLASSES_ALLOWED)
+        if where not in long
+    ]
+    assert not offenders, f"classes over {MAX_CLASS_LINES} lines: {'; '.join(offenders)}"
+    assert not stale, (
+        f"allowed long classes that are no longer over {MAX_CLASS_LINES} lines (remove them "
+        f"from LONG_CLASSES_ALLOWED): {'; '.join(stale)}"
+    )
+
+
+def test_the_class_counter_counts_every_class_from_class_to_its_end(tmp_path: Path) -> None:
+    (tmp_path / "long.py").write_text(
+        "class Long:\n" + "    x = 1\n" * MAX_CLASS_LINES + "\n\ndef f():\n"
+        "    class Inner:\n        pass\n",
+        encoding="utf-8",
+    )
+    assert dict(class_lengths([tmp_path], base=tmp_path)) == {
+        "long.py:Long": MAX_CLASS_LINES + 1,
+        "long.py:Inner": 2,
+    }
+
+
+# ----------------------------------------------------------------- import cycles
+def module_files(src: Path, top: str) -> dict[str, Path]:
+    """Module name → file for the package ``top`` under ``src`` (a package is its
+    ``__init__``)."""
+    modules = {}
+    for file in sorted((src / top).rglob("*.py")):
+        parts = list(file.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = file
+    return modules
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
+
+
+def module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported: not those inside
+    functions, nor those under ``if TYPE_CHECKING:``."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
+            pending.extend(node.orelse)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def imported_modules(name: str, is_package: bool, tree: ast.Module, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports at module level: ``import a.b``
+    imports ``a.b``; ``from a import b`` imports ``a.b`` when that is a module, else ``a``;
+    relative imports are resolved against the module's package."""
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in module_level_imports(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        for target in targets:
+            while target and target not in known:  # import a.b.c of a non-module c: a.b
+                target = target.rpartition(".")[0]
+            if target:
+                found.add(target)
+    return found
+
+
+def import_graph(src: Path, top: str) -> dict[str, set[str]]:
+    """Module → the modules of the same top package it imports at module level."""
+    files = module_files(src, top)
+    known = set(files)
+    return {
+        name: imported_modules(
+            name,
+            file.name == "__init__.py",
+            ast.parse(file.read_text(encoding="utf-8"), filename=str(file)),
+            known,
+        )
+        for name, file in files.items()
+    }
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, …, a]``) in each strongly connected component that has one
+    (Tarjan's algorithm; a module importing itself is a cycle too)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [
+        cycle_through(graph, component)
+        for component in components
+        if len(component) > 1 or component[0] in graph.get(component[0], ())
+    ]
+
+
+def cycle_through(graph: Mapping[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest cycle from the first module of ``component`` back to it, inside it."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(graph.get(node, ())):
+                if successor == start:
+                    return [*paths[node], start]
+                if successor in members and successor not in paths:
+                    paths[successor] = [*paths[node], successor]
+                    following.append(successor)
+        frontier = following
+    raise AssertionError(f"{component} is not a cycle")  # pragma: no cover
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c", "d"},
+        "c": {"a"},  # a → b → c → a
+        "d": {"e"},
+        "e": set(),
+        "f": {"f"},  # a module importing itself
+        "g": {"a"},  # leads into the cycle, not part of it
+    }
+    assert sorted(import_cycles(graph)) == [["a", "b", "c", "a"], ["f", "f"]]
+    del graph["c"]
+    del graph["f"]
+    assert import_cycles(graph) == []
+
+
+def test_the_import_graph_reads_module_level_imports_only(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from pkg.sub import thing\n",
+        "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.b\n"
+        "def f():\n    import pkg.c\n",
+        "b.py": "from . import c\nfrom .sub.d import name\n",
+        "c.py": "import pkg.sub.d\ntry:\n    from pkg import a\nexcept ImportError:\n    pass\n",
+        "sub/__init__.py": "thing = 1\n",
+        "sub/d.py": "from .. import b\nfrom ..sub import thing\n",
+    }
+    for path, text in files.items():
+        (package / path).write_text(text, encoding="utf-8")
+    assert import_graph(tmp_path, "pkg") == {
+        "pkg": {"pkg.sub"},
+        "pkg.a": set(),
+        "pkg.b": {"pkg.c", "pkg.sub.d"},
+        "pkg.c": {"pkg.sub.d", "pkg.a"},
+        "pkg.sub": set(),
+        "pkg.sub.d": {"pkg.b", "pkg.sub"},
+    }
+    assert import_cycles(import_graph(tmp_path, "pkg")) == [["pkg.b", "pkg.sub.d", "pkg.b"]]
+
+
+def test_no_import_cycle_among_sts_core_modules() -> None:
+    cycles = [" → ".join(cycle) for cycle in import_cycles(import_graph(CORE, "sts_core"))]
+    assert not cycles, f"import cycles among sts_core modules: {'; '.join(cycles)}"
