@@ -12,11 +12,6 @@ CORE = ROOT / "shared" / "src"
 SOURCE_ROOTS = [CORE, *sorted((ROOT / "packages").glob("*/src"))]
 
 MAX_CLASS_LINES = 300
-# Known classes over MAX_CLASS_LINES, as "path:Class"; each entry must still be over it.
-LONG_CLASSES_ALLOWED = {
-    # removed when the trainer is split (another change is redesigning sts_core.training)
-    "shared/src/sts_core/training/trainer.py:BaseTrainer",
-}
 
 
 # ----------------------------------------------------------------- class length
@@ -34,22 +29,10 @@ def class_lengths(roots: list[Path], base: Path = ROOT) -> Iterator[tuple[str, i
 
 def test_no_class_is_over_300_lines() -> None:
     lengths = dict(class_lengths(SOURCE_ROOTS))
-    long = {where: lines for where, lines in lengths.items() if lines > MAX_CLASS_LINES}
     offenders = [
-        f"{where}: {lines} lines"
-        for where, lines in long.items()
-        if where not in LONG_CLASSES_ALLOWED
-    ]
-    stale = [
-        f"{where}: {lengths[where]} lines" if where in lengths else f"{where}: no such class"
-        for where in sorted(LONG_CLASSES_ALLOWED)
-        if where not in long
+        f"{where}: {lines} lines" for where, lines in lengths.items() if lines > MAX_CLASS_LINES
     ]
     assert not offenders, f"classes over {MAX_CLASS_LINES} lines: {'; '.join(offenders)}"
-    assert not stale, (
-        f"allowed long classes that are no longer over {MAX_CLASS_LINES} lines (remove them "
-        f"from LONG_CLASSES_ALLOWED): {'; '.join(stale)}"
-    )
 
 
 def test_the_class_counter_counts_every_class_from_class_to_its_end(tmp_path: Path) -> None:
