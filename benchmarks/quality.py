@@ -112,32 +112,31 @@ class Method:
 
 # ----------------------------------------------------------------------------- ours
 def train_ours(
-    method: Any,
-    row: Any,
-    extra_config: dict[str, Any] | None = None,
-    relabel: Callable[[Any, Any], Any] | None = None,
+    method: Any, row: Any, extra_config: dict[str, Any] | None = None
 ) -> Callable[[Recipe, int, Any], Any]:
-    """Training for a row a package's method declares (``Method.quality_rows``);
-    ``extra_config``: config fields over the row's own; ``relabel(data, config)``: the
-    training pairs as the run should see them (e.g. with a teacher's labels)."""
+    """Training for a row a package's method declares (``Method.quality_rows``), through
+    the command line's own path (:meth:`TrainingRun.from_arguments`: every check, the
+    method's data preparation, the teacher step of ``teacher_model``, the save);
+    ``extra_config``: config fields over the row's own (e.g. ``teacher_model``)."""
 
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
-        from transformers import set_seed
+        from sts_core.training import DataArguments, ModelArguments, TrainingRun
 
-        set_seed(seed)
-        encoder = load_ours(recipe)
         with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
-            args = method.config(
+            config = method.config(
                 **training_arguments(recipe, seed, output_dir),
                 **{**row.settings, **(extra_config or {})},
                 load_best_model_at_end=False,
             )
-            if relabel is not None:
-                data = relabel(data, args)
-            prepared, _ = method.prepare_train_dataset(data, args)  # SIFTER's
-            trainer_class = method.trainer_for(args)
-            trainer_class(model=encoder, args=args, train_dataset=prepared).train()
-        return encoder
+            model_args = ModelArguments(
+                model_name_or_path=recipe.model,
+                pooling=recipe.pooling,
+                max_seq_length=recipe.max_length,
+            )
+            data_args = DataArguments(data_dir=str(data_dir()), eval_dataset="none")
+            run = TrainingRun.from_arguments(method, model_args, data_args, config, data)
+            run.run()
+            return run.trainer.accelerator.unwrap_model(run.trainer.model)
 
     return train
 

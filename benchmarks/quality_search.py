@@ -38,7 +38,6 @@ all cells in ``--cells``, so the tables grow as searches are added).
 from __future__ import annotations
 
 import argparse
-import gc
 import itertools
 import json
 import os
@@ -131,7 +130,7 @@ def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- training
 class Trainer:
-    """Trains cells on the benchmark's data (teacher labels computed once per setting)."""
+    """Trains cells on the benchmark's data."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -139,7 +138,6 @@ class Trainer:
         if args.train_pairs_cap:
             cap = range(args.train_pairs_cap)
             self.data, self.unit_data = self.data.select(cap), self.unit_data.select(cap)
-        self.teacher_cache: dict[tuple, Any] = {}
 
     def recipe(self, cell: Cell) -> quality.Recipe:
         args = self.args
@@ -154,8 +152,8 @@ class Trainer:
         )
 
     def train(self, cell: Cell) -> Any:
-        """The cell's method on its data; an ``ours-*`` method with ``--set``'s fields and,
-        with ``teacher_model``, the teacher's labels."""
+        """The cell's method on its data; an ``ours-*`` method with ``--set``'s fields (with
+        ``teacher_model``, the run relabels the pairs as ``sts-train`` does)."""
         from sts_core.method import quality_rows
 
         method = quality.METHODS[cell.method]
@@ -163,42 +161,8 @@ class Trainer:
         train = method.train
         if cell.settings:
             ours, row = quality_rows()[cell.method]
-            train = quality.train_ours(
-                ours,
-                row,
-                config_values(cell.settings),
-                lambda pairs, config: self.teacher_labels(config, ours, pairs),
-            )
+            train = quality.train_ours(ours, row, config_values(cell.settings))
         return train(self.recipe(cell), cell.seed, data)
-
-    def teacher_labels(self, config: Any, method: Any, data: Any) -> Any:
-        """``teacher_model``'s relabelled pairs, as ``sts-train`` makes them."""
-        from sts_core.training.distill import apply_teacher, load_teacher
-
-        if not config.teacher_model:
-            return data
-        key = (
-            config.teacher_model,
-            config.teacher_weight,
-            config.teacher_neighbours,
-            len(data),
-            id(data),
-        )
-        if key not in self.teacher_cache:
-            teacher = load_teacher(config.teacher_model, "cpu")
-            relabelled, summary = apply_teacher(
-                data,
-                teacher,
-                method.label_column(config),
-                config.teacher_weight,
-                64,
-                config.teacher_neighbours,
-            )
-            print(f"    teacher labels: {summary}", flush=True)
-            self.teacher_cache[key] = relabelled
-            del teacher
-            gc.collect()
-        return self.teacher_cache[key]
 
 
 # ----------------------------------------------------------------------------- scoring

@@ -87,15 +87,38 @@ class TrainingRun:
         self.argv = None if argv is None else list(argv)
         self.trainer_class: type[BaseTrainer] = self.method.trainer
         self.trainer: BaseTrainer | None = None
+        self.given_train_dataset: Any = None
+        self.parsed = False
         self.model_args: ModelArguments
         self.data_args: DataArguments
         self.config: BaseConfig
         self.inputs: RunInputs | None = None
 
+    @classmethod
+    def from_arguments(
+        cls,
+        method: Any,
+        model_args: ModelArguments,
+        data_args: DataArguments,
+        config: BaseConfig,
+        train_dataset: Any = None,
+    ) -> TrainingRun:
+        """A run of ``method`` from argument objects instead of a command line (what the
+        benchmarks use); ``train_dataset``, a dataset in memory, replaces
+        ``data_args.train_datasets`` (it is still prepared and checked by the method). Every
+        check and step is the command line's."""
+        run = cls(method=method)
+        run.model_args, run.data_args, run.config = model_args, data_args, config
+        run.trainer_class = method.trainer_for(config)
+        run.given_train_dataset = train_dataset
+        run.parsed = True
+        return run
+
     # ------------------------------------------------------------------ the steps
     def parse(self) -> None:
         self.model_args, self.data_args, self.config = self.method.parser().parse(self.argv)
         self.trainer_class = self.method.trainer_for(self.config)
+        self.parsed = True
         logging.basicConfig(
             level=logging.INFO if self.config.should_log else logging.WARNING,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -206,7 +229,7 @@ class TrainingRun:
 
     def prepare_data(self) -> RunInputs:
         """Load and check every data set of the run (ConfigError / DataError)."""
-        return prepare_inputs(self.method, self.data_args, self.config)
+        return prepare_inputs(self.method, self.data_args, self.config, self.given_train_dataset)
 
     def build_model(self) -> Any:
         """The method's model (:meth:`~sts_core.method.Method.build_model`)."""
@@ -260,7 +283,8 @@ class TrainingRun:
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict[str, Any]:
         """Train as the recipe and flags say; return (and write) the metrics."""
-        self.parse()
+        if not self.parsed:
+            self.parse()
         plan = self.check()
         try:
             if self.config.check_only:
@@ -320,13 +344,22 @@ def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
     return results
 
 
-def prepare_inputs(method: Any, data_args: DataArguments, config: BaseConfig) -> RunInputs:
-    """Load and check every data set of the run (ConfigError / DataError on a problem)."""
+def prepare_inputs(
+    method: Any, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
+) -> RunInputs:
+    """Load and check every data set of the run (ConfigError / DataError on a problem);
+    ``train_dataset`` (in memory) instead of ``data_args.train_datasets``."""
     from sts_core.evaluation.sts import STSEvaluator
     from sts_core.training.data import build_dev_set, build_train_dataset, load_reference
 
     label_column = method.label_column(config)
-    train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
+    if train_dataset is None:
+        train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
+    else:
+        data_summary = {
+            "train_pairs": len(train_dataset),
+            "sources": {"in memory": len(train_dataset)},
+        }
     try:
         train_dataset, prepared = method.prepare_train_dataset(train_dataset, config)
     except ValueError as error:
