@@ -10,7 +10,6 @@ import pytest
 from datasets import Dataset
 
 from sts_core.data import (
-    TEST_SETS,
     FilterReport,
     filter_test_overlap,
     load_filtered_stsb_sick,
@@ -19,6 +18,7 @@ from sts_core.data import (
     rescale_scores,
     sick_to_sts,
 )
+from sts_core.names import STS_TASKS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 
@@ -106,7 +106,7 @@ def test_filtered_stsb_sick_on_fixtures():
 
 def test_load_test_sets_fixtures():
     test_sets = load_test_sets(FIXTURES, "raw")
-    assert tuple(test_sets) == TEST_SETS
+    assert tuple(test_sets) == STS_TASKS
     assert [len(ds) for ds in test_sets.values()] == [3, 3, 3, 2, 2, 2, 2]
 
 

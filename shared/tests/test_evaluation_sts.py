@@ -10,8 +10,8 @@ import pytest
 from datasets import Dataset
 from scipy.stats import pearsonr, spearmanr
 
+from sts_core.evaluation import PairEvaluator
 from sts_core.evaluation.sts import (
-    PairSimilarityEvaluator,
     STSEvaluator,
     cosine_scores,
     score_subsets,
@@ -195,7 +195,7 @@ def test_mteb_protocol_reports_one_number_per_task_and_whole_sick(monkeypatch):
 
 def test_pair_similarity_evaluator_contract():
     dev = toy_pairs(30, 3)
-    evaluator = PairSimilarityEvaluator(dev, name="stsb_dev")
+    evaluator = PairEvaluator(dev, name="stsb_dev")
     scores = evaluator(hashed_bag_of_words)
     assert evaluator.primary_metric == "stsb_dev_spearman"
     assert evaluator.greater_is_better is True
@@ -271,11 +271,11 @@ def test_pair_similarity_evaluator_rejects_unusable_dev_set(scores, problem):
     n = len(scores)
     dev = Dataset.from_dict({"sentence1": ["a b"] * n, "sentence2": ["c d"] * n, "score": scores})
     with pytest.raises(DataError) as info:
-        PairSimilarityEvaluator(dev, name="my_dev", source="dev.tsv")
+        PairEvaluator(dev, name="my_dev", source="dev.tsv")
     assert str(info.value).startswith("my_dev (dev.tsv): ")
     assert problem in str(info.value)
     with pytest.raises(DataError, match="^my_dev: "):
-        PairSimilarityEvaluator(dev, name="my_dev")
+        PairEvaluator(dev, name="my_dev")
 
 
 # --------------------------------------------------------------------------- where pairs come from
@@ -328,6 +328,6 @@ def test_the_evaluator_checks_each_task_against_its_source(tmp_path, monkeypatch
 
 
 def test_the_pair_similarity_evaluators_defaults():
-    evaluator = PairSimilarityEvaluator(toy_pairs(6, 1))
+    evaluator = PairEvaluator(toy_pairs(6, 1))
     assert (evaluator.name, evaluator.batch_size) == ("stsb_dev", 64)
-    assert PairSimilarityEvaluator(toy_pairs(6, 1), batch_size=5).batch_size == 5
+    assert PairEvaluator(toy_pairs(6, 1), batch_size=5).batch_size == 5

@@ -19,7 +19,6 @@ from sts_core.data import DataError
 from sts_core.evaluation import (
     CrossEncoderScorer,
     PairEvaluator,
-    PairSimilarityEvaluator,
     cosine_scorer,
     cross_encoder_scorer,
 )
@@ -139,36 +138,21 @@ def test_cosine_scorer_uses_the_models_score_pairs_when_it_has_one() -> None:
     [([2.0, 2.0, 2.0], "all 3 gold scores are equal"), ([4.0], "1 scored pair(s)")],
     ids=["constant", "one row"],
 )
-@pytest.mark.parametrize("kind", ["pair", "similarity", "cross"])
+@pytest.mark.parametrize("kind", ["cosine", "cross"])
 def test_every_pair_evaluator_rejects_an_unusable_set_when_built(kind, scores, problem) -> None:
-    from sts_core.cross_encoder import CrossEncoderEvaluator
-
     n = len(scores)
     dev = Dataset.from_dict({"sentence1": ["a b"] * n, "sentence2": ["c d"] * n, "score": scores})
-    build = {
-        "pair": lambda **kw: PairEvaluator(dev, "my_dev", cosine_scorer, 8, **kw),
-        "similarity": lambda **kw: PairSimilarityEvaluator(dev, "my_dev", 8, **kw),
-        "cross": lambda **kw: CrossEncoderEvaluator(dev, "my_dev", 8, **kw),
-    }[kind]
+    scorer = {"cosine": cosine_scorer, "cross": CrossEncoderScorer()}[kind]
+
+    def build(**kw):
+        return PairEvaluator(dev, "my_dev", scorer, 8, **kw)
+
     with pytest.raises(DataError) as info:
         build(source="dev.tsv")
     assert str(info.value).startswith("my_dev (dev.tsv): ")
     assert problem in str(info.value)
     with pytest.raises(DataError, match="^my_dev: "):
         build()
-
-
-def test_the_former_evaluators_are_pair_evaluators() -> None:
-    from sts_core.cross_encoder import CrossEncoderEvaluator
-
-    similarity = PairSimilarityEvaluator(pairs(), "toy", 4)
-    assert isinstance(similarity, PairEvaluator) and similarity.scorer is cosine_scorer
-    assert similarity(bag_of_words) == PairEvaluator(pairs(), "toy", cosine_scorer)(bag_of_words)
-    cross = CrossEncoderEvaluator(pairs(), "toy", 4)
-    assert isinstance(cross, PairEvaluator) and isinstance(cross.scorer, CrossEncoderScorer)
-    assert cross.tokenizer is None and cross.max_length is None  # read from the model
-    cross.tokenizer, cross.max_length = "tok", 7  # the former way still sets them
-    assert (cross.scorer.tokenizer, cross.scorer.max_length) == ("tok", 7)
 
 
 # --------------------------------------------------------------------------- cross-encoder
@@ -292,16 +276,18 @@ def test_references_load_with_plain_arguments_and_the_training_wrapper_agrees() 
 def test_task_and_pooling_names_are_defined_once() -> None:
     import sts_core
     import sts_core.cli as cli
+    import sts_core.data as data
     import sts_core.names as names
     from sts_core import pooling
-    from sts_core.data import TEST_SETS
     from sts_core.evaluation import STS_TASKS
 
     assert names.STS_TASKS == ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
-    for alias in (cli.TASK_NAMES, STS_TASKS, TEST_SETS, sts_core.STS_TASKS):
+    for alias in (STS_TASKS, sts_core.STS_TASKS):
         assert alias is names.STS_TASKS
-    for alias in (cli.POOLING_CHOICES, pooling.POOLING_MODES, sts_core.POOLING_MODES):
+    for alias in (pooling.POOLING_MODES, sts_core.POOLING_MODES):
         assert alias is names.POOLING_MODES
+    for module, old in ((cli, "TASK_NAMES"), (cli, "POOLING_CHOICES"), (data, "TEST_SETS")):
+        assert not hasattr(module, old)  # the old names are gone
 
 
 def test_names_module_imports_nothing_heavy() -> None:

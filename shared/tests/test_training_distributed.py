@@ -11,7 +11,7 @@ import torch
 import torch.multiprocessing as mp
 
 from sts_core import distributed
-from sts_core.training import all_gather_with_grad, gathered_loss_scale, world_size
+from sts_core.distributed import all_gather_with_grad, gathered_loss_scale, world_size
 
 WORKER_DIR = Path(__file__).parent / "fixtures" / "training"
 CASES = [[4, 4], [5, 3], [1, 6]]  # batch size of rank 0 and rank 1; last batches differ

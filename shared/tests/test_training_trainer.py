@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 from transformers import AutoModel, TrainerCallback
 
 from sts_core.encoder import SentenceEncoder
-from sts_core.evaluation.sts import PairSimilarityEvaluator
+from sts_core.evaluation import PairEvaluator
 from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
     ScriptedEvaluator,
@@ -88,7 +88,7 @@ def test_loss_decreases_parameters_change_and_evaluation_runs(
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     before = {k: v.detach().clone() for k, v in encoder.named_parameters()}
     dataset = toy_dataset()
-    evaluator = PairSimilarityEvaluator(dataset, name="toy")
+    evaluator = PairEvaluator(dataset, name="toy")
     args = make_args(
         tmp_path, num_train_epochs=6, eval_strategy="epoch", metric_for_best_model="toy_spearman"
     )

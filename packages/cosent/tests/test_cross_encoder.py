@@ -15,7 +15,8 @@ from datasets import Dataset
 from scipy.stats import spearmanr
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from sts_core.cross_encoder import CrossEncoderEvaluator, predict_pair_scores
+from sts_core.cross_encoder import predict_pair_scores
+from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
 from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
     ScriptedEvaluator,
@@ -103,7 +104,7 @@ def cross_run(
     expected = cosent_loss(logits, torch.tensor([r[2] for r in TRAIN]), 20.0)
     model = build(tiny_bert_nodropout_dir, config)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    evaluator = CrossEncoderEvaluator(pairs(DEV), name="toy", batch_size=3)
+    evaluator = PairEvaluator(pairs(DEV), "toy", cross_encoder_scorer(), batch_size=3)
     trainer = CoSENTCrossEncoderTrainer(
         model=model, args=config, train_dataset=pairs(TRAIN), evaluator=evaluator
     )

@@ -441,6 +441,6 @@ def test_infonce_gradcheck() -> None:
 
 
 def test_cosine_mse_is_the_core_function() -> None:
-    from sts_core.training.losses import cosine_mse_loss as core
+    from sts_core.losses import cosine_mse_loss as core
 
     assert cosine_mse_loss is core

@@ -16,7 +16,6 @@ _LAZY = {
     "POOLING_MODES": "sts_core.pooling",
     "PROMPT_TEMPLATES": "sts_core.prompts",
     "STSEvaluator": "sts_core.evaluation.sts",
-    "PairSimilarityEvaluator": "sts_core.evaluation.sts",
     "STS_TASKS": "sts_core.evaluation.sts",
     "BaseConfig": "sts_core.training",
     "BaseTrainer": "sts_core.training",

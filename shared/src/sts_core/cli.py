@@ -16,10 +16,6 @@ from pathlib import Path
 
 from sts_core.names import POOLING_MODES, STS_TASKS
 
-# the names the options accept (sts_core.names holds them; kept here under their old names)
-POOLING_CHOICES = POOLING_MODES
-TASK_NAMES = STS_TASKS
-
 
 class DeviceError(ValueError):
     """A ``--device`` this machine does not have; the message names it and what is available."""
@@ -32,11 +28,11 @@ class OutputPathError(OSError):
 def _task_list(text: str) -> list[str]:
     tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
     if not tasks:
-        raise argparse.ArgumentTypeError(f"no task given; choose from {','.join(TASK_NAMES)}")
-    unknown = [t for t in tasks if t not in TASK_NAMES]
+        raise argparse.ArgumentTypeError(f"no task given; choose from {','.join(STS_TASKS)}")
+    unknown = [t for t in tasks if t not in STS_TASKS]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown task(s) {unknown}; choose from {','.join(TASK_NAMES)}"
+            f"unknown task(s) {unknown}; choose from {','.join(STS_TASKS)}"
         )
     return list(dict.fromkeys(tasks))
 
@@ -141,7 +137,7 @@ def _report_paths(output: str | os.PathLike[str]) -> tuple[Path, Path]:
     return base.with_suffix(".json"), base.with_suffix(".md")
 
 
-def _fail(prog: str, error: BaseException) -> int:
+def fail(prog: str, error: BaseException) -> int:
     """Print ``<prog>: error: <message>`` as one line on stderr; return exit status 2."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     message = " ".join(lines) or type(error).__name__
@@ -166,7 +162,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pooling",
-        choices=POOLING_CHOICES,
+        choices=POOLING_MODES,
         help="pooling mode (default: what the folder records, else mean)",
     )
     parser.add_argument(
@@ -212,8 +208,8 @@ def make_eval_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tasks",
         type=_task_list,
-        default=list(TASK_NAMES),
-        help="comma-separated subset of " + ",".join(TASK_NAMES),
+        default=list(STS_TASKS),
+        help="comma-separated subset of " + ",".join(STS_TASKS),
     )
     parser.add_argument(
         "--protocol",
@@ -332,7 +328,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         report = evaluator.evaluate(encoder, model_name=str(args.model))
         extra = {reference: score(encoder) for reference, score in pair_sets.items()}
     except (OSError, ValueError) as error:
-        return _fail("sts-eval", error)
+        return fail("sts-eval", error)
     report.seconds = time.perf_counter() - start
     print(report.to_text())
     pairs_scorer = _pairs_scorer(encoder)
@@ -352,7 +348,7 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
                 content["pairs_scorer"] = pairs_scorer
                 json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
         except OSError as error:
-            return _fail("sts-eval", error)
+            return fail("sts-eval", error)
         print(f"wrote {json_path} and {md_path}")
     return 0
 
@@ -419,13 +415,13 @@ def data_main(argv: Sequence[str] | None = None) -> int:
             return 0
         kept, report = data.load_filtered_stsb_sick(data_dir=args.data_dir, variant=args.variant)
     except (OSError, ValueError) as error:
-        return _fail("sts-data", error)
+        return fail("sts-data", error)
     print(json.dumps(report.to_dict(), indent=2))
     if args.output:
         try:
             kept.to_json(args.output, force_ascii=False)
         except OSError as error:
-            return _fail("sts-data", error)
+            return fail("sts-data", error)
         print(f"wrote {len(kept)} pairs to {args.output}")
     return 0
 

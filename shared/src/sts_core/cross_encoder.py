@@ -3,8 +3,7 @@
 The pair is encoded jointly (``[CLS] s1 [SEP] s2 [SEP]``) and the single logit is the
 similarity score. This module holds what any method needs to train one with the core's
 Trainer: loading, a collator and batched scoring. Its dev evaluator is
-``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)`` (``sts_core.evaluation``);
-``CrossEncoderEvaluator`` is that evaluator under its former name.
+``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)`` (``sts_core.evaluation``).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import numpy as np
 import torch
 
 from sts_core.encoder import check_model_location
-from sts_core.evaluation.pairs import CrossEncoderScorer, PairEvaluator
 
 
 def load_cross_encoder(
@@ -85,44 +83,3 @@ def predict_pair_scores(
             scores.append(model(**batch).logits.float().reshape(-1).cpu())
     model.train(was_training)
     return torch.cat(scores).double().numpy() if scores else np.zeros(0)
-
-
-class CrossEncoderEvaluator(PairEvaluator):
-    """A :class:`~sts_core.evaluation.pairs.PairEvaluator` with the cross-encoder scorer:
-    Spearman/Pearson (×100) of the model's scores against gold on one pair set (keys
-    ``<name>_spearman`` and ``<name>_pearson``, ``primary_metric``, ``greater_is_better``).
-
-    Kept for the public API; ``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)``
-    is the same evaluator. ``tokenizer`` and ``max_length`` default to the evaluated model's
-    ``sts_tokenizer`` and ``sts_max_length``, read at each call.
-    """
-
-    def __init__(
-        self,
-        dataset: Any,
-        name: str = "stsb_dev",
-        batch_size: int = 64,
-        tokenizer: Any = None,
-        max_length: int | None = None,
-        source: str | os.PathLike | None = None,
-    ) -> None:
-        super().__init__(
-            dataset, name, CrossEncoderScorer(tokenizer, max_length), batch_size, source=source
-        )
-
-    # The scorer's settings, as attributes of the evaluator (as before the scorers).
-    @property
-    def tokenizer(self) -> Any:
-        return self.scorer.tokenizer
-
-    @tokenizer.setter
-    def tokenizer(self, value: Any) -> None:
-        self.scorer.tokenizer = value
-
-    @property
-    def max_length(self) -> int | None:
-        return self.scorer.max_length
-
-    @max_length.setter
-    def max_length(self, value: int | None) -> None:
-        self.scorer.max_length = value

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sts_core.cli import _fail
+from sts_core.cli import fail
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
 SOUP_RECORD_NAME = "sts_soup.json"
@@ -177,6 +177,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         bases = lora_bases(locations, args.base_model)  # before any weights load
         folder = soup(locations, args.output, bases)
     except (OSError, ValueError) as error:
-        return _fail("sts-soup", error)
+        return fail("sts-soup", error)
     print(f"averaged {len(locations)} models into {folder}{lora_note(locations, bases)}")
     return 0

@@ -24,18 +24,16 @@ Audio, Speech, and Language Processing, 2024, doi:10.1109/TASLP.2024.3402087.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
 from sts_core.losses import (
-    SOFTMAX_HEAD,
     EmbeddingLoss,
-    SoftmaxClassifierLoss,
     compute_dtype,
     config_settings,
     cosine_mse_loss,
     in_batch_infonce_loss,
+    pairwise_cosine,
     register_loss,
     softmax_classifier_loss,
 )
@@ -44,8 +42,6 @@ __all__ = [
     "CoSENTLoss",
     "CoSENTRankingLoss",
     "ContrastiveThresholdLoss",
-    "SOFTMAX_HEAD",
-    "SoftmaxClassifierLoss",
     "contrastive_threshold_loss",
     "cosent_loss",
     "cosine_mse_loss",
@@ -66,22 +62,6 @@ def _check_pairs(u: Tensor, v: Tensor, labels: Tensor | None = None) -> None:
             f"expected {u.shape[0]} labels (one per pair), got {labels.numel()} "
             f"with shape {tuple(labels.shape)}"
         )
-
-
-def pairwise_cosine(u: Tensor, v: Tensor) -> Tensor:
-    """Row-wise cosine similarity ``cos(u_i, v_i)``, computed in (at least) float32.
-
-    Args:
-        u, v: ``(N, d)`` embeddings of the first and second sentence of each pair.
-
-    Returns:
-        ``(N,)`` cosines in ``[-1, 1]``; float32 for half inputs, float64 for float64 inputs.
-        A zero vector gives cosine 0 (norms are clamped at 1e-8, as in
-        :func:`torch.nn.functional.cosine_similarity`).
-    """
-    _check_pairs(u, v)
-    dtype = compute_dtype(u)
-    return F.cosine_similarity(u.to(dtype), v.to(dtype), dim=-1)
 
 
 def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:

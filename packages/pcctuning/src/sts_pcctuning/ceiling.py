@@ -171,19 +171,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     The ``--json`` location (its folder is created) and every task's data are checked
     before any ceiling is computed; a problem is one line on stderr and exit status 2.
     """
-    from sts_core.cli import _fail, check_output_path
+    from sts_core.cli import check_output_path, fail
 
     args = make_parser().parse_args(argv)
     try:
         output = check_output_path(args.json, "--json") if args.json else None
         ceilings = ceilings_of_tasks(args.tasks, args.data_dir, args.data_variant)
     except (OSError, ValueError) as error:
-        return _fail(PROG, error)
+        return fail(PROG, error)
     print(format_table(ceilings))
     if output is not None:
         content = {task: asdict(c) for task, c in ceilings.items()}
         try:
             output.write_text(json.dumps(content, indent=2), encoding="utf-8")
         except OSError as error:
-            return _fail(PROG, error)
+            return fail(PROG, error)
     return 0

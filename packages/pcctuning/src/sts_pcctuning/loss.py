@@ -32,11 +32,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
-from sts_core.losses import EmbeddingLoss, compute_dtype, config_settings, register_loss
+from sts_core.losses import (
+    EmbeddingLoss,
+    compute_dtype,
+    config_settings,
+    pairwise_cosine,
+    register_loss,
+)
 
 __all__ = [
     "CITATION",
@@ -133,13 +138,7 @@ def pearson_loss(left: Tensor, right: Tensor, labels: Tensor) -> Tensor:
         raise ValueError(
             f"shapes do not match: {tuple(left.shape)}, {tuple(right.shape)}, {tuple(labels.shape)}"
         )
-    return _one_minus_r(_cosines(left, right), labels.reshape(-1))
-
-
-def _cosines(left: Tensor, right: Tensor) -> Tensor:
-    """``cos(u_i, v_i)`` of each pair, in at least float32."""
-    dtype = compute_dtype(left)
-    return F.cosine_similarity(left.to(dtype), right.to(dtype), dim=-1)
+    return _one_minus_r(pairwise_cosine(left, right), labels.reshape(-1))
 
 
 def _one_minus_r(cosine: Tensor, labels: Tensor) -> Tensor:
@@ -193,7 +192,7 @@ class PearsonLoss(EmbeddingLoss):
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
         if labels is None:
             raise ValueError("loss pearson needs gold scores (the label column)")
-        cosine = _cosines(embeddings["sentence1"], embeddings["sentence2"])
+        cosine = pairwise_cosine(embeddings["sentence1"], embeddings["sentence2"])
         labels = labels.reshape(-1).to(device=cosine.device, dtype=cosine.dtype)
         if self.gather:
             cosine, labels = all_gather_with_grad(cosine), all_gather_with_grad(labels)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sts_core.cli import _fail, check_output_path, positive_int
+from sts_core.cli import check_output_path, fail, positive_int
 from sts_sifter.lstm import SentimentLSTM
 
 PROG = "sts-sifter-lstm"
@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs = output_paths(args.output)
         report = run(args)
     except (OSError, ValueError, ImportError) as error:
-        return _fail(PROG, error)
+        return fail(PROG, error)
     text = markdown(report)
     print(text)
     if outputs:
@@ -369,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
             md_path.write_text(text, encoding="utf-8")
         except OSError as error:
-            return _fail(PROG, error)
+            return fail(PROG, error)
     return 0
 
 

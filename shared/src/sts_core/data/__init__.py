@@ -15,7 +15,6 @@ from .errors import (
     DataFormatError,
 )
 from .filtering import (
-    TEST_SETS,
     FilterReport,
     filter_test_overlap,
     load_filtered_stsb_sick,
@@ -59,7 +58,6 @@ from .registry import (
 
 __all__ = [
     "FORMATS",
-    "TEST_SETS",
     "DatasetSpec",
     "FilterReport",
     "data_location",

@@ -23,7 +23,6 @@ from .errors import DataConfigError
 from .registry import DEFAULT_VARIANT, load_named
 
 __all__ = [
-    "TEST_SETS",
     "FilterReport",
     "filter_test_overlap",
     "load_filtered_stsb_sick",
@@ -36,9 +35,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("sts_core.data")
-
-#: the seven STS test sets of the SentEval protocol
-TEST_SETS = STS_TASKS
 
 Pair = tuple[str, str]
 
@@ -114,7 +110,7 @@ def load_test_sets(
     data_dir: PathLike | None = None, variant: str = DEFAULT_VARIANT
 ) -> dict[str, Dataset]:
     """The seven STS test sets (STS12-16, STS-B test, SICK-R test) by registry name."""
-    return {name: load_named(name, "test", data_dir, variant) for name in TEST_SETS}
+    return {name: load_named(name, "test", data_dir, variant) for name in STS_TASKS}
 
 
 def rescale_scores(

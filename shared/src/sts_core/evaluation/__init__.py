@@ -23,7 +23,6 @@ from sts_core.evaluation.pairs import (
 from sts_core.evaluation.sts import (
     PROTOCOLS,
     STS_TASKS,
-    PairSimilarityEvaluator,
     STSEvaluator,
     STSReport,
     TaskResult,
@@ -37,7 +36,6 @@ __all__ = [
     "CrossEncoderScorer",
     "PairEvaluator",
     "PairScorer",
-    "PairSimilarityEvaluator",
     "STSEvaluator",
     "STSReport",
     "TaskResult",

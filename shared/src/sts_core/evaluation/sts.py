@@ -33,9 +33,7 @@ import numpy as np
 
 from sts_core.evaluation.metrics import pearson, spearman
 from sts_core.evaluation.pairs import (
-    PairEvaluator,
     check_scored_pairs,
-    cosine_scorer,
     cosine_scores,
 )
 from sts_core.names import STS_TASKS
@@ -375,22 +373,3 @@ def _as_encode_fn(encoder: Any, batch_size: int, progress: bool) -> Encode:
     if callable(encoder):
         return lambda sentences: np.asarray(encoder(sentences))
     raise TypeError("evaluate() needs an object with encode(sentences) or a callable")
-
-
-class PairSimilarityEvaluator(PairEvaluator):
-    """A :class:`~sts_core.evaluation.pairs.PairEvaluator` with the bi-encoder scorer
-    (:func:`~sts_core.evaluation.pairs.cosine_scorer`): Spearman/Pearson (×100) of cosine
-    similarity (or of the model's ``score_pairs``) on one labelled pair set.
-
-    Kept for the public API; ``PairEvaluator(dataset, name, cosine_scorer, batch_size)``
-    is the same evaluator.
-    """
-
-    def __init__(
-        self,
-        dataset: Any,
-        name: str = "stsb_dev",
-        batch_size: int = 64,
-        source: str | os.PathLike | None = None,
-    ) -> None:
-        super().__init__(dataset, name, cosine_scorer, batch_size, source=source)

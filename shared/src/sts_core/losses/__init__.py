@@ -28,6 +28,7 @@ from sts_core.losses.similarity import (
     InfoNCELoss,
     cosine_mse_loss,
     in_batch_infonce_loss,
+    pairwise_cosine,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "loss_class",
     "pooled_embeddings",
     "register_loss",
+    "pairwise_cosine",
     "parse_loss_weights",
     "softmax_classifier_loss",
     "weighted_loss_class",

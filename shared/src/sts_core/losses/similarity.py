@@ -47,8 +47,28 @@ def cosine_mse_loss(left: Tensor, right: Tensor, labels: Tensor) -> Tensor:
         raise ValueError(
             f"shapes do not match: {tuple(left.shape)}, {tuple(right.shape)}, {tuple(labels.shape)}"
         )
-    cosine = F.cosine_similarity(left.float(), right.float(), dim=-1)
+    cosine = pairwise_cosine(left, right)
     return F.mse_loss(cosine, labels.to(cosine.dtype))
+
+
+def pairwise_cosine(u: Tensor, v: Tensor) -> Tensor:
+    """Row-wise cosine similarity ``cos(u_i, v_i)``, computed in (at least) float32.
+
+    Args:
+        u, v: ``(N, d)`` embeddings of the first and second sentence of each pair.
+
+    Returns:
+        ``(N,)`` cosines in ``[-1, 1]``; float32 for half inputs, float64 for float64 inputs.
+        A zero vector gives cosine 0 (norms are clamped at 1e-8, as in
+        :func:`torch.nn.functional.cosine_similarity`).
+    """
+    if u.dim() != 2 or u.shape != v.shape:
+        raise ValueError(
+            f"expected two (N, d) embedding tensors of the same shape, got {tuple(u.shape)} "
+            f"and {tuple(v.shape)}"
+        )
+    dtype = compute_dtype(u)
+    return F.cosine_similarity(u.to(dtype), v.to(dtype), dim=-1)
 
 
 def in_batch_infonce_loss(

@@ -87,7 +87,7 @@ class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
         model: the SentenceEncoder to train.
         args: a ``BaseConfig`` (or a method's subclass).
         evaluator: a callable ``encoder -> {metric: value}`` with ``primary_metric``
-            (e.g. ``PairSimilarityEvaluator`` on STS-B dev); ``None`` disables evaluation.
+            (e.g. a ``PairEvaluator`` on STS-B dev); ``None`` disables evaluation.
         Other arguments go to ``transformers.Trainer``.
     """
 
