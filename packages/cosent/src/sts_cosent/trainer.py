@@ -6,15 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import Trainer
 
 from sts_core.cross_encoder import PairCrossCollator
 from sts_core.saving import staged_contents
-from sts_core.training import BaseTrainer
+from sts_core.training import RunTrainer
 from sts_cosent.loss import CITATION, cosent_loss, has_no_ordered_pair
 
 
-class CoSENTCrossEncoderTrainer(BaseTrainer):
+class CoSENTCrossEncoderTrainer(RunTrainer):
     """Interaction model (eq. 11): CoSENT on a cross-encoder's scores f(i, j).
 
     The model is ``AutoModelForSequenceClassification`` with one output over the
@@ -51,20 +50,14 @@ class CoSENTCrossEncoderTrainer(BaseTrainer):
         loss = cosent_loss(outputs.logits.reshape(-1), labels, scale=self.args.cosent_scale)
         return (loss, outputs) if return_outputs else loss
 
-    # A sequence classifier saves and loads the transformers way.
-    # The save is atomic like the bi-encoder's (staged, then the marker written last).
+    # A sequence classifier saves and loads the transformers way (the Trainer's own
+    # loading); the save is atomic like the bi-encoder's (staged, the marker written last).
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if not self.args.should_save:
             return
         with staged_contents(output_dir or self.args.output_dir) as folder:
-            Trainer._save(self, str(folder), state_dict)
+            super()._save(str(folder), state_dict)
             (folder / "README.md").write_text(self.model_card_text(), encoding="utf-8")
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        Trainer._load_from_checkpoint(self, resume_from_checkpoint, model)
-
-    def _load_best_model(self) -> None:
-        Trainer._load_best_model(self)
 
     def model_card_text(self) -> str:
         return "\n".join(

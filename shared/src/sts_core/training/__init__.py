@@ -12,7 +12,7 @@ from sts_core.training.config import (
 from sts_core.training.model import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
 from sts_core.training.run import TrainingRun, cli_main, run_stages
-from sts_core.training.trainer import BaseTrainer
+from sts_core.training.trainer import BaseTrainer, RunTrainer
 
 __all__ = [
     "BaseConfig",
@@ -23,6 +23,7 @@ __all__ = [
     "GatherOptions",
     "InfoNCEOptions",
     "ModelArguments",
+    "RunTrainer",
     "SentenceCollator",
     "SoftmaxHeadOptions",
     "TrainingRun",

@@ -33,9 +33,9 @@ LOSS_TOTAL_NAME = "sts_loss_total.json"
 
 
 class Checkpoints(Trainer):
-    """Saving, checkpoints and resume for :class:`~sts_core.training.trainer.BaseTrainer`
-    (a ``Trainer`` mix-in: it expects the trainer's ``weight_averager``,
-    ``divergence_guard``, ``_epoch_batches`` and ``model_card_text``)."""
+    """Checkpoints and resume for :class:`~sts_core.training.trainer.RunTrainer` (a
+    ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``
+    and ``_epoch_batches``)."""
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
@@ -97,20 +97,6 @@ class Checkpoints(Trainer):
             saved = json.loads(total.read_text(encoding="utf-8"))
             self._loss_sum_before_resume = float(saved["loss_sum"])
 
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        output_dir = output_dir or self.args.output_dir
-        if not self.args.should_save:
-            return
-        encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
-        checkpoint = STAGING_DIR in Path(output_dir).parts  # the adapter only, never merged
-        encoder.save_pretrained(
-            output_dir,
-            state_dict=state_dict,
-            model_card=self.model_card_text(),
-            write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
-            **({"merge_lora": False} if checkpoint else {}),
-        )
-
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
         ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
@@ -165,19 +151,3 @@ class Checkpoints(Trainer):
             self._push_after_publishing = True
             return
         super()._push_from_checkpoint(checkpoint_folder)
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        target = model if model is not None else self.model
-        self.accelerator.unwrap_model(target).load_weights(resume_from_checkpoint)
-
-    def _load_best_model(self) -> None:
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return super()._load_best_model()
-        logger.info(
-            "Loading best model from %s (score: %s).",
-            self.state.best_model_checkpoint,
-            self.state.best_metric,
-        )
-        self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)

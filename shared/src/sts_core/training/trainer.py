@@ -1,12 +1,14 @@
-"""``BaseTrainer(Trainer)``: what every method's trainer shares.
+"""The Trainers of a run: ``RunTrainer`` (any model) and ``BaseTrainer`` (a
+``SentenceEncoder`` with the method's registered loss).
 
 The loss, the model and the data checks come from the run's method
 (:class:`sts_core.method.Method`, found from the config: ``type(args).method``); a Trainer
-subclass changes only the training loop (e.g. :meth:`BaseTrainer.build_epoch_batches`, or
-:meth:`BaseTrainer.compute_loss` for another kind of model).
+subclass changes only the training loop (e.g. :meth:`BaseTrainer.build_epoch_batches`), or
+trains another kind of model (a ``RunTrainer`` subclass with its own ``compute_loss``).
 Evaluation runs the dev evaluator (Spearman on STS-B dev by default) so
-``metric_for_best_model`` and ``load_best_model_at_end`` work unchanged; saving goes
-through ``SentenceEncoder.save_pretrained`` so every checkpoint loads with ``AutoModel``,
+``metric_for_best_model`` and ``load_best_model_at_end`` work unchanged; checkpoints are
+atomic (:mod:`.checkpoints`); ``BaseTrainer`` saves through
+``SentenceEncoder.save_pretrained``, so every checkpoint loads with ``AutoModel``,
 ``SentenceEncoder`` and ``SentenceTransformer``.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,8 +26,9 @@ from sts_core.losses import (
     EmbeddingLoss,
     pooled_embeddings,
 )
+from sts_core.saving import STAGING_DIR
 from sts_core.training.averaging import WeightAverager
-from sts_core.training.checkpoints import Checkpoints
+from sts_core.training.checkpoints import TRAINING_ARGS_NAME, Checkpoints
 from sts_core.training.collator import (
     SentenceCollator,
     batch_text_ids,
@@ -80,13 +84,17 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
         )
 
 
-class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
-    """Trainer for a ``SentenceEncoder``; the built-in loss is cosine MSE on pairs.
+class RunTrainer(Checkpoints, EpochBatches, Evaluating):
+    """The Trainer of a run, for any model: the method (``type(args).method``), the dev
+    evaluator, atomic checkpoints and resume, weight averaging, the divergence guard, the
+    count of batches that gave the loss nothing, parameter groups and the model card. A
+    method with another kind of model subclasses it (CoSENT's cross-encoder); a
+    ``SentenceEncoder`` trains with :class:`BaseTrainer`.
 
     Args:
-        model: the SentenceEncoder to train.
+        model: the model to train.
         args: a ``BaseConfig`` (or a method's subclass).
-        evaluator: a callable ``encoder -> {metric: value}`` with ``primary_metric``
+        evaluator: a callable ``model -> {metric: value}`` with ``primary_metric``
             (e.g. a ``PairEvaluator`` on STS-B dev); ``None`` disables evaluation.
         Other arguments go to ``transformers.Trainer``.
     """
@@ -98,24 +106,8 @@ class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
 
         self.method = method_of(args)
         args.label_column = self.method.label_column(args)
-        loss_type = self.method.loss_class(args)
-        self.text_columns = text_columns_with(loss_type.columns)
-        if kwargs.get("data_collator") is None:
-            kwargs["data_collator"] = SentenceCollator(
-                model,
-                label_column=args.label_column,
-                text_id_columns=loss_type.text_id_columns,
-                text_columns=self.text_columns,
-            )
-        if kwargs.get("processing_class") is None:
-            kwargs["processing_class"] = model.tokenizer
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
-        loss_type.prepare_model(model, args)  # a loss's head
-        loss_module = loss_type.from_config(args, model)
-        attach_loss_parameters(model, loss_module)
-        require_trainable_parameters(model, self.method.loss_name(args))
-        check_gradient_cache(args, loss_module, self.method.loss_name(args))
         super().__init__(model=model, args=args, **kwargs)
         self.weight_averager = self._add_weight_averager(args)
         self.divergence_guard = DivergenceGuard()
@@ -123,18 +115,12 @@ class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
         self.add_callback(self.divergence_guard)
         self._loss_sum_before_resume: float | None = None  # from a checkpoint
         self.evaluator = evaluator
-        self.model_card_data: dict[str, Any] = {"loss": loss_type.describe()}
+        self.model_card_data: dict[str, Any] = {}
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
         self._epoch_batches: tuple[int, list[list[int]]] | None = None  # the current epoch's
         self._resumed_epoch_batches: dict[int, list[list[int]]] = {}
-        self.loss_module: EmbeddingLoss = loss_module
-        settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
-        self.model_card_data["loss_module"] = (
-            f"`{loss_type.display_name()}` ({type(loss_module).__name__}"
-            + (f": {settings})" if settings else ")")
-        )
 
     def _add_weight_averager(self, args: Any) -> WeightAverager | None:
         """``weight_averaging``'s callback (:mod:`sts_core.training.averaging`), if asked."""
@@ -165,7 +151,107 @@ class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
         inner.sts_regrouped = True
         return self.optimizer
 
-    # ------------------------------------------------------------------ loss
+    def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
+        """Record named parts of a loss; they are averaged into the next log line."""
+        for name, value in parts.items():
+            self._loss_parts[name].append(float(value.detach().float().item()))
+
+    def record_degenerate_batch(self, reason: str, happened: torch.Tensor | bool = True) -> None:
+        """Count a training batch that gave the loss nothing to learn from (``reason``: e.g.
+        "no two distinct labels"); :meth:`degenerate_batch_report` sums them up.
+        ``happened`` may be a boolean tensor: it is added on its device (no GPU sync)."""
+        if isinstance(happened, torch.Tensor):
+            happened = happened.detach().to(torch.int64)
+        self._degenerate_batches[reason] = self._degenerate_batches[reason] + happened
+
+    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        self._batches_seen += 1
+        loss = super().training_step(*args, **kwargs)
+        self.divergence_guard.observe(loss, self.state.global_step + 1)
+        return loss
+
+    def check_finite(self) -> None:
+        """:class:`~sts_core.training.divergence.TrainingDiverged` if a step's loss or a
+        trainable weight is not finite (before the final save: a diverged run publishes
+        no model)."""
+        self.divergence_guard.check(self.accelerator.unwrap_model(self.model))
+
+    def degenerate_batch_report(self) -> dict[str, Any]:
+        """Batches seen in training and those without usable pairs, by reason; a warning
+        when they are at least ``DEGENERATE_WARNING_SHARE`` of the batches."""
+        reasons = {reason: int(count) for reason, count in self._degenerate_batches.items()}
+        reasons = {reason: count for reason, count in reasons.items() if count}
+        useless = sum(reasons.values())
+        report = {
+            "batches": self._batches_seen,
+            "without_usable_pairs": useless,
+            "reasons": reasons,
+        }
+        if useless and useless >= DEGENERATE_WARNING_SHARE * max(self._batches_seen, 1):
+            logger.warning(
+                "%d of %d training batches gave the loss nothing to learn from (%s): check "
+                "the batch size and the labels",
+                useless,
+                self._batches_seen,
+                ", ".join(f"{k}: {v}" for k, v in reasons.items()),
+            )
+        return report
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._loss_parts:
+            logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
+            self._loss_parts.clear()
+        super().log(logs, start_time)
+
+    def model_card_text(self) -> str:
+        """A README for the saved folder: method, citation, base model, data and scores."""
+        return render_model_card(
+            method=self.method.name,
+            trainer_name=type(self).__name__,
+            paper=self.method.paper(),
+            encoder=self.accelerator.unwrap_model(self.model),
+            card_data=self.model_card_data,
+            state=self.state,
+        )
+
+
+class BaseTrainer(RunTrainer):
+    """Trainer for a ``SentenceEncoder`` with the method's registered loss over the
+    embeddings (the core's method: cosine MSE on pairs); saving goes through
+    ``SentenceEncoder.save_pretrained``, so every checkpoint loads with ``AutoModel``,
+    ``SentenceEncoder`` and ``SentenceTransformer``. Arguments as :class:`RunTrainer`'s.
+    """
+
+    def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
+        from sts_core.method import method_of
+
+        method = method_of(args)
+        args.label_column = method.label_column(args)
+        loss_type = method.loss_class(args)
+        self.text_columns = text_columns_with(loss_type.columns)
+        if kwargs.get("data_collator") is None:
+            kwargs["data_collator"] = SentenceCollator(
+                model,
+                label_column=args.label_column,
+                text_id_columns=loss_type.text_id_columns,
+                text_columns=self.text_columns,
+            )
+        if kwargs.get("processing_class") is None:
+            kwargs["processing_class"] = model.tokenizer
+        loss_type.prepare_model(model, args)  # a loss's head
+        loss_module = loss_type.from_config(args, model)
+        attach_loss_parameters(model, loss_module)
+        require_trainable_parameters(model, method.loss_name(args))
+        check_gradient_cache(args, loss_module, method.loss_name(args))
+        super().__init__(model, args, evaluator=evaluator, **kwargs)
+        self.loss_module: EmbeddingLoss = loss_module
+        settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
+        self.model_card_data["loss"] = loss_type.describe()
+        self.model_card_data["loss_module"] = (
+            f"`{loss_type.display_name()}` ({type(loss_module).__name__}"
+            + (f": {settings})" if settings else ")")
+        )
+
     def embed(
         self,
         model: Any,
@@ -242,65 +328,32 @@ class BaseTrainer(Checkpoints, EpochBatches, Evaluating):
             return output["loss"]
         return output
 
-    def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
-        """Record named parts of a loss; they are averaged into the next log line."""
-        for name, value in parts.items():
-            self._loss_parts[name].append(float(value.detach().float().item()))
-
-    def record_degenerate_batch(self, reason: str, happened: torch.Tensor | bool = True) -> None:
-        """Count a training batch that gave the loss nothing to learn from (``reason``: e.g.
-        "no two distinct labels"); :meth:`degenerate_batch_report` sums them up.
-        ``happened`` may be a boolean tensor: it is added on its device (no GPU sync)."""
-        if isinstance(happened, torch.Tensor):
-            happened = happened.detach().to(torch.int64)
-        self._degenerate_batches[reason] = self._degenerate_batches[reason] + happened
-
-    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        self._batches_seen += 1
-        loss = super().training_step(*args, **kwargs)
-        self.divergence_guard.observe(loss, self.state.global_step + 1)
-        return loss
-
-    def check_finite(self) -> None:
-        """:class:`~sts_core.training.divergence.TrainingDiverged` if a step's loss or a
-        trainable weight is not finite (before the final save: a diverged run publishes
-        no model)."""
-        self.divergence_guard.check(self.accelerator.unwrap_model(self.model))
-
-    def degenerate_batch_report(self) -> dict[str, Any]:
-        """Batches seen in training and those without usable pairs, by reason; a warning
-        when they are at least ``DEGENERATE_WARNING_SHARE`` of the batches."""
-        reasons = {reason: int(count) for reason, count in self._degenerate_batches.items()}
-        reasons = {reason: count for reason, count in reasons.items() if count}
-        useless = sum(reasons.values())
-        report = {
-            "batches": self._batches_seen,
-            "without_usable_pairs": useless,
-            "reasons": reasons,
-        }
-        if useless and useless >= DEGENERATE_WARNING_SHARE * max(self._batches_seen, 1):
-            logger.warning(
-                "%d of %d training batches gave the loss nothing to learn from (%s): check "
-                "the batch size and the labels",
-                useless,
-                self._batches_seen,
-                ", ".join(f"{k}: {v}" for k, v in reasons.items()),
-            )
-        return report
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs and self._loss_parts:
-            logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
-            self._loss_parts.clear()
-        super().log(logs, start_time)
-
-    def model_card_text(self) -> str:
-        """A README for the saved folder: method, citation, base model, data and scores."""
-        return render_model_card(
-            method=self.method.name,
-            trainer_name=type(self).__name__,
-            paper=self.method.paper(),
-            encoder=self.accelerator.unwrap_model(self.model),
-            card_data=self.model_card_data,
-            state=self.state,
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        if not self.args.should_save:
+            return
+        encoder = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        checkpoint = STAGING_DIR in Path(output_dir).parts  # the adapter only, never merged
+        encoder.save_pretrained(
+            output_dir,
+            state_dict=state_dict,
+            model_card=self.model_card_text(),
+            write_extra=lambda folder: torch.save(self.args, folder / TRAINING_ARGS_NAME),
+            **({"merge_lora": False} if checkpoint else {}),
         )
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        target = model if model is not None else self.model
+        self.accelerator.unwrap_model(target).load_weights(resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return super()._load_best_model()
+        logger.info(
+            "Loading best model from %s (score: %s).",
+            self.state.best_model_checkpoint,
+            self.state.best_metric,
+        )
+        self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
