@@ -1,7 +1,7 @@
 """Quality on one fixed CPU budget: our methods against sentence-transformers' losses.
 
 all-MiniLM-L6-v2 fine-tuned on the filtered STS-B + SICK-R training set (5,398 pairs), one
-epoch, batch 16, lr 2e-5, by every method we have (``ours-cosent``: ``CoSENTTrainer``) and by
+epoch, batch 16, lr 2e-5, by every method we have (``ours-cosent``: the CoSENT method) and by
 ``SentenceTransformerTrainer`` with ``CoSENTLoss``, ``AnglELoss`` and ``CosineSimilarityLoss``
 (labels scaled to 0–1 for the latter); the model before training is the first row. Each
 model is scored on the seven STS tasks (SentEval protocol, "all" aggregation, Spearman ×

@@ -1,4 +1,5 @@
-"""Training speed: our ``CoSENTTrainer`` against ``SentenceTransformerTrainer`` + ``CoSENTLoss``.
+"""Training speed: our CoSENT (the core's ``BaseTrainer``) against sentence-transformers'
+``SentenceTransformerTrainer`` + ``CoSENTLoss``.
 
 Same model (all-MiniLM-L6-v2), data (STS-B train + SICK-R train rescaled to 0–5, minus the
 pairs of the seven test sets: 5,398 pairs), batch size 16, max length, learning rate 2e-5,
@@ -143,14 +144,14 @@ def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_fre
     from transformers import set_seed
 
     from sts_core.encoder import SentenceEncoder
-    from sts_cosent import CoSENTConfig, CoSENTTrainer
+    from sts_cosent import METHOD, CoSENTConfig
 
     set_seed(spec["seed"])
     encoder = SentenceEncoder.from_pretrained(
         spec["model"], max_length=spec["max_length"], padding_free=padding_free
     )
     args = CoSENTConfig(**training_arguments(spec, output_dir), load_best_model_at_end=False)
-    trainer = CoSENTTrainer(
+    trainer = METHOD.trainer_for(args)(
         model=encoder, args=args, train_dataset=load_train_pairs(), callbacks=[callback]
     )
     return trainer, {"max_length": encoder.max_length, "padding_free": padding_free}

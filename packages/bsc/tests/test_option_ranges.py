@@ -14,11 +14,8 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
-    config_accepts,
-    config_error,
+    config_option_tests,
     load_train_script,
-    option_parse_error,
-    range_cases,
     write_fixture_recipe,
 )
 from sts_core.training import ConfigError, ConfigParser
@@ -37,13 +34,6 @@ CASES = [
     ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
     ("weight_decay", NON_NEGATIVE_BAD, "weight_decay must be finite and ≥ 0"),
 ]
-
-
-@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
-def test_bsc_option_out_of_range_stops_the_parse_naming_it(
-    tmp_path: Path, name: str, value: str, words: str
-) -> None:
-    assert words in option_parse_error(BscConfig, tmp_path, name, value)
 
 
 @pytest.mark.parametrize(
@@ -118,19 +108,13 @@ CHOICE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
-def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-    settings: dict, message: str
-) -> None:
-    assert config_error(BscConfig, **settings) == message
+ACCEPTED = [
+    {"trainable_temperature": True, "loss": "bsc"},
+    {"trainable_temperature": False, "gradient_cache_batch_size": 4},
+]
 
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"trainable_temperature": True, "loss": "bsc"},
-        {"trainable_temperature": False, "gradient_cache_batch_size": 4},
-    ],
-)
-def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-    config_accepts(BscConfig, **settings)
+(
+    test_an_option_out_of_range_stops_the_parse_naming_it,
+    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+    test_the_settings_next_to_a_refused_one_are_accepted,
+) = config_option_tests(BscConfig, CASES, CHOICE_ERRORS, ACCEPTED)

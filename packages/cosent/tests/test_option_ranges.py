@@ -12,12 +12,9 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
-    config_accepts,
-    config_error,
+    config_option_tests,
     load_train_script,
     one_line_error,
-    option_parse_error,
-    range_cases,
     write_fixture_recipe,
 )
 from sts_cosent import CoSENTConfig
@@ -35,13 +32,6 @@ CASES = [
     ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
     ("max_grad_norm", NON_NEGATIVE_BAD, "max_grad_norm must be finite and ≥ 0"),
 ]
-
-
-@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
-def test_cosent_option_out_of_range_stops_the_parse_naming_it(
-    tmp_path: Path, name: str, value: str, words: str
-) -> None:
-    assert words in option_parse_error(CoSENTConfig, tmp_path, name, value)
 
 
 @pytest.mark.parametrize(
@@ -89,19 +79,13 @@ CHOICE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
-def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-    settings: dict, message: str
-) -> None:
-    assert config_error(CoSENTConfig, **settings) == message
+ACCEPTED = [
+    {"architecture": "bi-encoder", "loss": "cosine_mse"},
+    {"architecture": "cross-encoder", "loss": "cosent"},
+]
 
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"architecture": "bi-encoder", "loss": "cosine_mse"},
-        {"architecture": "cross-encoder", "loss": "cosent"},
-    ],
-)
-def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-    config_accepts(CoSENTConfig, **settings)
+(
+    test_an_option_out_of_range_stops_the_parse_naming_it,
+    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+    test_the_settings_next_to_a_refused_one_are_accepted,
+) = config_option_tests(CoSENTConfig, CASES, CHOICE_ERRORS, ACCEPTED)

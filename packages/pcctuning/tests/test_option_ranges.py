@@ -4,18 +4,11 @@ option, by the core's one rule (``sts_core.options.check_number``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
-    config_accepts,
-    config_error,
-    option_parse_error,
-    range_cases,
+    config_option_tests,
 )
 from sts_pcctuning import PccConfig
 
@@ -27,13 +20,6 @@ CASES = [
     ("warmup_steps", NON_NEGATIVE_BAD, "warmup_steps must be finite and ≥ 0"),
     ("lora_dropout", ["nan", "-0.1", "1"], "lora_dropout must be in [0, 1)"),
 ]
-
-
-@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
-def test_pcc_option_out_of_range_stops_the_parse_naming_it(
-    tmp_path: Path, name: str, value: str, words: str
-) -> None:
-    assert words in option_parse_error(PccConfig, tmp_path, name, value)
 
 
 # ------------------------------------------------------------------- choices, whole messages
@@ -48,19 +34,13 @@ CHOICE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
-def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-    settings: dict, message: str
-) -> None:
-    assert config_error(PccConfig, **settings) == message
+ACCEPTED = [
+    {"loss": "pearson", "per_device_train_batch_size": 2},
+    {"loss": "cosine_mse", "per_device_train_batch_size": 1},
+]
 
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"loss": "pearson", "per_device_train_batch_size": 2},
-        {"loss": "cosine_mse", "per_device_train_batch_size": 1},
-    ],
-)
-def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-    config_accepts(PccConfig, **settings)
+(
+    test_an_option_out_of_range_stops_the_parse_naming_it,
+    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+    test_the_settings_next_to_a_refused_one_are_accepted,
+) = config_option_tests(PccConfig, CASES, CHOICE_ERRORS, ACCEPTED)

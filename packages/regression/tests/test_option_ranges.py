@@ -4,17 +4,10 @@ option, by the core's one rule (``sts_core.options.check_number``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from sts_core.testing import (
     NON_NEGATIVE_BAD,
     POSITIVE_BAD,
-    config_accepts,
-    config_error,
-    option_parse_error,
-    range_cases,
+    config_option_tests,
 )
 from sts_regression import RegressionConfig
 
@@ -28,13 +21,6 @@ CASES = [
     ("layer_lr_decay", ["nan", "inf", "0", "1.5"], "layer_lr_decay must be in (0, 1]"),
     ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
 ]
-
-
-@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
-def test_regression_option_out_of_range_stops_the_parse_naming_it(
-    tmp_path: Path, name: str, value: str, words: str
-) -> None:
-    assert words in option_parse_error(RegressionConfig, tmp_path, name, value)
 
 
 # ------------------------------------------------------------------- choices, whole messages
@@ -67,20 +53,14 @@ CHOICE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
-def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-    settings: dict, message: str
-) -> None:
-    assert config_error(RegressionConfig, **settings) == message
+ACCEPTED = [
+    {"label_range": [0.0, 1e-6]},
+    {"loss": "softmax", "clamp_predictions": "none", "label_range": [0.0, 2.0]},
+    {"loss": "mse", "clamp_predictions": "both", "label_range": [0.0, 2.0]},
+]
 
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"label_range": [0.0, 1e-6]},
-        {"loss": "softmax", "clamp_predictions": "none", "label_range": [0.0, 2.0]},
-        {"loss": "mse", "clamp_predictions": "both", "label_range": [0.0, 2.0]},
-    ],
-)
-def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-    config_accepts(RegressionConfig, **settings)
+(
+    test_an_option_out_of_range_stops_the_parse_naming_it,
+    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+    test_the_settings_next_to_a_refused_one_are_accepted,
+) = config_option_tests(RegressionConfig, CASES, CHOICE_ERRORS, ACCEPTED)

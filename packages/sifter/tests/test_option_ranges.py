@@ -4,17 +4,11 @@ option, by the core's one rule (``sts_core.options.check_number``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from sts_core.testing import (
     NON_NEGATIVE_BAD,
     POSITIVE_BAD,
     config_accepts,
-    config_error,
-    option_parse_error,
-    range_cases,
+    config_option_tests,
 )
 from sts_sifter import SifterConfig
 
@@ -28,13 +22,6 @@ CASES = [
     ("backbone_dropout", ["nan", "-0.1", "1", "1.5"], "backbone_dropout must be in [0, 1)"),
     ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
 ]
-
-
-@pytest.mark.parametrize(("name", "value", "words"), range_cases(CASES))
-def test_sifter_option_out_of_range_stops_the_parse_naming_it(
-    tmp_path: Path, name: str, value: str, words: str
-) -> None:
-    assert words in option_parse_error(SifterConfig, tmp_path, name, value)
 
 
 # ------------------------------------------------------------------- choices, whole messages
@@ -66,23 +53,17 @@ CHOICE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("settings", "message"), CHOICE_ERRORS)
-def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-    settings: dict, message: str
-) -> None:
-    assert config_error(SifterConfig, **settings) == message
+ACCEPTED = [
+    {"per_device_train_batch_size": 2},
+    {"loss": "simcse", "lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.0},
+    {"lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.5},
+]
 
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"per_device_train_batch_size": 2},
-        {"loss": "simcse", "lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.0},
-        {"lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.5},
-    ],
-)
-def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-    config_accepts(SifterConfig, **settings)
+(
+    test_an_option_out_of_range_stops_the_parse_naming_it,
+    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+    test_the_settings_next_to_a_refused_one_are_accepted,
+) = config_option_tests(SifterConfig, CASES, CHOICE_ERRORS, ACCEPTED)
 
 
 def test_the_augment_options_are_the_configs() -> None:

@@ -248,6 +248,41 @@ def option_parse_error(config_class: type, folder: Path, name: str, value: str) 
     return message
 
 
+def config_option_tests(
+    config_class: type,
+    ranges: list[tuple[str, Any, str]],
+    choice_errors: list[tuple[dict[str, Any], str]],
+    accepted: list[dict[str, Any]],
+) -> tuple[Any, Any, Any]:
+    """The three checks of a method config's options, as pytest test functions (bind them to
+    ``test_*`` names in the package's test module): each option of ``ranges`` ((option,
+    bad values, the words of the one-line error)) out of its range stops the parse naming it;
+    each of ``choice_errors`` ((settings, the whole message)) is refused with its message;
+    each of ``accepted`` (the settings next to a refused one) is accepted."""
+
+    @pytest.mark.parametrize(("name", "value", "words"), range_cases(ranges))
+    def test_an_option_out_of_range_stops_the_parse_naming_it(
+        tmp_path: Path, name: str, value: str, words: str
+    ) -> None:
+        assert words in option_parse_error(config_class, tmp_path, name, value)
+
+    @pytest.mark.parametrize(("settings", "message"), choice_errors)
+    def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+        settings: dict, message: str
+    ) -> None:
+        assert config_error(config_class, **settings) == message
+
+    @pytest.mark.parametrize("settings", accepted)
+    def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
+        config_accepts(config_class, **settings)
+
+    return (
+        test_an_option_out_of_range_stops_the_parse_naming_it,
+        test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
+        test_the_settings_next_to_a_refused_one_are_accepted,
+    )
+
+
 def one_line_error(err: str) -> str:
     """The one line a command printed on standard error for a bad input (``error: …``),
     asserting there is nothing else (no traceback)."""
