@@ -136,6 +136,9 @@ def train_ours(
             data_args = DataArguments(data_dir=str(data_dir()), eval_dataset="none")
             run = TrainingRun.from_arguments(method, model_args, data_args, config, data)
             run.run()
+            teacher = run.inputs.data_summary.get("teacher")
+            if teacher:  # teacher_model: what the run's teacher step made of the pairs
+                print(f"    teacher labels: {teacher}", flush=True)
             return run.trainer.accelerator.unwrap_model(run.trainer.model)
 
     return train
