@@ -25,7 +25,7 @@ class TwoLossConfig(BaseConfig):
 
 @dataclass
 class NoLossFieldConfig(BaseConfig):
-    pass
+    """The core's fields only: the method's first loss is the default."""
 
 
 TWO = Method(
@@ -108,7 +108,7 @@ def test_a_class_loss_reads_the_label_column(tmp_path: Path) -> None:
 
     @dataclass
     class ClassConfig(BaseConfig):
-        pass
+        """The core's fields only."""
 
     method = Method(name="test_class", title="t", config=ClassConfig, losses=(ClassKind,))
     assert method.label_column(ClassConfig(output_dir=str(tmp_path))) == "label"
@@ -178,3 +178,18 @@ def test_a_loss_without_from_config_reads_its_arguments_from_same_named_fields(
     built = Scaled.from_config(WithTemperature(output_dir=str(tmp_path)))
     assert (built.infonce_temperature, built.absent_field) == (0.25, 7)  # no such field: default
     assert Scaled.from_config(None).infonce_temperature == 0.5
+
+
+def test_the_method_option_is_taken_out_in_either_form() -> None:
+    from sts_core.training.run import method_from_arguments
+
+    cosent = load_methods()["cosent"]
+    assert method_from_arguments(["--method", "cosent", "--config", "r.yaml"]) == (
+        cosent,
+        ["--config", "r.yaml"],
+    )
+    assert method_from_arguments(["--config", "r.yaml", "--method=core"]) == (
+        CORE_METHOD,
+        ["--config", "r.yaml"],
+    )
+    assert method_from_arguments(["--config", "r.yaml"]) == (CORE_METHOD, ["--config", "r.yaml"])

@@ -51,9 +51,9 @@ def method_named(name: str) -> str | None:
     """``name`` when it is an installed method's (not a path), else None."""
     if Path(name).suffix or "/" in name or "\\" in name:
         return None
-    from sts_core.method import CORE_METHOD, load_methods
+    from sts_core.method import installed_method
 
-    return name if name == CORE_METHOD.name or name in load_methods() else None
+    return name if installed_method(name) is not None else None
 
 
 def launch_method(args: Any, method: str) -> int:

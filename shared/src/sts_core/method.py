@@ -278,6 +278,11 @@ def load_methods() -> dict[str, Method]:
     return dict(sorted(methods.items()))
 
 
+def installed_method(name: str) -> Method | None:
+    """The method named ``name``: the core's or an installed one; None when there is none."""
+    return CORE_METHOD if name == CORE_METHOD.name else load_methods().get(name)
+
+
 def quality_rows() -> dict[str, tuple[Method, QualityRow]]:
     """The rows of ``benchmarks/quality.py`` every installed method declares, by key
     ``ours-<row name>``."""

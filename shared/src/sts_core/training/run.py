@@ -531,24 +531,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
     """``--method NAME`` (or ``--method=NAME``) taken out of ``argv``: the installed method
     of that name and the other arguments; the core's method when there is none."""
-    from sts_core.method import CORE_METHOD, load_methods
+    import argparse
 
-    for index, argument in enumerate(argv):
-        if argument == "--method" and index + 1 < len(argv):
-            name, rest = argv[index + 1], argv[:index] + argv[index + 2 :]
-            break
-        if argument.startswith("--method="):
-            name, rest = argument.split("=", 1)[1], argv[:index] + argv[index + 1 :]
-            break
-    else:
-        return CORE_METHOD, argv
-    methods = load_methods()
-    if name == CORE_METHOD.name:
+    from sts_core.method import CORE_METHOD, installed_method, load_methods
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--method")
+    known, rest = pre.parse_known_args(argv)
+    if known.method is None:
         return CORE_METHOD, rest
-    if name not in methods:
-        known = ", ".join([CORE_METHOD.name, *methods]) or "none"
-        raise ConfigError(f"--method {name!r} is not an installed method (installed: {known})")
-    return methods[name], rest
+    method = installed_method(known.method)
+    if method is None:
+        names = ", ".join([CORE_METHOD.name, *load_methods()])
+        raise ConfigError(
+            f"--method {known.method!r} is not an installed method (installed: {names})"
+        )
+    return method, rest
 
 
 if __name__ == "__main__":  # ``python -m sts_core.training.run`` (sts-launch with a method name)
