@@ -19,11 +19,8 @@ with the anchors found by text equality, gradient clipping at 1.0, and AdamW wri
 (β 0.9/0.999, weight decay except on biases, LayerNorm weights and α, the learning rates
 decaying linearly over the two steps, no warm-up).
 
-Pinned in the recipe: ``adam_epsilon`` 1e-3 (not 1e-8): the training forward packs the
-sentences (``padding_free: auto`` on a CPU) and the package sums in another order, so a
-gradient differs from the plain loop's by float32 rounding, which Adam's ``m / (√v + ε)``
-amplifies up to ~lr for a gradient element near 0 when ε is tiny. Weight decay 0.1 so that
-decaying the wrong parameters moves them by more than the tolerance.
+The optimizer settings (``adam_epsilon`` 1e-3, weight decay 0.1) are
+``sts_core.testing.PlainLoop``'s, which says why they are pinned.
 """
 
 from __future__ import annotations
@@ -32,45 +29,40 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from sts_core.testing import (
-    clipped_adamw_step,
+    PackageFiles,
+    PlainLoop,
+    assert_run_equals_plain_loop,
     decays_like_transformers,
-    load_train_script,
-    optimizer_recipe,
+    mean_pooled,
     read_stsb_pairs,
-    step_log,
-    write_fixture_recipe,
+    run_train_script,
+    saved_weights,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN, DEV = FIXTURES / "sts-train.csv", FIXTURES / "sts-dev.csv"
-
-main = load_train_script(PACKAGE).main
-
-STEPS, BATCH = 2, 8
-LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
-BETAS, EPS = (0.9, 0.999), 1e-3
+FILES = PackageFiles(__file__)
+LOOP = PlainLoop(batch=8)
+BATCH, STEPS = LOOP.batch, LOOP.steps
 TEMPERATURE, TEMPERATURE_RATE = 0.1, 0.05
 MU, THRESHOLD, TOP_SCORE = 0.1, 0.6, 5.0
+ALPHA = "sts_loss.inverse_temperature"  # α in the saved extra weights
 
 
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``main`` on the recipe; the step log lines and the saved weights (``backbone.*`` read
-    with ``AutoModel``, ``alpha`` from the extra-weights file)."""
-    output_dir = tmp_path / "out"
-    recipe = write_fixture_recipe(
-        tmp_path / "recipe.yaml",
+    with ``AutoModel``, α from the extra-weights file)."""
+    output_dir, logged = run_train_script(
+        FILES.main,
+        tmp_path,
+        LOOP,
         "BSC combo, two batches in the file's order",
         model,
-        TRAIN,
-        DEV,
-        output_dir,
+        FILES.train,
+        FILES.dev,
         loss="bsc",
         score_range="[0, 5]",
         mu=str(MU),
@@ -83,23 +75,13 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         repeated_anchors="true",
         shuffle="original",
         pooling="mean",
-        **optimizer_recipe(STEPS, BATCH, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
-    assert main(["--config", str(recipe)]) == 0
-    logged = step_log(output_dir, STEPS)
-    saved = {
-        f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
-    }
-    (alpha,) = load_file(output_dir / "sts_extra_modules.safetensors").values()
-    saved["alpha"] = alpha
-    return logged, saved
+    return logged, saved_weights(output_dir)
 
 
 def plain_loop(
     folder: Path,
-    learning_rate: float = LEARNING_RATE,
     temperature_rate: float = TEMPERATURE_RATE,
-    weight_decay: float = WEIGHT_DECAY,
     mu: float = MU,
     threshold: float = THRESHOLD,
 ):
@@ -109,23 +91,22 @@ def plain_loop(
     bert = AutoModel.from_pretrained(folder)
     bert.train()
     alpha = torch.nn.Parameter(torch.tensor(1 / TEMPERATURE))  # α = 1/τ
-    first, second, scores = read_stsb_pairs(TRAIN)
+    first, second, scores = read_stsb_pairs(FILES.train)
     labels = scores / TOP_SCORE  # score_range [0, 5] → [0, 1]
-    named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()] + [("alpha", alpha)]
-    moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
-
-    def mean_pooled(texts: list[str]) -> torch.Tensor:
-        batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
-        states = bert(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        return (states * mask).sum(1) / mask.sum(1)
+    named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()] + [(ALPHA, alpha)]
+    optimizer = LOOP.optimizer(
+        named,
+        decays=lambda name: decays_like_transformers(name) and name != ALPHA,
+        rate_factor=lambda name: temperature_rate / LOOP.learning_rate if name == ALPHA else 1,
+    )
 
     steps, norms = [], []
     for step in range(1, STEPS + 1):
         rows = list(range((step - 1) * BATCH, step * BATCH))  # the file's order
         texts = [first[i] for i in rows]
-        q = torch.nn.functional.normalize(mean_pooled(texts), dim=1)
-        a = torch.nn.functional.normalize(mean_pooled([second[i] for i in rows]), dim=1)
+        q = torch.nn.functional.normalize(mean_pooled(bert, tokenizer, texts), dim=1)
+        a = mean_pooled(bert, tokenizer, [second[i] for i in rows])
+        a = torch.nn.functional.normalize(a, dim=1)
         y = labels[rows]
         positive = (y > threshold).float()
         m = len(rows)
@@ -143,31 +124,16 @@ def plain_loop(
         loss = mu * (l0 + l1) + (1 - mu) * mse  # eq. 6
         parts = {"loss": loss, "bsc_l0": l0, "bsc_l1": l1, "mse": mse, "temperature": 1 / alpha}
         steps.append({k: v.item() for k, v in parts.items()})
-        bert.zero_grad(set_to_none=True)
-        alpha.grad = None
+        optimizer.zero_grad()
         loss.backward()
-        schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-        norms.append(
-            clipped_adamw_step(
-                named,
-                moments,
-                step,
-                learning_rate * schedule,
-                weight_decay,
-                MAX_GRAD_NORM,
-                BETAS,
-                EPS,
-                decays=lambda name: decays_like_transformers(name) and name != "alpha",
-                rate_factor=lambda name: temperature_rate / learning_rate if name == "alpha" else 1,
-            )
-        )
+        norms.append(optimizer.step(step))
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
-    state["alpha"] = alpha.detach()
+    state[ALPHA] = alpha.detach()
     return steps, norms, state
 
 
 def test_every_batch_has_an_anchor_with_a_positive_and_a_labelled_negative() -> None:
-    first, _, scores = read_stsb_pairs(TRAIN)
+    first, _, scores = read_stsb_pairs(FILES.train)
     for step in range(STEPS):
         rows = range(step * BATCH, (step + 1) * BATCH)
         positive = {first[i] for i in rows if scores[i] / TOP_SCORE > THRESHOLD}
@@ -180,12 +146,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
 ) -> None:
     logged, trained = run_main(tiny_bert_nodropout_dir, tmp_path)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir)
-
-    for name in ("loss", "bsc_l0", "bsc_l1", "mse", "temperature"):
-        assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
-    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
-    assert max(norms) > MAX_GRAD_NORM  # the clipping is exercised
-    assert [e["learning_rate"] for e in logged] == pytest.approx([LEARNING_RATE, LEARNING_RATE / 2])
-    assert set(trained) == set(expected)
-    for name, value in expected.items():
-        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)

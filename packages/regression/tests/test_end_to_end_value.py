@@ -16,11 +16,8 @@ i of L at rate · decay^(L−1−i), embeddings and the head at the rate; 0.5 he
 shows), weight decay except on biases and LayerNorm weights, the rate decaying linearly over
 the two steps, no warm-up. The batch is the whole training file (16 pairs).
 
-Pinned in the recipe: ``adam_epsilon`` 1e-3 (not 1e-8): the training forward packs the
-sentences (``padding_free: auto`` on a CPU) and the package sums in another order, so a
-gradient differs from the plain loop's by float32 rounding, which Adam's ``m / (√v + ε)``
-amplifies up to ~lr for a gradient element near 0 when ε is tiny. Weight decay 0.1 so that
-decaying the wrong parameters moves them by more than the tolerance.
+The optimizer settings (``adam_epsilon`` 1e-3, weight decay 0.1) are
+``sts_core.testing.PlainLoop``'s, which says why they are pinned.
 """
 
 from __future__ import annotations
@@ -29,30 +26,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 from sts_core.testing import (
-    clipped_adamw_step,
-    load_train_script,
-    optimizer_recipe,
+    PackageFiles,
+    PlainLoop,
+    assert_run_equals_plain_loop,
+    mean_pooled,
     read_stsb_pairs,
-    step_log,
-    write_fixture_recipe,
+    run_train_script,
+    saved_weights,
 )
 from sts_core.training.run import TrainingRun
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN, DEV = FIXTURES / "sts-train.csv", FIXTURES / "sts-dev.csv"
-
-main = load_train_script(PACKAGE).main
-
-STEPS, PAIRS = 2, 16
-LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
-BETAS, EPS = (0.9, 0.999), 1e-3
+FILES = PackageFiles(__file__)
+LOOP = PlainLoop(batch=16)  # the whole training file
 LAYER_DECAY = 0.5
 K, X0 = 3.0, 0.2
 #: taken off the fresh head's bias when training begins (in the run; the plain loop starts
@@ -82,14 +72,14 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     backbone (``AutoModel``) and the saved head (the extra-weights file)."""
     recorder = HeadAtStart()
     monkeypatch.setattr(TrainingRun, "build_callbacks", lambda self: [recorder])
-    output_dir = tmp_path / "out"
-    recipe = write_fixture_recipe(
-        tmp_path / "recipe.yaml",
+    output_dir, logged = run_train_script(
+        FILES.main,
+        tmp_path,
+        LOOP,
         "Smooth K2 on a fresh regression head, two full-batch steps",
         model,
-        TRAIN,
-        DEV,
-        output_dir,
+        FILES.train,
+        FILES.dev,
         loss="smooth_k2",
         k=str(K),
         x0=str(X0),
@@ -97,40 +87,29 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         clamp_predictions="low",
         pooling="mean",
         layer_lr_decay=str(LAYER_DECAY),
-        **optimizer_recipe(STEPS, PAIRS, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
-    assert main(["--config", str(recipe)]) == 0
-    logged = step_log(output_dir, STEPS)
-    head = load_file(output_dir / "sts_extra_modules.safetensors")
-    saved = {
-        f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
-    }
-    saved.update({f"head.{k.removeprefix('regression.')}": v for k, v in head.items()})
     assert recorder.weights is not None
-    return logged, recorder.weights, saved
+    return logged, recorder.weights, saved_weights(output_dir)
 
 
 def plain_loop(
     folder: Path,
     head_start: dict[str, torch.Tensor],
-    learning_rate: float = LEARNING_RATE,
     layer_decay: float = LAYER_DECAY,
-    weight_decay: float = WEIGHT_DECAY,
     k: float = K,
     x0: float = X0,
-) -> tuple[list[float], list[float], dict[str, torch.Tensor]]:
+):
     """The recipe in plain torch: per-step losses, pre-clipping gradient norms, final state
-    (``backbone.*`` and ``head.*``)."""
+    (``backbone.*`` and the head, ``regression.*``)."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bert = AutoModel.from_pretrained(folder)
     bert.train()
     head = torch.nn.Linear(3 * bert.config.hidden_size, 1)
     head.load_state_dict(head_start)
-    first, second, labels = read_stsb_pairs(TRAIN)
-    assert len(labels) == PAIRS
+    first, second, labels = read_stsb_pairs(FILES.train)
+    assert len(labels) == LOOP.batch
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()]
-    named += [(f"head.{n}", p) for n, p in head.named_parameters()]
-    moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
+    named += [(f"regression.{n}", p) for n, p in head.named_parameters()]
     layers = bert.config.num_hidden_layers
 
     def rate_factor(name: str) -> float:
@@ -139,53 +118,31 @@ def plain_loop(
             return layer_decay ** (layers - 1 - int(parts[3]))
         return 1.0
 
-    def mean_pooled(texts: list[str]) -> torch.Tensor:
-        batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
-        states = bert(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        return (states * mask).sum(1) / mask.sum(1)
-
-    losses, norms = [], []
-    for step in range(1, STEPS + 1):
-        u, v = mean_pooled(first), mean_pooled(second)
+    optimizer = LOOP.optimizer(named, rate_factor=rate_factor)
+    steps, norms = [], []
+    for step in range(1, LOOP.steps + 1):
+        u, v = mean_pooled(bert, tokenizer, first), mean_pooled(bert, tokenizer, second)
         prediction = head(torch.cat([u, v, (u - v).abs()], dim=-1)).reshape(-1)
         if step == 1:  # the clamp is exercised both ways
             assert (prediction < 0).any() and (prediction >= 0).any(), prediction
         prediction = prediction * (prediction >= 0)  # negatives to 0, without gradient
         x = (prediction - labels).abs()
         loss = torch.where(x >= x0, k * (x - x0) ** 2, torch.zeros_like(x)).mean()
-        bert.zero_grad(set_to_none=True)
-        head.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        losses.append(loss.item())
-        schedule = (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-        norms.append(
-            clipped_adamw_step(
-                named,
-                moments,
-                step,
-                learning_rate * schedule,
-                weight_decay,
-                MAX_GRAD_NORM,
-                BETAS,
-                EPS,
-                rate_factor=rate_factor,
-            )
-        )
+        steps.append({"loss": loss.item()})
+        norms.append(optimizer.step(step))
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
-    state.update({f"head.{n}": t for n, t in head.state_dict().items()})
-    return losses, norms, state
+    state.update({f"regression.{n}": t for n, t in head.state_dict().items()})
+    return steps, norms, state
 
 
 def test_two_steps_of_main_equal_a_plain_torch_loop(
     tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logged, head_start, trained = run_main(tiny_bert_nodropout_dir, tmp_path, monkeypatch)
-    losses, norms, expected = plain_loop(tiny_bert_nodropout_dir, head_start)
-
-    assert [e["loss"] for e in logged] == pytest.approx(losses, rel=1e-5)
-    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
-    assert max(norms) > MAX_GRAD_NORM  # the clipping is exercised
-    assert set(trained) == set(expected)
-    for name, value in expected.items():
-        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    steps, norms, expected = plain_loop(tiny_bert_nodropout_dir, head_start)
+    # the log shows one parameter group's rate (the layer-wise decay makes several)
+    assert_run_equals_plain_loop(
+        logged, trained, LOOP, steps, norms, expected, learning_rates=False
+    )

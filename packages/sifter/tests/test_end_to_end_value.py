@@ -21,11 +21,8 @@ written out (β 0.9/0.999, weight decay except on biases and LayerNorm weights, 
 decaying linearly from 1e-3 over the two steps, no warm-up). The batch is the whole corpus
 (8 sentences).
 
-Pinned in the recipe: ``adam_epsilon`` 1e-3 (not 1e-8): the training forward packs the
-sentences (``padding_free: auto`` on a CPU) and the package sums in another order, so a
-gradient differs from the plain loop's by float32 rounding, which Adam's ``m / (√v + ε)``
-amplifies up to ~lr for a gradient element near 0 when ε is tiny. Weight decay 0.1 (the
-paper: 0) so that decaying the wrong parameters moves them by more than the tolerance.
+The optimizer settings (``adam_epsilon`` 1e-3, weight decay 0.1; the paper: 0)
+are ``sts_core.testing.PlainLoop``'s, which says why they are pinned.
 Mean pooling, not the paper's [CLS]: the untrained tiny BERT's [CLS] states are nearly the
 same for every sentence, so each term is log 8 to five digits, the gradient norm is 0.0035
 and float32 rounding leaves it good to 2e-3 only.
@@ -33,20 +30,20 @@ and float32 rounding leaves it good to 2e-3 only.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 from sts_core.testing import (
-    clipped_adamw_step,
-    load_train_script,
-    optimizer_recipe,
-    step_log,
-    write_fixture_recipe,
+    PackageFiles,
+    PlainLoop,
+    assert_run_equals_plain_loop,
+    mean_pooled,
+    read_metrics,
+    run_train_script,
+    saved_weights,
 )
 from sts_core.training.run import TrainingRun
 from sts_sifter.augment import Augmented, AugmentOptions
@@ -54,10 +51,7 @@ from sts_sifter.corpus import cache_folder, chunk_path, write_chunk
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-DEV = Path(__file__).parent / "fixtures" / "sts-dev.csv"
-
-main = load_train_script(PACKAGE).main
+FILES = PackageFiles(__file__)
 
 #: X, Y = X + its backbone, Z = X without articles and conjunctions
 CORPUS = [
@@ -102,9 +96,7 @@ CORPUS = [
         "this sentence means one thing",
     ),
 ]
-STEPS, SENTENCES = 2, len(CORPUS)
-LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.1, 1.0
-BETAS, EPS = (0.9, 0.999), 1e-3
+LOOP = PlainLoop(batch=len(CORPUS))  # the whole corpus
 TEMPERATURE = 0.05
 LAMBDAS = {"xy": 1.0, "xz": 0.5, "yz": 0.25}
 PARSER = "stanza:/nonexistent/stanza-models"  # never loaded: every sentence is cached
@@ -143,14 +135,14 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("".join(f"{x}\n" for x, _, _ in CORPUS), encoding="utf-8")
     write_cache(tmp_path / "cache")
-    output_dir = tmp_path / "out"
-    recipe = write_fixture_recipe(
-        tmp_path / "recipe.yaml",
+    output_dir, logged = run_train_script(
+        FILES.main,
+        tmp_path,
+        LOOP,
         "SIFTER-SimCSE on cached positives, two full-batch steps",
         model,
         corpus,
-        DEV,
-        output_dir,
+        FILES.dev,
         train_format="sentences",
         loss="sifter",
         parser=PARSER,
@@ -163,26 +155,15 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         pooling="mean",
         capitalised_end="abbreviation",
         backbone_dropout="0.0",
-        **optimizer_recipe(STEPS, SENTENCES, LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM, EPS),
     )
-    assert main(["--config", str(recipe)]) == 0
-    metrics = json.loads((output_dir / "metrics.json").read_text())
-    assert metrics["data"]["positives"]["cached"] == SENTENCES  # none parsed
-    logged = step_log(output_dir, STEPS)
-    mlp = load_file(output_dir / "sts_extra_modules.safetensors")
-    saved = {
-        f"backbone.{k}": v for k, v in AutoModel.from_pretrained(output_dir).state_dict().items()
-    }
-    saved.update({f"mlp.{k.removeprefix('mlp.')}": v for k, v in mlp.items()})
+    assert read_metrics(output_dir)["data"]["positives"]["cached"] == LOOP.batch  # none parsed
     assert recorder.weights is not None
-    return logged, recorder.weights, saved
+    return logged, recorder.weights, saved_weights(output_dir)
 
 
 def plain_loop(
     folder: Path,
     mlp_start: dict[str, torch.Tensor],
-    learning_rate: float = LEARNING_RATE,
-    weight_decay: float = WEIGHT_DECAY,
     temperature: float = TEMPERATURE,
     lambdas: dict[str, float] = LAMBDAS,
 ):
@@ -196,14 +177,11 @@ def plain_loop(
     mlp.load_state_dict(mlp_start)
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()]
     named += [(f"mlp.{n}", p) for n, p in mlp.named_parameters()]
-    moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
+    optimizer = LOOP.optimizer(named)
     views = {name: [row[i] for row in CORPUS] for i, name in enumerate("xyz")}
 
     def projected(texts: list[str]) -> torch.Tensor:
-        batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
-        states = bert(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        return torch.tanh(mlp((states * mask).sum(1) / mask.sum(1)))
+        return torch.tanh(mlp(mean_pooled(bert, tokenizer, texts)))
 
     def info_nce(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         cosines = (a @ b.T) / (a.norm(dim=1)[:, None] * b.norm(dim=1)[None, :])
@@ -211,18 +189,14 @@ def plain_loop(
         return (torch.log(torch.exp(logits).sum(1)) - logits.diag()).mean()
 
     steps, norms = [], []
-    for step in range(1, STEPS + 1):
+    for step in range(1, LOOP.steps + 1):
         h = {name: projected(texts) for name, texts in views.items()}
         terms = {pair: info_nce(h[pair[0]], h[pair[1]]) for pair in lambdas}
         loss = sum(lambdas[pair] * term for pair, term in terms.items())
         steps.append({"loss": loss.item(), **{pair: t.item() for pair, t in terms.items()}})
-        bert.zero_grad(set_to_none=True)
-        mlp.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        rate = learning_rate * (STEPS - (step - 1)) / STEPS  # linear decay, no warm-up
-        norms.append(
-            clipped_adamw_step(named, moments, step, rate, weight_decay, MAX_GRAD_NORM, BETAS, EPS)
-        )
+        norms.append(optimizer.step(step))
     state = {f"backbone.{n}": t for n, t in bert.state_dict().items()}
     state.update({f"mlp.{n}": t for n, t in mlp.state_dict().items()})
     return steps, norms, state
@@ -233,12 +207,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
 ) -> None:
     logged, mlp_start, trained = run_main(tiny_bert_nodropout_dir, tmp_path, monkeypatch)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir, mlp_start)
-
-    for name in ("loss", *LAMBDAS):
-        assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
-    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
-    assert max(norms) > MAX_GRAD_NORM  # the clipping is exercised
-    assert [e["learning_rate"] for e in logged] == pytest.approx([LEARNING_RATE, LEARNING_RATE / 2])
-    assert set(trained) == set(expected)
-    for name, value in expected.items():
-        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)

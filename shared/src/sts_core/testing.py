@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import string
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -319,74 +321,188 @@ def step_log(output_dir: Path, steps: int) -> list[dict[str, Any]]:
     return logged
 
 
-def optimizer_recipe(
-    steps: int,
-    batch: int,
-    learning_rate: float,
-    weight_decay: float,
-    max_grad_norm: float,
-    eps: float,
-) -> dict[str, str]:
-    """Recipe lines of a short run that a hand-written loop can follow: ``steps`` steps of
-    ``batch`` pairs, AdamW, linear decay without warm-up, clipping, one checkpoint at the
-    end (for :func:`step_log`)."""
-    return {
-        "max_steps": str(steps),
-        "per_device_train_batch_size": str(batch),
-        "learning_rate": str(learning_rate),
-        "weight_decay": str(weight_decay),
-        "lr_scheduler_type": "linear",
-        "warmup_steps": "0",
-        "max_grad_norm": str(max_grad_norm),
-        "adam_epsilon": str(eps),
-        "eval_steps": str(steps),
-        "save_steps": str(steps),
-    }
-
-
 def decays_like_transformers(name: str) -> bool:
     """Whether the Trainer's AdamW decays parameter ``name`` (not biases or LayerNorm)."""
     return not (name.endswith("bias") or "LayerNorm" in name)
 
 
-def clipped_adamw_step(
-    named: list[tuple[str, Any]],
-    moments: dict[str, tuple[Any, Any]],
-    step: int,
-    rate: float,
-    weight_decay: float,
-    max_grad_norm: float,
-    betas: tuple[float, float],
-    eps: float,
-    decays: Any = decays_like_transformers,
-    rate_factor: Any = None,
-) -> float:
+@dataclass(frozen=True)
+class PlainLoop:
+    """The optimizer of an end-to-end value test, on both sides: ``main`` runs ``steps``
+    steps of ``batch`` examples from :meth:`recipe_lines` (AdamW, the rate decaying linearly
+    from ``learning_rate`` without warm-up, clipping at ``max_grad_norm``, one checkpoint at
+    the end for :func:`step_log`), and a plain-torch loop repeats them with
+    :meth:`optimizer`.
+
+    The defaults pin two settings for these comparisons. ``eps`` 1e-3, not 1e-8: the
+    training forward packs the sentences (``padding_free: auto`` on a CPU) and the package
+    sums in another order, so a gradient differs from the plain loop's by float32 rounding,
+    which Adam's ``m / (√v + ε)`` amplifies up to ~lr for a gradient element near 0 when ε
+    is tiny (measured on CoSENT: a weight off by 1e-4 with ε 1e-8, still 1.2× the tolerance
+    with ε 1e-5, 0.1× with ε 1e-3). ``weight_decay`` 0.1 (not 0.01): decaying the wrong
+    parameters then moves them by more than the tolerance.
+    """
+
+    batch: int
+    steps: int = 2
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-3
+
+    def recipe_lines(self) -> dict[str, str]:
+        """The recipe lines (YAML text) that make ``main`` train like this loop."""
+        return {
+            "max_steps": str(self.steps),
+            "per_device_train_batch_size": str(self.batch),
+            "learning_rate": str(self.learning_rate),
+            "weight_decay": str(self.weight_decay),
+            "lr_scheduler_type": "linear",
+            "warmup_steps": "0",
+            "max_grad_norm": str(self.max_grad_norm),
+            "adam_epsilon": str(self.eps),
+            "eval_steps": str(self.steps),
+            "save_steps": str(self.steps),
+        }
+
+    def rate(self, step: int) -> float:
+        """The learning rate of step ``step`` (1, 2, …): linear decay, no warm-up."""
+        return self.learning_rate * (self.steps - (step - 1)) / self.steps
+
+    def rates(self) -> list[float]:
+        return [self.rate(step) for step in range(1, self.steps + 1)]
+
+    def optimizer(
+        self,
+        named: list[tuple[str, Any]],
+        decays: Any = decays_like_transformers,
+        rate_factor: Any = None,
+    ) -> PlainAdamW:
+        """AdamW over ``named`` parameters, decaying those where ``decays(name)``, each at
+        the step's rate times ``rate_factor(name)`` when given."""
+        return PlainAdamW(self, named, decays, rate_factor)
+
+
+class PlainAdamW:
     """One optimizer step of a plain-torch reference loop, written out: the Trainer's
     clipping to a global gradient norm of ``max_grad_norm``, then AdamW (decoupled weight
-    decay where ``decays(name)``, bias-corrected moments) at the step's learning rate
-    ``rate``, times ``rate_factor(name)`` when given. Parameters
-    without a gradient are left alone. Returns the norm before clipping."""
-    import math
+    decay, bias-corrected moments). Parameters without a gradient are left alone."""
 
+    def __init__(self, loop: PlainLoop, named: list[tuple[str, Any]], decays, rate_factor):
+        import torch
+
+        self.loop, self.named = loop, named
+        self.decays, self.rate_factor = decays, rate_factor
+        self.moments = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in named}
+
+    def zero_grad(self) -> None:
+        for _, parameter in self.named:
+            parameter.grad = None
+
+    def step(self, step: int) -> float:
+        """Step ``step`` (1, 2, …); returns the gradient norm before clipping."""
+        import math
+
+        import torch
+
+        loop = self.loop
+        (beta1, beta2), rate = loop.betas, loop.rate(step)
+        with torch.no_grad():
+            grads = [p.grad for _, p in self.named if p.grad is not None]
+            norm = torch.sqrt(sum((g * g).sum() for g in grads)).item()
+            clip = min(1.0, loop.max_grad_norm / (norm + 1e-6))
+            for name, p in self.named:
+                if p.grad is None:
+                    continue
+                lr = rate * (self.rate_factor(name) if self.rate_factor is not None else 1.0)
+                g = p.grad * clip
+                first, second = self.moments[name]
+                first.mul_(beta1).add_((1 - beta1) * g)
+                second.mul_(beta2).add_((1 - beta2) * g * g)
+                if self.decays(name):
+                    p.mul_(1 - lr * loop.weight_decay)
+                denominator = second.sqrt() / math.sqrt(1 - beta2**step) + loop.eps
+                p.sub_(lr / (1 - beta1**step) * first / denominator)
+        return norm
+
+
+def mean_pooled(model: Any, tokenizer: Any, texts: list[str]) -> Any:
+    """Mean pooling by hand: the average of the last hidden states under the attention
+    mask (padded batch, truncation on)."""
+    batch = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    states = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    return (states * mask).sum(1) / mask.sum(1)
+
+
+def run_train_script(
+    main: Any,
+    folder: Path,
+    loop: PlainLoop,
+    comment: str,
+    model: str | os.PathLike,
+    train: str | os.PathLike,
+    dev: str | os.PathLike,
+    **settings: str,
+) -> tuple[Path, list[dict[str, Any]]]:
+    """``main`` (a package's train.py) on a fixture recipe with ``settings`` and the
+    optimizer of ``loop``, written in ``folder``; the output folder and the log line of
+    each step."""
+    output_dir = folder / "out"
+    recipe = write_fixture_recipe(
+        folder / "recipe.yaml",
+        comment,
+        model,
+        train,
+        dev,
+        output_dir,
+        **settings,
+        **loop.recipe_lines(),
+    )
+    assert main(["--config", str(recipe)]) == 0
+    return output_dir, step_log(output_dir, loop.steps)
+
+
+def saved_weights(output_dir: Path) -> dict[str, Any]:
+    """A saved model's weights as a plain loop names them: the backbone's read back with
+    ``AutoModel`` under ``backbone.``, and those of the extra-weights file (heads, MLP,
+    temperature) under their saved names."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    backbone = AutoModel.from_pretrained(output_dir).state_dict()
+    weights = {f"backbone.{name}": value for name, value in backbone.items()}
+    extra = output_dir / "sts_extra_modules.safetensors"
+    if extra.is_file():
+        weights.update(load_file(extra))
+    return weights
+
+
+def assert_run_equals_plain_loop(
+    logged: list[dict[str, Any]],
+    trained: dict[str, Any],
+    loop: PlainLoop,
+    steps: list[dict[str, float]],
+    norms: list[float],
+    expected: dict[str, Any],
+    learning_rates: bool = True,
+) -> None:
+    """Step for step, the run's log equals the plain loop's values (every key of ``steps``:
+    the loss and its parts), its gradient norms (clipping exercised: one is above
+    ``max_grad_norm``) and learning rates (unless ``learning_rates`` is false: the log shows
+    one group's rate), and every saved weight equals the loop's final weight."""
     import torch
 
-    with torch.no_grad():
-        grads = [p.grad for _, p in named if p.grad is not None]
-        norm = torch.sqrt(sum((g * g).sum() for g in grads)).item()
-        clip = min(1.0, max_grad_norm / (norm + 1e-6))
-        for name, p in named:
-            if p.grad is None:
-                continue
-            lr = rate * (rate_factor(name) if rate_factor is not None else 1.0)
-            g = p.grad * clip
-            first, second = moments[name]
-            first.mul_(betas[0]).add_((1 - betas[0]) * g)
-            second.mul_(betas[1]).add_((1 - betas[1]) * g * g)
-            if decays(name):
-                p.mul_(1 - lr * weight_decay)
-            denominator = second.sqrt() / math.sqrt(1 - betas[1] ** step) + eps
-            p.sub_(lr / (1 - betas[0] ** step) * first / denominator)
-    return norm
+    for name in steps[0]:
+        assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
+    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
+    assert max(norms) > loop.max_grad_norm  # the clipping is exercised
+    if learning_rates:
+        assert [e["learning_rate"] for e in logged] == pytest.approx(loop.rates())
+    assert set(trained) == set(expected)
+    for name, value in expected.items():
+        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
 
 
 def write_stsb_file(path: Path, scores: list[float]) -> Path:
@@ -456,6 +572,45 @@ class ScriptedEvaluator:
             assert isinstance(model, self.model_type), type(model)
         self.calls += 1
         return {"fake_spearman": self.scores[self.calls - 1], "fake_pearson": 0.0}
+
+
+@dataclass
+class PackageFiles:
+    """A method package's test fixtures (``tests/fixtures/sts-{train,dev,test}.csv``, STS-B
+    layout) and its ``train.py``'s ``main``, found from a test module's ``__file__``."""
+
+    test_file: str | os.PathLike
+
+    @property
+    def package(self) -> Path:
+        return Path(self.test_file).resolve().parents[1]
+
+    @property
+    def fixtures(self) -> Path:
+        return self.package / "tests" / "fixtures"
+
+    @property
+    def train(self) -> Path:
+        return self.fixtures / "sts-train.csv"
+
+    @property
+    def dev(self) -> Path:
+        return self.fixtures / "sts-dev.csv"
+
+    @property
+    def test(self) -> Path:
+        return self.fixtures / "sts-test.csv"
+
+    @cached_property
+    def main(self) -> Any:
+        return load_train_script(self.package).main
+
+
+def read_metrics(output_dir: Path) -> dict[str, Any]:
+    """A run's ``metrics.json``."""
+    import json
+
+    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def load_train_script(package: Path) -> Any:
