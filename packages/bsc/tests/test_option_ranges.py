@@ -1,6 +1,5 @@
-"""Issue 30, case 5: BSC's numeric options out of their range (nan, inf, 0 for a
-scale, a negative weight, a probability above 1) stop the parse with one line naming the
-option, by the core's one rule (``sts_core.options.check_number``)."""
+"""BSC's options (temperature, μ, shuffling) refused out of range or in a bad combination,
+naming the option (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
@@ -14,14 +13,15 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
+    PackageFiles,
     config_option_tests,
-    load_train_script,
     write_fixture_recipe,
 )
 from sts_core.training import ConfigError, ConfigParser
 
-#: (option, bad values, the words of the one-line error)
-CASES = [
+FILES = PackageFiles(__file__)
+
+RANGES = [
     ("bsc_temperature", POSITIVE_BAD, "bsc_temperature must be finite and > 0"),
     ("temperature_learning_rate", POSITIVE_BAD, "temperature_learning_rate must be finite and > 0"),
     ("label_threshold", NOT_FINITE, "label_threshold must be a finite number"),
@@ -51,13 +51,12 @@ def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
 ) -> None:
     """Inside ``loss_weights`` α is ``sts_loss.parts.bsc.inverse_temperature``; the pattern
     for the loss alone would match nothing (now a ConfigError, before a silent base rate)."""
-    fixtures = Path(__file__).parent / "fixtures"
     recipe = write_fixture_recipe(
         tmp_path / "r.yaml",
         "BSC + MSE with a trainable temperature",
         tiny_bert_dir,
-        fixtures / "sts-train.csv",
-        fixtures / "sts-dev.csv",
+        FILES.train,
+        FILES.dev,
         tmp_path / "out",
         score_range="[0, 5]",
         trainable_temperature="true",
@@ -67,14 +66,11 @@ def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
         eval_strategy="no",
         save_strategy="no",
     )
-    main = load_train_script(Path(__file__).resolve().parents[1]).main
     with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
-        assert main(["--config", str(recipe)]) == 0
+        assert FILES.main(["--config", str(recipe)]) == 0
     assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text
 
 
-# ------------------------------------------------------------------- choices, whole messages
-#: (settings, the whole message of the ValueError the config raises)
 CHOICE_ERRORS = [
     ({"loss": "nope"}, "loss 'nope' is not one of bsc, cosine_mse"),
     (
@@ -113,8 +109,4 @@ ACCEPTED = [
     {"trainable_temperature": False, "gradient_cache_batch_size": 4},
 ]
 
-(
-    test_an_option_out_of_range_stops_the_parse_naming_it,
-    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-    test_the_settings_next_to_a_refused_one_are_accepted,
-) = config_option_tests(BscConfig, CASES, CHOICE_ERRORS, ACCEPTED)
+TestBscOptions = config_option_tests(BscConfig, RANGES, CHOICE_ERRORS, ACCEPTED)

@@ -1,6 +1,5 @@
-"""Issue 30, case 5: CoSENT's numeric options out of their range (nan, inf, 0 for a
-scale, a negative weight, a probability above 1) stop the parse with one line naming the
-option, by the core's one rule (``sts_core.options.check_number``)."""
+"""CoSENT's options (scale, margin, architecture) refused out of range or in a bad combination,
+naming the option (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
@@ -12,15 +11,16 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
+    PackageFiles,
     config_option_tests,
-    load_train_script,
     one_line_error,
     write_fixture_recipe,
 )
 from sts_cosent import CoSENTConfig
 
-#: (option, bad values, the words of the one-line error)
-CASES = [
+FILES = PackageFiles(__file__)
+
+RANGES = [
     ("cosent_scale", POSITIVE_BAD, "cosent_scale must be finite and > 0"),
     (
         "contrastive_margin",
@@ -49,23 +49,19 @@ def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
         raise AssertionError("the model was loaded before the options were checked")
 
     monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
-    fixtures = Path(__file__).parent / "fixtures"
     recipe = write_fixture_recipe(
         tmp_path / "r.yaml",
         "CoSENT, one option out of range",
         tiny_bert_dir,
-        fixtures / "sts-train.csv",
-        fixtures / "sts-dev.csv",
+        FILES.train,
+        FILES.dev,
         tmp_path / "out",
     )
-    main = load_train_script(Path(__file__).resolve().parents[1]).main
-    assert main(["--config", str(recipe), flag]) == 2
+    assert FILES.main(["--config", str(recipe), flag]) == 2
     assert words in one_line_error(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
 
 
-# ------------------------------------------------------------------- choices, whole messages
-#: (settings, the whole message of the ValueError the config raises)
 CHOICE_ERRORS = [
     (
         {"loss": "nope"},
@@ -84,8 +80,4 @@ ACCEPTED = [
     {"architecture": "cross-encoder", "loss": "cosent"},
 ]
 
-(
-    test_an_option_out_of_range_stops_the_parse_naming_it,
-    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-    test_the_settings_next_to_a_refused_one_are_accepted,
-) = config_option_tests(CoSENTConfig, CASES, CHOICE_ERRORS, ACCEPTED)
+TestCoSENTOptions = config_option_tests(CoSENTConfig, RANGES, CHOICE_ERRORS, ACCEPTED)

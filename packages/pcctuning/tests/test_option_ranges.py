@@ -1,19 +1,12 @@
-"""Issue 30, case 5: Pcc-tuning's numeric options out of their range (nan, inf, 0 for a
-scale, a negative weight, a probability above 1) stop the parse with one line naming the
-option, by the core's one rule (``sts_core.options.check_number``)."""
+"""Pcc-tuning's options (temperature, threshold, LoRA dropout) refused out of range or in a bad
+combination (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
-from sts_core.testing import (
-    NON_NEGATIVE_BAD,
-    NOT_FINITE,
-    POSITIVE_BAD,
-    config_option_tests,
-)
+from sts_core.testing import NON_NEGATIVE_BAD, NOT_FINITE, POSITIVE_BAD, config_option_tests
 from sts_pcctuning import PccConfig
 
-#: (option, bad values, the words of the one-line error)
-CASES = [
+RANGES = [
     ("infonce_temperature", POSITIVE_BAD, "infonce_temperature must be finite and > 0"),
     ("positive_threshold", NOT_FINITE, "positive_threshold must be a finite number"),
     ("learning_rate", POSITIVE_BAD, "learning_rate must be finite and > 0"),
@@ -22,8 +15,6 @@ CASES = [
 ]
 
 
-# ------------------------------------------------------------------- choices, whole messages
-#: (settings, the whole message of the ValueError the config raises)
 CHOICE_ERRORS = [
     ({"loss": "nope"}, "loss 'nope' is not one of infonce, pearson, cosine_mse"),
     (
@@ -39,8 +30,4 @@ ACCEPTED = [
     {"loss": "cosine_mse", "per_device_train_batch_size": 1},
 ]
 
-(
-    test_an_option_out_of_range_stops_the_parse_naming_it,
-    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-    test_the_settings_next_to_a_refused_one_are_accepted,
-) = config_option_tests(PccConfig, CASES, CHOICE_ERRORS, ACCEPTED)
+TestPccOptions = config_option_tests(PccConfig, RANGES, CHOICE_ERRORS, ACCEPTED)

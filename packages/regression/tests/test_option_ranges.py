@@ -1,18 +1,12 @@
-"""Issue 30, case 5: The regression method's numeric options out of their range (nan, inf, 0 for a
-scale, a negative weight, a probability above 1) stop the parse with one line naming the
-option, by the core's one rule (``sts_core.options.check_number``)."""
+"""The regression losses' options (k, x0, label spacing and range) refused out of range or in a
+bad combination (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
-from sts_core.testing import (
-    NON_NEGATIVE_BAD,
-    POSITIVE_BAD,
-    config_option_tests,
-)
+from sts_core.testing import NON_NEGATIVE_BAD, POSITIVE_BAD, config_option_tests
 from sts_regression import RegressionConfig
 
-#: (option, bad values, the words of the one-line error)
-CASES = [
+RANGES = [
     ("k", POSITIVE_BAD, "k must be finite and > 0"),
     ("x0", NON_NEGATIVE_BAD, "x0 must be finite and ≥ 0"),
     ("label_spacing", POSITIVE_BAD, "label_spacing must be finite and > 0"),
@@ -23,8 +17,6 @@ CASES = [
 ]
 
 
-# ------------------------------------------------------------------- choices, whole messages
-#: (settings, the whole message of the ValueError the config raises)
 CHOICE_ERRORS = [
     ({"loss": "nope"}, "loss 'nope' is not one of smooth_k2, translated_relu, mse, l1, softmax"),
     ({"clamp_predictions": "nope"}, "clamp_predictions 'nope' is not one of none, low, both"),
@@ -59,8 +51,4 @@ ACCEPTED = [
     {"loss": "mse", "clamp_predictions": "both", "label_range": [0.0, 2.0]},
 ]
 
-(
-    test_an_option_out_of_range_stops_the_parse_naming_it,
-    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-    test_the_settings_next_to_a_refused_one_are_accepted,
-) = config_option_tests(RegressionConfig, CASES, CHOICE_ERRORS, ACCEPTED)
+TestRegressionOptions = config_option_tests(RegressionConfig, RANGES, CHOICE_ERRORS, ACCEPTED)

@@ -1,19 +1,12 @@
-"""Issue 30, case 5: SIFTER's numeric options out of their range (nan, inf, 0 for a
-scale, a negative weight, a probability above 1) stop the parse with one line naming the
-option, by the core's one rule (``sts_core.options.check_number``)."""
+"""SIFTER's options (λs, temperature, workers, dropout) refused out of range or in a bad
+combination (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
-from sts_core.testing import (
-    NON_NEGATIVE_BAD,
-    POSITIVE_BAD,
-    config_accepts,
-    config_option_tests,
-)
+from sts_core.testing import NON_NEGATIVE_BAD, POSITIVE_BAD, config_accepts, config_option_tests
 from sts_sifter import SifterConfig
 
-#: (option, bad values, the words of the one-line error)
-CASES = [
+RANGES = [
     ("lambda_xy", NON_NEGATIVE_BAD, "lambda_xy must be finite and ≥ 0"),
     ("lambda_xz", NON_NEGATIVE_BAD, "lambda_xz must be finite and ≥ 0"),
     ("lambda_yz", NON_NEGATIVE_BAD, "lambda_yz must be finite and ≥ 0"),
@@ -24,8 +17,6 @@ CASES = [
 ]
 
 
-# ------------------------------------------------------------------- choices, whole messages
-#: (settings, the whole message of the ValueError the config raises)
 CHOICE_ERRORS = [
     ({"loss": "nope"}, "loss 'nope' is not one of sifter, simcse"),
     (
@@ -59,11 +50,7 @@ ACCEPTED = [
     {"lambda_xy": 0.0, "lambda_xz": 0.0, "lambda_yz": 0.5},
 ]
 
-(
-    test_an_option_out_of_range_stops_the_parse_naming_it,
-    test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-    test_the_settings_next_to_a_refused_one_are_accepted,
-) = config_option_tests(SifterConfig, CASES, CHOICE_ERRORS, ACCEPTED)
+TestSifterOptions = config_option_tests(SifterConfig, RANGES, CHOICE_ERRORS, ACCEPTED)
 
 
 def test_the_augment_options_are_the_configs() -> None:

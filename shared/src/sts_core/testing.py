@@ -255,34 +255,33 @@ def config_option_tests(
     ranges: list[tuple[str, Any, str]],
     choice_errors: list[tuple[dict[str, Any], str]],
     accepted: list[dict[str, Any]],
-) -> tuple[Any, Any, Any]:
-    """The three checks of a method config's options, as pytest test functions (bind them to
-    ``test_*`` names in the package's test module): each option of ``ranges`` ((option,
-    bad values, the words of the one-line error)) out of its range stops the parse naming it;
-    each of ``choice_errors`` ((settings, the whole message)) is refused with its message;
-    each of ``accepted`` (the settings next to a refused one) is accepted."""
+) -> type:
+    """The three checks of a method config's options, as a pytest test class (bind it to a
+    ``Test…`` name in the package's test module): each option of ``ranges`` ((option, bad
+    values, the words of the one-line error)) out of its range stops the parse naming it
+    and the recipe; each of ``choice_errors`` ((settings, the whole message of the
+    ValueError the config raises)) is refused with its message; each of ``accepted`` (the
+    settings next to a refused one) is accepted."""
 
-    @pytest.mark.parametrize(("name", "value", "words"), range_cases(ranges))
-    def test_an_option_out_of_range_stops_the_parse_naming_it(
-        tmp_path: Path, name: str, value: str, words: str
-    ) -> None:
-        assert words in option_parse_error(config_class, tmp_path, name, value)
+    class ConfigOptionTests:
+        @pytest.mark.parametrize(("name", "value", "words"), range_cases(ranges))
+        def test_an_option_out_of_range_stops_the_parse_naming_it(
+            self, tmp_path: Path, name: str, value: str, words: str
+        ) -> None:
+            assert words in option_parse_error(config_class, tmp_path, name, value)
 
-    @pytest.mark.parametrize(("settings", "message"), choice_errors)
-    def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
-        settings: dict, message: str
-    ) -> None:
-        assert config_error(config_class, **settings) == message
+        @pytest.mark.parametrize(("settings", "message"), choice_errors)
+        def test_a_bad_choice_or_combination_is_refused_with_its_whole_message(
+            self, settings: dict, message: str
+        ) -> None:
+            assert config_error(config_class, **settings) == message
 
-    @pytest.mark.parametrize("settings", accepted)
-    def test_the_settings_next_to_a_refused_one_are_accepted(settings: dict) -> None:
-        config_accepts(config_class, **settings)
+        @pytest.mark.parametrize("settings", accepted)
+        def test_the_settings_next_to_a_refused_one_are_accepted(self, settings: dict) -> None:
+            config_accepts(config_class, **settings)
 
-    return (
-        test_an_option_out_of_range_stops_the_parse_naming_it,
-        test_a_bad_choice_or_combination_is_refused_with_its_whole_message,
-        test_the_settings_next_to_a_refused_one_are_accepted,
-    )
+    ConfigOptionTests.__name__ = f"Test{config_class.__name__}Options"
+    return ConfigOptionTests
 
 
 def one_line_error(err: str) -> str:
