@@ -17,22 +17,22 @@ from sts_bsc import BscConfig, BscTrainer
 from sts_bsc import trainer as bsc_trainer_module
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import (
-    load_train_script,
-    one_line_error,
+    PackageFiles,
+    bad_recipe_tests,
     quick_training_args,
+    read_metrics,
     spearman_of_saved_model,
     write_fixture_recipe,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN = FIXTURES / "sts-train.csv"  # STS-B layout, scores 0–5, a repeated first sentence
-DEV = FIXTURES / "sts-dev.csv"
-TEST = FIXTURES / "sts-test.csv"
+FILES = PackageFiles(__file__)
+TRAIN = FILES.train  # STS-B layout, scores 0–5, a repeated first sentence
+DEV = FILES.dev
+TEST = FILES.test
 
-main = load_train_script(PACKAGE).main
+main = FILES.main
 
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
@@ -43,10 +43,6 @@ def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) ->
         **overrides,
     }
     return write_fixture_recipe(path, "bsc on fixtures", model, TRAIN, DEV, output_dir, **settings)
-
-
-def read_metrics(output_dir: Path) -> dict:
-    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def test_combo_with_example_based_batches_and_a_trainable_temperature(
@@ -153,8 +149,9 @@ def test_text_ids_of_repeated_anchors_reach_the_loss(tiny_bert_dir: Path, tmp_pa
     assert seen["sentence1"].tolist() == ids
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
+TestBadRecipes = bad_recipe_tests(
+    main,
+    write_recipe,
     [
         ({"mu": "2"}, "mu must be in [0, 1]"),
         ({"shuffle": "sorted"}, "shuffle 'sorted' is not one of"),
@@ -162,14 +159,3 @@ def test_text_ids_of_repeated_anchors_reach_the_loss(tiny_bert_dir: Path, tmp_pa
         ({"trainable_temperature": "true", "gradient_cache_batch_size": "4"}, "gradient"),
     ],
 )
-def test_bad_input_stops_with_one_line_before_loading(
-    overrides: dict[str, str],
-    message: str,
-    tiny_bert_dir: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture,
-) -> None:
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
-    assert main(["--config", str(recipe)]) == 2
-    assert message in one_line_error(capsys.readouterr().err)
-    assert not (tmp_path / "out").exists()

@@ -16,22 +16,22 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import load_train_script, write_fixture_recipe
+from sts_core.testing import PackageFiles, write_fixture_recipe
 from sts_core.training import BaseTrainer
 from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
+FILES = PackageFiles(__file__)
+PACKAGE = FILES.package
 REPO = PACKAGE.parents[1]
 CONFIGS = sorted((PACKAGE / "configs").glob("*.yaml"))
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN = FIXTURES / "sts-train.csv"  # genre, file, year, id, score, sentence1, sentence2
-DEV = FIXTURES / "sts-dev.csv"
-TEST = FIXTURES / "sts-test.csv"
+TRAIN = FILES.train  # genre, file, year, id, score, sentence1, sentence2
+DEV = FILES.dev
+TEST = FILES.test
 
 
-main = load_train_script(PACKAGE).main
+main = FILES.main
 
 
 def read_pairs(path: Path) -> tuple[list[str], list[str], np.ndarray]:

@@ -15,9 +15,11 @@ import torch
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import (
-    load_train_script,
+    PackageFiles,
+    bad_recipe_tests,
     one_line_error,
     quick_training_args,
+    read_metrics,
     spearman_of_saved_model,
     write_fixture_recipe,
 )
@@ -28,11 +30,10 @@ from sts_pcctuning.loss import PearsonLoss
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN = FIXTURES / "sts-train.csv"  # STS-B layout, scores 0–5
-DEV = FIXTURES / "sts-dev.csv"
-TEST = FIXTURES / "sts-test.csv"
+FILES = PackageFiles(__file__)
+TRAIN = FILES.train  # STS-B layout, scores 0–5
+DEV = FILES.dev
+TEST = FILES.test
 LLAMA_PROMPT = {
     "pooling": "last_token",
     "prompt": "promptsth",
@@ -44,7 +45,7 @@ LLAMA_PROMPT = {
     "lora_target_modules": "all-linear",
 }
 
-main = load_train_script(PACKAGE).main
+main = FILES.main
 
 
 def write_triplets(path: Path, rows: int = 8) -> Path:
@@ -61,10 +62,6 @@ def write_recipe(path: Path, model: Path, output_dir: Path, train: Path = TRAIN,
     return write_fixture_recipe(
         path, "pcctuning on fixtures", model, train, DEV, output_dir, **settings
     )
-
-
-def read_metrics(output_dir: Path) -> dict:
-    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def record_batches_and_losses(
@@ -171,8 +168,9 @@ def test_stage_two_counts_batches_without_a_correlation(
     assert report["reasons"] == {"gold scores all equal": 1}
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
+TestBadRecipes = bad_recipe_tests(
+    main,
+    write_recipe,
     [
         ({"per_device_train_batch_size": "1"}, "needs at least 2 pairs per batch"),
         ({"loss": "cosent"}, "is not one of infonce, pearson, cosine_mse"),
@@ -182,17 +180,6 @@ def test_stage_two_counts_batches_without_a_correlation(
         ({"final_sts_sentence_edit": "mine"}, "unknown sentence edit"),
     ],
 )
-def test_bad_input_stops_with_one_line_before_loading(
-    overrides: dict[str, str],
-    message: str,
-    tiny_bert_dir: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture,
-) -> None:
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
-    assert main(["--config", str(recipe)]) == 2
-    assert message in one_line_error(capsys.readouterr().err)
-    assert not (tmp_path / "out").exists()
 
 
 def test_stage_two_on_scores_that_are_all_equal_is_refused(

@@ -12,18 +12,23 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
+from sts_core.testing import (
+    PackageFiles,
+    bad_recipe_tests,
+    one_line_error,
+    read_metrics,
+    write_fixture_recipe,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN = FIXTURES / "sts-train.csv"  # STS-B layout, scores 0–5
-DEV = FIXTURES / "sts-dev.csv"
-TEST = FIXTURES / "sts-test.csv"
+FILES = PackageFiles(__file__)
+TRAIN = FILES.train  # STS-B layout, scores 0–5
+DEV = FILES.dev
+TEST = FILES.test
 
 
-main = load_train_script(PACKAGE).main
+main = FILES.main
 
 
 def write_recipe(
@@ -51,10 +56,6 @@ def write_nli_csv(path: Path) -> Path:
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def read_metrics(output_dir: Path) -> dict:
-    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def test_main_trains_on_sts_scores_and_reports_cosine_and_head(
@@ -210,18 +211,7 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "words"), BAD_INPUTS, ids=[w for _, w in BAD_INPUTS])
-def test_bad_input_stops_with_one_line_before_the_model_loads(
-    overrides: dict[str, str], words: str, tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
-) -> None:
-    def not_loaded(*args, **kwargs):
-        raise AssertionError("the model was loaded before the input was checked")
-
-    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", not_loaded)
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
-    assert main(["--config", str(recipe)]) == 2
-    assert words in one_line_error(capsys.readouterr().err)
-    assert not (tmp_path / "out").exists()
+TestBadRecipes = bad_recipe_tests(main, write_recipe, BAD_INPUTS)
 
 
 def test_nli_class_ids_without_a_mapping_are_refused(

@@ -12,14 +12,18 @@ import pytest
 import torch
 
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import load_train_script, one_line_error, write_fixture_recipe
+from sts_core.testing import (
+    PackageFiles,
+    bad_recipe_tests,
+    read_metrics,
+    write_fixture_recipe,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PACKAGE = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
-DEV = FIXTURES / "sts-dev.csv"
-TEST = FIXTURES / "sts-test.csv"
+FILES = PackageFiles(__file__)
+DEV = FILES.dev
+TEST = FILES.test
 SENTENCES = [
     "The cat chased a mouse and the dog slept.",
     "A woman plays the piano in the hall.",
@@ -35,7 +39,7 @@ SENTENCES = [
     "The old bridge crosses the river.",
 ]
 
-main = load_train_script(PACKAGE).main
+main = FILES.main
 
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
@@ -53,10 +57,6 @@ def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) ->
     return write_fixture_recipe(
         path, "sifter on fixtures", model, corpus, DEV, output_dir, **settings
     )
-
-
-def read_metrics(output_dir: Path) -> dict:
-    return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def test_sifter_trains_on_parsed_positives(
@@ -105,8 +105,9 @@ def test_simcse_pairs_each_sentence_with_itself(tiny_bert_dir: Path, tmp_path: P
     assert not (tmp_path / "cache").exists()  # nothing to parse
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
+TestBadRecipes = bad_recipe_tests(
+    main,
+    write_recipe,
     [
         ({"loss": "cosent"}, "is not one of sifter, simcse"),
         ({"lambda_xy": "-1"}, "lambda_xy must be finite and ≥ 0"),
@@ -117,17 +118,6 @@ def test_simcse_pairs_each_sentence_with_itself(tiny_bert_dir: Path, tmp_path: P
         ({"backbone_dropout": "1.5"}, "backbone_dropout must be in [0, 1)"),
     ],
 )
-def test_bad_input_stops_with_one_line_before_loading(
-    overrides: dict[str, str],
-    message: str,
-    tiny_bert_dir: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture,
-) -> None:
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
-    assert main(["--config", str(recipe)]) == 2
-    assert message in one_line_error(capsys.readouterr().err)
-    assert not (tmp_path / "out").exists()
 
 
 def test_check_only_parses_a_few_sentences_and_trains_nothing(

@@ -292,6 +292,33 @@ def one_line_error(err: str) -> str:
     return lines[0]
 
 
+def refusal(main: Any, argv: list[str], capsys: Any) -> str:
+    """``main(argv)`` exits with status 2 after one ``error: …`` line on standard error (no
+    traceback): the line."""
+    assert main(list(argv)) == 2
+    return one_line_error(capsys.readouterr().err)
+
+
+def bad_recipe_tests(main: Any, write_recipe: Any, cases: list[tuple[dict[str, str], str]]) -> type:
+    """A package's bad-input check of ``main`` (its train.py), as a pytest test class (bind
+    it to a ``Test…`` name): for each of ``cases`` ((recipe lines over the package's fixture
+    recipe, the words of the error)), ``main`` on ``write_recipe(path, model, output_dir,
+    **lines)`` exits with status 2 and one ``error:`` line holding the words, before any
+    model loads and without making the output folder."""
+
+    class BadRecipeTests:
+        @pytest.mark.usefixtures("no_model_loading")
+        @pytest.mark.parametrize(("overrides", "words"), cases, ids=[w for _, w in cases])
+        def test_bad_input_stops_with_one_line_before_the_model_loads(
+            self, overrides: dict, words: str, tiny_bert_dir: Path, tmp_path: Path, capsys: Any
+        ) -> None:
+            recipe = write_recipe(tmp_path / "r.yaml", tiny_bert_dir, tmp_path / "out", **overrides)
+            assert words in refusal(main, ["--config", str(recipe)], capsys)
+            assert not (tmp_path / "out").exists()
+
+    return BadRecipeTests
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (a process group's rendezvous in a test)."""
     import socket
@@ -656,6 +683,16 @@ def spearman_of_saved_model(folder: str | os.PathLike, pairs_file: Path) -> floa
 def trainer_step_losses(trainer: Any) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
     return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a ``SentenceEncoder`` fails the test: every check must come before it."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", refuse)
 
 
 @pytest.fixture(scope="session")
