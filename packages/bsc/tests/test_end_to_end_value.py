@@ -32,20 +32,17 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from sts_core.testing import (
-    PackageFiles,
     PlainLoop,
-    assert_run_equals_plain_loop,
+    ValueCheck,
     decays_like_transformers,
     mean_pooled,
     read_stsb_pairs,
-    run_train_script,
-    saved_weights,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-FILES = PackageFiles(__file__)
 LOOP = PlainLoop(batch=8)
+CHECK = ValueCheck(__file__, LOOP)
 BATCH, STEPS = LOOP.batch, LOOP.steps
 TEMPERATURE, TEMPERATURE_RATE = 0.1, 0.05
 MU, THRESHOLD, TOP_SCORE = 0.1, 0.6, 5.0
@@ -55,14 +52,10 @@ ALPHA = "sts_loss.inverse_temperature"  # α in the saved extra weights
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``main`` on the recipe; the step log lines and the saved weights (``backbone.*`` read
     with ``AutoModel``, α from the extra-weights file)."""
-    output_dir, logged = run_train_script(
-        FILES.main,
+    logged, saved = CHECK.run_main(
         tmp_path,
-        LOOP,
         "BSC combo, two batches in the file's order",
         model,
-        FILES.train,
-        FILES.dev,
         loss="bsc",
         score_range="[0, 5]",
         mu=str(MU),
@@ -76,7 +69,7 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         shuffle="original",
         pooling="mean",
     )
-    return logged, saved_weights(output_dir)
+    return logged, saved
 
 
 def plain_loop(
@@ -91,7 +84,7 @@ def plain_loop(
     bert = AutoModel.from_pretrained(folder)
     bert.train()
     alpha = torch.nn.Parameter(torch.tensor(1 / TEMPERATURE))  # α = 1/τ
-    first, second, scores = read_stsb_pairs(FILES.train)
+    first, second, scores = read_stsb_pairs(CHECK.files.train)
     labels = scores / TOP_SCORE  # score_range [0, 5] → [0, 1]
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()] + [(ALPHA, alpha)]
     optimizer = LOOP.optimizer(
@@ -133,7 +126,7 @@ def plain_loop(
 
 
 def test_every_batch_has_an_anchor_with_a_positive_and_a_labelled_negative() -> None:
-    first, _, scores = read_stsb_pairs(FILES.train)
+    first, _, scores = read_stsb_pairs(CHECK.files.train)
     for step in range(STEPS):
         rows = range(step * BATCH, (step + 1) * BATCH)
         positive = {first[i] for i in rows if scores[i] / TOP_SCORE > THRESHOLD}
@@ -146,4 +139,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
 ) -> None:
     logged, trained = run_main(tiny_bert_nodropout_dir, tmp_path)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir)
-    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)
+    CHECK.assert_equal(logged, trained, steps, norms, expected)

@@ -22,27 +22,18 @@ from sts_core.testing import (
     quick_training_args,
     read_metrics,
     spearman_of_saved_model,
-    write_fixture_recipe,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FILES = PackageFiles(__file__)
-TRAIN = FILES.train  # STS-B layout, scores 0–5, a repeated first sentence
-DEV = FILES.dev
-TEST = FILES.test
 
 main = FILES.main
 
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
-    settings = {
-        "final_eval_datasets": f"[{TEST}]",
-        "loss": "bsc",
-        "score_range": "[0, 5]",
-        **overrides,
-    }
-    return write_fixture_recipe(path, "bsc on fixtures", model, TRAIN, DEV, output_dir, **settings)
+    lines = {"loss": "bsc", "score_range": "[0, 5]", **overrides}
+    return FILES.recipe(path, "bsc on fixtures", model, output_dir, **lines)
 
 
 def test_combo_with_example_based_batches_and_a_trainable_temperature(
@@ -76,13 +67,13 @@ def test_combo_with_example_based_batches_and_a_trainable_temperature(
     # AdamW's first update of α = 1/τ (a scalar: no weight decay) is lr·g/(|g| + ε), i.e.
     # ±temperature_learning_rate whatever the gradient (the base learning rate is 1e-3)
     assert abs(1 / temperatures[1] - 1 / 0.1) == pytest.approx(0.05, abs=1e-4)
-    reported = metrics["final"][str(TEST)]
+    reported = metrics["final"][str(FILES.test)]
     (key,) = [k for k in reported if k.endswith("_spearman")]
-    assert spearman_of_saved_model(out, TEST) == pytest.approx(reported[key], abs=1e-3)
+    assert spearman_of_saved_model(out, FILES.test) == pytest.approx(reported[key], abs=1e-3)
 
 
 def pairs() -> Dataset:
-    lines = [line.split("\t") for line in TRAIN.read_text(encoding="utf-8").splitlines()]
+    lines = [line.split("\t") for line in FILES.train.read_text(encoding="utf-8").splitlines()]
     return Dataset.from_dict(
         {
             "sentence1": [r[5] for r in lines],

@@ -24,39 +24,27 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from sts_core.testing import (
-    PackageFiles,
-    PlainLoop,
-    assert_run_equals_plain_loop,
-    mean_pooled,
-    read_stsb_pairs,
-    run_train_script,
-    saved_weights,
-)
+from sts_core.testing import PlainLoop, ValueCheck, mean_pooled, read_stsb_pairs
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-FILES = PackageFiles(__file__)
 LOOP = PlainLoop(batch=16)  # the whole training file
+CHECK = ValueCheck(__file__, LOOP)
 SCALE = 20.0  # λ
 
 
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``main`` on the recipe; the step log lines (loss, grad_norm, learning rate) and the
     saved model's weights."""
-    output_dir, logged = run_train_script(
-        FILES.main,
+    logged, saved = CHECK.run_main(
         tmp_path,
-        LOOP,
         "CoSENT, two full-batch steps",
         model,
-        FILES.train,
-        FILES.dev,
         loss="cosent",
         cosent_scale=str(SCALE),
         pooling="mean",
     )
-    return logged, saved_weights(output_dir)
+    return logged, saved
 
 
 def plain_loop(folder: Path, scale: float = SCALE):
@@ -64,7 +52,7 @@ def plain_loop(folder: Path, scale: float = SCALE):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bert = AutoModel.from_pretrained(folder)
     bert.train()
-    first, second, labels = read_stsb_pairs(FILES.train)
+    first, second, labels = read_stsb_pairs(CHECK.files.train)
     assert len(labels) == LOOP.batch
     optimizer = LOOP.optimizer([(f"backbone.{n}", p) for n, p in bert.named_parameters()])
 
@@ -88,4 +76,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
 ) -> None:
     logged, trained = run_main(tiny_bert_nodropout_dir, tmp_path)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir)
-    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)
+    CHECK.assert_equal(logged, trained, steps, norms, expected)

@@ -16,7 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import PackageFiles, write_fixture_recipe
+from sts_core.testing import PackageFiles
 from sts_core.training import BaseTrainer
 from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 
@@ -41,9 +41,8 @@ def read_pairs(path: Path) -> tuple[list[str], list[str], np.ndarray]:
 
 def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) -> Path:
     """The fixture recipe for CoSENT; ``overrides`` replace or add lines (YAML text)."""
-    settings = {"final_eval_datasets": f"[{TEST}]", "loss": "cosent", **overrides}
-    comment = "CoSENT on fixture STS-B files"
-    return write_fixture_recipe(path, comment, model, TRAIN, DEV, output_dir, **settings)
+    lines = {"loss": "cosent", **overrides}
+    return FILES.recipe(path, "CoSENT on fixture STS-B files", model, output_dir, **lines)
 
 
 def test_fixture_files_are_in_the_stsb_format() -> None:

@@ -32,19 +32,12 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from sts_core.testing import (
-    PackageFiles,
-    PlainLoop,
-    assert_run_equals_plain_loop,
-    read_stsb_pairs,
-    run_train_script,
-    saved_weights,
-)
+from sts_core.testing import PlainLoop, ValueCheck, read_stsb_pairs
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-FILES = PackageFiles(__file__)
 LOOP = PlainLoop(batch=16)  # the whole training file
+CHECK = ValueCheck(__file__, LOOP)
 MINI_BATCH = 8
 TEMPLATE = 'This sentence : "{}" means something'  # PromptSTH
 #: the tiny Llama's attention and MLP weights (``*_proj``) are scaled by this: its last-token
@@ -72,14 +65,10 @@ def llama_dir(tiny_llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
     """``main`` on the recipe; the step log lines and the saved model's weights."""
-    output_dir, logged = run_train_script(
-        FILES.main,
+    logged, saved = CHECK.run_main(
         tmp_path,
-        LOOP,
         "Pcc-tuning stage 2 on a decoder, two full-batch steps",
         model,
-        FILES.train,
-        FILES.dev,
         loss="pearson",
         prompt="promptsth",
         pooling="last_token",
@@ -87,7 +76,7 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         gather_across_processes="true",
         gradient_cache_batch_size=str(MINI_BATCH),
     )
-    return logged, saved_weights(output_dir)
+    return logged, saved
 
 
 def plain_loop(folder: Path, template: str = TEMPLATE):
@@ -96,7 +85,7 @@ def plain_loop(folder: Path, template: str = TEMPLATE):
     tokenizer.pad_token, tokenizer.padding_side = tokenizer.eos_token, "left"
     decoder = AutoModel.from_pretrained(folder)
     decoder.train()
-    first, second, scores = read_stsb_pairs(FILES.train)
+    first, second, scores = read_stsb_pairs(CHECK.files.train)
     assert len(scores) == LOOP.batch
     optimizer = LOOP.optimizer(
         [(f"backbone.{n}", p) for n, p in decoder.named_parameters()],
@@ -126,4 +115,4 @@ def plain_loop(folder: Path, template: str = TEMPLATE):
 def test_two_steps_of_main_equal_a_plain_torch_loop(llama_dir: Path, tmp_path: Path) -> None:
     logged, trained = run_main(llama_dir, tmp_path)
     steps, norms, expected = plain_loop(llama_dir)
-    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)
+    CHECK.assert_equal(logged, trained, steps, norms, expected)

@@ -21,7 +21,6 @@ from sts_core.testing import (
     quick_training_args,
     read_metrics,
     spearman_of_saved_model,
-    write_fixture_recipe,
 )
 from sts_core.training import BaseTrainer
 from sts_core.training.collator import SentenceCollator
@@ -31,9 +30,6 @@ from sts_pcctuning.loss import PearsonLoss
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FILES = PackageFiles(__file__)
-TRAIN = FILES.train  # STS-B layout, scores 0–5
-DEV = FILES.dev
-TEST = FILES.test
 LLAMA_PROMPT = {
     "pooling": "last_token",
     "prompt": "promptsth",
@@ -57,11 +53,9 @@ def write_triplets(path: Path, rows: int = 8) -> Path:
     return path
 
 
-def write_recipe(path: Path, model: Path, output_dir: Path, train: Path = TRAIN, **overrides):
-    settings = {"final_eval_datasets": f"[{TEST}]", "loss": "pearson", **overrides}
-    return write_fixture_recipe(
-        path, "pcctuning on fixtures", model, train, DEV, output_dir, **settings
-    )
+def write_recipe(path: Path, model: Path, output_dir: Path, train: Path | None = None, **lines):
+    lines = {"loss": "pearson", **lines}
+    return FILES.recipe(path, "pcctuning on fixtures", model, output_dir, train, **lines)
 
 
 def record_batches_and_losses(
@@ -143,9 +137,9 @@ def test_two_stages_with_lora_on_a_prompted_decoder(
     assert metrics["train"]["batches"]["batches"] == 4
     adapter = json.loads((stage2 / "adapter_config.json").read_text(encoding="utf-8"))
     assert adapter["r"] == 4
-    reported = metrics["final"][str(TEST)]
+    reported = metrics["final"][str(FILES.test)]
     (key,) = [k for k in reported if k.endswith("_spearman")]
-    assert spearman_of_saved_model(stage2, TEST) == pytest.approx(reported[key], abs=1e-3)
+    assert spearman_of_saved_model(stage2, FILES.test) == pytest.approx(reported[key], abs=1e-3)
 
 
 def test_stage_two_counts_batches_without_a_correlation(
@@ -186,7 +180,7 @@ def test_stage_two_on_scores_that_are_all_equal_is_refused(
     tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     flat = tmp_path / "sts-flat.csv"
-    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    lines = FILES.train.read_text(encoding="utf-8").splitlines()
     flat.write_text(
         "\n".join(
             "\t".join([*line.split("\t")[:4], "2.0", *line.split("\t")[5:]]) for line in lines

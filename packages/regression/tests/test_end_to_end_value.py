@@ -28,21 +28,13 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
-from sts_core.testing import (
-    PackageFiles,
-    PlainLoop,
-    assert_run_equals_plain_loop,
-    mean_pooled,
-    read_stsb_pairs,
-    run_train_script,
-    saved_weights,
-)
+from sts_core.testing import PlainLoop, ValueCheck, mean_pooled, read_stsb_pairs
 from sts_core.training.run import TrainingRun
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-FILES = PackageFiles(__file__)
 LOOP = PlainLoop(batch=16)  # the whole training file
+CHECK = ValueCheck(__file__, LOOP)
 LAYER_DECAY = 0.5
 K, X0 = 3.0, 0.2
 #: taken off the fresh head's bias when training begins (in the run; the plain loop starts
@@ -72,14 +64,10 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     backbone (``AutoModel``) and the saved head (the extra-weights file)."""
     recorder = HeadAtStart()
     monkeypatch.setattr(TrainingRun, "build_callbacks", lambda self: [recorder])
-    output_dir, logged = run_train_script(
-        FILES.main,
+    logged, saved = CHECK.run_main(
         tmp_path,
-        LOOP,
         "Smooth K2 on a fresh regression head, two full-batch steps",
         model,
-        FILES.train,
-        FILES.dev,
         loss="smooth_k2",
         k=str(K),
         x0=str(X0),
@@ -89,7 +77,7 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         layer_lr_decay=str(LAYER_DECAY),
     )
     assert recorder.weights is not None
-    return logged, recorder.weights, saved_weights(output_dir)
+    return logged, recorder.weights, saved
 
 
 def plain_loop(
@@ -106,7 +94,7 @@ def plain_loop(
     bert.train()
     head = torch.nn.Linear(3 * bert.config.hidden_size, 1)
     head.load_state_dict(head_start)
-    first, second, labels = read_stsb_pairs(FILES.train)
+    first, second, labels = read_stsb_pairs(CHECK.files.train)
     assert len(labels) == LOOP.batch
     named = [(f"backbone.{n}", p) for n, p in bert.named_parameters()]
     named += [(f"regression.{n}", p) for n, p in head.named_parameters()]
@@ -143,6 +131,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
     logged, head_start, trained = run_main(tiny_bert_nodropout_dir, tmp_path, monkeypatch)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir, head_start)
     # the log shows one parameter group's rate (the layer-wise decay makes several)
-    assert_run_equals_plain_loop(
-        logged, trained, LOOP, steps, norms, expected, learning_rates=False
-    )
+    CHECK.assert_equal(logged, trained, steps, norms, expected, learning_rates=False)

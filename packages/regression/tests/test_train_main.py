@@ -17,26 +17,21 @@ from sts_core.testing import (
     bad_recipe_tests,
     one_line_error,
     read_metrics,
-    write_fixture_recipe,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FILES = PackageFiles(__file__)
-TRAIN = FILES.train  # STS-B layout, scores 0–5
-DEV = FILES.dev
-TEST = FILES.test
 
 
 main = FILES.main
 
 
 def write_recipe(
-    path: Path, model: Path, output_dir: Path, train: Path = TRAIN, **overrides: str
+    path: Path, model: Path, output_dir: Path, train: Path | None = None, **overrides: str
 ) -> Path:
-    settings = {"final_eval_datasets": f"[{TEST}]", "loss": "smooth_k2", **overrides}
-    comment = "regression on fixture files"
-    return write_fixture_recipe(path, comment, model, train, DEV, output_dir, **settings)
+    lines = {"loss": "smooth_k2", **overrides}
+    return FILES.recipe(path, "regression on fixture files", model, output_dir, train, **lines)
 
 
 def write_nli_csv(path: Path) -> Path:
@@ -70,7 +65,7 @@ def test_main_trains_on_sts_scores_and_reports_cosine_and_head(
     assert math.isfinite(metrics["train"]["train_loss"]) and metrics["train"]["train_loss"] > 0
     assert metrics["data"]["train_pairs"] == 16
     assert set(metrics["dev"]) >= {"eval_dev_spearman", "eval_dev_pearson"}
-    assert list(metrics["final"]) == [str(TEST)]
+    assert list(metrics["final"]) == [str(FILES.test)]
     assert set(metrics["head"]) == {"dev_head_spearman", "dev_head_pearson"}
     heads = json.loads((output_dir / "sts_heads.json").read_text(encoding="utf-8"))
     assert heads["heads"]["regression"]["config"]["out_features"] == 1

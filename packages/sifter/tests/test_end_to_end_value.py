@@ -36,22 +36,13 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
-from sts_core.testing import (
-    PackageFiles,
-    PlainLoop,
-    assert_run_equals_plain_loop,
-    mean_pooled,
-    read_metrics,
-    run_train_script,
-    saved_weights,
-)
+from sts_core.testing import PlainLoop, ValueCheck, mean_pooled, read_metrics
 from sts_core.training.run import TrainingRun
 from sts_sifter.augment import Augmented, AugmentOptions
 from sts_sifter.corpus import cache_folder, chunk_path, write_chunk
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-FILES = PackageFiles(__file__)
 
 #: X, Y = X + its backbone, Z = X without articles and conjunctions
 CORPUS = [
@@ -97,6 +88,7 @@ CORPUS = [
     ),
 ]
 LOOP = PlainLoop(batch=len(CORPUS))  # the whole corpus
+CHECK = ValueCheck(__file__, LOOP)
 TEMPERATURE = 0.05
 LAMBDAS = {"xy": 1.0, "xz": 0.5, "yz": 0.25}
 PARSER = "stanza:/nonexistent/stanza-models"  # never loaded: every sentence is cached
@@ -135,14 +127,11 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("".join(f"{x}\n" for x, _, _ in CORPUS), encoding="utf-8")
     write_cache(tmp_path / "cache")
-    output_dir, logged = run_train_script(
-        FILES.main,
+    logged, saved = CHECK.run_main(
         tmp_path,
-        LOOP,
         "SIFTER-SimCSE on cached positives, two full-batch steps",
         model,
         corpus,
-        FILES.dev,
         train_format="sentences",
         loss="sifter",
         parser=PARSER,
@@ -156,9 +145,11 @@ def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         capitalised_end="abbreviation",
         backbone_dropout="0.0",
     )
-    assert read_metrics(output_dir)["data"]["positives"]["cached"] == LOOP.batch  # none parsed
+    assert (
+        read_metrics(tmp_path / "out")["data"]["positives"]["cached"] == LOOP.batch
+    )  # none parsed
     assert recorder.weights is not None
-    return logged, recorder.weights, saved_weights(output_dir)
+    return logged, recorder.weights, saved
 
 
 def plain_loop(
@@ -207,4 +198,4 @@ def test_two_steps_of_main_equal_a_plain_torch_loop(
 ) -> None:
     logged, mlp_start, trained = run_main(tiny_bert_nodropout_dir, tmp_path, monkeypatch)
     steps, norms, expected = plain_loop(tiny_bert_nodropout_dir, mlp_start)
-    assert_run_equals_plain_loop(logged, trained, LOOP, steps, norms, expected)
+    CHECK.assert_equal(logged, trained, steps, norms, expected)

@@ -16,14 +16,11 @@ from sts_core.testing import (
     PackageFiles,
     bad_recipe_tests,
     read_metrics,
-    write_fixture_recipe,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FILES = PackageFiles(__file__)
-DEV = FILES.dev
-TEST = FILES.test
 SENTENCES = [
     "The cat chased a mouse and the dog slept.",
     "A woman plays the piano in the hall.",
@@ -47,16 +44,13 @@ def write_recipe(path: Path, model: Path, output_dir: Path, **overrides: str) ->
     corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     settings = {
         "train_format": "sentences",
-        "final_eval_datasets": f"[{TEST}]",
         "pooling": "cls",
         "backbone_dropout": "0.15",
         "augment_cache_dir": str(path.parent / "cache"),
         "per_device_train_batch_size": "4",
         **overrides,
     }
-    return write_fixture_recipe(
-        path, "sifter on fixtures", model, corpus, DEV, output_dir, **settings
-    )
+    return FILES.recipe(path, "sifter on fixtures", model, output_dir, corpus, **settings)
 
 
 def test_sifter_trains_on_parsed_positives(
@@ -140,7 +134,7 @@ def test_a_pair_set_gives_its_distinct_sentences(tiny_bert_dir: Path, tmp_path: 
         out,
         loss="simcse",
         train_format="stsb",
-        train_datasets=f"[{DEV}]",
+        train_datasets=f"[{FILES.dev}]",
     )
     assert main(["--config", str(recipe)]) == 0
     data = read_metrics(out)["data"]

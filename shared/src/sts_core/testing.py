@@ -462,34 +462,6 @@ def mean_pooled(model: Any, tokenizer: Any, texts: list[str]) -> Any:
     return (states * mask).sum(1) / mask.sum(1)
 
 
-def run_train_script(
-    main: Any,
-    folder: Path,
-    loop: PlainLoop,
-    comment: str,
-    model: str | os.PathLike,
-    train: str | os.PathLike,
-    dev: str | os.PathLike,
-    **settings: str,
-) -> tuple[Path, list[dict[str, Any]]]:
-    """``main`` (a package's train.py) on a fixture recipe with ``settings`` and the
-    optimizer of ``loop``, written in ``folder``; the output folder and the log line of
-    each step."""
-    output_dir = folder / "out"
-    recipe = write_fixture_recipe(
-        folder / "recipe.yaml",
-        comment,
-        model,
-        train,
-        dev,
-        output_dir,
-        **settings,
-        **loop.recipe_lines(),
-    )
-    assert main(["--config", str(recipe)]) == 0
-    return output_dir, step_log(output_dir, loop.steps)
-
-
 def saved_weights(output_dir: Path) -> dict[str, Any]:
     """A saved model's weights as a plain loop names them: the backbone's read back with
     ``AutoModel`` under ``backbone.``, and those of the extra-weights file (heads, MLP,
@@ -505,30 +477,68 @@ def saved_weights(output_dir: Path) -> dict[str, Any]:
     return weights
 
 
-def assert_run_equals_plain_loop(
-    logged: list[dict[str, Any]],
-    trained: dict[str, Any],
-    loop: PlainLoop,
-    steps: list[dict[str, float]],
-    norms: list[float],
-    expected: dict[str, Any],
-    learning_rates: bool = True,
-) -> None:
-    """Step for step, the run's log equals the plain loop's values (every key of ``steps``:
-    the loss and its parts), its gradient norms (clipping exercised: one is above
-    ``max_grad_norm``) and learning rates (unless ``learning_rates`` is false: the log shows
-    one group's rate), and every saved weight equals the loop's final weight."""
-    import torch
+@dataclass
+class ValueCheck:
+    """A package's end-to-end value test: its ``train.py``'s ``main`` on a fixture recipe
+    against a plain-torch loop of the same recipe (``loop``), step for step; ``test_file``
+    is the test module's ``__file__`` (:class:`PackageFiles`)."""
 
-    for name in steps[0]:
-        assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
-    assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
-    assert max(norms) > loop.max_grad_norm  # the clipping is exercised
-    if learning_rates:
-        assert [e["learning_rate"] for e in logged] == pytest.approx(loop.rates())
-    assert set(trained) == set(expected)
-    for name, value in expected.items():
-        torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    test_file: str | os.PathLike
+    loop: PlainLoop
+
+    @property
+    def files(self) -> PackageFiles:
+        return PackageFiles(self.test_file)
+
+    def run_main(
+        self,
+        folder: Path,
+        comment: str,
+        model: str | os.PathLike,
+        train: str | os.PathLike | None = None,
+        **settings: str,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """``main`` on a recipe written in ``folder``: the fixture files (``train`` for the
+        training file when given), ``settings`` and the loop's optimizer; the log line of
+        each step and the saved weights (:func:`saved_weights`)."""
+        output_dir = folder / "out"
+        recipe = write_fixture_recipe(
+            folder / "recipe.yaml",
+            comment,
+            model,
+            train or self.files.train,
+            self.files.dev,
+            output_dir,
+            **settings,
+            **self.loop.recipe_lines(),
+        )
+        assert self.files.main(["--config", str(recipe)]) == 0
+        return step_log(output_dir, self.loop.steps), saved_weights(output_dir)
+
+    def assert_equal(
+        self,
+        logged: list[dict[str, Any]],
+        trained: dict[str, Any],
+        steps: list[dict[str, float]],
+        norms: list[float],
+        expected: dict[str, Any],
+        learning_rates: bool = True,
+    ) -> None:
+        """Step for step, the run's log equals the plain loop's values (every key of
+        ``steps``: the loss and its parts), gradient norms (clipping exercised: one is above
+        ``max_grad_norm``) and learning rates (unless ``learning_rates`` is false: the log
+        shows one group's rate), and every saved weight equals the loop's final one."""
+        import torch
+
+        for name in steps[0]:
+            assert [e[name] for e in logged] == pytest.approx([s[name] for s in steps], rel=1e-5)
+        assert [e["grad_norm"] for e in logged] == pytest.approx(norms, rel=1e-5)
+        assert max(norms) > self.loop.max_grad_norm  # the clipping is exercised
+        if learning_rates:
+            assert [e["learning_rate"] for e in logged] == pytest.approx(self.loop.rates())
+        assert set(trained) == set(expected)
+        for name, value in expected.items():
+            torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
 
 
 def write_stsb_file(path: Path, scores: list[float]) -> Path:
@@ -630,6 +640,21 @@ class PackageFiles:
     @cached_property
     def main(self) -> Any:
         return load_train_script(self.package).main
+
+    def recipe(
+        self,
+        path: Path,
+        comment: str,
+        model: str | os.PathLike,
+        output_dir: str | os.PathLike,
+        train: str | os.PathLike | None = None,
+        **lines: str,
+    ) -> Path:
+        """:func:`write_fixture_recipe` on the fixture files (``train`` instead of the
+        training file when given), the test file as the final evaluation set."""
+        lines = {"final_eval_datasets": f"[{self.test}]", **lines}
+        train = train or self.train
+        return write_fixture_recipe(path, comment, model, train, self.dev, output_dir, **lines)
 
 
 def read_metrics(output_dir: Path) -> dict[str, Any]:
