@@ -19,8 +19,8 @@ from transformers import AutoModel, TrainerCallback
 from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation import PairEvaluator
 from sts_core.testing import (
-    EVERY_STEP_SELECTION_ARGS,
-    ScriptedEvaluator,
+    assert_best_checkpoint_selected,
+    checkpoint_selection_run,
     quick_training_args,
     trainer_step_losses,
 )
@@ -148,35 +148,12 @@ def selected_run(
 ) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
-    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0], model_type=SentenceEncoder)
-    args = make_args(
-        output_dir,
-        max_steps=4,
-        per_device_train_batch_size=8,
-        **EVERY_STEP_SELECTION_ARGS,
-    )
-    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
-    trainer = BaseTrainer(
-        model=encoder, args=args, train_dataset=toy_dataset(), evaluator=evaluator
-    )
-    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
-    trainer.train()
-    final_dir = output_dir / "final"
-    trainer.save_model(str(final_dir))
-    return {
-        "trainer": trainer,
-        "encoder": encoder,
-        "evaluator": evaluator,
-        "output_dir": output_dir,
-        "final_dir": final_dir,
-    }
+    return checkpoint_selection_run(BaseConfig, output_dir, tiny_bert_nodropout_dir, toy_dataset())
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:
-    trainer, output_dir = selected_run["trainer"], selected_run["output_dir"]
-    assert selected_run["evaluator"].calls == 4
-    assert trainer.state.best_metric == 50.0
-    assert Path(trainer.state.best_model_checkpoint) == output_dir / "checkpoint-2"
+    assert_best_checkpoint_selected(selected_run)
+    output_dir = selected_run["output_dir"]
     # save_total_limit 2 keeps the best checkpoint and the latest one
     kept = sorted(p.name for p in output_dir.glob("checkpoint-*"))
     assert kept == ["checkpoint-2", "checkpoint-4"]

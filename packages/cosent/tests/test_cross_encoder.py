@@ -19,6 +19,7 @@ from sts_core.cross_encoder import predict_pair_scores
 from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
 from sts_core.testing import (
     EVERY_STEP_SELECTION_ARGS,
+    TOY_STS_PAIRS,
     ScriptedEvaluator,
     quick_training_args,
     trainer_step_losses,
@@ -29,24 +30,7 @@ from sts_cosent.loss import cosent_loss
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-TRAIN = [
-    ("a man is playing the guitar", "a man plays the guitar", 4.8),
-    ("a man is playing the guitar", "a woman is slicing an onion", 0.2),
-    ("a dog runs in the park", "a dog is running in the park", 4.5),
-    ("a dog runs in the park", "a girl is eating food", 0.5),
-    ("two boys play soccer", "two children are playing soccer", 4.0),
-    ("two boys play soccer", "a cat sits on the car", 0.0),
-    ("a woman is riding a horse", "someone rides a horse", 3.8),
-    ("a woman is riding a horse", "the man is swimming in the water", 0.8),
-    ("a small white cat", "a small black cat", 3.0),
-    ("a small white cat", "people are standing on the beach", 0.2),
-    ("the child plays piano", "a child is playing the piano", 4.6),
-    ("the child plays piano", "a big car on the street", 0.0),
-    ("three men are sitting", "three people sit", 3.4),
-    ("three men are sitting", "a boy is cutting a tomato", 1.0),
-    ("this sentence means one thing", "this sentence means something different", 2.0),
-    ("a person rides a bike", "a man is riding a bike", 4.2),
-]
+TRAIN = TOY_STS_PAIRS
 DEV = [
     ("a woman plays the piano", "a woman is playing the piano", 4.8),
     ("a woman plays the piano", "two dogs are running", 0.4),

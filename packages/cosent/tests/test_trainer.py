@@ -24,8 +24,10 @@ import sts_cosent.loss as loss_module
 from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
 from sts_core.losses import SOFTMAX_HEAD
 from sts_core.testing import (
-    EVERY_STEP_SELECTION_ARGS,
-    ScriptedEvaluator,
+    TOY_PROBES,
+    TOY_STS_PAIRS,
+    assert_best_checkpoint_selected,
+    checkpoint_selection_run,
     embed_pairs,
     free_port,
     quick_training_args,
@@ -46,26 +48,10 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# (sentence1, sentence2, STS score 0–5, binary label, NLI class: 2 entailment … 0 contradiction)
-ROWS = [
-    ("a man is playing the guitar", "a man plays the guitar", 4.8, 1, 2),
-    ("a man is playing the guitar", "a woman is slicing an onion", 0.2, 0, 0),
-    ("a dog runs in the park", "a dog is running in the park", 4.5, 1, 2),
-    ("a dog runs in the park", "a girl is eating food", 0.5, 0, 0),
-    ("two boys play soccer", "two children are playing soccer", 4.0, 1, 2),
-    ("two boys play soccer", "a cat sits on the car", 0.0, 0, 0),
-    ("a woman is riding a horse", "someone rides a horse", 3.8, 1, 1),
-    ("a woman is riding a horse", "the man is swimming in the water", 0.8, 0, 0),
-    ("a small white cat", "a small black cat", 3.0, 1, 1),
-    ("a small white cat", "people are standing on the beach", 0.2, 0, 0),
-    ("the child plays piano", "a child is playing the piano", 4.6, 1, 2),
-    ("the child plays piano", "a big car on the street", 0.0, 0, 0),
-    ("three men are sitting", "three people sit", 3.4, 1, 1),
-    ("three men are sitting", "a boy is cutting a tomato", 1.0, 0, 1),
-    ("this sentence means one thing", "this sentence means something different", 2.0, 0, 1),
-    ("a person rides a bike", "a man is riding a bike", 4.2, 1, 2),
-]
-PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
+#: (sentence1, sentence2, STS score 0–5, binary label: score ≥ 3, NLI class: 2 entailment for
+#: a score ≥ 4, 1 neutral from 1, 0 contradiction below)
+ROWS = [(a, b, s, int(s >= 3), 2 if s >= 4 else 1 if s >= 1 else 0) for a, b, s in TOY_STS_PAIRS]
+PROBES = TOY_PROBES
 
 
 def dataset(label: str = "score", column: str = "score", rows: int = len(ROWS)) -> Dataset:
@@ -155,33 +141,11 @@ def selected_run(
 ) -> dict[str, Any]:
     """4 steps, evaluated and saved every step; the dev score is best at step 2."""
     output_dir = tmp_path_factory.mktemp("selected")
-    evaluator = ScriptedEvaluator([10.0, 50.0, 20.0, 30.0], model_type=SentenceEncoder)
-    args = make_args(
-        output_dir,
-        max_steps=4,
-        per_device_train_batch_size=8,
-        **EVERY_STEP_SELECTION_ARGS,
-    )
-    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
-    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset(), evaluator=evaluator)
-    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
-    trainer.train()
-    final_dir = output_dir / "final"
-    trainer.save_model(str(final_dir))
-    return {
-        "trainer": trainer,
-        "encoder": encoder,
-        "evaluator": evaluator,
-        "output_dir": output_dir,
-        "final_dir": final_dir,
-    }
+    return checkpoint_selection_run(CoSENTConfig, output_dir, tiny_bert_nodropout_dir, dataset())
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:
-    trainer, output_dir = selected_run["trainer"], selected_run["output_dir"]
-    assert selected_run["evaluator"].calls == 4
-    assert trainer.state.best_metric == 50.0
-    assert Path(trainer.state.best_model_checkpoint) == output_dir / "checkpoint-2"
+    assert_best_checkpoint_selected(selected_run)
 
 
 def test_final_weights_are_the_best_checkpoint(selected_run: dict[str, Any]) -> None:

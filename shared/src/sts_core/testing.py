@@ -168,6 +168,30 @@ def make_tiny_llama(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+#: 16 sentence pairs with STS scores 0–5 (a paraphrase and an unrelated sentence for most
+#: first sentences, ties and middle scores among them) for tiny training runs
+TOY_STS_PAIRS: list[tuple[str, str, float]] = [
+    ("a man is playing the guitar", "a man plays the guitar", 4.8),
+    ("a man is playing the guitar", "a woman is slicing an onion", 0.2),
+    ("a dog runs in the park", "a dog is running in the park", 4.5),
+    ("a dog runs in the park", "a girl is eating food", 0.5),
+    ("two boys play soccer", "two children are playing soccer", 4.0),
+    ("two boys play soccer", "a cat sits on the car", 0.0),
+    ("a woman is riding a horse", "someone rides a horse", 3.8),
+    ("a woman is riding a horse", "the man is swimming in the water", 0.8),
+    ("a small white cat", "a small black cat", 3.0),
+    ("a small white cat", "people are standing on the beach", 0.2),
+    ("the child plays piano", "a child is playing the piano", 4.6),
+    ("the child plays piano", "a big car on the street", 0.0),
+    ("three men are sitting", "three people sit", 3.4),
+    ("three men are sitting", "a boy is cutting a tomato", 1.0),
+    ("this sentence means one thing", "this sentence means something different", 2.0),
+    ("a person rides a bike", "a man is riding a bike", 4.2),
+]
+#: sentences to embed before and after a save
+TOY_PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
+
+
 QUICK_TRAINING_ARGS: dict[str, Any] = {
     "learning_rate": 1e-3,
     "warmup_steps": 0,
@@ -708,6 +732,54 @@ def read_metrics(output_dir: Path) -> dict[str, Any]:
     import json
 
     return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+
+
+SELECTION_SCORES = [10.0, 50.0, 20.0, 30.0]  # the dev score of steps 1–4: best at step 2
+
+
+def checkpoint_selection_run(
+    config_class: type, output_dir: Path, model_dir: str | os.PathLike, train_dataset: Any
+) -> dict[str, Any]:
+    """A ``BaseTrainer`` run of 4 steps of 8 pairs under ``config_class`` (the method), each
+    step evaluated by a :class:`ScriptedEvaluator` (``SELECTION_SCORES``) and saved, the
+    best model loaded at the end and saved to ``output_dir / "final"``, the model card
+    naming "tiny-bert" and "toy pairs": its ``trainer``, ``encoder``, ``evaluator``,
+    ``output_dir`` and ``final_dir``."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.training import BaseTrainer
+
+    evaluator = ScriptedEvaluator(SELECTION_SCORES, model_type=SentenceEncoder)
+    args = quick_training_args(
+        config_class,
+        output_dir,
+        max_steps=4,
+        per_device_train_batch_size=8,
+        **EVERY_STEP_SELECTION_ARGS,
+    )
+    encoder = SentenceEncoder.from_pretrained(model_dir)
+    trainer = BaseTrainer(
+        model=encoder, args=args, train_dataset=train_dataset, evaluator=evaluator
+    )
+    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
+    trainer.train()
+    final_dir = output_dir / "final"
+    trainer.save_model(str(final_dir))
+    return {
+        "trainer": trainer,
+        "encoder": encoder,
+        "evaluator": evaluator,
+        "output_dir": output_dir,
+        "final_dir": final_dir,
+    }
+
+
+def assert_best_checkpoint_selected(run: dict[str, Any]) -> None:
+    """Every step of :func:`checkpoint_selection_run` was evaluated and step 2 (the best
+    dev score) is the selected checkpoint."""
+    state = run["trainer"].state
+    assert run["evaluator"].calls == len(SELECTION_SCORES)
+    assert state.best_metric == max(SELECTION_SCORES)
+    assert Path(state.best_model_checkpoint) == run["output_dir"] / "checkpoint-2"
 
 
 def load_train_script(package: Path) -> Any:
