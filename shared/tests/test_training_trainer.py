@@ -20,7 +20,7 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation import PairEvaluator
 from sts_core.testing import (
     assert_best_checkpoint_selected,
-    checkpoint_selection_run,
+    checkpoint_selection_fixture,
     quick_training_args,
     trainer_step_losses,
 )
@@ -142,13 +142,8 @@ def test_without_evaluator_evaluate_returns_nothing(
 # --------------------------------------------------------------------------- best checkpoint
 
 
-@pytest.fixture(scope="module")
-def selected_run(
-    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
-    """4 steps, evaluated and saved every step; the dev score is best at step 2."""
-    output_dir = tmp_path_factory.mktemp("selected")
-    return checkpoint_selection_run(BaseConfig, output_dir, tiny_bert_nodropout_dir, toy_dataset())
+#: 4 steps, evaluated and saved every step; the dev score is best at step 2
+selected_run = checkpoint_selection_fixture(BaseConfig, toy_dataset)
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:

@@ -3,9 +3,6 @@ naming the option (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 import pytest
 
 from sts_bsc import BscConfig
@@ -13,13 +10,9 @@ from sts_core.testing import (
     NON_NEGATIVE_BAD,
     NOT_FINITE,
     POSITIVE_BAD,
-    PackageFiles,
     config_option_tests,
-    write_fixture_recipe,
 )
 from sts_core.training import ConfigError, ConfigParser
-
-FILES = PackageFiles(__file__)
 
 RANGES = [
     ("bsc_temperature", POSITIVE_BAD, "bsc_temperature must be finite and > 0"),
@@ -44,31 +37,6 @@ def test_a_trainable_temperature_needs_the_bsc_loss(losses: list[str]) -> None:
     argv = ["--model_name_or_path", "m", "--report_to", "none", "--trainable_temperature", "true"]
     with pytest.raises(ConfigError, match="trainable_temperature: true needs the bsc loss"):
         ConfigParser(BscConfig).parse([*argv, *losses])
-
-
-def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
-    tiny_bert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Inside ``loss_weights`` α is ``sts_loss.parts.bsc.inverse_temperature``; the pattern
-    for the loss alone would match nothing (now a ConfigError, before a silent base rate)."""
-    recipe = write_fixture_recipe(
-        tmp_path / "r.yaml",
-        "BSC + MSE with a trainable temperature",
-        tiny_bert_dir,
-        FILES.train,
-        FILES.dev,
-        tmp_path / "out",
-        score_range="[0, 5]",
-        trainable_temperature="true",
-        temperature_learning_rate="0.05",
-        loss_weights="{bsc: 1.0, cosine_mse: 0.5}",
-        max_steps="1",
-        eval_strategy="no",
-        save_strategy="no",
-    )
-    with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
-        assert FILES.main(["--config", str(recipe)]) == 0
-    assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text
 
 
 CHOICE_ERRORS = [

@@ -6,6 +6,7 @@ the model is loaded."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -150,3 +151,24 @@ TestBadRecipes = bad_recipe_tests(
         ({"trainable_temperature": "true", "gradient_cache_batch_size": "4"}, "gradient"),
     ],
 )
+
+
+def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
+    tiny_bert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Inside ``loss_weights`` α is ``sts_loss.parts.bsc.inverse_temperature``; the pattern
+    for the loss alone would match nothing (now a ConfigError, before a silent base rate)."""
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_bert_dir,
+        tmp_path / "out",
+        trainable_temperature="true",
+        temperature_learning_rate="0.05",
+        loss_weights="{bsc: 1.0, cosine_mse: 0.5}",
+        max_steps="1",
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
+        assert main(["--config", str(recipe)]) == 0
+    assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text

@@ -22,6 +22,7 @@ from sts_core.testing import (
     TOY_STS_PAIRS,
     ScriptedEvaluator,
     quick_training_args,
+    train_and_save,
     trainer_step_losses,
 )
 from sts_core.training import ModelArguments
@@ -92,10 +93,7 @@ def cross_run(
     trainer = CoSENTCrossEncoderTrainer(
         model=model, args=config, train_dataset=pairs(TRAIN), evaluator=evaluator
     )
-    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
-    trainer.train()
-    final_dir = output_dir / "final"
-    trainer.save_model(str(final_dir))
+    final_dir = train_and_save(trainer, output_dir)
     return {
         "trainer": trainer,
         "model": model,

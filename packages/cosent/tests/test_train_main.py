@@ -16,7 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import PackageFiles
+from sts_core.testing import PackageFiles, refusal
 from sts_core.training import BaseTrainer
 from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 
@@ -201,3 +201,21 @@ def test_recipe_opens_with_its_launch_command(recipe: Path) -> None:
     assert match, f"{recipe.name}: no launch command for itself in its opening comment"
     if match["config_file"]:
         assert (REPO / match["config_file"]).is_file(), match["config_file"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        ("--cosent_scale=nan", "cosent_scale must be finite and > 0, got nan"),
+        ("--learning_rate=-inf", "learning_rate must be finite and > 0, got -inf"),
+        ("--contrastive_margin=1.5", "contrastive_margin must be in [0, 1), got 1.5"),
+    ],
+)
+def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
+    flag: str, words: str, tiny_bert_dir: Path, tmp_path: Path, capsys, no_model_loading
+) -> None:
+    recipe = FILES.recipe(
+        tmp_path / "r.yaml", "CoSENT, a flag out of range", tiny_bert_dir, tmp_path / "out"
+    )
+    assert words in refusal(main, ["--config", str(recipe), flag], capsys)
+    assert not (tmp_path / "out").exists()

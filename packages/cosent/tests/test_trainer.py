@@ -27,7 +27,7 @@ from sts_core.testing import (
     TOY_PROBES,
     TOY_STS_PAIRS,
     assert_best_checkpoint_selected,
-    checkpoint_selection_run,
+    checkpoint_selection_fixture,
     embed_pairs,
     free_port,
     quick_training_args,
@@ -135,13 +135,8 @@ def test_logged_loss_is_cosent_of_the_pair_cosines(cosent_run: dict[str, Any]) -
 # --------------------------------------------------------------------------- best checkpoint
 
 
-@pytest.fixture(scope="module")
-def selected_run(
-    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
-    """4 steps, evaluated and saved every step; the dev score is best at step 2."""
-    output_dir = tmp_path_factory.mktemp("selected")
-    return checkpoint_selection_run(CoSENTConfig, output_dir, tiny_bert_nodropout_dir, dataset())
+#: 4 steps, evaluated and saved every step; the dev score is best at step 2
+selected_run = checkpoint_selection_fixture(CoSENTConfig, dataset)
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:

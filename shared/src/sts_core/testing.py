@@ -760,10 +760,7 @@ def checkpoint_selection_run(
     trainer = BaseTrainer(
         model=encoder, args=args, train_dataset=train_dataset, evaluator=evaluator
     )
-    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
-    trainer.train()
-    final_dir = output_dir / "final"
-    trainer.save_model(str(final_dir))
+    final_dir = train_and_save(trainer, output_dir)
     return {
         "trainer": trainer,
         "encoder": encoder,
@@ -771,6 +768,33 @@ def checkpoint_selection_run(
         "output_dir": output_dir,
         "final_dir": final_dir,
     }
+
+
+def checkpoint_selection_fixture(config_class: type, train_dataset: Any) -> Any:
+    """A module-scoped pytest fixture (bind it to a name in the test module) of
+    :func:`checkpoint_selection_run` on the tiny BERT without dropout and
+    ``train_dataset()``."""
+
+    @pytest.fixture(scope="module")
+    def selected_run(
+        tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    ) -> dict[str, Any]:
+        output_dir = tmp_path_factory.mktemp("selected")
+        return checkpoint_selection_run(
+            config_class, output_dir, tiny_bert_nodropout_dir, train_dataset()
+        )
+
+    return selected_run
+
+
+def train_and_save(trainer: Any, output_dir: Path) -> Path:
+    """``trainer.train()`` with a model card naming "tiny-bert" and "toy pairs", then the
+    model saved to ``output_dir / "final"`` (returned)."""
+    trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
+    trainer.train()
+    final_dir = output_dir / "final"
+    trainer.save_model(str(final_dir))
+    return final_dir
 
 
 def assert_best_checkpoint_selected(run: dict[str, Any]) -> None:
