@@ -7,10 +7,15 @@ every method package get these fixtures without a conftest:
   2-layer Llama decoder (word-level tokenizer, no pad token), saved to a temporary folder.
   No downloads; ``make_tiny_bert`` / ``make_tiny_llama`` build more of them.
 - ``tiny_bert_nodropout_dir``: the tiny BERT with dropout 0 (deterministic training);
-  ``torch_one_thread``: torch on one thread for a test module.
+  ``torch_one_thread``: torch on one thread for a test module; ``no_model_loading``:
+  loading a ``SentenceEncoder`` fails the test.
 - ``sts_data_dir``, ``sts_models_dir``, ``minilm_dir``, ``mpnet_dir``, ``smollm_dir``: the
   real benchmark folder and models, skipping the test with the reason when
   ``STS_DATA_DIR`` / ``STS_MODELS_DIR`` are unset.
+
+The helpers a method package's tests share (option checks, bad-recipe checks, the
+end-to-end value test against a plain-torch loop, two-process workers) are listed in
+docs/testing.md, "Test support for method packages".
 """
 
 from __future__ import annotations
