@@ -38,7 +38,7 @@ METHOD = BscMethod(
         # L2) with example-based shuffling, on the benchmark's STS pairs
         QualityRow(
             "bsc_combo",
-            "ours: BscTrainer (0.1·BSC + 0.9·MSE, eq. 6; example-based batches)",
+            "ours: sts-bsc (0.1·BSC + 0.9·MSE, eq. 6; example-based batches)",
             {
                 "loss": "bsc",
                 "mu": 0.1,

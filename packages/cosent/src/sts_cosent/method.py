@@ -67,10 +67,10 @@ METHOD = CoSENTMethod(
     ),
     readme="packages/cosent/README.md",
     quality_rows=(
-        QualityRow("cosent", "ours: CoSENTTrainer (cosent)", {"loss": "cosent"}),
+        QualityRow("cosent", "ours: sts-cosent (cosent)", {"loss": "cosent"}),
         QualityRow(
             "cosine_mse",
-            "ours: CoSENTTrainer (cosine_mse)",
+            "ours: sts-cosent (cosine_mse)",
             {"loss": "cosine_mse"},
             unit_labels=True,
         ),

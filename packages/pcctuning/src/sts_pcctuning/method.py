@@ -52,7 +52,7 @@ METHOD = PccMethod(
         # the base model, all-MiniLM-L6-v2, is already contrastive)
         QualityRow(
             "pcc_pearson",
-            "ours: PccTrainer (1 − Pearson over the batch, eq. 9)",
+            "ours: sts-pcctuning (1 − Pearson over the batch, eq. 9)",
             {"loss": "pearson"},
         ),
     ),

@@ -70,7 +70,7 @@ _ROWS = {
 
 def _quality_row(name: str, loss: str, settings: dict[str, Any]) -> QualityRow:
     described = ", ".join(f"{key} {value:g}" for key, value in settings.items())
-    label = f"ours: RegressionTrainer ({loss}{', ' + described if described else ''})"
+    label = f"ours: sts-regression ({loss}{', ' + described if described else ''})"
     return QualityRow(name, label, {"loss": loss, **settings, **_CLAMP})
 
 

@@ -148,12 +148,12 @@ METHOD = SifterMethod(
     quality_rows=(
         QualityRow(
             "sifter",
-            "ours: SifterTrainer (SIFTER-SimCSE, eq. 2, on the pairs' sentences)",
+            "ours: sts-sifter (SIFTER-SimCSE, eq. 2, on the pairs' sentences)",
             {"loss": "sifter", "parser": "spacy"},
         ),
         QualityRow(
             "simcse",
-            "ours: SifterTrainer (unsupervised SimCSE, eq. 1, on the pairs' sentences)",
+            "ours: sts-sifter (unsupervised SimCSE, eq. 1, on the pairs' sentences)",
             {"loss": "simcse"},
         ),
     ),
