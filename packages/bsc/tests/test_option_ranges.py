@@ -6,12 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sts_bsc import BscConfig
-from sts_core.testing import (
-    NON_NEGATIVE_BAD,
-    NOT_FINITE,
-    POSITIVE_BAD,
-    config_option_tests,
-)
+from sts_core.testing import NON_NEGATIVE_BAD, NOT_FINITE, POSITIVE_BAD, config_option_tests
 from sts_core.training import ConfigError, ConfigParser
 
 RANGES = [

@@ -33,7 +33,7 @@ CHECK = ValueCheck(__file__, LOOP)
 SCALE = 20.0  # λ
 
 
-def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:
+def run_main(model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """``main`` on the recipe; the step log lines (loss, grad_norm, learning rate) and the
     saved model's weights."""
     logged, saved = CHECK.run_main(
@@ -44,10 +44,10 @@ def run_main(model: Path, tmp_path: Path) -> tuple[list[dict], dict[str, torch.T
         cosent_scale=str(SCALE),
         pooling="mean",
     )
-    return logged, saved
+    return logged, saved, None  # nothing drawn by the run itself
 
 
-def plain_loop(folder: Path, scale: float = SCALE):
+def plain_loop(folder: Path, start: None, scale: float = SCALE):
     """The recipe in plain torch: per-step losses, pre-clipping gradient norms, final state."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bert = AutoModel.from_pretrained(folder)
@@ -71,9 +71,4 @@ def plain_loop(folder: Path, scale: float = SCALE):
     return steps, norms, {f"backbone.{n}": t for n, t in bert.state_dict().items()}
 
 
-def test_two_steps_of_main_equal_a_plain_torch_loop(
-    tiny_bert_nodropout_dir: Path, tmp_path: Path
-) -> None:
-    logged, trained = run_main(tiny_bert_nodropout_dir, tmp_path)
-    steps, norms, expected = plain_loop(tiny_bert_nodropout_dir)
-    CHECK.assert_equal(logged, trained, steps, norms, expected)
+TestCoSENTValue = CHECK.test_class(run_main, plain_loop)

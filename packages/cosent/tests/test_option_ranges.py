@@ -3,12 +3,7 @@ naming the option (``sts_core.testing.config_option_tests``)."""
 
 from __future__ import annotations
 
-from sts_core.testing import (
-    NON_NEGATIVE_BAD,
-    NOT_FINITE,
-    POSITIVE_BAD,
-    config_option_tests,
-)
+from sts_core.testing import NON_NEGATIVE_BAD, NOT_FINITE, POSITIVE_BAD, config_option_tests
 from sts_cosent import CoSENTConfig
 
 RANGES = [

@@ -590,6 +590,31 @@ class ValueCheck:
         assert self.files.main(["--config", str(recipe)]) == 0
         return step_log(output_dir, self.loop.steps), saved_weights(output_dir)
 
+    def test_class(
+        self,
+        run_main: Any,
+        plain_loop: Any,
+        model_fixture: str = "tiny_bert_nodropout_dir",
+        learning_rates: bool = True,
+    ) -> type:
+        """The value test as a pytest test class (bind it to a ``Test…`` name): the model
+        folder of ``model_fixture``; ``run_main(model, tmp_path, monkeypatch)`` gives the
+        log, the saved weights and the starting weights of what the run draws itself (a
+        fresh head; None when nothing), ``plain_loop(model, start)`` the loop's steps,
+        gradient norms and final weights; :meth:`assert_equal` compares them."""
+        check = self
+
+        class ValueTest:
+            def test_two_steps_of_main_equal_a_plain_torch_loop(
+                self, request: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> None:
+                model = request.getfixturevalue(model_fixture)
+                logged, trained, start = run_main(model, tmp_path, monkeypatch)
+                steps, norms, expected = plain_loop(model, start)
+                check.assert_equal(logged, trained, steps, norms, expected, learning_rates)
+
+        return ValueTest
+
     def assert_equal(
         self,
         logged: list[dict[str, Any]],
