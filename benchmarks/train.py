@@ -1,15 +1,19 @@
-"""Training speed: our CoSENT (the core's ``BaseTrainer``) against sentence-transformers'
-``SentenceTransformerTrainer`` + ``CoSENTLoss``.
+"""Training speed: our CoSENT (the ``sts-cosent`` method, trained by the core's
+``BaseTrainer``) against sentence-transformers' ``SentenceTransformerTrainer`` +
+``CoSENTLoss``.
 
 Same model (all-MiniLM-L6-v2), data (STS-B train + SICK-R train rescaled to 0–5, minus the
 pairs of the seven test sets: 5,398 pairs), batch size 16, max length, learning rate 2e-5,
 weight decay 0.01, 10 % linear warm-up, AdamW (the Trainer's default), seed and number of
-steps; logging every step, no evaluation, no saving, no dataloader workers. Each run is a
-fresh process; the sides alternate (ours, peer, ours, peer, …). Reported: pairs per second
-(pairs trained / wall time of ``trainer.train()``, model loading excluded), the ratio per
-round, peak memory, and the two loss curves side by side. ``--ablation`` adds our trainer
-with ``padding_free=False`` (the padded forward), which shows what packing gives and must
-follow the peer's loss curve step for step.
+steps; logging every step, no evaluation, no checkpoints, no dataloader workers. Our side
+is a run of the method through ``TrainingRun.from_arguments`` (the command line's own path:
+its checks, the model built from ``ModelArguments``), with no dev set; the run saves the
+trained model after ``trainer.train()``, outside the timed window. Each run is a fresh
+process; the sides alternate (ours, peer, ours, peer, …). Reported: pairs per second (pairs
+trained / wall time of ``trainer.train()``, model loading excluded), the ratio per round,
+peak memory (at the end of ``trainer.train()``), and the two loss curves side by side.
+``--ablation`` adds ours with ``padding_free=False`` (the padded forward), which shows what
+packing gives and must follow the peer's loss curve step for step.
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -31,6 +35,8 @@ import json
 import math
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ from _common import (
     mode_of,
     model_path,
     output_stem,
+    peak_rss_mb,
     pyplot,
     run_worker,
     set_threads,
@@ -141,20 +148,56 @@ def step_timer() -> Any:
 
 
 def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str) -> Any:
-    from transformers import set_seed
+    """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
+    with the CoSENT method (``sts_cosent.METHOD``), the step timer as a callback, no dev
+    set and no final evaluation. ``run()`` trains (timed: ``trainer.train()`` alone, see
+    :func:`measure_training`), then saves the model, outside the timed window."""
+    from sts_core.training import DataArguments, ModelArguments, TrainingRun
+    from sts_cosent import METHOD
 
-    from sts_core.encoder import SentenceEncoder
-    from sts_cosent import METHOD, CoSENTConfig
+    class TimedRun(TrainingRun):
+        """The run, with the step timer and the measurements of ``trainer.train()``."""
 
-    set_seed(spec["seed"])
-    encoder = SentenceEncoder.from_pretrained(
-        spec["model"], max_length=spec["max_length"], padding_free=padding_free
+        measured: dict[str, Any]
+
+        def build_callbacks(self) -> list[Any]:
+            return [*super().build_callbacks(), callback]
+
+        def train(self, trainer: Any) -> Any:
+            output, self.measured = measure_training(trainer, partial(super().train, trainer), spec)
+            return output
+
+    config = METHOD.config(**training_arguments(spec, output_dir), load_best_model_at_end=False)
+    model_args = ModelArguments(
+        model_name_or_path=spec["model"],
+        max_seq_length=spec["max_length"],
+        padding_free=padding_free,
     )
-    args = CoSENTConfig(**training_arguments(spec, output_dir), load_best_model_at_end=False)
-    trainer = METHOD.trainer_for(args)(
-        model=encoder, args=args, train_dataset=load_train_pairs(), callbacks=[callback]
-    )
-    return trainer, {"max_length": encoder.max_length, "padding_free": padding_free}
+    data_args = DataArguments(data_dir=str(data_dir()), eval_dataset="none")
+    return TimedRun.from_arguments(METHOD, model_args, data_args, config, load_train_pairs())
+
+
+def measure_training(
+    trainer: Any, train: Callable[[], Any], spec: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """``train()`` (a call of ``trainer.train()``) timed: its output, and its wall and CPU
+    seconds, the memory before and at the peak, and our encoder's training path."""
+    device = spec.get("device", "cpu")
+    rss_before = current_rss_mb()
+    reset_peak_memory(device)
+    cpu_start, start = cpu_seconds(), time.perf_counter()
+    output = train()
+    seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_start
+    return output, {
+        "seconds": seconds,
+        "cpu_seconds": round(cpu, 2),
+        "rss_before_train_mb": round(rss_before, 1),
+        # ours saves its model after training: the peak is taken here, as for the peer
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "peak_gpu_memory_mb": peak_gpu_memory_mb(device),
+        "packing_path": packing_path_of(trainer),
+    }
 
 
 def packing_path_of(trainer: Any) -> list[str] | None:
@@ -198,23 +241,19 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
         if side == "peer":
             trainer, info = build_peer(spec, output_dir, timer)
+            _, measured = measure_training(trainer, trainer.train, spec)
         else:
-            trainer, info = build_ours(
-                spec, output_dir, timer, "auto" if side == "ours" else "false"
-            )
-        rss_before = current_rss_mb()
-        reset_peak_memory(spec.get("device", "cpu"))
-        cpu_start, start = cpu_seconds(), time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
-        cpu = cpu_seconds() - cpu_start
-        info["peak_gpu_memory_mb"] = peak_gpu_memory_mb(spec.get("device", "cpu"))
-        info["packing_path"] = packing_path_of(trainer)
+            padding_free = "auto" if side == "ours" else "false"
+            run = build_ours(spec, output_dir, timer, padding_free)
+            run.run()
+            trainer, measured = run.trainer, run.measured
+            encoder = trainer.accelerator.unwrap_model(trainer.model)
+            info = {"max_length": encoder.max_length, "padding_free": padding_free}
+    seconds = measured.pop("seconds")
     return {
         **info,
+        **measured,
         **train_metrics(trainer, timer.times, seconds, spec),
-        "cpu_seconds": round(cpu, 2),
-        "rss_before_train_mb": round(rss_before, 1),
         "optimizer": str(trainer.args.optim),
         "weight_decay": trainer.args.weight_decay,
     }
