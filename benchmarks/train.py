@@ -86,7 +86,7 @@ MODES = {
     "full": {"max_steps": None, "repeats": 2, "ablation": True},
 }
 LABELS = {
-    "ours": "ours (CoSENTTrainer)",
+    "ours": "ours (sts-cosent)",
     "peer": "sentence-transformers (CoSENTLoss)",
     "ours-padded": "ours, padding_free=False",
 }
@@ -444,7 +444,7 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         ),
     ]
     lines = [
-        "# Training: `CoSENTTrainer` vs `SentenceTransformerTrainer` + `CoSENTLoss`",
+        "# Training: our CoSENT (`sts-cosent`) vs `SentenceTransformerTrainer` + `CoSENTLoss`",
         "",
         f"Mode `{args.mode}`: {model_label(args)}, {args.device} {args.dtype}, filtered "
         f"STS-B + SICK-R train ({args.train_pairs:,} "
