@@ -8,6 +8,7 @@ belongs to a process of its own.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -27,6 +28,8 @@ RESULT_PREFIX = "RESULT "
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MINILM = "all-MiniLM-L6-v2"
 MPNET = "all-mpnet-base-v2"
+# the table titles of the seven STS tasks (sts_core.names.STS_TASKS, in its order)
+STS_TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
 
 class BenchmarkError(RuntimeError):
@@ -234,13 +237,23 @@ def _memory_gib() -> float | None:
 def read_result(path: Path, script: str) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     """(settings as a Namespace, rows, machine) of a result JSON that ``script`` wrote, for
     ``--render``; BenchmarkError naming the file when it is not one."""
-    import argparse
-
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         return argparse.Namespace(**saved["settings"]), saved["rows"], saved["machine"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise BenchmarkError(f"{path}: not a {script} result ({error})") from error
+
+
+def render_result(
+    path: Path, script: str, write_report: Callable[[list, Any, dict, Path], list[Path]]
+) -> int:
+    """``--render``: the report of ``script`` written again from its saved result JSON
+    ``path`` alone (e.g. after the report's wording changed), beside it;
+    ``write_report(rows, args, machine, stem)`` returns the files it wrote."""
+    args, rows, info = read_result(path, script)
+    written = write_report(rows, args, info, path.with_suffix(""))
+    print("wrote " + " and ".join(str(file) for file in written))
+    return 0
 
 
 def sts_scored_by_line() -> str:
@@ -303,6 +316,70 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def fmt(value: float, digits: int = 1) -> str:
+    return "n/a" if value != value else f"{value:.{digits}f}"  # NaN check
+
+
+def fmt_or_na(value: float | None, digits: int = 0) -> str:
+    """:func:`fmt`, or ``n/a`` for what was not measured (None: e.g. GPU memory on a CPU)."""
+    return "n/a" if value is None else fmt(value, digits)
+
+
+def percent_or_na(value: float | None) -> str:
+    """``12.34 %``, or ``n/a`` for what was not computed (None: e.g. MFU without a peak)."""
+    return "n/a" if value is None else f"{value:.2f} %"
+
+
+def join_values(values: Sequence[float], digits: int = 1) -> str:
+    """``1.0, 2.0``: one value a round."""
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def comparison_row(
+    label: str, comparison: dict[str, Any], digits: int = 1, ratio: str = "{:.2f}×"
+) -> tuple[str, str, str, str]:
+    """A row of an ours-vs-peer table from :meth:`Comparison.to_dict`: ``label``, the two
+    medians (``digits``) and the median ratio (``ratio``, a format)."""
+    return (
+        label,
+        fmt(comparison["ours_median"], digits),
+        fmt(comparison["peer_median"], digits),
+        ratio.format(comparison["ratio_median"]),
+    )
+
+
+def rounds_row(label: str, comparison: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A row of an ours-vs-peer table from :meth:`Comparison.to_dict`: ``label``, each
+    round's values and ratios."""
+    return (
+        label,
+        join_values(comparison["ours"]),
+        join_values(comparison["peer"]),
+        join_values(comparison["ratio_per_round"], 2),
+    )
+
+
+def throughput_rows(
+    label: str, rounds_label: str, throughput: dict[str, Any]
+) -> list[tuple[str, str, str, str]]:
+    """The headline rows of an ours-vs-peer table: the median throughputs and their ratio
+    (in bold), then each round's."""
+    return [
+        comparison_row(label, throughput, ratio="**{:.2f}×**"),
+        rounds_row(rounds_label, throughput),
+    ]
+
+
+def peak_rss_row(peak_rss: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The row of the two sides' peak resident memory (MiB, medians) and its ratio."""
+    return comparison_row("peak RSS, MiB (median)", peak_rss, digits=0, ratio="{:.2f}")
+
+
+def sides_row(label: str, ours: float, peer: float, digits: int = 1) -> tuple[str, str, str, str]:
+    """A row of an ours-vs-peer table with the two sides' values (``digits``) and no ratio."""
+    return (label, fmt(ours, digits), fmt(peer, digits), "")
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
@@ -313,12 +390,49 @@ def pyplot() -> Any:
     return plt
 
 
+# ----------------------------------------------------------------------------- arguments
 def mode_of(args: Any) -> str:
     """``smoke``, ``quick`` or ``full`` from the parsed flags."""
     if getattr(args, "smoke", False):
         return "smoke"
-    return "quick" if args.quick else "full"
+    return "quick" if getattr(args, "quick", False) else "full"
 
 
-def fmt(value: float, digits: int = 1) -> str:
-    return "n/a" if value != value else f"{value:.{digits}f}"  # NaN check
+def benchmark_parser(
+    doc: str, quick: str | None = None, smoke: str | None = None
+) -> argparse.ArgumentParser:
+    """A benchmark's parser, described by the first paragraph of its docstring ``doc``; with
+    ``quick`` and / or ``smoke`` (their help), the ``--quick`` and ``--smoke`` modes, one at
+    a time (:func:`apply_mode`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if quick or smoke:
+        size = parser.add_mutually_exclusive_group()
+        if quick:
+            size.add_argument("--quick", action="store_true", help=quick)
+        if smoke:
+            size.add_argument("--smoke", action="store_true", help=smoke)
+    return parser
+
+
+def add_model_argument(parser: argparse.ArgumentParser, default: str = MINILM) -> None:
+    """``--model``: a model name under ``$STS_MODELS_DIR`` or a path (:func:`model_path`)."""
+    parser.add_argument("--model", default=default, help="name under STS_MODELS_DIR or a path")
+
+
+def apply_mode(
+    args: argparse.Namespace, modes: dict[str, dict[str, Any]], skip: Sequence[str] = ()
+) -> argparse.Namespace:
+    """``args.mode`` (:func:`mode_of`), and each setting of ``modes[args.mode]`` that the
+    flags left unset (None), except those in ``skip``; returns ``args``."""
+    args.mode = mode_of(args)
+    for key, value in modes[args.mode].items():
+        if key not in skip and getattr(args, key, None) is None:
+            setattr(args, key, value)
+    return args
+
+
+def default_threads() -> int:
+    """torch's intra-op thread count in this process (a default of ``--threads``)."""
+    import torch
+
+    return torch.get_num_threads()

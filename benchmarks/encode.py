@@ -39,61 +39,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _common as common
+import _gpu as gpu
 import numpy as np
-from _common import (
-    MINILM,
-    MPNET,
-    Comparison,
-    alternate,
-    check_environment,
-    cpu_seconds,
-    current_rss_mb,
-    data_dir,
-    emit_result,
-    fmt,
-    in_fraction,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    median,
-    mode_of,
-    model_path,
-    output_stem,
-    pyplot,
-    run_worker,
-    set_threads,
-    write_json,
-    write_markdown,
-)
-from _gpu import (
-    add_gpu_arguments,
-    build_random_model,
-    check_device,
-    flops_per_token,
-    gpu_info,
-    mfu,
-    model_shape,
-    peak_gpu_memory_mb,
-    peak_tflops,
-    reset_peak_memory,
-    stem_name,
-)
 
 # fraction of the distinct sentences kept (with all their occurrences); alternated rounds of
 # fresh processes; timed passes over the sentences in each process (the best one counts)
 # (full mode on 2 cores: every sentence, one timed pass per process, 2 rounds for MiniLM and
 # 1 for mpnet, ~20 min a round; the ablation on a 10 % subset)
 MODES = {
-    "smoke": {"fraction": 0.004, "repeats": 1, "passes": 1, "models": [MINILM]},
-    "quick": {"fraction": 0.05, "repeats": 2, "passes": 3, "models": [MINILM]},
+    "smoke": {"fraction": 0.004, "repeats": 1, "passes": 1, "models": [common.MINILM]},
+    "quick": {"fraction": 0.05, "repeats": 2, "passes": 3, "models": [common.MINILM]},
     "full": {
         "fraction": 1.0,
         "repeats": 2,
         "passes": 1,
-        "models": [MINILM, MPNET],
+        "models": [common.MINILM, common.MPNET],
         "ablation_fraction": 0.1,
-        "model_repeats": {MPNET: 1},
+        "model_repeats": {common.MPNET: 1},
     },
 }
 WARMUP_SENTENCES = 16
@@ -117,16 +80,16 @@ def load_sentences(fraction: float) -> list[str]:
     """Both sentences of every pair of the seven test sets, in order, duplicates kept."""
     from sts_core.data import load_test_sets
 
-    sets = load_test_sets(data_dir())
+    sets = load_test_sets(common.data_dir())
     sentences = [s for ds in sets.values() for col in ("sentence1", "sentence2") for s in ds[col]]
-    return [s for s in sentences if in_fraction(s, fraction)]
+    return [s for s in sentences if common.in_fraction(s, fraction)]
 
 
 # ----------------------------------------------------------------------------- workers
 def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     from sts_core.encoder import SentenceEncoder
 
-    set_threads(spec["threads"])
+    common.set_threads(spec["threads"])
     sentences = load_sentences(spec["fraction"])
     encoder = SentenceEncoder.from_pretrained(spec["model"]).to(
         spec.get("device", "cpu"), dtype=_torch_dtype(spec)
@@ -179,7 +142,7 @@ def token_counts(tokenize: Any, sentences: list[str], dedupe: bool) -> dict[str,
 def worker_peer(spec: dict[str, Any]) -> dict[str, Any]:
     from sentence_transformers import SentenceTransformer
 
-    set_threads(spec["threads"])
+    common.set_threads(spec["threads"])
     sentences = load_sentences(spec["fraction"])
     model = SentenceTransformer(spec["model"], device=spec.get("device", "cpu"))
     model.to(_torch_dtype(spec))
@@ -212,9 +175,9 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
     warmup_start = time.perf_counter()
     encode(sentences[:WARMUP_SENTENCES])
     warmup_seconds = time.perf_counter() - warmup_start
-    rss_loaded = current_rss_mb()
-    reset_peak_memory(spec.get("device", "cpu"))
-    cpu_start, passes = cpu_seconds(), []
+    rss_loaded = common.current_rss_mb()
+    gpu.reset_peak_memory(spec.get("device", "cpu"))
+    cpu_start, passes = common.cpu_seconds(), []
     for index in range(spec["passes"]):
         start = time.perf_counter()
         vectors = np.asarray(encode(sentences), dtype=np.float32)
@@ -228,12 +191,12 @@ def timed_encode(encode: Any, sentences: list[str], spec: dict[str, Any]) -> dic
         "seconds": round(best, 3),
         "pass_seconds": [round(s, 3) for s in passes],
         "warmup_seconds": round(warmup_seconds, 2),
-        "cpu_seconds_per_pass": round((cpu_seconds() - cpu_start) / len(passes), 2),
+        "cpu_seconds_per_pass": round((common.cpu_seconds() - cpu_start) / len(passes), 2),
         "throughput": round(len(sentences) / best, 2),
-        "median_pass_throughput": round(len(sentences) / median(passes), 2),
+        "median_pass_throughput": round(len(sentences) / common.median(passes), 2),
         "rss_loaded_mb": round(rss_loaded, 1),
         "threads": torch.get_num_threads(),
-        "peak_gpu_memory_mb": peak_gpu_memory_mb(spec.get("device", "cpu")),
+        "peak_gpu_memory_mb": gpu.peak_gpu_memory_mb(spec.get("device", "cpu")),
     }
 
 
@@ -241,7 +204,7 @@ def worker_ablation(spec: dict[str, Any]) -> dict[str, Any]:
     """Every variant of ``VARIANTS`` in one process, alternately, ``passes`` rounds (best)."""
     from sts_core.encoder import SentenceEncoder
 
-    set_threads(spec["threads"])
+    common.set_threads(spec["threads"])
     sentences = load_sentences(spec["fraction"])
     encoders = {
         "sdpa": SentenceEncoder.from_pretrained(spec["model"]).eval(),
@@ -284,14 +247,14 @@ def run_variant(
     encoders: dict[str, Any], sentences: list[str], spec: dict[str, Any], variant: dict[str, Any]
 ) -> tuple[float, np.ndarray]:
     encoder = encoders[variant.get("attention", "sdpa")]
-    set_threads(variant.get("threads", spec["threads"]))
+    common.set_threads(variant.get("threads", spec["threads"]))
     start = time.perf_counter()
     if variant.get("library"):
         vectors = encoder.encode(sentences, batch_size=spec["batch_size"], show_progress_bar=False)
     else:
         vectors = encode_variant(encoder, sentences, spec["batch_size"], **variant)
     seconds = time.perf_counter() - start
-    set_threads(spec["threads"])
+    common.set_threads(spec["threads"])
     return seconds, np.asarray(vectors, dtype=np.float32)
 
 
@@ -326,7 +289,7 @@ WORKERS = {"ours": worker_ours, "peer": worker_peer, "ablation": worker_ablation
 
 # ----------------------------------------------------------------------------- parent
 def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    path = str(model_path(name))
+    path = str(common.model_path(name))
     print(f"{name}: ours vs sentence-transformers", flush=True)
     spec = {
         "model": path,
@@ -343,17 +306,17 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
 
     def run(side: str, round_index: int) -> dict[str, Any]:
         saved = scratch / f"{Path(name).name}-{side}-{round_index}.npy"
-        return run_worker(__file__, side, {**spec, "embeddings": str(saved)})
+        return common.run_worker(__file__, side, {**spec, "embeddings": str(saved)})
 
     repeats = (args.model_repeats or {}).get(name, args.repeats)
-    runs = alternate(["ours", "peer"], repeats, run)
+    runs = common.alternate(["ours", "peer"], repeats, run)
     ours = np.load(scratch / f"{Path(name).name}-ours-0.npy")
     peer = np.load(scratch / f"{Path(name).name}-peer-0.npy")
     result: dict[str, Any] = {
         "model": Path(name).name,
         "runs": runs,
-        "throughput": Comparison(*_metric(runs, "throughput")).to_dict(),
-        "peak_rss_mb": Comparison(*_metric(runs, "peak_rss_mb")).to_dict(),
+        "throughput": common.Comparison(*_metric(runs, "throughput")).to_dict(),
+        "peak_rss_mb": common.Comparison(*_metric(runs, "peak_rss_mb")).to_dict(),
         "max_abs_diff": float(np.abs(ours - peer).max()),
         "settings_match": _settings_match(runs),
         "efficiency": efficiency(runs, path, args),
@@ -361,24 +324,28 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
     if args.ablation:
         print(f"{name}: ablation ({args.passes} round(s) of every variant)")
         fraction = args.ablation_fraction or args.fraction
-        result["ablation"] = run_worker(__file__, "ablation", {**spec, "fraction": fraction})
+        result["ablation"] = common.run_worker(__file__, "ablation", {**spec, "fraction": fraction})
         result["ablation"]["fraction"] = fraction
     return result
 
 
 def efficiency(runs: dict[str, list[dict]], model: str, args: argparse.Namespace) -> dict:
     """Real tokens per second, MFU and peak GPU memory of each side (medians of rounds)."""
-    peak = peak_tflops(gpu_info().get("gpu"), args.peak_tflops) if args.device == "cuda" else None
-    shape, sides = model_shape(model), {}
+    peak = (
+        gpu.peak_tflops(gpu.gpu_info().get("gpu"), args.peak_tflops)
+        if args.device == "cuda"
+        else None
+    )
+    shape, sides = gpu.model_shape(model), {}
     for side, results in runs.items():
         tokens = results[0]["tokens"]
-        per_second = median([tokens["encoded"] / r["seconds"] for r in results])
+        per_second = common.median([tokens["encoded"] / r["seconds"] for r in results])
         memory = [r["peak_gpu_memory_mb"] for r in results if r.get("peak_gpu_memory_mb")]
-        flops = flops_per_token(shape, tokens["mean_length"], training=False)
+        flops = gpu.flops_per_token(shape, tokens["mean_length"], training=False)
         sides[side] = {
             "tokens_per_second": round(per_second, 1),
-            "mfu_percent": mfu(per_second, flops, peak),
-            "peak_gpu_memory_mb": median(memory) if memory else None,
+            "mfu_percent": gpu.mfu(per_second, flops, peak),
+            "peak_gpu_memory_mb": common.median(memory) if memory else None,
         }
     return {"peak_tflops": peak, "sides": sides}
 
@@ -400,35 +367,22 @@ def model_markdown(result: dict[str, Any]) -> str:
     speed, memory = result["throughput"], result["peak_rss_mb"]
     first_ours, first_peer = result["runs"]["ours"][0], result["runs"]["peer"][0]
     rows = [
-        (
-            "sentences / s, best pass (median of rounds)",
-            fmt(speed["ours_median"]),
-            fmt(speed["peer_median"]),
-            f"**{speed['ratio_median']:.2f}×**",
+        *common.throughput_rows(
+            "sentences / s, best pass (median of rounds)", "… in each round", speed
         ),
-        (
-            "… in each round",
-            _join(speed["ours"]),
-            _join(speed["peer"]),
-            _join(speed["ratio_per_round"], 2),
-        ),
-        (
-            "peak RSS, MiB (median)",
-            fmt(memory["ours_median"], 0),
-            fmt(memory["peer_median"], 0),
-            f"{memory['ratio_median']:.2f}",
-        ),
-        (
+        common.peak_rss_row(memory),
+        common.sides_row(
             "RSS after loading, MiB",
-            fmt(first_ours["rss_loaded_mb"], 0),
-            fmt(first_peer["rss_loaded_mb"], 0),
-            "",
+            first_ours["rss_loaded_mb"],
+            first_peer["rss_loaded_mb"],
+            digits=0,
         ),
-        (
+        common.sides_row(
             "sentences / s, median pass (median of rounds)",
-            fmt(median([r["median_pass_throughput"] for r in result["runs"]["ours"]])),
-            fmt(median([r["median_pass_throughput"] for r in result["runs"]["peer"]])),
-            "",
+            *(
+                common.median([r["median_pass_throughput"] for r in result["runs"][side]])
+                for side in ("ours", "peer")
+            ),
         ),
         (
             "CPU seconds per pass (round 1)",
@@ -449,20 +403,20 @@ def model_markdown(result: dict[str, Any]) -> str:
         f"{first_ours['sentences']} sentences ({first_ours['distinct']} distinct); "
         f"max |Δ| between the two sets of embeddings: **{result['max_abs_diff']:.2e}**.",
         "",
-        markdown_table(["", "ours", "sentence-transformers", "ours / peer"], rows),
+        common.markdown_table(["", "ours", "sentence-transformers", "ours / peer"], rows),
     ]
     sides = result["efficiency"]["sides"]
     rows = [
         (
             label,
-            fmt(sides[side]["tokens_per_second"], 0),
-            _percent(sides[side]["mfu_percent"]),
-            _or_na(sides[side]["peak_gpu_memory_mb"]),
+            common.fmt(sides[side]["tokens_per_second"], 0),
+            common.percent_or_na(sides[side]["mfu_percent"]),
+            common.fmt_or_na(sides[side]["peak_gpu_memory_mb"]),
         )
         for side, label in (("ours", "ours"), ("peer", "sentence-transformers"))
     ]
     header = ["", "real tokens encoded / s", "MFU", "peak GPU memory, MiB"]
-    text += ["", markdown_table(header, rows)]
+    text += ["", common.markdown_table(header, rows)]
     if "ablation" in result:
         text += ["", ablation_markdown(result["ablation"], speed["peer_median"])]
     return "\n".join(text)
@@ -474,7 +428,7 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
     rows = [
         (
             name,
-            fmt(v["throughput"]),
+            common.fmt(v["throughput"]),
             f"{v['throughput'] / library:.2f}",
             f"{v['throughput'] / peer_median:.2f}" if peer_median else "n/a",
             f"{v['max_abs_diff_vs_library']:.1e}",
@@ -490,7 +444,7 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
     ]
     subset = ablation.get("fraction", 1.0)
     title = f"Ablation ({subset:.0%} of the distinct sentences, with their occurrences):"
-    text = title + "\n\n" + markdown_table(header, rows)
+    text = title + "\n\n" + common.markdown_table(header, rows)
     compile_seconds = ablation.get("warmup_seconds", {}).get("compiled")
     if compile_seconds is not None:
         text += (
@@ -500,18 +454,6 @@ def ablation_markdown(ablation: dict[str, Any], peer_median: float) -> str:
     return text
 
 
-def _percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f} %"
-
-
-def _or_na(value: float | None) -> str:
-    return "n/a" if value is None else fmt(value, 0)
-
-
-def _join(values: list[float], digits: int = 1) -> str:
-    return ", ".join(f"{v:.{digits}f}" for v in values)
-
-
 def _rounds_text(args: argparse.Namespace) -> str:
     per_model = args.model_repeats or {}
     counts = [f"{per_model.get(m, args.repeats)} for {Path(m).name}" for m in args.models]
@@ -519,9 +461,9 @@ def _rounds_text(args: argparse.Namespace) -> str:
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> Path:
-    stem = output_stem(stem_name("encode", args.device), args.output_dir, args.mode)
+    stem = common.output_stem(gpu.stem_name("encode", args.device), args.output_dir, args.mode)
     content = {"mode": args.mode, "settings": _settings(args), "machine": info, "models": results}
-    write_json(stem, content)
+    common.write_json(stem, content)
     lines = [
         "# Encoding: `SentenceEncoder.encode` vs `SentenceTransformer.encode`",
         "",
@@ -533,12 +475,12 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
         f"{_rounds_text(args)} in fresh processes, each "
         f"timing {args.passes} pass(es) over the sentences: a round's speed is its best pass.",
         "",
-        machine_markdown(info),
+        common.machine_markdown(info),
         "",
         *(model_markdown(r) + "\n" for r in results),
         f"![encode chart]({stem.name}.png)",
     ]
-    write_markdown(stem, "\n".join(lines))
+    common.write_markdown(stem, "\n".join(lines))
     draw_chart(results, stem.with_suffix(".png"))
     return stem
 
@@ -557,7 +499,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def draw_chart(results: list[dict], path: Path) -> None:
-    plt = pyplot()
+    plt = common.pyplot()
     panels = 1 + sum("ablation" in r for r in results)
     fig, axes = plt.subplots(1, panels, figsize=(6 + 5 * (panels - 1), 4.8), squeeze=False)
     ax = axes[0][0]
@@ -609,17 +551,18 @@ def _ablation_panel(ax: Any, result: dict[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------- entry
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a few minutes: MiniLM, 5 %% subset")
-    size.add_argument("--smoke", action="store_true", help="seconds: a tiny subset, 1 round")
+    parser = common.benchmark_parser(
+        __doc__,
+        quick="a few minutes: MiniLM, 5 %% subset",
+        smoke="seconds: a tiny subset, 1 round",
+    )
     parser.add_argument("--models", nargs="+", help="model names under STS_MODELS_DIR or paths")
     parser.add_argument("--fraction", type=float, help="share of distinct sentences kept")
     parser.add_argument("--repeats", type=int, help="alternated rounds (A B per round)")
     parser.add_argument("--passes", type=int, help="timed passes per process (best counts)")
     parser.add_argument("--ablation-fraction", type=float, help="subset for the ablation")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=_default_threads())
+    parser.add_argument("--threads", type=int, default=common.default_threads())
     parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument(
         "--compile", action="store_true", help="ours: the backbone under torch.compile"
@@ -628,44 +571,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--token-budget", type=int, help="ours: batches of up to N padded tokens (encode())"
     )
-    add_gpu_arguments(parser)
+    gpu.add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.mode = mode_of(args)
-    args.model_repeats = None if args.repeats else MODES[args.mode].get("model_repeats")
-    for key, value in MODES[args.mode].items():
-        if key == "model_repeats":
-            continue
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    return args
-
-
-def _default_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
+    # a --repeats given counts for every model; else the mode's repeats, per model if it says
+    args.model_repeats = None if args.repeats else MODES[common.mode_of(args)].get("model_repeats")
+    return common.apply_mode(args, MODES, skip=["model_repeats"])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        emit_result(WORKERS[args.worker](json.loads(args.spec)))
+        common.emit_result(WORKERS[args.worker](json.loads(args.spec)))
         return 0
-    check_device(args)
-    check_environment(args.models)
+    gpu.check_device(args)
+    common.check_environment(args.models)
     if args.device == "cuda" and args.ablation:
         print("the ablation is CPU-only: skipped on cuda")
         args.ablation = False
-    info = {**machine_info(), **gpu_info()}
+    info = {**common.machine_info(), **gpu.gpu_info()}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sts-bench-encode-") as scratch:
         if args.model_config:
             args.tokenizer_of = args.models[0]
             folder = Path(scratch) / args.model_config
             args.models = [
-                str(build_random_model(args.model_config, model_path(args.models[0]), folder))
+                str(
+                    gpu.build_random_model(
+                        args.model_config, common.model_path(args.models[0]), folder
+                    )
+                )
             ]
         results = [benchmark_model(name, args, Path(scratch)) for name in args.models]
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
@@ -681,4 +617,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

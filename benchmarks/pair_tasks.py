@@ -34,25 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
-    check_environment,
-    data_dir,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    mean_sd,
-    mode_of,
-    model_path,
-    output_stem,
-    read_result,
-    refuse_pair_scorer_head,
-    set_threads,
-    write_json,
-    write_markdown,
-)
-
-MINILM = "all-MiniLM-L6-v2"
+import _common as common  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -106,7 +88,7 @@ def load(reference: str, limit: int) -> Any:
     from sts_core.data import load_pairs
 
     name, split = reference.split(":")
-    data = load_pairs(name, split, data_dir())
+    data = load_pairs(name, split, common.data_dir())
     if not limit or len(data) <= limit:
         return data
     end = limit
@@ -156,14 +138,8 @@ def run_task(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     task = TASKS[name]
     data = load(task.train, args.train_pairs).select_columns(["sentence1", "sentence2", "score"])
     evaluator = build_evaluator(task, name, args.test_pairs)
-    recipe = quality.Recipe(
-        str(model_path(args.model)),
-        args.learning_rate,
-        "mean",
-        args.batch_size,
-        args.epochs,
-        args.max_steps,
-        None,
+    recipe = quality.Recipe.mean_pooled(
+        args.model, args.learning_rate, args.batch_size, args.epochs, args.max_steps
     )
     rows = []
     for method in args.methods:
@@ -179,14 +155,15 @@ def run_task(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             start = time.perf_counter()
             encoder = train_method(method, task, recipe, seed, data)
             trained = time.perf_counter() - start
-            refuse_pair_scorer_head(encoder, f"{name}: {method}")
+            common.refuse_pair_scorer_head(encoder, f"{name}: {method}")
             scores = {k[len(name) + 1 :]: v for k, v in evaluator(encoder).items()}
             scores["train_seconds"] = round(trained, 1)
             row["seeds"][seed] = scores
             shown = ", ".join(f"{k} {scores[k]:.2f}" for k in HEADLINE[task.kind])
             print(f"    {shown} (train {trained:.0f} s)", flush=True)
         row["summary"] = {
-            key: mean_sd([s[key] for s in row["seeds"].values()]) for key in HEADLINE[task.kind]
+            key: common.mean_sd([s[key] for s in row["seeds"].values()])
+            for key in HEADLINE[task.kind]
         }
         rows.append(row)
     return rows
@@ -217,19 +194,18 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict) -> s
             cells = [f"{row['summary'][k][0]:.2f} ± {row['summary'][k][1]:.2f}" for k in keys]
             table.append([row["method"], row["train_pairs"], *cells])
         lines += [f"## {name} ({TASKS[name].train} → {TASKS[name].test}, {kind})", ""]
-        lines += [markdown_table(["method", "train pairs", *keys], table), ""]
-    lines += [machine_markdown(info), ""]
+        lines += [common.markdown_table(["method", "train pairs", *keys], table), ""]
+    lines += [common.machine_markdown(info), ""]
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="1 seed, 400 training pairs a task")
-    size.add_argument("--smoke", action="store_true", help="2 steps, 60 pairs, for tests")
+    parser = common.benchmark_parser(
+        __doc__, quick="1 seed, 400 training pairs a task", smoke="2 steps, 60 pairs, for tests"
+    )
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
-    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    common.add_model_argument(parser)
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--batch-size", type=int, default=30)
     parser.add_argument("--epochs", type=float, default=1.0)
@@ -241,39 +217,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument("--render", metavar="JSON", help="only rewrite the report of a result")
-    args = parser.parse_args(argv)
-    args.mode = mode_of(args)
-    for key, value in MODES[args.mode].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    return args
+    return common.apply_mode(parser.parse_args(argv), MODES)
 
 
-def render(path: Path) -> int:
-    """The markdown again from a saved JSON (e.g. after the report's wording changed)."""
-    args, rows, info = read_result(path, "pair_tasks.py")
-    write_markdown(path.with_suffix(""), report_markdown(rows, args, info))
-    print(f"wrote {path.with_suffix('.md')}")
-    return 0
+def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> list[Path]:
+    """The markdown of ``rows``; the file written."""
+    return [common.write_markdown(stem, report_markdown(rows, args, info))]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
-        return render(Path(args.render))
+        return common.render_result(Path(args.render), "pair_tasks.py", write_report)
     if args.threads:
-        set_threads(args.threads)
-    check_environment([args.model])
+        common.set_threads(args.threads)
+    common.check_environment([args.model])
     start = time.perf_counter()
     rows = [row for name in args.tasks for row in run_task(name, args)]
-    info = machine_info()
-    stem = output_stem("pair_tasks", args.output_dir, args.mode)
+    info = common.machine_info()
+    stem = common.output_stem("pair_tasks", args.output_dir, args.mode)
     settings = {k: v for k, v in vars(args).items() if k != "output_dir"}
-    write_json(stem, {"settings": settings, "rows": rows, "machine": info})
-    write_markdown(stem, report_markdown(rows, args, info))
+    common.write_json(stem, {"settings": settings, "rows": rows, "machine": info})
+    write_report(rows, args, info, stem)
     print(f"wrote {stem}.md/.json in {time.perf_counter() - start:.1f} s")
     return 0
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

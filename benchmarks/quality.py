@@ -37,32 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _common as common
 import numpy as np
-from _common import (
-    MINILM,
-    BenchmarkError,
-    check_environment,
-    data_dir,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    mean_sd,
-    mode_of,
-    model_path,
-    output_stem,
-    pyplot,
-    read_result,
-    set_threads,
-    sts_scored_by_line,
-    write_json,
-    write_markdown,
-)
 
 from sts_core.names import STS_TASKS
 
 TASKS = STS_TASKS
-TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+TITLES = common.STS_TITLES
 AVERAGES = ("avg", "avg_wmean")  # mean of the seven 'all' numbers; the same with 'wmean'
 ST_POOLING = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 DEFAULT_METHODS = [
@@ -100,6 +81,15 @@ class Recipe:
     max_steps: int
     max_length: int | None
 
+    @classmethod
+    def mean_pooled(
+        cls, model: str, learning_rate: float, batch_size: int, epochs: float, max_steps: int
+    ) -> Recipe:
+        """``model`` (a name under ``$STS_MODELS_DIR`` or a path) with mean pooling and its
+        own max length."""
+        path = str(common.model_path(model))
+        return cls(path, learning_rate, "mean", batch_size, epochs, max_steps, None)
+
 
 @dataclass(frozen=True)
 class Method:
@@ -133,7 +123,7 @@ def train_ours(
                 pooling=recipe.pooling,
                 max_seq_length=recipe.max_length,
             )
-            data_args = DataArguments(data_dir=str(data_dir()), eval_dataset="none")
+            data_args = DataArguments(data_dir=str(common.data_dir()), eval_dataset="none")
             run = TrainingRun.from_arguments(method, model_args, data_args, config, data)
             run.run()
             teacher = run.inputs.data_summary.get("teacher")
@@ -225,7 +215,7 @@ def load_peer(recipe: Recipe) -> Any:
     from sentence_transformers.sentence_transformer.modules.pooling import Pooling
 
     if recipe.pooling not in ST_POOLING:
-        raise BenchmarkError(f"sentence-transformers has no {recipe.pooling!r} pooling")
+        raise common.BenchmarkError(f"sentence-transformers has no {recipe.pooling!r} pooling")
     model = SentenceTransformer(recipe.model, device="cpu")
     if recipe.max_length:
         model.max_seq_length = recipe.max_length
@@ -291,7 +281,7 @@ def load_training_data() -> tuple[Any, Any]:
     """The filtered pairs with 0–5 scores, and the same with scores scaled to 0–1."""
     from sts_core.data import load_filtered_stsb_sick, rescale_scores
 
-    train, _ = load_filtered_stsb_sick(data_dir())
+    train, _ = load_filtered_stsb_sick(common.data_dir())
     train = train.select_columns(["sentence1", "sentence2", "score"])
     return train, rescale_scores(train, (0.0, 5.0))
 
@@ -303,7 +293,7 @@ def build_evaluator(eval_pairs: int) -> Any:
 
     datasets = {}
     for task in TASKS:
-        pairs = load_task_pairs(task, "senteval", "senteval", data_dir())
+        pairs = load_task_pairs(task, "senteval", "senteval", common.data_dir())
         if eval_pairs and len(pairs) > eval_pairs:
             pairs = pairs.select(range(0, len(pairs), math.ceil(len(pairs) / eval_pairs)))
         datasets[task] = pairs
@@ -320,7 +310,7 @@ def evaluate(encoder: Any, evaluator: Any) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- runs
 def recipes(args: argparse.Namespace) -> list[Recipe]:
-    path = str(model_path(args.model))
+    path = str(common.model_path(args.model))
     grid = itertools.product(args.learning_rate, args.pooling)
     return [
         Recipe(path, lr, pooling, args.batch_size, args.epochs, args.max_steps, args.max_length)
@@ -379,7 +369,7 @@ def run_method(
             flush=True,
         )
     row["summary"] = {
-        key: mean_sd([s[key] for s in row["seeds"].values()]) for key in (*TASKS, *AVERAGES)
+        key: common.mean_sd([s[key] for s in row["seeds"].values()]) for key in (*TASKS, *AVERAGES)
     }
     return row
 
@@ -438,11 +428,11 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict, stem
         f" weight decay 0.01, 10 % warm-up; seeds {args.seeds}; evaluation: SentEval protocol, "
         f"'all', Spearman × 100 on {evaluation}.",
         "",
-        sts_scored_by_line(),
+        common.sts_scored_by_line(),
         "",
-        machine_markdown(info),
+        common.machine_markdown(info),
         "",
-        markdown_table(header, table_rows),
+        common.markdown_table(header, table_rows),
         "",
         "Mean ± sd over seeds. *Avg.* is the headline: the mean of the seven 'all' numbers "
         "(STS12–16 subsets of a year pooled, so scores must agree *across* subsets). "
@@ -456,7 +446,7 @@ def report_markdown(rows: list[dict], args: argparse.Namespace, info: dict, stem
 
 
 def draw_chart(rows: list[dict], args: argparse.Namespace, path: Path) -> None:
-    plt = pyplot()
+    plt = common.pyplot()
     keys = (*TASKS, "avg")
     width = 0.8 / len(rows)
     fig, ax = plt.subplots(figsize=(12, 4.8))
@@ -485,15 +475,12 @@ def draw_chart(rows: list[dict], args: argparse.Namespace, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- entry
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a few minutes: 40 steps, 1 seed")
-    size.add_argument(
-        "--smoke",
-        action="store_true",
-        help="2 steps on the first 64 training pairs, 40 pairs per task, every method's row",
+    parser = common.benchmark_parser(
+        __doc__,
+        quick="a few minutes: 40 steps, 1 seed",
+        smoke="2 steps on the first 64 training pairs, 40 pairs per task, every method's row",
     )
-    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    common.add_model_argument(parser)
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
     parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
     parser.add_argument("--pooling", nargs="+", default=["mean"])
@@ -510,43 +497,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="JSON",
         help="rewrite the markdown and chart beside a saved quality JSON; trains nothing",
     )
-    args = parser.parse_args(argv)
-    args.mode = mode_of(args)
-    for key, value in MODES[args.mode].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    args = common.apply_mode(parser.parse_args(argv), MODES)
     if args.methods is None:  # smoke: one row per method a package registers
         args.methods = ["base", *sorted(k for k in METHODS if k.startswith("ours-")), "st-cosent"]
     return args
 
 
-def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> None:
-    write_markdown(stem, report_markdown(rows, args, info, stem))
-    draw_chart(rows, args, stem.with_suffix(".png"))
-
-
-def render(path: Path) -> int:
-    """The markdown and chart again from a saved JSON (e.g. after the report's wording changed)."""
-    args, rows, info = read_result(path, "quality.py")
-    write_report(rows, args, info, path.with_suffix(""))
-    print(f"wrote {path.with_suffix('.md')} and {path.with_suffix('.png')}")
-    return 0
+def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: Path) -> list[Path]:
+    """The markdown and the chart of ``rows``; the files written."""
+    markdown = common.write_markdown(stem, report_markdown(rows, args, info, stem))
+    chart = stem.with_suffix(".png")
+    draw_chart(rows, args, chart)
+    return [markdown, chart]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
-        return render(Path(args.render))
-    check_environment([args.model])
+        return common.render_result(Path(args.render), "quality.py", write_report)
+    common.check_environment([args.model])
     if args.threads:
-        set_threads(args.threads)
-    info = machine_info()
+        common.set_threads(args.threads)
+    info = common.machine_info()
     start = time.perf_counter()
     rows = run_all(args)
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
-    stem = output_stem("quality", args.output_dir, args.mode)
+    stem = common.output_stem("quality", args.output_dir, args.mode)
     settings = dict(vars(args))
-    write_json(stem, {"settings": settings, "machine": info, "rows": rows})
+    common.write_json(stem, {"settings": settings, "machine": info, "rows": rows})
     write_report(rows, args, info, stem)
     for row in rows:
         (mean, sd), (wmean, wsd) = (row["summary"][key] for key in AVERAGES)
@@ -556,4 +534,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

@@ -46,24 +46,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import _common as common
 import quality
-from _common import (
-    MINILM,
-    RESULTS_DIR,
-    BenchmarkError,
-    check_environment,
-    data_dir,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    mean_sd,
-    model_path,
-    set_threads,
-    sts_scored_by_line,
-    write_json,
-    write_markdown,
-)
 
 MODES = {
     "smoke": {"max_steps": 2, "seeds": [0, 1], "eval_pairs": 40, "train_pairs_cap": 64},
@@ -107,7 +91,7 @@ def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise BenchmarkError(f"--set {pair!r}: expected KEY=VALUE")
+            raise common.BenchmarkError(f"--set {pair!r}: expected KEY=VALUE")
         settings.append((key.strip(), value.strip()))
     return tuple(sorted(settings))
 
@@ -119,7 +103,7 @@ def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, text in settings:
         if key == "teacher_model":
-            values[key] = str(model_path(text))
+            values[key] = str(common.model_path(text))
         else:
             try:
                 values[key] = json.loads(text)
@@ -141,14 +125,8 @@ class Trainer:
 
     def recipe(self, cell: Cell) -> quality.Recipe:
         args = self.args
-        return quality.Recipe(
-            str(model_path(args.model)),
-            cell.learning_rate,
-            "mean",
-            args.batch_size,
-            cell.epochs,
-            args.max_steps,
-            None,
+        return quality.Recipe.mean_pooled(
+            args.model, cell.learning_rate, args.batch_size, cell.epochs, args.max_steps
         )
 
     def train(self, cell: Cell) -> Any:
@@ -172,7 +150,7 @@ class Scorer:
     def __init__(self, args: argparse.Namespace) -> None:
         from sts_core.data import load_named
 
-        self.dev = load_named("stsb", "dev", data_dir())
+        self.dev = load_named("stsb", "dev", common.data_dir())
         if args.eval_pairs:
             self.dev = self.dev.select(range(min(len(self.dev), args.eval_pairs)))
         self.eval_pairs = args.eval_pairs
@@ -204,7 +182,7 @@ class CellStore:
             try:
                 self.cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
             except (ValueError, KeyError, TypeError) as error:
-                raise BenchmarkError(
+                raise common.BenchmarkError(
                     f"{path}: not a cells file of this script ({error})"
                 ) from error
         weights_dir.mkdir(parents=True, exist_ok=True)
@@ -227,7 +205,7 @@ class CellStore:
         try:
             return json.loads(self.path.read_text(encoding="utf-8"))["cells"]
         except (ValueError, KeyError, TypeError) as error:
-            raise BenchmarkError(
+            raise common.BenchmarkError(
                 f"{self.path}: not a cells file of this script ({error})"
             ) from error
 
@@ -331,7 +309,7 @@ def load_weights(encoder: Any, state: dict[str, Any], source: Any) -> None:
     result = encoder.load_state_dict(state, strict=False)
     stray = [key for key in result.unexpected_keys if key.startswith("backbone.")]
     if result.missing_keys or stray:
-        raise BenchmarkError(
+        raise common.BenchmarkError(
             f"{source}: weights do not fit the model (missing {result.missing_keys[:3]}, "
             f"unexpected {stray[:3]}); delete the file to train the cell again"
         )
@@ -466,7 +444,7 @@ def _test_mean(recipe: dict) -> float:
 
 
 def _cell(values: list[float]) -> str:
-    mean, sd = mean_sd(values)
+    mean, sd = common.mean_sd(values)
     return f"{mean:.2f}" if len(values) < 2 else f"{mean:.2f} ± {sd:.2f}"
 
 
@@ -566,30 +544,29 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         f"Spearman × 100). Tables hold every cell of `{Path(args.cells).name}` (searches run "
         "at different times add up).",
         "",
-        sts_scored_by_line() + " STS-B dev selection: the same cosine.",
+        common.sts_scored_by_line() + " STS-B dev selection: the same cosine.",
         "",
-        machine_markdown(info),
+        common.machine_markdown(info),
         "",
         *headline(best, soups),
         "## Best dev-selected recipe per method",
         "",
-        markdown_table(header, rows),
+        common.markdown_table(header, rows),
         "",
         "Mean ± sd over seeds. A soup row is one model: the uniform average of the selected "
         "recipe's seed runs (`sts-soup`), selected by nothing but its recipe.",
         "",
         "## Every cell (STS-B dev; test only where a recipe was selected)",
         "",
-        markdown_table(grid_header, grid_rows),
+        common.markdown_table(grid_header, grid_rows),
     ]
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- entry
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="2 steps, 2 seeds, tiny sets")
-    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser = common.benchmark_parser(__doc__, smoke="2 steps, 2 seeds, tiny sets")
+    common.add_model_argument(parser)
     parser.add_argument(
         "--methods", nargs="+", choices=sorted(k for k in quality.METHODS if k != "base")
     )
@@ -617,17 +594,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="train and score the grid on dev only; select and test in a later run",
     )
-    args = parser.parse_args(argv)
-    args.mode = "smoke" if args.smoke else "full"
-    for key, value in MODES[args.mode].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    args = common.apply_mode(parser.parse_args(argv), MODES)  # smoke or full
     args.methods = args.methods or (SMOKE_METHODS if args.smoke else ["ours-cosine_mse"])
     args.select_seeds = args.select_seeds or args.seeds[:1]
     if not set(args.select_seeds) <= set(args.seeds):
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
-    output = Path(args.output_dir) if args.output_dir else RESULTS_DIR
+    output = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
     stem = "quality_search" + ("_smoke" if args.smoke else "")
     args.stem = str(output / stem)
     args.cells = args.cells or str(output / f"{stem}_cells.json")
@@ -640,19 +613,19 @@ def write_report(args: argparse.Namespace, info: dict) -> Path:
     cells = json.loads(Path(args.cells).read_text(encoding="utf-8"))["cells"]
     stem = Path(args.stem)
     settings = {k: v for k, v in vars(args).items() if k not in ("settings",)}
-    write_json(stem, {"settings": settings, "machine": info, "cells": cells})
-    write_markdown(stem, report_markdown(cells, args, info))
+    common.write_json(stem, {"settings": settings, "machine": info, "cells": cells})
+    common.write_markdown(stem, report_markdown(cells, args, info))
     return stem
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     Path(args.stem).parent.mkdir(parents=True, exist_ok=True)
-    info = machine_info()
+    info = common.machine_info()
     if not args.render:
-        check_environment([args.model])
+        common.check_environment([args.model])
         if args.threads:
-            set_threads(args.threads)
+            common.set_threads(args.threads)
         start = time.perf_counter()
         for selection in run_search(args):
             tests = [t["avg"] for t in selection["tests"]]
@@ -664,4 +637,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

@@ -22,13 +22,13 @@ import argparse
 import time
 from pathlib import Path
 
+import _common as common
 import quality
-from _common import MPNET, BenchmarkError, check_environment, main_guard, model_path, set_threads
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=MPNET, help="name under STS_MODELS_DIR or a path")
+    parser = common.benchmark_parser(__doc__)
+    common.add_model_argument(parser, default=common.MPNET)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -48,18 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     output = Path(args.output).expanduser()
     if output.exists():
-        raise BenchmarkError(f"--output {output} exists: name a new folder")
-    check_environment([args.model])
+        raise common.BenchmarkError(f"--output {output} exists: name a new folder")
+    common.check_environment([args.model])
     if args.threads:
-        set_threads(args.threads)
-    recipe = quality.Recipe(
-        str(model_path(args.model)),
-        args.learning_rate,
-        "mean",
-        args.batch_size,
-        args.epochs,
-        2 if args.smoke else -1,
-        None,
+        common.set_threads(args.threads)
+    steps = 2 if args.smoke else -1
+    recipe = quality.Recipe.mean_pooled(
+        args.model, args.learning_rate, args.batch_size, args.epochs, steps
     )
     _, unit_data = quality.load_training_data()
     start = time.perf_counter()
@@ -76,4 +71,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

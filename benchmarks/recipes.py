@@ -34,25 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    BenchmarkError,
-    check_environment,
-    data_dir,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    mean_sd,
-    model_path,
-    write_json,
-    write_markdown,
-)
+import _common as common
 
 from sts_core.names import STS_TASKS
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS_DIR = REPO / "benchmarks" / "results"
-TITLES = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+TITLES = common.STS_TITLES
 SMOKE_SETTINGS = [  # seconds: a tiny model built here, the fixture pairs, 40 pairs per task
     "--max_steps",
     "2",
@@ -74,7 +61,7 @@ SMOKE_SETTINGS = [  # seconds: a tiny model built here, the fixture pairs, 40 pa
 def parse_variant(text: str) -> tuple[str, list[str]]:
     label, separator, flags = text.partition("=")
     if not separator or not label.strip():
-        raise BenchmarkError(f"--variant {text!r}: write label=flags (flags may be empty)")
+        raise common.BenchmarkError(f"--variant {text!r}: write label=flags (flags may be empty)")
     return label.strip(), shlex.split(flags)
 
 
@@ -82,7 +69,7 @@ def train_script(recipe: Path) -> Path:
     """``packages/<method>/train.py`` of the package the recipe belongs to."""
     script = recipe.resolve().parent.parent / "train.py"
     if not script.is_file():
-        raise BenchmarkError(f"{recipe}: no train.py beside its configs/ folder ({script})")
+        raise common.BenchmarkError(f"{recipe}: no train.py beside its configs/ folder ({script})")
     return script
 
 
@@ -116,7 +103,7 @@ def run_once(
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise BenchmarkError(
+        raise common.BenchmarkError(
             f"{' '.join(command)} failed (exit {result.returncode}): "
             + " ".join(result.stderr.strip().splitlines()[-3:])
         )
@@ -124,7 +111,7 @@ def run_once(
     (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
     scores = finished_run(output_dir, command)
     if scores is None:
-        raise BenchmarkError(f"{' '.join(command)} wrote no {output_dir / 'metrics.json'}")
+        raise common.BenchmarkError(f"{' '.join(command)} wrote no {output_dir / 'metrics.json'}")
     return scores
 
 
@@ -160,16 +147,16 @@ def base_scores(model: str, tasks: list[str]) -> dict[str, Any]:
 
     start = time.perf_counter()
     encoder = SentenceEncoder.from_pretrained(model)
-    report = STSEvaluator(data_dir=data_dir(), tasks=tasks, show_progress_bar=False).evaluate(
-        encoder, model_name=model
-    )
+    report = STSEvaluator(
+        data_dir=common.data_dir(), tasks=tasks, show_progress_bar=False
+    ).evaluate(encoder, model_name=model)
     return scores_of(report.to_dict(), time.perf_counter() - start, {})
 
 
 def summarise(label: str, runs: dict[int, dict[str, Any]], tasks: list[str]) -> dict[str, Any]:
     keys = [*tasks, "avg", "avg_wmean", "dev_spearman", "seconds"]
     summary = {
-        key: mean_sd([run[key] for run in runs.values()])
+        key: common.mean_sd([run[key] for run in runs.values()])
         for key in keys
         if all(key in run for run in runs.values())
     }
@@ -241,11 +228,11 @@ def report_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, info: 
             "fresh process; the final STS table of its metrics.json (SentEval protocol, 'all', "
             "Spearman × 100, all test pairs). Variants (flags after the recipe): " + variants + ".",
             "",
-            machine_markdown(info),
+            common.machine_markdown(info),
             "",
             scored_by_line(rows),
             "",
-            markdown_table(header, lines),
+            common.markdown_table(header, lines),
             "",
             "Mean ± sd over seeds. *Avg.* is the mean of the seven 'all' numbers; *Avg. "
             "(wmean)* the same with SentEval's 'wmean'. *STS-B dev*: the selected model's dev "
@@ -292,7 +279,7 @@ def smoke_setup(args: argparse.Namespace, folder: Path) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.benchmark_parser(__doc__)
     parser.add_argument("--name", default="recipes", help="result file name")
     parser.add_argument("--recipe", help="the package recipe (YAML) every variant starts from")
     parser.add_argument("--variant", action="append", help="label=flags (repeatable)")
@@ -314,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         setup = Path(args.keep_runs) / "smoke-setup" if args.keep_runs else Path(scratch)
         extra = smoke_setup(args, setup) if args.smoke else []
         if not args.recipe or not args.variant:
-            raise BenchmarkError("--recipe and at least one --variant are needed")
-        check_environment([args.base] if args.base and not args.smoke else [])
+            raise common.BenchmarkError("--recipe and at least one --variant are needed")
+        common.check_environment([args.base] if args.base and not args.smoke else [])
         args.script = str(args.script or train_script(Path(args.recipe)))
         args.seeds = args.seeds or [0, 1, 2]
         args.variant_texts = [
@@ -323,13 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         ]
         runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
         rows = run_all(args, runs_root, extra)
-    info = machine_info()
-    folder = Path(args.output_dir) if args.output_dir else RESULTS_DIR
+    info = common.machine_info()
+    folder = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
     settings = {k: v for k, v in vars(args).items() if k != "variant"}
-    write_json(stem, {"settings": settings, "machine": info, "rows": rows})
-    write_markdown(stem, report_markdown(rows, args, info))
+    common.write_json(stem, {"settings": settings, "machine": info, "rows": rows})
+    common.write_markdown(stem, report_markdown(rows, args, info))
     for row in rows:
         mean, sd = row["summary"]["avg"]
         print(f"{row['label']}: avg {mean:.2f} ± {sd:.2f} (scored by: {row['scorer']})")
@@ -341,7 +328,7 @@ def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list
     rows = []
     recipe, script = Path(args.recipe), Path(args.script)
     if args.base:
-        base = base_scores(str(model_path(args.base)), args.tasks)
+        base = base_scores(str(common.model_path(args.base)), args.tasks)
         rows.append({**summarise("before training", {0: base}, args.tasks), "base": True})
     for index, (label, flags) in enumerate(map(parse_variant, args.variant)):
         runs = {}
@@ -355,4 +342,4 @@ def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)

@@ -1,15 +1,19 @@
-"""Training speed: our CoSENT (the core's ``BaseTrainer``) against sentence-transformers'
-``SentenceTransformerTrainer`` + ``CoSENTLoss``.
+"""Training speed: our CoSENT (the ``sts-cosent`` method, trained by the core's
+``BaseTrainer``) against sentence-transformers' ``SentenceTransformerTrainer`` +
+``CoSENTLoss``.
 
 Same model (all-MiniLM-L6-v2), data (STS-B train + SICK-R train rescaled to 0–5, minus the
 pairs of the seven test sets: 5,398 pairs), batch size 16, max length, learning rate 2e-5,
 weight decay 0.01, 10 % linear warm-up, AdamW (the Trainer's default), seed and number of
-steps; logging every step, no evaluation, no saving, no dataloader workers. Each run is a
-fresh process; the sides alternate (ours, peer, ours, peer, …). Reported: pairs per second
-(pairs trained / wall time of ``trainer.train()``, model loading excluded), the ratio per
-round, peak memory, and the two loss curves side by side. ``--ablation`` adds our trainer
-with ``padding_free=False`` (the padded forward), which shows what packing gives and must
-follow the peer's loss curve step for step.
+steps; logging every step, no evaluation, no checkpoints, no dataloader workers. Our side
+is a run of the method through ``TrainingRun.from_arguments`` (the command line's own path:
+its checks, the model built from ``ModelArguments``), with no dev set; the run saves the
+trained model after ``trainer.train()``, outside the timed window. Each run is a fresh
+process; the sides alternate (ours, peer, ours, peer, …). Reported: pairs per second (pairs
+trained / wall time of ``trainer.train()``, model loading excluded), the ratio per round,
+peak memory (at the end of ``trainer.train()``), and the two loss curves side by side.
+``--ablation`` adds ours with ``padding_free=False`` (the padded forward), which shows what
+packing gives and must follow the peer's loss curve step for step.
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -31,46 +35,13 @@ import json
 import math
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    MINILM,
-    Comparison,
-    alternate,
-    check_environment,
-    cpu_seconds,
-    current_rss_mb,
-    data_dir,
-    emit_result,
-    fmt,
-    machine_info,
-    machine_markdown,
-    main_guard,
-    markdown_table,
-    median,
-    mode_of,
-    model_path,
-    output_stem,
-    pyplot,
-    run_worker,
-    set_threads,
-    write_json,
-    write_markdown,
-)
-from _gpu import (
-    add_gpu_arguments,
-    build_random_model,
-    check_device,
-    flops_per_token,
-    gpu_info,
-    mfu,
-    model_shape,
-    peak_gpu_memory_mb,
-    peak_tflops,
-    reset_peak_memory,
-    stem_name,
-)
+import _common as common
+import _gpu as gpu
 
 MODES = {
     "smoke": {"max_steps": 3, "repeats": 1, "ablation": True},  # the padded side: a check
@@ -79,7 +50,7 @@ MODES = {
     "full": {"max_steps": None, "repeats": 2, "ablation": True},
 }
 LABELS = {
-    "ours": "ours (CoSENTTrainer)",
+    "ours": "ours (sts-cosent)",
     "peer": "sentence-transformers (CoSENTLoss)",
     "ours-padded": "ours, padding_free=False",
 }
@@ -89,7 +60,7 @@ LABELS = {
 def load_train_pairs() -> Any:
     from sts_core.data import load_filtered_stsb_sick
 
-    train, _ = load_filtered_stsb_sick(data_dir())
+    train, _ = load_filtered_stsb_sick(common.data_dir())
     return train.select_columns(["sentence1", "sentence2", "score"])
 
 
@@ -141,20 +112,56 @@ def step_timer() -> Any:
 
 
 def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str) -> Any:
-    from transformers import set_seed
+    """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
+    with the CoSENT method (``sts_cosent.METHOD``), the step timer as a callback, no dev
+    set and no final evaluation. ``run()`` trains (timed: ``trainer.train()`` alone, see
+    :func:`measure_training`), then saves the model, outside the timed window."""
+    from sts_core.training import DataArguments, ModelArguments, TrainingRun
+    from sts_cosent import METHOD
 
-    from sts_core.encoder import SentenceEncoder
-    from sts_cosent import METHOD, CoSENTConfig
+    class TimedRun(TrainingRun):
+        """The run, with the step timer and the measurements of ``trainer.train()``."""
 
-    set_seed(spec["seed"])
-    encoder = SentenceEncoder.from_pretrained(
-        spec["model"], max_length=spec["max_length"], padding_free=padding_free
+        measured: dict[str, Any]
+
+        def build_callbacks(self) -> list[Any]:
+            return [*super().build_callbacks(), callback]
+
+        def train(self, trainer: Any) -> Any:
+            output, self.measured = measure_training(trainer, partial(super().train, trainer), spec)
+            return output
+
+    config = METHOD.config(**training_arguments(spec, output_dir), load_best_model_at_end=False)
+    model_args = ModelArguments(
+        model_name_or_path=spec["model"],
+        max_seq_length=spec["max_length"],
+        padding_free=padding_free,
     )
-    args = CoSENTConfig(**training_arguments(spec, output_dir), load_best_model_at_end=False)
-    trainer = METHOD.trainer_for(args)(
-        model=encoder, args=args, train_dataset=load_train_pairs(), callbacks=[callback]
-    )
-    return trainer, {"max_length": encoder.max_length, "padding_free": padding_free}
+    data_args = DataArguments(data_dir=str(common.data_dir()), eval_dataset="none")
+    return TimedRun.from_arguments(METHOD, model_args, data_args, config, load_train_pairs())
+
+
+def measure_training(
+    trainer: Any, train: Callable[[], Any], spec: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """``train()`` (a call of ``trainer.train()``) timed: its output, and its wall and CPU
+    seconds, the memory before and at the peak, and our encoder's training path."""
+    device = spec.get("device", "cpu")
+    rss_before = common.current_rss_mb()
+    gpu.reset_peak_memory(device)
+    cpu_start, start = common.cpu_seconds(), time.perf_counter()
+    output = train()
+    seconds = time.perf_counter() - start
+    cpu = common.cpu_seconds() - cpu_start
+    return output, {
+        "seconds": seconds,
+        "cpu_seconds": round(cpu, 2),
+        "rss_before_train_mb": round(rss_before, 1),
+        # ours saves its model after training: the peak is taken here, as for the peer
+        "peak_rss_mb": round(common.peak_rss_mb(), 1),
+        "peak_gpu_memory_mb": gpu.peak_gpu_memory_mb(device),
+        "packing_path": packing_path_of(trainer),
+    }
 
 
 def packing_path_of(trainer: Any) -> list[str] | None:
@@ -193,28 +200,24 @@ def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
 
 
 def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
-    set_threads(spec["threads"])
+    common.set_threads(spec["threads"])
     timer = step_timer()
     with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
         if side == "peer":
             trainer, info = build_peer(spec, output_dir, timer)
+            _, measured = measure_training(trainer, trainer.train, spec)
         else:
-            trainer, info = build_ours(
-                spec, output_dir, timer, "auto" if side == "ours" else "false"
-            )
-        rss_before = current_rss_mb()
-        reset_peak_memory(spec.get("device", "cpu"))
-        cpu_start, start = cpu_seconds(), time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
-        cpu = cpu_seconds() - cpu_start
-        info["peak_gpu_memory_mb"] = peak_gpu_memory_mb(spec.get("device", "cpu"))
-        info["packing_path"] = packing_path_of(trainer)
+            padding_free = "auto" if side == "ours" else "false"
+            run = build_ours(spec, output_dir, timer, padding_free)
+            run.run()
+            trainer, measured = run.trainer, run.measured
+            encoder = trainer.accelerator.unwrap_model(trainer.model)
+            info = {"max_length": encoder.max_length, "padding_free": padding_free}
+    seconds = measured.pop("seconds")
     return {
         **info,
+        **measured,
         **train_metrics(trainer, timer.times, seconds, spec),
-        "cpu_seconds": round(cpu, 2),
-        "rss_before_train_mb": round(rss_before, 1),
         "optimizer": str(trainer.args.optim),
         "weight_decay": trainer.args.weight_decay,
     }
@@ -228,7 +231,7 @@ def train_metrics(
     steps = trainer.state.global_step
     pairs = pairs_trained(steps, spec["batch_size"], len(trainer.train_dataset))
     gaps = [b - a for a, b in zip(step_times, step_times[1:], strict=False)]
-    median_step = spec["batch_size"] / median(gaps) if gaps else float("nan")
+    median_step = spec["batch_size"] / common.median(gaps) if gaps else float("nan")
     losses = [[e["step"], e["loss"]] for e in trainer.state.log_history if "loss" in e]
     return {
         "steps": steps,
@@ -256,12 +259,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
-    return alternate(sides, args.repeats, lambda side, _: run_worker(__file__, side, spec))
+    return common.alternate(
+        sides, args.repeats, lambda side, _: common.run_worker(__file__, side, spec)
+    )
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
-    def metric(key: str, side: str = "ours") -> Comparison:
-        return Comparison([r[key] for r in runs[side]], [r[key] for r in runs["peer"]])
+    def metric(key: str, side: str = "ours") -> common.Comparison:
+        return common.Comparison([r[key] for r in runs[side]], [r[key] for r in runs["peer"]])
 
     summary = {
         "throughput": metric("throughput").to_dict(),
@@ -298,25 +303,21 @@ def token_statistics(model: str | Path, max_length: int | None) -> dict[str, flo
 
 def efficiency(runs: dict[str, list[dict]], args: argparse.Namespace, info: dict) -> dict:
     """Tokens per second, MFU and peak GPU memory of each side (medians over rounds)."""
-    flops = flops_per_token(model_shape(args.model_path), args.tokens["mean_length"], True)
-    peak = peak_tflops(info.get("gpu"), args.peak_tflops) if args.device == "cuda" else None
+    flops = gpu.flops_per_token(gpu.model_shape(args.model_path), args.tokens["mean_length"], True)
+    peak = gpu.peak_tflops(info.get("gpu"), args.peak_tflops) if args.device == "cuda" else None
     sides = {}
     for side, results in runs.items():
-        pairs = median([r["throughput"] for r in results])
+        pairs = common.median([r["throughput"] for r in results])
         tokens = pairs * args.tokens["tokens_per_pair"]
         memory = [r["peak_gpu_memory_mb"] for r in results if r.get("peak_gpu_memory_mb")]
         sides[side] = {
             "pairs_per_second": pairs,
             "tokens_per_second": round(tokens, 1),
-            "mfu_percent": mfu(tokens, flops, peak),
-            "peak_gpu_memory_mb": median(memory) if memory else None,
+            "mfu_percent": gpu.mfu(tokens, flops, peak),
+            "peak_gpu_memory_mb": common.median(memory) if memory else None,
             "packing_path": results[0].get("packing_path"),
         }
     return {"flops_per_token": flops, "peak_tflops": peak, "sides": sides}
-
-
-def _or_na(value: float | None) -> str:
-    return "n/a" if value is None else fmt(value, 0)
 
 
 def efficiency_markdown(result: dict[str, Any]) -> str:
@@ -326,12 +327,10 @@ def efficiency_markdown(result: dict[str, Any]) -> str:
         rows.append(
             (
                 LABELS[side],
-                fmt(values["pairs_per_second"]),
-                fmt(values["tokens_per_second"], 0),
-                "n/a" if values["mfu_percent"] is None else f"{values['mfu_percent']:.2f} %",
-                "n/a"
-                if values["peak_gpu_memory_mb"] is None
-                else fmt(values["peak_gpu_memory_mb"], 0),
+                common.fmt(values["pairs_per_second"]),
+                common.fmt(values["tokens_per_second"], 0),
+                common.percent_or_na(values["mfu_percent"]),
+                common.fmt_or_na(values["peak_gpu_memory_mb"]),
                 f"{path[0]} ({path[1]})" if path else "",
             )
         )
@@ -342,7 +341,7 @@ def efficiency_markdown(result: dict[str, Any]) -> str:
             f"Efficiency: {result['flops_per_token'] / 1e6:.1f} MFLOP per real token (training), "
             + (f"peak {peak} TFLOP/s bf16." if peak else "no GPU peak: MFU not computed."),
             "",
-            markdown_table(header, rows),
+            common.markdown_table(header, rows),
         ]
     )
 
@@ -366,46 +365,22 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
     )
     ours, peer = runs["ours"][0], runs["peer"][0]
     rows = [
-        (
-            "pairs / s (median)",
-            fmt(speed["ours_median"]),
-            fmt(speed["peer_median"]),
-            f"**{speed['ratio_median']:.2f}×**",
-        ),
-        (
-            "pairs / s per round",
-            _join(speed["ours"]),
-            _join(speed["peer"]),
-            _join(speed["ratio_per_round"], 2),
-        ),
-        (
-            "batch / median step time (median of rounds)",
-            fmt(steady["ours_median"]),
-            fmt(steady["peer_median"]),
-            f"{steady['ratio_median']:.2f}×",
-        ),
-        (
-            "peak RSS, MiB (median)",
-            fmt(memory["ours_median"], 0),
-            fmt(memory["peer_median"], 0),
-            f"{memory['ratio_median']:.2f}",
-        ),
-        (
+        *common.throughput_rows("pairs / s (median)", "pairs / s per round", speed),
+        common.comparison_row("batch / median step time (median of rounds)", steady),
+        common.peak_rss_row(memory),
+        common.sides_row(
             "RSS before training, MiB",
-            fmt(ours["rss_before_train_mb"], 0),
-            fmt(peer["rss_before_train_mb"], 0),
-            "",
+            ours["rss_before_train_mb"],
+            peer["rss_before_train_mb"],
+            digits=0,
         ),
         ("CPU seconds in train() (round 1)", ours["cpu_seconds"], peer["cpu_seconds"], ""),
-        (
-            "mean loss, last 10 steps (round 1)",
-            fmt(_tail_loss(ours), 3),
-            fmt(_tail_loss(peer), 3),
-            "",
+        common.sides_row(
+            "mean loss, last 10 steps (round 1)", _tail_loss(ours), _tail_loss(peer), digits=3
         ),
     ]
     lines = [
-        "# Training: `CoSENTTrainer` vs `SentenceTransformerTrainer` + `CoSENTLoss`",
+        "# Training: our CoSENT (`sts-cosent`) vs `SentenceTransformerTrainer` + `CoSENTLoss`",
         "",
         f"Mode `{args.mode}`: {model_label(args)}, {args.device} {args.dtype}, filtered "
         f"STS-B + SICK-R train ({args.train_pairs:,} "
@@ -415,9 +390,9 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         f"{ours['max_length']} (peer: {peer['max_length']}), {args.threads} thread(s), "
         f"optimizer {ours['optimizer']}; {args.repeats} alternated round(s), fresh processes.",
         "",
-        machine_markdown(info),
+        common.machine_markdown(info),
         "",
-        markdown_table(["", LABELS["ours"], LABELS["peer"], "ours / peer"], rows),
+        common.markdown_table(["", LABELS["ours"], LABELS["peer"], "ours / peer"], rows),
         "",
         f"Largest difference between the two loss curves (round 1): "
         f"{summary['ours_vs_peer_max_loss_diff']:.3g} (dropout masks differ once ours packs "
@@ -427,11 +402,12 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         padded = summary["padded_throughput"]
         lines += [
             "",
-            f"Ablation, ours with `padding_free=False`: {fmt(padded['ours_median'])} pairs/s "
-            f"({padded['ratio_median']:.2f}× the peer); its loss curve differs from the peer's "
-            f"by at most {summary['padded_vs_peer_max_loss_diff']:.3g}.",
+            "Ablation, ours with `padding_free=False`: "
+            f"{common.fmt(padded['ours_median'])} pairs/s ({padded['ratio_median']:.2f}× the "
+            "peer); its loss curve differs from the peer's by at most "
+            f"{summary['padded_vs_peer_max_loss_diff']:.3g}.",
         ]
-    stem = output_stem(stem_name("train", args.device), args.output_dir, args.mode)
+    stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     lines += [
         "",
         efficiency_markdown(summary["efficiency"]),
@@ -446,12 +422,8 @@ def _tail_loss(run: dict[str, Any]) -> float:
     return sum(tail) / len(tail) if tail else math.nan
 
 
-def _join(values: list[float], digits: int = 1) -> str:
-    return ", ".join(f"{v:.{digits}f}" for v in values)
-
-
 def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
-    plt = pyplot()
+    plt = common.pyplot()
     fig, (curves, bars) = plt.subplots(1, 2, figsize=(11, 4.2))
     for side, run_list in runs.items():
         steps, losses = (
@@ -469,7 +441,7 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
     curves.set_title("Loss per step (round 1)")
     curves.legend()
     names = list(runs)
-    medians = [median([r["throughput"] for r in runs[s]]) for s in names]
+    medians = [common.median([r["throughput"] for r in runs[s]]) for s in names]
     bars.bar(range(len(names)), medians, color=[f"C{i}" for i in range(len(names))])
     for i, side in enumerate(names):
         points = [r["throughput"] for r in runs[side]]
@@ -484,11 +456,10 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- entry
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a few minutes: 30 steps, 2 rounds")
-    size.add_argument("--smoke", action="store_true", help="seconds: 3 steps, 1 round")
-    parser.add_argument("--model", default=MINILM, help="name under STS_MODELS_DIR or a path")
+    parser = common.benchmark_parser(
+        __doc__, quick="a few minutes: 30 steps, 2 rounds", smoke="seconds: 3 steps, 1 round"
+    )
+    common.add_model_argument(parser)
     parser.add_argument(
         "--max-steps", type=int, help="optimizer steps per run (default in full mode: one epoch)"
     )
@@ -497,7 +468,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-length", type=int, help="default: the model's (256 for MiniLM)")
-    parser.add_argument("--threads", type=int, default=_default_threads())
+    parser.add_argument("--threads", type=int, default=common.default_threads())
     parser.add_argument(
         "--ablation",
         action=argparse.BooleanOptionalAction,
@@ -505,49 +476,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run ours with padding_free=False (default: on, off in smoke mode)",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
-    add_gpu_arguments(parser)
+    gpu.add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    args.mode = mode_of(args)
-    for key, value in MODES[args.mode].items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    return args
-
-
-def _default_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
+    return common.apply_mode(parser.parse_args(argv), MODES)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        emit_result(run_side(args.worker, json.loads(args.spec)))
+        common.emit_result(run_side(args.worker, json.loads(args.spec)))
         return 0
-    check_device(args)
-    check_environment([args.model])
+    gpu.check_device(args)
+    common.check_environment([args.model])
     scratch = tempfile.TemporaryDirectory(prefix="sts-bench-model-")
-    args.model_path = model_path(args.model)
+    args.model_path = common.model_path(args.model)
     if args.model_config:
-        args.model_path = build_random_model(args.model_config, args.model_path, Path(scratch.name))
+        args.model_path = gpu.build_random_model(
+            args.model_config, args.model_path, Path(scratch.name)
+        )
     args.tokens = token_statistics(args.model_path, args.max_length)
     args.train_pairs = len(load_train_pairs())
     if args.max_steps is None:  # full mode: one epoch
         args.max_steps = math.ceil(args.train_pairs / args.batch_size)
-    info = {**machine_info(), **gpu_info()}
+    info = {**common.machine_info(), **gpu.gpu_info()}
     start = time.perf_counter()
     runs = run_benchmark(args)
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
     summary = summarize(runs)
     summary["efficiency"] = efficiency(runs, args, info)
     scratch.cleanup()
-    stem = output_stem(stem_name("train", args.device), args.output_dir, args.mode)
+    stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     settings = {k: v for k, v in vars(args).items() if k not in ("worker", "spec")}
-    write_json(stem, {"settings": settings, "machine": info, "summary": summary, "runs": runs})
-    write_markdown(stem, report_markdown(runs, summary, args, info))
+    common.write_json(
+        stem, {"settings": settings, "machine": info, "summary": summary, "runs": runs}
+    )
+    common.write_markdown(stem, report_markdown(runs, summary, args, info))
     draw_chart(runs, summary, stem.with_suffix(".png"))
     speed = summary["throughput"]
     print(
@@ -561,4 +525,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_guard(main)
+    common.main_guard(main)
