@@ -129,7 +129,10 @@ def train_ours(
             teacher = run.inputs.data_summary.get("teacher")
             if teacher:  # teacher_model: what the run's teacher step made of the pairs
                 print(f"    teacher labels: {teacher}", flush=True)
-            return run.trainer.accelerator.unwrap_model(run.trainer.model)
+            model = run.trainer.accelerator.unwrap_model(run.trainer.model)
+            model.trained_steps = run.trainer.state.global_step  # the cost column's steps
+            model.teacher_summary = teacher
+            return model
 
     return train
 
@@ -175,10 +178,6 @@ def train_peer(
     differ by their dropout masks)."""
 
     def train(recipe: Recipe, seed: int, data: Any) -> Any:
-        from sentence_transformers import (
-            SentenceTransformerTrainer,
-            SentenceTransformerTrainingArguments,
-        )
         from sentence_transformers.sentence_transformer import losses
         from transformers import set_seed
 
@@ -189,16 +188,26 @@ def train_peer(
             data = data.filter(lambda row: row["score"] > positives_above).remove_columns("score")
         if sentences_with_themselves:
             data = sentence_pairs_with_themselves(data)
-        with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
-            args = SentenceTransformerTrainingArguments(
-                **training_arguments(recipe, seed, output_dir)
-            )
-            SentenceTransformerTrainer(
-                model=model, args=args, train_dataset=data, loss=loss
-            ).train()
-        return wrap_peer(model, recipe)
+        return run_peer_trainer(model, loss, data, recipe, seed)
 
     return train
+
+
+def run_peer_trainer(model: Any, loss: Any, data: Any, recipe: Recipe, seed: int) -> Any:
+    """``SentenceTransformerTrainer`` on ``data`` with ``loss`` and the budget's arguments;
+    the trained model as a SentenceEncoder (``trained_steps``: its optimizer steps)."""
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="sts-bench-quality-") as output_dir:
+        args = SentenceTransformerTrainingArguments(**training_arguments(recipe, seed, output_dir))
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss)
+        trainer.train()
+    encoder = wrap_peer(model, recipe)
+    encoder.trained_steps = trainer.state.global_step
+    return encoder
 
 
 def sentence_pairs_with_themselves(data: Any) -> Any:

@@ -2,20 +2,33 @@
 
 Both sides get the same budget: all-MiniLM-L6-v2, the filtered STS-B + SICK-R training set
 (5,398 pairs), batch 16, and the same grid of epochs × learning rates for every method —
-ours (any row a package registers in ``sts_core.quality_methods``) and sentence-transformers'
-(``st-cosine``: ``CosineSimilarityLoss``, ``st-cosent``, ``st-angle``). Each cell of the grid
+ours (any row a package declares, ``Method.quality_rows``) and sentence-transformers'
+(``st-cosine``: ``CosineSimilarityLoss``, ``st-cosent``, ``st-angle``, and with a teacher
+``st-embed-distill``, ``st-mse-distill``). Each cell of the grid
 is trained on the selection seeds (``--select-seeds``, default the first seed) and scored on
 the STS-B *dev* set only (Spearman × 100). Per method the recipe with the best mean dev score
 is selected, trained on every seed (``--seeds``) and only then scored on the seven test tasks
 (SentEval protocol, 'all', as ``quality.py``). Test scores never choose anything.
 
-Options of the core that the peer does not offer are measured as variants of our rows:
-``--set KEY=VALUE`` adds config fields to every ``ours-*`` method of the run (e.g.
-``teacher_model=all-mpnet-base-v2 teacher_weight=0.5``, ``weight_averaging=ema``,
-``loss_weights={"cosine_mse":1,"pearson":0.5}``); the variant is its own method in the
-tables, searched on the same grid. ``--soup`` adds a row per selected recipe: the uniform
-average of its seeds' weights (``sts_core.training.averaging.average_state_dicts``, a model
-soup), scored on dev and test like any model.
+Options are measured as variants: ``--set KEY=VALUE`` adds config fields to every ``ours-*``
+method of the run (e.g. ``teacher_model=all-mpnet-base-v2 teacher_weight=0.5``,
+``weight_averaging=ema``, ``loss_weights={"cosine_mse":1,"pearson":0.5}``); the variant is
+its own method in the tables, searched on the same grid. A teacher is no feature of ours
+alone: the peer's rows get the teacher's settings too (``teacher_model``,
+``teacher_weight``, ``teacher_neighbours``), written with sentence-transformers' own API
+(``peer_teacher.py``: the relabelled pairs and the teacher's neighbour pairs, as its
+Augmented SBERT example; labels on 0–1), and ``st-embed-distill`` / ``st-mse-distill``
+distil the teacher's embeddings (``EmbedDistillLoss``, cosine or MSE, through a projection
+to the teacher's width). Options the peer lacks (the Pearson loss, combined losses, soups,
+weight averaging) stay ours.
+
+Every cell trains in a fresh process (``--worker cell``; ``--in-process`` trains them in the
+search's own process, without the peak memory), which reports the cost columns:
+wall seconds of the training, optimizer steps and peak resident memory; a teacher's own
+training (``quality_teacher.py`` records it in its folder) is added once per recipe.
+``--soup`` adds a row per selected recipe: the uniform average of its seeds' weights
+(``sts_core.training.averaging.average_state_dicts``, a model soup), scored on dev and test
+like any model.
 
 Every trained cell is kept in ``--cells`` (a JSON file, written after each cell) and its
 weights in ``--weights-dir``: a search interrupted or extended later trains only the cells
@@ -47,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import peer_teacher
 import quality
 
 MODES = {
@@ -54,6 +68,20 @@ MODES = {
     "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "train_pairs_cap": 0},
 }
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
+#: the peer's embedding distillation from the teacher (``--set teacher_model=…``): the distinct
+#: training sentences with the teacher's embeddings (``peer_teacher.embedding_targets``)
+DISTILL_METHODS = {
+    "st-embed-distill": quality.Method(
+        "sentence-transformers EmbedDistillLoss (cosine, on the teacher's embeddings)", None
+    ),
+    "st-mse-distill": quality.Method(
+        "sentence-transformers EmbedDistillLoss (mse: MSELoss's metric, on the teacher's "
+        "embeddings)",
+        None,
+    ),
+}
+DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
+SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
 
 
 @dataclass(frozen=True)
@@ -113,6 +141,13 @@ def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- training
+def recipe_of(args: argparse.Namespace, cell: Cell) -> quality.Recipe:
+    """The cell's recipe on the search's budget (model, batch, steps; mean pooling)."""
+    return quality.Recipe.mean_pooled(
+        args.model, cell.learning_rate, args.batch_size, cell.epochs, args.max_steps
+    )
+
+
 class Trainer:
     """Trains cells on the benchmark's data."""
 
@@ -124,23 +159,63 @@ class Trainer:
             self.data, self.unit_data = self.data.select(cap), self.unit_data.select(cap)
 
     def recipe(self, cell: Cell) -> quality.Recipe:
-        args = self.args
-        return quality.Recipe.mean_pooled(
-            args.model, cell.learning_rate, args.batch_size, cell.epochs, args.max_steps
-        )
+        return recipe_of(self.args, cell)
 
     def train(self, cell: Cell) -> Any:
-        """The cell's method on its data; an ``ours-*`` method with ``--set``'s fields (with
-        ``teacher_model``, the run relabels the pairs as ``sts-train`` does)."""
+        """The cell's method on its data: an ``ours-*`` method with ``--set``'s fields (with
+        ``teacher_model``, the run relabels the pairs as ``sts-train`` does); a peer method
+        with the teacher's settings on the pairs the teacher relabels and adds
+        (:mod:`peer_teacher`, sentence-transformers' API; labels on 0–1), or distilling the
+        teacher's embeddings."""
         from sts_core.method import quality_rows
 
+        recipe = self.recipe(cell)
+        if cell.method in DISTILL_METHODS:
+            return self.distill(cell, recipe)
         method = quality.METHODS[cell.method]
         data = self.unit_data if method.unit_labels else self.data
         train = method.train
-        if cell.settings:
+        if cell.settings and cell.method.startswith("ours-"):
             ours, row = quality_rows()[cell.method]
             train = quality.train_ours(ours, row, config_values(cell.settings))
-        return train(self.recipe(cell), cell.seed, data)
+        elif cell.settings:
+            data = self.peer_pairs(dict(cell.settings))
+            encoder = train(recipe, cell.seed, data)
+            added = len(data) - len(self.unit_data)
+            encoder.teacher_summary = {"pairs": len(self.unit_data), "neighbour_pairs": added}
+            return encoder
+        return train(recipe, cell.seed, data)
+
+    def peer_pairs(self, settings: dict[str, str]) -> Any:
+        """The 0–1 pairs relabelled by the teacher, with its neighbour pairs."""
+        values = config_values(tuple(settings.items()))
+        teacher = peer_teacher.load_teacher(values["teacher_model"])
+        return peer_teacher.relabelled_pairs(
+            teacher,
+            self.unit_data,
+            "score",
+            float(values.get("teacher_weight", 1.0)),
+            int(values.get("teacher_neighbours", 0)),
+        )
+
+    def distill(self, cell: Cell, recipe: quality.Recipe) -> Any:
+        """``EmbedDistillLoss`` on the teacher's embeddings of the training sentences, through
+        a projection to the teacher's width when the student's differs."""
+        from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss
+        from transformers import set_seed
+
+        values = config_values(cell.settings)
+        teacher = peer_teacher.load_teacher(values["teacher_model"])
+        targets = peer_teacher.embedding_targets(teacher, self.data)
+        width = peer_teacher.teacher_width(teacher)
+        del teacher
+        set_seed(cell.seed)
+        model = quality.load_peer(recipe)
+        own = model.get_embedding_dimension()
+        loss = EmbedDistillLoss(
+            model, DISTILL_METRICS[cell.method], projection_dim=width if width != own else None
+        )
+        return quality.run_peer_trainer(model, loss, targets, recipe, cell.seed)
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -217,34 +292,35 @@ class Search:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.store = CellStore(Path(args.cells), Path(args.weights_dir))
-        self.trainer: Trainer | None = None
         self.scorer = Scorer(args)
 
     def encoder_of(self, cell: Cell) -> Any:
-        """The cell's trained model: from its saved weights, else trained now (weights
-        saved, dev scored: a retrained cell replaces its record)."""
+        """The cell's trained model: from its saved weights, else trained now in a fresh
+        process (:func:`train_cell`; its weights saved, dev scored, the cost recorded: a
+        retrained cell replaces its record)."""
         import torch
 
         path = self.store.weights_path(cell)
-        if path.is_file():
-            encoder = quality.load_ours(self.trainer_for().recipe(cell))
-            load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
-            return encoder
-        print(f"  train {cell.key} …", flush=True)
-        start = time.perf_counter()
-        encoder = self.trainer_for().train(cell)
-        seconds = round(time.perf_counter() - start, 1)
-        torch.save(embedding_weights(encoder), path)
-        dev = self.scorer.dev_spearman(encoder)
-        self.store.cells[cell.key] = {**describe(cell), "train_seconds": seconds, "dev": dev}
-        self.store.save(cell.key)
-        print(f"    dev {dev:.2f} (train {seconds:.0f} s)", flush=True)
+        trained = None
+        if not path.is_file():
+            print(f"  train {cell.key} …", flush=True)
+            spec = {"args": worker_args(self.args), "cell": describe(cell), "weights": str(path)}
+            if self.args.in_process:  # no fresh process: no peak memory of its own
+                trained = {**train_cell(spec), "peak_rss_mb": None}
+            else:
+                trained = common.run_worker(__file__, "cell", spec, timeout=24 * 3600)
+        encoder = quality.load_ours(recipe_of(self.args, cell))
+        load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
+        if trained is not None:
+            dev = self.scorer.dev_spearman(encoder)
+            cost = {k: trained[k] for k in COST_KEYS}
+            if trained.get("teacher"):  # what the teacher step made of the pairs
+                print(f"    teacher labels: {trained['teacher']}", flush=True)
+                cost["teacher"] = trained["teacher"]
+            self.store.cells[cell.key] = {**describe(cell), **cost, "dev": dev}
+            self.store.save(cell.key)
+            print(f"    dev {dev:.2f} (train {cost['train_seconds']:.0f} s)", flush=True)
         return encoder
-
-    def trainer_for(self) -> Trainer:
-        if self.trainer is None:
-            self.trainer = Trainer(self.args)
-        return self.trainer
 
     def dev_score(self, cell: Cell) -> float:
         if "dev" not in self.store.cells.get(cell.key, {}):
@@ -280,7 +356,7 @@ class Search:
             torch.load(self.store.weights_path(c), map_location="cpu", weights_only=True)
             for c in cells
         ]
-        encoder = quality.load_ours(self.trainer_for().recipe(cells[0]))
+        encoder = quality.load_ours(recipe_of(self.args, cells[0]))
         load_weights(encoder, average_state_dicts(states, [c.key for c in cells]), key)
         record = {
             **describe(cells[0]),
@@ -326,10 +402,54 @@ def describe(cell: Cell) -> dict[str, Any]:
     }
 
 
+WORKER_ARGS = ("model", "batch_size", "max_steps", "train_pairs_cap", "threads", "in_process")
+
+
+_TRAINERS: dict[str, Trainer] = {}  # --in-process: one per budget, its data loaded once
+
+
+def worker_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key) for key in WORKER_ARGS}
+
+
+def train_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    """Worker side: train one cell, save its embedding weights to ``spec["weights"]``; the
+    seconds of the training (model loading, the teacher's step, the optimizer steps and the
+    run's save; not the data loading) and its optimizer steps (``emit_result`` adds the
+    process's peak resident memory)."""
+    import torch
+
+    args = argparse.Namespace(**spec["args"])
+    if args.threads and not args.in_process:
+        common.set_threads(args.threads)
+    described = spec["cell"]
+    cell = Cell(
+        described["method"],
+        tuple(sorted(described["settings"].items())),
+        described["epochs"],
+        described["learning_rate"],
+        described["seed"],
+    )
+    key = json.dumps(spec["args"], sort_keys=True)
+    trainer = _TRAINERS.get(key) or _TRAINERS.setdefault(key, Trainer(args))  # data read once
+    start = time.perf_counter()
+    encoder = trainer.train(cell)
+    seconds = round(time.perf_counter() - start, 1)
+    torch.save(embedding_weights(encoder), spec["weights"])
+    return {
+        "train_seconds": seconds,
+        "steps": getattr(encoder, "trained_steps", None),
+        "teacher": getattr(encoder, "teacher_summary", None),
+    }
+
+
 # ----------------------------------------------------------------------------- search
 def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[list[Cell]]:
-    """The grid of one method: per (epochs, lr), its cells over ``seeds``."""
-    settings = args.settings if method.startswith("ours-") else ()
+    """The grid of one method: per (epochs, lr), its cells over ``seeds``. Our rows get
+    every ``--set`` field; the peer's the teacher's (``peer_teacher.TEACHER_KEYS``) only."""
+    settings = args.settings
+    if not method.startswith("ours-"):
+        settings = tuple((k, v) for k, v in settings if k in peer_teacher.TEACHER_KEYS)
     return [
         [Cell(method, settings, epochs, lr, seed) for seed in seeds]
         for epochs, lr in itertools.product(args.epochs, args.learning_rate)
@@ -369,14 +489,51 @@ def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
             recipe_key,
             {
                 **{k: record[k] for k in ("method", "variant", "epochs", "learning_rate")},
+                "settings": record.get("settings", {}),
                 "dev": {},
                 "test": {},
+                "cost": {},
             },
         )
         entry["dev"][record["seed"]] = record["dev"]
         if "test" in record:
             entry["test"][record["seed"]] = record["test"]
+        entry["cost"][record["seed"]] = {k: record.get(k) for k in COST_KEYS}
     return recipes
+
+
+COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
+TEACHER_COST_FILE = "sts_teacher_cost.json"  # written by quality_teacher.py
+
+
+def teacher_seconds(settings: dict[str, str]) -> float:
+    """The seconds it took to train the recipe's teacher (``quality_teacher.py`` records
+    them in the teacher's folder); 0 without a teacher or for a teacher used as released."""
+    if "teacher_model" not in settings:
+        return 0.0
+    folder = Path(config_values((("teacher_model", settings["teacher_model"]),))["teacher_model"])
+    record = folder / TEACHER_COST_FILE
+    if not record.is_file():
+        return 0.0
+    return float(json.loads(record.read_text(encoding="utf-8"))["train_seconds"])
+
+
+def cost_cells(recipe: dict, models: int = 1) -> list[str]:
+    """The cost of ``models`` models of the recipe on this machine: wall seconds (the
+    teacher's training once, plus each model's training, the teacher's encoding in it),
+    optimizer steps of one model, and the peak resident memory of a training process."""
+    costs = [c for c in recipe["cost"].values() if c.get("train_seconds") is not None]
+    if not costs:
+        return ["–", "–", "–"]
+    student = sum(c["train_seconds"] for c in costs) / len(costs)
+    seconds = teacher_seconds(recipe["settings"]) + models * student
+    steps = [c["steps"] for c in costs if c.get("steps") is not None]
+    memory = [c["peak_rss_mb"] for c in costs if c.get("peak_rss_mb") is not None]
+    return [
+        f"{seconds:,.0f}",
+        f"{max(steps):,}" if steps else "–",
+        f"{max(memory):,.0f}" if memory else "–",
+    ]
 
 
 def selected_recipes(recipes: dict[str, dict], selection_seeds: list[int]) -> dict[str, dict]:
@@ -402,6 +559,9 @@ def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, 
         *quality.TITLES,
         "Avg.",
         "seeds",
+        "seconds",
+        "steps",
+        "peak MiB",
     ]
     rows = []
     ordered = sorted(best.values(), key=lambda r: -_test_mean(r))
@@ -420,6 +580,7 @@ def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, 
                 f"{recipe['selection_dev']:.2f}",
                 *cells,
                 len(tests),
+                *cost_cells(recipe),
             ]
         )
         soup = soups.get(recipe_key_of(recipe))
@@ -433,6 +594,7 @@ def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, 
                     f"{soup['dev']:.2f}",
                     *(f"{test[k]:.2f}" for k in (*quality.TASKS, "avg")),
                     1,
+                    *cost_cells(recipe, len(soup["soup_of"])),
                 ]
             )
     return header, rows
@@ -450,7 +612,7 @@ def _cell(values: list[float]) -> str:
 
 def label_of(variant: str) -> str:
     method, _, extras = variant.partition(" [")
-    known = quality.METHODS.get(method)
+    known = SEARCH_METHODS.get(method)
     label = known.label if known else method
     return f"{label} [{extras}" if extras else label
 
@@ -481,45 +643,69 @@ def grid_table(recipes: dict[str, dict]) -> tuple[list, list]:
 
 
 def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
-    """Each side's final pick, by dev alone: among its dev-selected recipes (dev averaged
-    over every seed trained) and, for ours, their soups; the difference of the picks' test
-    averages against the +0.5 target."""
-    picks = {}
-    for side, prefix in (("ours", "ours-"), ("peer", "st-")):
-        candidates = []
-        for recipe in best.values():
-            if not recipe["method"].startswith(prefix) or not recipe["test"]:
-                continue
-            dev = sum(recipe["dev"].values()) / len(recipe["dev"])
-            tests = [t["avg"] for t in recipe["test"].values()]
-            candidates.append(
-                (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
-            )
-            soup = soups.get(recipe_key_of(recipe))
-            if soup and side == "ours":
-                candidates.append(
-                    (
-                        soup["dev"],
-                        f"soup of {label_of(recipe['variant'])}",
-                        recipe,
-                        f"{soup['test']['avg']:.2f}",
-                        soup["test"]["avg"],
-                    )
-                )
-        if candidates:
-            picks[side] = max(candidates, key=lambda c: c[0])
-    if len(picks) < 2:
-        return []
-    lines = ["## Headline: each side's pick by STS-B dev", ""]
-    for side, (dev, label, recipe, test, _) in picks.items():
-        lines.append(
-            f"- {side}: {label}, {recipe['epochs']:g} epoch(s), lr "
-            f"{recipe['learning_rate']:g} — dev {dev:.2f}, test Avg. {test}"
+    """Our pick, by dev alone (among our dev-selected recipes, dev averaged over every seed
+    trained, and their soups), against every peer row (each peer variant's dev-selected
+    recipe: with or without the teacher, distilling or not); the target is the strongest
+    peer row's test average + 0.5."""
+    ours = []
+    for recipe in best.values():
+        if not recipe["method"].startswith("ours-") or not recipe["test"]:
+            continue
+        tests = [t["avg"] for t in recipe["test"].values()]
+        dev = sum(recipe["dev"].values()) / len(recipe["dev"])
+        ours.append(
+            (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
         )
-    gap = picks["ours"][4] - picks["peer"][4]
+        soup = soups.get(recipe_key_of(recipe))
+        if soup:
+            label = f"soup of {label_of(recipe['variant'])}"
+            ours.append(
+                (soup["dev"], label, recipe, f"{soup['test']['avg']:.2f}", soup["test"]["avg"])
+            )
+    peers = [
+        (label_of(r["variant"]), r, [t["avg"] for t in r["test"].values()])
+        for r in best.values()
+        if r["method"].startswith("st-") and r["test"]
+    ]
+    if not ours or not peers:
+        return []
+    dev, label, recipe, test, score = max(ours, key=lambda c: c[0])
+    peers.sort(key=lambda p: -sum(p[2]) / len(p[2]))
+    lines = [
+        "## Headline: our pick by STS-B dev against every peer row",
+        "",
+        f"- ours: {label}, {recipe['epochs']:g} epoch(s), lr {recipe['learning_rate']:g} — "
+        f"dev {dev:.2f}, test Avg. {test}",
+        "",
+        "| peer row (its dev-selected recipe) | epochs | lr | test Avg. | ours − peer |",
+        "|---|---|---|---|---|",
+    ]
+    for peer_label, peer, tests in peers:
+        gap = score - sum(tests) / len(tests)
+        lines.append(
+            f"| {peer_label} | {peer['epochs']:g} | {peer['learning_rate']:g} | "
+            f"{_cell(tests)} | {gap:+.2f} |"
+        )
+    strongest = sum(peers[0][2]) / len(peers[0][2])
+    gap = score - strongest
     verdict = "reached" if gap >= 0.5 else "not reached"
-    lines += ["", f"Ours − peer on the 7-task Avg.: {gap:+.2f} (target ≥ +0.50: {verdict}).", ""]
+    lines += [
+        "",
+        f"Ours − the strongest peer row ({peers[0][0]}) on the 7-task Avg.: {gap:+.2f} "
+        f"(target ≥ +0.50: {verdict}).",
+        "",
+    ]
     return lines
+
+
+def teacher_note(best: dict[str, dict]) -> str:
+    """Which teachers the rows used and what training each took (its seconds are in the
+    rows' cost)."""
+    teachers = sorted(
+        {r["settings"]["teacher_model"] for r in best.values() if "teacher_model" in r["settings"]}
+    )
+    parts = [f"`{t}`: {teacher_seconds({'teacher_model': t}):,.0f} s of training" for t in teachers]
+    return ("Teachers: " + "; ".join(parts) + ".") if parts else ""
 
 
 def recipe_key_of(recipe: dict) -> str:
@@ -554,7 +740,17 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         common.markdown_table(header, rows),
         "",
         "Mean ± sd over seeds. A soup row is one model: the uniform average of the selected "
-        "recipe's seed runs (`sts-soup`), selected by nothing but its recipe.",
+        "recipe's seed runs (`sts-soup`), selected by nothing but its recipe. A peer row with "
+        "`teacher_model` trains on the pairs the same teacher relabels and adds, made with "
+        "sentence-transformers' own API (`benchmarks/peer_teacher.py`), or distils the "
+        "teacher's embeddings (`EmbedDistillLoss`).",
+        "",
+        "Cost, on this machine: *seconds* is the wall time of the whole recipe for one model "
+        "(a soup: for all its seeds) — the teacher's training once (recorded by "
+        "`quality_teacher.py` in the teacher's folder), plus each model's training in its own "
+        "process (model loading, the teacher's encoding of the training sentences, the "
+        "optimizer steps; not the data loading or the scoring); *steps*: optimizer steps of "
+        "one model; *peak MiB*: the training process's peak resident memory. " + teacher_note(best),
         "",
         "## Every cell (STS-B dev; test only where a recipe was selected)",
         "",
@@ -568,7 +764,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = common.benchmark_parser(__doc__, smoke="2 steps, 2 seeds, tiny sets")
     common.add_model_argument(parser)
     parser.add_argument(
-        "--methods", nargs="+", choices=sorted(k for k in quality.METHODS if k != "base")
+        "--methods", nargs="+", choices=sorted(k for k in SEARCH_METHODS if k != "base")
     )
     parser.add_argument("--epochs", nargs="+", type=float, default=[1.0])
     parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
@@ -590,6 +786,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--weights-dir", help="default: ~/.cache/sts-quality-search/<mode>")
     parser.add_argument("--render", action="store_true", help="only rewrite the report")
     parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="train the cells in this process (no interpreter start per cell; peak memory "
+        "is then not measured)",
+    )
+    parser.add_argument("--worker", choices=["cell"], help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--grid-only",
         action="store_true",
         help="train and score the grid on dev only; select and test in a later run",
@@ -600,6 +804,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not set(args.select_seeds) <= set(args.seeds):
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
+    distill = [m for m in args.methods if m in DISTILL_METHODS]
+    if distill and "teacher_model" not in dict(args.settings):
+        parser.error(f"{', '.join(distill)} distil a teacher: add --set teacher_model=…")
     output = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
     stem = "quality_search" + ("_smoke" if args.smoke else "")
     args.stem = str(output / stem)
@@ -612,7 +819,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def write_report(args: argparse.Namespace, info: dict) -> Path:
     cells = json.loads(Path(args.cells).read_text(encoding="utf-8"))["cells"]
     stem = Path(args.stem)
-    settings = {k: v for k, v in vars(args).items() if k not in ("settings",)}
+    settings = {k: v for k, v in vars(args).items() if k not in ("settings", "worker", "spec")}
     common.write_json(stem, {"settings": settings, "machine": info, "cells": cells})
     common.write_markdown(stem, report_markdown(cells, args, info))
     return stem
@@ -620,6 +827,9 @@ def write_report(args: argparse.Namespace, info: dict) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.worker:
+        common.emit_result(train_cell(json.loads(args.spec)))
+        return 0
     Path(args.stem).parent.mkdir(parents=True, exist_ok=True)
     info = common.machine_info()
     if not args.render:

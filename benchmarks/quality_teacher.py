@@ -6,7 +6,9 @@ decay 0.01, 10 % warm-up, mean pooling, one seed — saves it as a model folder 
 STS-B dev Spearman (× 100; with ``--test`` also the seven test tasks, which choose nothing).
 The student then distils this teacher's cosines on the same training sentences
 (``teacher_model``, ``teacher_weight``, ``teacher_neighbours``): no data beyond the
-benchmark's, one larger model.
+benchmark's, one larger model. The training's wall seconds, steps and peak memory are
+written to ``sts_teacher_cost.json`` in the folder: the search counts them once in the cost
+of every recipe that uses the teacher.
 
 Command (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
@@ -19,6 +21,7 @@ Command (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set):
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -41,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from quality_search import Scorer
+    from quality_search import TEACHER_COST_FILE, Scorer
 
     from sts_core.method import quality_rows
 
@@ -59,8 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     _, unit_data = quality.load_training_data()
     start = time.perf_counter()
     teacher = quality.train_ours(*quality_rows()["ours-cosine_mse"])(recipe, args.seed, unit_data)
-    print(f"trained in {time.perf_counter() - start:.0f} s", flush=True)
+    seconds = round(time.perf_counter() - start, 1)
+    print(f"trained in {seconds:.0f} s", flush=True)
     teacher.save_pretrained(str(output))
+    cost = {"train_seconds": seconds, "steps": teacher.trained_steps, "model": args.model}
+    cost["peak_rss_mb"] = round(common.peak_rss_mb(), 1)
+    (output / TEACHER_COST_FILE).write_text(json.dumps(cost, indent=1) + "\n", encoding="utf-8")
     scorer = Scorer(argparse.Namespace(eval_pairs=40 if args.smoke else 0))
     print(f"STS-B dev Spearman: {scorer.dev_spearman(teacher):.2f}", flush=True)
     if args.test:

@@ -8,7 +8,6 @@ model's scores) is recomputed here from what it is derived from.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -17,11 +16,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
+from benchmark_support import load_benchmark_script
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
@@ -67,21 +66,6 @@ def check_comparison(comparison: dict, ours: list[float], peer: list[float]) -> 
     ratios = [a / b for a, b in zip(ours, peer, strict=True)]
     assert comparison["ratio_per_round"] == pytest.approx(ratios, abs=5e-4)
     assert comparison["ratio_median"] == pytest.approx(statistics.median(ratios))
-
-
-def load_benchmark_script(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` imported by path (its ``_common`` beside it)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            f"benchmark_{name}", REPO / "benchmarks" / f"{name}.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
-    return module
 
 
 @pytest.mark.parametrize(
@@ -390,6 +374,7 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         "--learning-rate",
         "1e-5",
         "3e-5",
+        "--in-process",  # an interpreter start per cell is the teacher test's
         "--methods",
         "ours-cosine_mse",
         "st-cosine",
@@ -412,7 +397,8 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         soup = cells[f"soup of 2 seeds | {method} | epochs 1 | lr {chosen}"]
         assert soup["soup_of"] == [0, 1] and 0 < soup["test"]["avg"] <= 100
     markdown = (tmp_path / "quality_search_smoke.md").read_text(encoding="utf-8")
-    assert "## Headline: each side's pick by STS-B dev" in markdown
+    assert "## Headline: our pick by STS-B dev against every peer row" in markdown
+    assert "| seconds | steps | peak MiB |" in markdown
     assert "weight_averaging=uniform" in markdown
     again = run_script("quality_search", *arguments)  # every cell is kept: nothing trains
     assert "  train " not in again
@@ -424,7 +410,9 @@ def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
 ) -> None:
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
-    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup")
+    run_script(
+        "quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup", "--in-process"
+    )
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
     assert 0 < soup["test"]["avg"] <= 100  # the seeds' weights reloaded, averaged, scored
@@ -447,6 +435,9 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
         "--grid-only",
         "--methods",
         "ours-cosine_mse",
+        "st-cosine",
+        "st-embed-distill",
+        "st-mse-distill",
         "--output-dir",
         str(tmp_path),
         "--weights-dir",
@@ -455,8 +446,21 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
         f"teacher_model={teacher}",
         "--set",
         "teacher_neighbours=1",
+        "--set",
+        'loss_weights={"cosine_mse":1,"pearson":0.5}',  # ours alone
     )
-    assert "'neighbour_pairs': " in searched  # the teacher's summary, printed
+    assert searched.count("'neighbour_pairs': ") == 2  # ours and the peer's, printed
+    cost = json.loads((teacher / "sts_teacher_cost.json").read_text("utf-8"))
+    assert cost["steps"] == 2 and cost["train_seconds"] > 0
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
-    (cell,) = cells["cells"].values()  # --grid-only: seed 0 on dev, nothing selected or tested
-    assert cell["settings"]["teacher_neighbours"] == "1" and "test" not in cell
+    cells = {c["method"]: c for c in cells["cells"].values()}  # --grid-only: seed 0, dev only
+    assert sorted(cells) == ["ours-cosine_mse", "st-cosine", "st-embed-distill", "st-mse-distill"]
+    for method, cell in cells.items():
+        assert cell["settings"]["teacher_model"] == str(teacher) and "test" not in cell
+        assert ("loss_weights" in cell["settings"]) == method.startswith("ours-")
+        assert cell["steps"] == 2 and cell["train_seconds"] > 0 and cell["peak_rss_mb"] > 100
+    # the same teacher step on both sides: the same pairs (checked in test_peer_teacher.py)
+    assert (
+        cells["st-cosine"]["teacher"]["neighbour_pairs"]
+        == (cells["ours-cosine_mse"]["teacher"]["neighbour_pairs"])
+    )
