@@ -506,31 +506,37 @@ COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
 TEACHER_COST_FILE = "sts_teacher_cost.json"  # written by quality_teacher.py
 
 
-def teacher_seconds(settings: dict[str, str]) -> float:
+def teacher_seconds(settings: dict[str, str]) -> float | None:
     """The seconds it took to train the recipe's teacher (``quality_teacher.py`` records
-    them in the teacher's folder); 0 without a teacher or for a teacher used as released."""
-    if "teacher_model" not in settings:
+    them in the teacher's folder): 0 without a teacher, None when no record is found (a
+    teacher used as released, or a folder that is gone)."""
+    name = settings.get("teacher_model")
+    if not name:
         return 0.0
-    folder = Path(config_values((("teacher_model", settings["teacher_model"]),))["teacher_model"])
-    record = folder / TEACHER_COST_FILE
-    if not record.is_file():
-        return 0.0
-    return float(json.loads(record.read_text(encoding="utf-8"))["train_seconds"])
+    models = Path(os.environ.get("STS_MODELS_DIR", "."))
+    for folder in (Path(name), models / name):
+        record = folder / TEACHER_COST_FILE
+        if record.is_file():
+            return float(json.loads(record.read_text(encoding="utf-8"))["train_seconds"])
+        if (folder / "config.json").is_file():
+            return 0.0  # a model folder without the record: used as released, not trained here
+    return None
 
 
 def cost_cells(recipe: dict, models: int = 1) -> list[str]:
     """The cost of ``models`` models of the recipe on this machine: wall seconds (the
     teacher's training once, plus each model's training, the teacher's encoding in it),
     optimizer steps of one model, and the peak resident memory of a training process."""
-    costs = [c for c in recipe["cost"].values() if c.get("train_seconds") is not None]
+    costs = [c for c in recipe["cost"].values() if c.get("steps") is not None]  # recorded
     if not costs:
         return ["–", "–", "–"]
     student = sum(c["train_seconds"] for c in costs) / len(costs)
-    seconds = teacher_seconds(recipe["settings"]) + models * student
+    teacher = teacher_seconds(recipe["settings"])
+    seconds = f"{teacher + models * student:,.0f}" if teacher is not None else "–"
     steps = [c["steps"] for c in costs if c.get("steps") is not None]
     memory = [c["peak_rss_mb"] for c in costs if c.get("peak_rss_mb") is not None]
     return [
-        f"{seconds:,.0f}",
+        seconds,
         f"{max(steps):,}" if steps else "–",
         f"{max(memory):,.0f}" if memory else "–",
     ]
@@ -698,13 +704,22 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     return lines
 
 
+def teacher_text(name: str) -> str:
+    seconds = teacher_seconds({"teacher_model": name})
+    if seconds is None:
+        return "its training not recorded (no seconds given for its rows)"
+    if seconds == 0:
+        return "used as released (no training)"
+    return f"{seconds:,.0f} s of training"
+
+
 def teacher_note(best: dict[str, dict]) -> str:
     """Which teachers the rows used and what training each took (its seconds are in the
     rows' cost)."""
     teachers = sorted(
         {r["settings"]["teacher_model"] for r in best.values() if "teacher_model" in r["settings"]}
     )
-    parts = [f"`{t}`: {teacher_seconds({'teacher_model': t}):,.0f} s of training" for t in teachers]
+    parts = [f"`{t}`: {teacher_text(t)}" for t in teachers]
     return ("Teachers: " + "; ".join(parts) + ".") if parts else ""
 
 
@@ -750,7 +765,9 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         "`quality_teacher.py` in the teacher's folder), plus each model's training in its own "
         "process (model loading, the teacher's encoding of the training sentences, the "
         "optimizer steps; not the data loading or the scoring); *steps*: optimizer steps of "
-        "one model; *peak MiB*: the training process's peak resident memory. " + teacher_note(best),
+        "one model; *peak MiB*: the training process's peak resident memory; – where not "
+        "recorded (cells trained before the script recorded their cost, a teacher whose "
+        "training was not recorded). " + teacher_note(best),
         "",
         "## Every cell (STS-B dev; test only where a recipe was selected)",
         "",
