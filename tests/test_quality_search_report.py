@@ -1,0 +1,71 @@
+"""The quality search's cost columns and headline, from made-up cells (no training): the
+seconds of a recipe are its teacher's recorded training once plus each model's training; a
+soup of n seeds costs n models; the headline's margins are against every peer row and the
+strongest one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from benchmark_support import load_benchmark_script
+
+search = load_benchmark_script("quality_search")
+
+
+def recipe(method: str, settings: dict, seconds: list[float], steps: int, avg: list[float]):
+    seeds = range(len(seconds))
+    return {
+        "method": method,
+        "variant": method,
+        "epochs": 1.0,
+        "learning_rate": 4e-5,
+        "settings": settings,
+        "dev": dict.fromkeys(seeds, 88.0),
+        "test": {seed: {"avg": value} for seed, value in zip(seeds, avg, strict=True)},
+        "cost": {
+            seed: {"train_seconds": s, "steps": steps, "peak_rss_mb": 1000.0 + seed}
+            for seed, s in zip(seeds, seconds, strict=True)
+        },
+        "selection_dev": 88.0,
+    }
+
+
+def test_a_recipe_costs_its_teacher_once_and_each_model(tmp_path: Path, monkeypatch) -> None:
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / search.TEACHER_COST_FILE).write_text(json.dumps({"train_seconds": 1000.0}))
+    monkeypatch.setenv("STS_MODELS_DIR", str(tmp_path))
+    row = recipe("ours-x", {"teacher_model": "teacher"}, [100.0, 110.0, 120.0], 338, [81, 81, 81])
+    assert search.cost_cells(row) == ["1,110", "338", "1,002"]  # 1000 + mean(100, 110, 120)
+    assert search.cost_cells(row, models=3)[0] == "1,330"  # the soup: teacher + 3 models
+    released = tmp_path / "released"
+    released.mkdir()
+    (released / "config.json").write_text("{}")
+    row["settings"] = {"teacher_model": "released"}
+    assert search.cost_cells(row)[0] == "110"  # a teacher used as released: no training
+    row["settings"] = {"teacher_model": "gone"}
+    assert search.cost_cells(row)[0] == "–"  # unknown: not a number
+    row["cost"] = {0: {"train_seconds": 99.0}}  # a cell from before the cost was recorded
+    assert search.cost_cells(row) == ["–", "–", "–"]
+
+
+def test_the_headline_compares_our_pick_with_every_peer_row() -> None:
+    best = {
+        "ours-a": recipe("ours-a", {}, [1.0], 1, [81.5]),
+        "st-cosine": recipe("st-cosine", {}, [1.0, 1.0], 1, [80.9, 80.7]),
+        "st-embed-distill": recipe("st-embed-distill", {}, [1.0], 1, [81.2]),
+    }
+    lines = "\n".join(search.headline(best, {}))
+    assert "| +0.70 |" in lines  # 81.5 − mean(80.9, 80.7)
+    assert "| +0.30 |" in lines  # 81.5 − 81.2
+    strongest = search.SEARCH_METHODS["st-embed-distill"].label
+    assert f"strongest peer row ({strongest}) on the 7-task Avg.: +0.30" in lines
+    assert "target ≥ +0.50: not reached" in lines
+
+
+@pytest.mark.parametrize("method", ["st-embed-distill", "st-mse-distill"])
+def test_a_distillation_row_without_a_teacher_is_refused(method: str) -> None:
+    with pytest.raises(SystemExit):
+        search.parse_args(["--smoke", "--methods", method])
