@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sts_core.training.distill import PAIR_COLUMNS
+
 #: the settings of ``quality_search.py --set`` that the peer rows get too
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
-PAIR_COLUMNS = ("sentence1", "sentence2")
 
 
 def load_teacher(location: str) -> Any:

@@ -431,7 +431,9 @@ def train_cell(spec: dict[str, Any]) -> dict[str, Any]:
         described["seed"],
     )
     key = json.dumps(spec["args"], sort_keys=True)
-    trainer = _TRAINERS.get(key) or _TRAINERS.setdefault(key, Trainer(args))  # data read once
+    if key not in _TRAINERS:  # its data read once per budget
+        _TRAINERS[key] = Trainer(args)
+    trainer = _TRAINERS[key]
     start = time.perf_counter()
     encoder = trainer.train(cell)
     seconds = round(time.perf_counter() - start, 1)

@@ -19,6 +19,7 @@ from transformers import AutoModel, TrainerCallback
 from sts_core.encoder import SentenceEncoder
 from sts_core.evaluation import PairEvaluator
 from sts_core.testing import (
+    TOY_PROBES,
     assert_best_checkpoint_selected,
     checkpoint_selection_fixture,
     quick_training_args,
@@ -46,7 +47,7 @@ PAIRS = [
     ("this sentence means one thing", "this sentence means something different", 0.4),
     ("a person rides a bike", "a man is riding a bike", 0.85),
 ]
-PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
+PROBES = TOY_PROBES
 
 
 def toy_dataset() -> Dataset:

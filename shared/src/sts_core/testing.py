@@ -490,7 +490,9 @@ class PlainAdamW:
     clipping to a global gradient norm of ``max_grad_norm``, then AdamW (decoupled weight
     decay, bias-corrected moments). Parameters without a gradient are left alone."""
 
-    def __init__(self, loop: PlainLoop, named: list[tuple[str, Any]], decays, rate_factor):
+    def __init__(
+        self, loop: PlainLoop, named: list[tuple[str, Any]], decays: Any, rate_factor: Any
+    ) -> None:
         import torch
 
         self.loop, self.named = loop, named
@@ -561,8 +563,9 @@ class ValueCheck:
     test_file: str | os.PathLike
     loop: PlainLoop
 
-    @property
+    @cached_property
     def files(self) -> PackageFiles:
+        """The package's fixture files and ``main`` (loaded once)."""
         return PackageFiles(self.test_file)
 
     def run_main(
