@@ -126,9 +126,8 @@ def train_ours(
             data_args = DataArguments(data_dir=str(common.data_dir()), eval_dataset="none")
             run = TrainingRun.from_arguments(method, model_args, data_args, config, data)
             run.run()
+            # teacher_model: what the run's teacher step made of the pairs (the search shows it)
             teacher = run.inputs.data_summary.get("teacher")
-            if teacher:  # teacher_model: what the run's teacher step made of the pairs
-                print(f"    teacher labels: {teacher}", flush=True)
             model = run.trainer.accelerator.unwrap_model(run.trainer.model)
             model.trained_steps = run.trainer.state.global_step  # the cost column's steps
             model.teacher_summary = teacher
