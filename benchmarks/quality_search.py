@@ -51,6 +51,7 @@ all cells in ``--cells``, so the tables grow as searches are added).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -322,8 +323,15 @@ class Search:
             print(f"    dev {dev:.2f} (train {cost['train_seconds']:.0f} s)", flush=True)
         return encoder
 
+    def stored(self, key: str) -> dict[str, Any] | None:
+        """The stored record of ``key``, its teacher checked (:func:`check_teacher`)."""
+        record = self.store.cells.get(key)
+        if record is not None:
+            check_teacher(self.store.path, key, record)
+        return record
+
     def dev_score(self, cell: Cell) -> float:
-        if "dev" not in self.store.cells.get(cell.key, {}):
+        if "dev" not in (self.stored(cell.key) or {}):
             encoder = self.encoder_of(cell)
             record = self.store.cells.setdefault(cell.key, describe(cell))
             if "dev" not in record:  # weights kept, record lost
@@ -348,8 +356,9 @@ class Search:
         from sts_core.training.averaging import average_state_dicts
 
         key = f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
-        if key in self.store.cells:
-            return self.store.cells[key]
+        stored = self.stored(key)
+        if stored is not None:
+            return stored
         for cell in cells:
             self.dev_score(cell)  # trains it if needed
         states = [
@@ -392,7 +401,7 @@ def load_weights(encoder: Any, state: dict[str, Any], source: Any) -> None:
 
 
 def describe(cell: Cell) -> dict[str, Any]:
-    return {
+    described = {
         "method": cell.method,
         "variant": cell.variant,
         "settings": dict(cell.settings),
@@ -400,6 +409,47 @@ def describe(cell: Cell) -> dict[str, Any]:
         "learning_rate": cell.learning_rate,
         "seed": cell.seed,
     }
+    teacher = dict(cell.settings).get("teacher_model")
+    if teacher:
+        described["teacher_id"] = teacher_id(teacher)
+    return described
+
+
+_TEACHER_IDS: dict[str, str] = {}
+
+
+def teacher_id(name: str) -> str:
+    """The content id of a teacher folder: SHA-256 over its weight files (``*.safetensors``,
+    ``*.bin``, sorted by path), first 12 hex digits. A cell records the id of the teacher it
+    was trained with, so a folder retrained under the same name cannot pass off old cells."""
+    if name not in _TEACHER_IDS:
+        folder = common.model_path(name)
+        files = sorted(p for p in folder.rglob("*") if p.suffix in (".safetensors", ".bin"))
+        if not files:
+            raise common.BenchmarkError(f"teacher {name!r}: no weight files in {folder}")
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(str(path.relative_to(folder)).encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        _TEACHER_IDS[name] = digest.hexdigest()[:12]
+    return _TEACHER_IDS[name]
+
+
+def check_teacher(store_path: Path, key: str, record: dict[str, Any]) -> None:
+    """Refuse a stored cell whose teacher folder now holds other weights than it was trained
+    with (or whose record predates teacher ids while the folder exists)."""
+    name = record.get("settings", {}).get("teacher_model")
+    if not name:
+        return
+    recorded, current = record.get("teacher_id"), teacher_id(name)
+    if recorded != current:
+        raise common.BenchmarkError(
+            f"{store_path}: cell {key!r} was trained with teacher {name!r} of weights "
+            f"{recorded or '(not recorded)'}, but that folder now holds weights {current}: "
+            "give the new teacher a folder name of its own (or remove the cell and its weights)"
+        )
 
 
 WORKER_ARGS = ("model", "batch_size", "max_steps", "train_pairs_cap", "threads", "in_process")

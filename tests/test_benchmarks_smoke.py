@@ -459,6 +459,8 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
         assert cell["settings"]["teacher_model"] == str(teacher) and "test" not in cell
         assert ("loss_weights" in cell["settings"]) == method.startswith("ours-")
         assert cell["steps"] == 2 and cell["train_seconds"] > 0 and cell["peak_rss_mb"] > 100
+    assert len({len(cell["teacher_id"]) for cell in cells.values()} | {12}) == 1  # recorded
+    assert len({cell["teacher_id"] for cell in cells.values()}) == 1  # the one teacher's
     # the same teacher step on both sides: the same pairs (checked in test_peer_teacher.py)
     assert (
         cells["st-cosine"]["teacher"]["neighbour_pairs"]

@@ -69,3 +69,25 @@ def test_the_headline_compares_our_pick_with_every_peer_row() -> None:
 def test_a_distillation_row_without_a_teacher_is_refused(method: str) -> None:
     with pytest.raises(SystemExit):
         search.parse_args(["--smoke", "--methods", method])
+
+
+def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path: Path) -> None:
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "config.json").write_text("{}")
+    (teacher / "model.safetensors").write_bytes(b"first weights")
+    cell = search.Cell("st-cosine", (("teacher_model", str(teacher)),), 1.0, 4e-5, 0)
+    record = search.describe(cell)
+    first_id = record["teacher_id"]
+    assert len(first_id) == 12
+    search.check_teacher(tmp_path / "cells.json", cell.key, record)  # the same weights: kept
+    search._TEACHER_IDS.clear()
+    (teacher / "model.safetensors").write_bytes(b"other weights")  # retrained, same folder
+    with pytest.raises(search.common.BenchmarkError, match="st-cosine.*give the new teacher"):
+        search.check_teacher(tmp_path / "cells.json", cell.key, record)
+    legacy = {k: v for k, v in record.items() if k != "teacher_id"}  # before ids were kept
+    with pytest.raises(search.common.BenchmarkError, match=r"\(not recorded\)"):
+        search.check_teacher(tmp_path / "cells.json", cell.key, legacy)
+    assert search.teacher_id(str(teacher)) != first_id
+    plain = search.Cell("st-cosine", (), 1.0, 4e-5, 0)
+    search.check_teacher(tmp_path / "cells.json", plain.key, search.describe(plain))  # no teacher
