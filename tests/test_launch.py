@@ -39,6 +39,7 @@ from launch_support import (
 from safetensors.torch import load_file
 
 from sts_core.testing import load_train_script, spearman_of_saved_model
+from sts_core.training.config import accelerator_available
 
 pytestmark = pytest.mark.slow
 COSENT = next(p for p in PACKAGES if p.name == "cosent")
@@ -223,6 +224,22 @@ def test_resume_from_checkpoint_gives_the_same_per_step_losses(
     assert main(["--config", str(recipe), "--resume_from_checkpoint", str(checkpoint)]) == 0
     resumed = logged_losses(stopped / "checkpoint-4" / "trainer_state.json")
     assert resumed == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_fsdp_config_on_cpu_processes_stops_with_its_reason_instead_of_plain_ddp(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """accelerate runs FSDP only on accelerators; launched here, fsdp.yaml would train each
+    process as MULTI_CPU DDP (exit 0, no sharding), so the run stops before training."""
+    if accelerator_available():
+        pytest.skip("a machine with an accelerator runs FSDP: benchmarks/gpu_check.py")
+    output_dir = tmp_path / "out"
+    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", "cosent", tiny_bert_dir, output_dir)
+    with pytest.raises(AssertionError) as failed:
+        accelerate_launch("fsdp.yaml", 2, COSENT / "train.py", "--config", str(recipe))
+    (line,) = {x for x in str(failed.value).splitlines() if x.startswith("error: ")}  # 2 ranks
+    assert "FSDP needs GPUs" in line and "cpu.yaml" in line
+    assert not output_dir.exists()  # nothing trained, nothing written
 
 
 def sts_launch(*args: str) -> subprocess.CompletedProcess:

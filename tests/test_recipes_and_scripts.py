@@ -20,6 +20,7 @@ from launch_support import (
 )
 
 from sts_core.testing import load_train_script
+from sts_core.training.config import accelerator_available
 
 RECIPES = [
     (package, recipe)
@@ -160,6 +161,9 @@ def test_bad_launch_inputs_checked_by_the_core_stop_with_one_line(
         package, "--config", str(recipe), "--use_cpu", "true", ACCELERATE_USE_DEEPSPEED="true"
     )
     assert_one_line_error(with_cpu, "use_cpu turns DeepSpeed off")
+    if not accelerator_available():  # FSDP here would be plain DDP with exit 0
+        fsdp = run_train_script(package, "--config", str(recipe), ACCELERATE_USE_FSDP="true")
+        assert_one_line_error(fsdp, "FSDP needs GPUs", "cpu.yaml")
 
     # a machine without DeepSpeed: a sitecustomize makes `import deepspeed` fail
     blocker = tmp_path / "no-deepspeed"

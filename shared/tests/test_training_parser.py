@@ -257,6 +257,21 @@ def test_deepspeed_with_use_cpu_is_an_error(monkeypatch) -> None:
         BaseConfig(output_dir="x", use_cpu=True)
 
 
+def test_fsdp_without_an_accelerator_is_an_error_not_plain_ddp(monkeypatch) -> None:
+    """accelerate runs FSDP only on accelerators: on a CPU machine the FSDP config would
+    train as MULTI_CPU DDP with exit 0, so the config stops it."""
+    import sts_core.training.config as config_module
+
+    monkeypatch.setattr(config_module, "accelerator_available", lambda: False)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # what fsdp.yaml makes accelerate set
+    with pytest.raises(ValueError, match="FSDP needs GPUs.*cpu.yaml.*deepspeed_zero3.yaml"):
+        BaseConfig(output_dir="x")
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    with pytest.raises(ValueError, match="FSDP needs GPUs"):
+        BaseConfig(output_dir="x", fsdp="full_shard")  # the recipe's own field
+    assert BaseConfig(output_dir="x").fsdp in (None, "", [], False)  # no FSDP: no error
+
+
 def test_deepspeed_json_that_does_not_exist_is_an_error(tmp_path) -> None:
     pytest.importorskip("deepspeed")
     missing = tmp_path / "zero9.json"

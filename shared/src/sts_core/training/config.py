@@ -467,7 +467,9 @@ class BaseConfig(TrainingArguments):
 
     A DeepSpeed config (``--deepspeed`` or an accelerate DeepSpeed config) stops here with a
     ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set;
-    so does a numeric option out of its range (``TRAINING_RANGES``, checked by
+    so does an FSDP config (``accelerate_configs/fsdp.yaml`` or ``fsdp``) on a machine
+    without an accelerator (accelerate would train plain DDP instead), and a numeric
+    option out of its range (``TRAINING_RANGES``, checked by
     :func:`sts_core.options.check_number`: ``learning_rate must be finite and > 0, got nan``).
 
     ``method`` (a class attribute) is the :class:`~sts_core.method.Method` that declares
@@ -588,6 +590,7 @@ class BaseConfig(TrainingArguments):
             )
         if deepspeed_requested(self):
             check_deepspeed_settings(self)
+        check_fsdp_settings(self)
         self._check_gradient_cache()
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
@@ -710,6 +713,28 @@ def check_deepspeed_settings(config: TrainingArguments) -> None:
         raise ValueError(
             "use_cpu turns DeepSpeed off: remove use_cpu (DeepSpeed finds the CPU by itself)"
         )
+
+
+def fsdp_requested(config: TrainingArguments) -> bool:
+    """FSDP is asked for by an accelerate FSDP config (``accelerate_configs/fsdp.yaml``) or
+    by the recipe's ``fsdp`` field."""
+    from_accelerate = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    return bool(config.fsdp) or from_accelerate
+
+
+FSDP_NEEDS_AN_ACCELERATOR = (
+    "FSDP needs GPUs: accelerate runs FSDP only on accelerators, and on a machine without one "
+    "it would train every process as plain DDP instead; here launch with "
+    "accelerate_configs/cpu.yaml (DDP) or deepspeed_zero3.yaml (parameters sharded, runs on "
+    "CPU processes)"
+)
+
+
+def check_fsdp_settings(config: TrainingArguments) -> None:
+    """Stop before training when FSDP is asked for on a machine without an accelerator
+    (ValueError): accelerate would silently train without FSDP (``MULTI_CPU`` DDP)."""
+    if fsdp_requested(config) and not accelerator_available():
+        raise ValueError(FSDP_NEEDS_AN_ACCELERATOR)
 
 
 def accelerator_available() -> bool:
