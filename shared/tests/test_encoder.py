@@ -601,3 +601,15 @@ def test_real_smollm_prompteol_left_right_padding(smollm_dir: Path) -> None:
         text = PROMPTEOL.format(sentences[row])
         expected = _reference(encoder, sentences[row], "last_token", text=text)
         np.testing.assert_allclose(results["left"][row], expected, rtol=0, atol=1e-4)
+
+
+def test_no_split_modules_are_the_backbones_for_fsdp_wrapping(
+    tiny_bert_dir: Path, tiny_llama_dir: Path
+) -> None:
+    """FSDP's TRANSFORMER_BASED_WRAP without a class named reads ``_no_split_modules``: the
+    encoder passes its backbone's on (an encoder without them would be one FSDP unit)."""
+    from transformers import BertModel, LlamaModel
+
+    assert _load(tiny_bert_dir)._no_split_modules == list(BertModel._no_split_modules)
+    assert _load(tiny_llama_dir)._no_split_modules == list(LlamaModel._no_split_modules)
+    assert "BertLayer" in _load(tiny_bert_dir)._no_split_modules

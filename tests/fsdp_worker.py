@@ -1,0 +1,99 @@
+"""One process of the FSDP2 test (``test_fsdp.py``): one SGD step of cosine MSE on its
+share of 8 fixture pairs, the encoder sharded with torch's ``fully_shard`` under the auto
+wrap policy accelerate builds from ``accelerate_configs/fsdp.yaml``'s fields (as
+``accelerate.utils.fsdp2_prepare_model`` applies it), then the full state dict gathered
+(``get_model_state_dict``, as accelerate's ``get_state_dict`` does for FSDP2) and saved by
+rank 0 through ``SentenceEncoder.save_pretrained`` (the Trainer's save path).
+
+``python fsdp_worker.py <spec JSON>``: rank, world, port (0 for one process without FSDP:
+the reference step), model, output, wrap (accelerate's auto_wrap_policy name), and
+min_num_params.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import join_gloo_group, read_stsb_pairs
+
+PAIRS = 8
+LEARNING_RATE = 0.5
+
+
+def wrap_with_fsdp2(encoder: SentenceEncoder, wrap: str, min_num_params: int) -> list[str]:
+    """Shard each module the plugin's policy picks, bottom-up, then the encoder; returns
+    the class names of the modules sharded on their own."""
+    from accelerate import FullyShardedDataParallelPlugin
+    from accelerate.utils.fsdp_utils import (
+        fsdp2_prepare_auto_wrap_policy,
+        get_module_children_bottom_up,
+    )
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2, auto_wrap_policy=wrap, min_num_params=min_num_params
+    )
+    plugin.set_auto_wrap_policy(encoder)
+    policy = fsdp2_prepare_auto_wrap_policy(plugin, encoder)
+    sharded = []
+    for module in get_module_children_bottom_up(encoder)[:-1]:
+        if policy is not None and policy(module) and not isinstance(module, FSDPModule):
+            sharded.append(type(module).__name__)
+            fully_shard(module)
+    fully_shard(encoder)
+    return sharded
+
+
+def cosine_mse(encoder: SentenceEncoder, first: list[str], second: list[str], labels) -> Any:
+    columns = {
+        name: dict(encoder.tokenizer(texts, padding=True, return_tensors="pt"))
+        for name, texts in (("sentence1", first), ("sentence2", second))
+    }
+    embeddings = encoder(columns=columns)  # through __call__: FSDP gathers the root unit
+    cosines = F.cosine_similarity(embeddings["sentence1"], embeddings["sentence2"])
+    return ((cosines - labels / 5.0) ** 2).mean()
+
+
+def main(spec: dict) -> None:
+    rank, world = spec["rank"], spec["world"]
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_pretrained(spec["model"])
+    encoder.train()
+    sharded: list[str] = []
+    if spec["port"]:
+        join_gloo_group(rank, world, spec["port"])
+        sharded = wrap_with_fsdp2(encoder, spec["wrap"], spec["min_num_params"])
+    first, second, labels = read_stsb_pairs(Path(spec["pairs"]))
+    share = slice(rank * PAIRS // world, (rank + 1) * PAIRS // world)  # this rank's pairs
+    loss = cosine_mse(encoder, first[share], second[share], labels[share])
+    loss.backward()  # FSDP2 reduce-scatters the mean of the ranks' gradients
+    with torch.no_grad():
+        for parameter in encoder.parameters():
+            if parameter.grad is not None:
+                parameter -= LEARNING_RATE * parameter.grad
+    state = None
+    if spec["port"]:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(encoder, options=options)  # every rank takes part
+    if rank == 0:
+        encoder.save_pretrained(spec["output"], state_dict=state)
+        report = {"sharded": sharded, "loss": float(loss), "kind": type(encoder).__name__}
+        Path(spec["output"], "worker.json").write_text(json.dumps(report), encoding="utf-8")
+    if spec["port"]:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
