@@ -7,8 +7,8 @@ directly, on two processes (``fsdp_worker.py``):
 
 - the auto wrap policy accelerate builds (``fsdp2_prepare_auto_wrap_policy``) finds our
   encoder's layers: ``TRANSFORMER_BASED_WRAP`` without a class named shards the backbone's
-  embeddings and each layer (``SentenceEncoder._no_split_modules``); ``fsdp.yaml``'s ``SIZE_BASED_WRAP`` at
-  1M parameters shards the tiny model as one unit;
+  embeddings and each layer (``SentenceEncoder._no_split_modules``); ``fsdp.yaml``'s
+  ``SIZE_BASED_WRAP`` at 1M parameters shards the tiny model as one unit;
 - two sharded processes with 4 pairs each take the SGD step of one unsharded process with
   the 8 pairs (cosine MSE, a per-pair mean: FSDP2 averages the ranks' gradients);
 - the full state dict gathered as accelerate gathers it for FSDP2 and saved through
