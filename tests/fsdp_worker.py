@@ -27,26 +27,36 @@ PAIRS = 8
 LEARNING_RATE = 0.5
 
 
-def wrap_with_fsdp2(encoder: SentenceEncoder, wrap: str, min_num_params: int) -> list[str]:
-    """Shard each module the plugin's policy picks, bottom-up, then the encoder; returns
-    the class names of the modules sharded on their own."""
+def policy_modules(encoder: SentenceEncoder, wrap: str, min_num_params: int) -> list[Any]:
+    """The modules below the encoder that accelerate's FSDP2 auto wrap policy picks (the
+    plugin as ``fsdp.yaml``'s fields make it), bottom-up as ``fsdp2_prepare_model`` walks."""
     from accelerate import FullyShardedDataParallelPlugin
     from accelerate.utils.fsdp_utils import (
         fsdp2_prepare_auto_wrap_policy,
         get_module_children_bottom_up,
     )
-    from torch.distributed.fsdp import FSDPModule, fully_shard
 
     plugin = FullyShardedDataParallelPlugin(
         fsdp_version=2, auto_wrap_policy=wrap, min_num_params=min_num_params
     )
     plugin.set_auto_wrap_policy(encoder)
     policy = fsdp2_prepare_auto_wrap_policy(plugin, encoder)
-    sharded = []
-    for module in get_module_children_bottom_up(encoder)[:-1]:
-        if policy is not None and policy(module) and not isinstance(module, FSDPModule):
-            sharded.append(type(module).__name__)
-            fully_shard(module)
+    modules = get_module_children_bottom_up(encoder)[:-1]
+    return [m for m in modules if policy is not None and policy(m)]
+
+
+def wrapped_modules(encoder: SentenceEncoder, wrap: str, min_num_params: int) -> list[str]:
+    return [type(m).__name__ for m in policy_modules(encoder, wrap, min_num_params)]
+
+
+def wrap_with_fsdp2(encoder: SentenceEncoder, wrap: str, min_num_params: int) -> list[str]:
+    """Shard each module the policy picks, then the encoder; returns the class names of the
+    modules sharded on their own."""
+    from torch.distributed.fsdp import fully_shard
+
+    sharded = wrapped_modules(encoder, wrap, min_num_params)
+    for module in policy_modules(encoder, wrap, min_num_params):
+        fully_shard(module)
     fully_shard(encoder)
     return sharded
 

@@ -75,22 +75,38 @@ def largest_difference(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
-@pytest.mark.parametrize("wrap", ["TRANSFORMER_BASED_WRAP", "fsdp.yaml"])
-def test_two_sharded_processes_take_the_step_of_one_and_save_a_folder_that_scores(
-    wrap: str, tiny_bert_nodropout_dir: Path, tmp_path: Path
+def test_fsdp_yaml_wrap_policy_picks_modules_by_size_and_the_layers_by_class(
+    tiny_bert_dir: Path,
 ) -> None:
-    policy, min_num_params = fsdp_yaml_wrap() if wrap == "fsdp.yaml" else (wrap, 0)
+    """The policy accelerate builds from ``fsdp.yaml``'s fields: size-based at 1M parameters
+    keeps the tiny model one unit (each layer is smaller), at a layer's size it picks them;
+    transformer-based picks the classes of ``_no_split_modules``."""
+    import fsdp_worker
+
+    from sts_core.encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir))
+    policy, min_num_params = fsdp_yaml_wrap()
+    assert (policy, min_num_params) == ("SIZE_BASED_WRAP", 1_000_000)
+    assert fsdp_worker.wrapped_modules(encoder, policy, min_num_params) == []
+    layer_size = sum(p.numel() for p in encoder.backbone.encoder.layer[0].parameters())
+    assert layer_size < min_num_params
+    assert "BertLayer" in fsdp_worker.wrapped_modules(encoder, policy, layer_size - 1)  # >
+    by_class = fsdp_worker.wrapped_modules(encoder, "TRANSFORMER_BASED_WRAP", 0)
+    assert sorted(set(by_class)) == ["BertEmbeddings", "BertLayer"]
+
+
+def test_two_sharded_processes_take_the_step_of_one_and_save_a_folder_that_scores(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
     model = tiny_bert_nodropout_dir
-    run_step(model, tmp_path / "one", 1, policy, min_num_params)
-    report = run_step(model, tmp_path / "two", 2, policy, min_num_params)
+    run_step(model, tmp_path / "one", 1, "TRANSFORMER_BASED_WRAP", 0)
+    report = run_step(model, tmp_path / "two", 2, "TRANSFORMER_BASED_WRAP", 0)
 
     assert report["kind"].startswith("FSDP")  # fully_shard made it an FSDPModule
     layers = json.loads((model / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
-    if policy == "TRANSFORMER_BASED_WRAP":
-        # BERT's _no_split_modules: the embeddings and each layer, a unit of its own
-        assert sorted(report["sharded"]) == ["BertEmbeddings"] + ["BertLayer"] * layers
-    else:
-        assert report["sharded"] == []  # every layer under 1M parameters: one unit
+    # BERT's _no_split_modules: the embeddings and each layer, a unit of its own
+    assert sorted(report["sharded"]) == ["BertEmbeddings"] + ["BertLayer"] * layers
     start = load_file(model / "model.safetensors")
     one = load_file(tmp_path / "one" / "model.safetensors")
     two = load_file(tmp_path / "two" / "model.safetensors")
