@@ -107,5 +107,74 @@ def accelerate_launch(
     return run_command(command)
 
 
+# Imported by Python at start-up on the second "machine" of the two-node test: records every
+# directory made, file opened for writing and file renamed under $STS_AUDIT_DIR into
+# $STS_AUDIT_LOG (the main process alone must write the output folder).
+WRITE_AUDIT = """
+import os, sys
+_root, _log = os.environ["STS_AUDIT_DIR"], os.environ["STS_AUDIT_LOG"]
+def _audit(event, args):
+    if event in ("open", "os.mkdir", "os.rename", "os.remove", "shutil.rmtree"):
+        path = str(args[0]) if args else ""
+        mode = args[1] if event == "open" and len(args) > 1 else "w"
+        writes = event != "open" or any(c in str(mode) for c in "wax+")
+        if writes and path.startswith(_root):
+            with open(_log, "a") as log:
+                log.write(f"{os.getpid()} {event} {path}\\n")
+sys.addaudithook(_audit)
+"""
+
+
+def audited_env(audit_dir: Path) -> dict[str, str]:
+    """The test environment with :data:`WRITE_AUDIT` loaded at start-up, recording writes
+    under ``audit_dir`` into ``audit_dir.parent / "machine1-writes.log"``."""
+    hooks = audit_dir.parent / "machine1-hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(WRITE_AUDIT, encoding="utf-8")
+    env = subprocess_env()
+    env.update(
+        PYTHONPATH=str(hooks),
+        STS_AUDIT_DIR=str(audit_dir),
+        STS_AUDIT_LOG=str(audit_dir.parent / "machine1-writes.log"),
+    )
+    return env
+
+
+def launch_two_machines(
+    audit_dir: Path, script: Path, *script_args: str
+) -> list[subprocess.CompletedProcess]:
+    """``accelerate_configs/multi_node.yaml`` as two machines of one process each, both on
+    this host (127.0.0.1, gloo), launched at once; the second records its writes under
+    ``audit_dir`` (:data:`WRITE_AUDIT`) into ``audit_dir.parent / "machine1-writes.log"``."""
+    accelerate = Path(sys.executable).with_name("accelerate")
+    port = str(free_port())
+    launches = []
+    for rank in (0, 1):
+        command = [
+            str(accelerate), "launch", "--config_file", str(ACCELERATE_CONFIGS / "multi_node.yaml"),
+            "--num_machines", "2", "--num_processes", "2", "--machine_rank", str(rank),
+            "--main_process_ip", "127.0.0.1", "--main_process_port", port,
+            str(script), *script_args,
+        ]  # fmt: skip
+        env = audited_env(audit_dir) if rank == 1 else subprocess_env()
+        launches.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+        )
+    results = []
+    for launch in launches:
+        out, err = launch.communicate(timeout=540)
+        results.append(subprocess.CompletedProcess(launch.args, launch.returncode, out, err))
+    for result in results:
+        assert result.returncode == 0, result.stderr[-6000:]
+    return results
+
+
 def read_metrics(output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))

@@ -30,7 +30,9 @@ from launch_support import (
     REPO,
     WHOLE_BATCH_SETTINGS,
     accelerate_launch,
+    audited_env,
     free_port,
+    launch_two_machines,
     read_metrics,
     run_command,
     subprocess_env,
@@ -101,6 +103,49 @@ def test_two_processes_with_a_gathered_loss_step_like_one_process(
     assert largest_difference(two_weights, one_weights) < 1e-5 * max(1.0, step)
     # each process ranking only its own half is a different step: the comparison can fail
     assert largest_difference(local_weights, one_weights) > 1e-3
+
+
+def test_two_machines_take_the_step_of_one_process_and_the_main_one_alone_writes(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """``multi_node.yaml`` as two machines of one process each (this host, gloo): with 4
+    pairs each and CoSENT over the gathered batch they take the SGD step of one process
+    with the 8 pairs, and the main machine alone writes the output folder (the second's
+    directories made, files opened for writing from Python, renames and removals there are
+    recorded by an audit hook)."""
+    _, one_weights = one_step(tmp_path, tiny_bert_nodropout_dir, "one", 1, 8, True)
+    output_dir = tmp_path / "two"
+    recipe = write_tiny_recipe(
+        tmp_path / "two.yaml",
+        "cosent",
+        tiny_bert_nodropout_dir,
+        output_dir,
+        per_device_train_batch_size="4",
+        gather_across_processes="true",
+        **{**ONE_SGD_STEP, "save_strategy": "steps", "save_steps": "1"},  # a checkpoint too
+    )
+    launch_two_machines(output_dir, COSENT / "train.py", "--config", str(recipe))
+
+    metrics = read_metrics(output_dir)
+    assert metrics["launch"]["world_size"] == 2
+    assert (output_dir / "checkpoint-1").is_dir()
+    two_weights = load_file(output_dir / "model.safetensors")
+    start = load_file(tiny_bert_nodropout_dir / "model.safetensors")
+    step = largest_difference(one_weights, start)
+    assert step > 1e-3
+    assert largest_difference(two_weights, one_weights) < 1e-5 * max(1.0, step)
+    # The second machine made the checkpoint's staging folder, as the Trainer does on every
+    # process to save that process's RNG state (rng_state_1.pth, written from C++: torch.save
+    # is not seen by the audit), and nothing else: no model, state or metrics file.
+    writes = (tmp_path / "machine1-writes.log").read_text(encoding="utf-8").splitlines()
+    staged = output_dir / ".sts-staging" / "checkpoint-1"
+    assert [line.split(" ", 1)[1] for line in writes] == [f"os.mkdir {staged}"]
+    assert (output_dir / "checkpoint-1" / "rng_state_1.pth").is_file()
+    writes_file = tmp_path / "machine1-writes.log"
+    # the audit is live in that environment: the same start-up records a write
+    probe = f"open({str(output_dir / 'probe.txt')!r}, 'w').close()"
+    subprocess.run([sys.executable, "-c", probe], env=audited_env(output_dir), check=True)
+    assert "probe.txt" in writes_file.read_text(encoding="utf-8")
 
 
 def saved_weights(output_dir: Path) -> dict[str, torch.Tensor]:

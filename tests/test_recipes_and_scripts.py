@@ -97,7 +97,8 @@ def test_accelerate_config_loads_and_says_how_to_launch(config_file: Path) -> No
 
 def test_the_expected_accelerate_configs_exist() -> None:
     names = {f.stem for f in ACCELERATE_FILES}
-    assert {"cpu", "multi_gpu", "deepspeed_zero2", "deepspeed_zero3", "fsdp"} <= names
+    expected = {"cpu", "multi_gpu", "multi_node", "deepspeed_zero2", "deepspeed_zero3", "fsdp"}
+    assert expected <= names
 
 
 def run_train_script(package: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
