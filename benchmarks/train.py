@@ -53,7 +53,11 @@ LABELS = {
     "ours": "ours (sts-cosent)",
     "peer": "sentence-transformers (CoSENTLoss)",
     "ours-padded": "ours, padding_free=False",
+    "ours-packed": "ours, padding_free=True",
 }
+#: each of our sides' ``padding_free``: auto (what a recipe gets), false (padded), true
+#: (packed: varlen where the backbone and device allow, else the block mask)
+PADDING_FREE = {"ours": "auto", "ours-padded": "false", "ours-packed": "true"}
 
 
 # ----------------------------------------------------------------------------- workers
@@ -207,7 +211,7 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
             trainer, info = build_peer(spec, output_dir, timer)
             _, measured = measure_training(trainer, trainer.train, spec)
         else:
-            padding_free = "auto" if side == "ours" else "false"
+            padding_free = PADDING_FREE[side]
             run = build_ours(spec, output_dir, timer, padding_free)
             run.run()
             trainer, measured = run.trainer, run.measured
@@ -258,6 +262,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
         "threads": args.threads,
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
+    sides += ["ours-packed"] if args.packed else []
     print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
     return common.alternate(
         sides, args.repeats, lambda side, _: common.run_worker(__file__, side, spec)
@@ -278,6 +283,9 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
         summary["padded_vs_peer_max_loss_diff"] = max_loss_difference(
             runs["ours-padded"][0]["losses"], runs["peer"][0]["losses"]
         )
+    if "ours-packed" in runs:
+        summary["packed_throughput"] = metric("throughput", "ours-packed").to_dict()
+        summary["packed_path"] = runs["ours-packed"][0]["packing_path"]
     summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
     )
@@ -407,6 +415,14 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
             "peer); its loss curve differs from the peer's by at most "
             f"{summary['padded_vs_peer_max_loss_diff']:.3g}.",
         ]
+    if "packed_throughput" in summary:
+        packed = summary["packed_throughput"]
+        lines += [
+            "",
+            f"Ours with `padding_free=True` (path: {summary['packed_path'][0]}): "
+            f"{common.fmt(packed['ours_median'])} pairs/s ({packed['ratio_median']:.2f}× the "
+            "peer).",
+        ]
     stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     lines += [
         "",
@@ -474,6 +490,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also run ours with padding_free=False (default: on, off in smoke mode)",
+    )
+    parser.add_argument(
+        "--packed",
+        action="store_true",
+        help="also run ours with padding_free=True (varlen on a GPU where the backbone allows)",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     gpu.add_gpu_arguments(parser)

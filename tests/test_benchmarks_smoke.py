@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,9 +84,98 @@ def benchmark_env(sts_data_dir: Path, minilm_dir: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("STS_MODELS_DIR", str(minilm_dir.parent))
 
 
+@pytest.fixture(scope="module")
+def gpu_check_dir(
+    tmp_path_factory: pytest.TempPathFactory, sts_data_dir: Path, minilm_dir: Path
+) -> Path:
+    """``gpu_check.py --device cpu --smoke`` run once: its train and encode steps are those
+    benchmarks' smoke runs, which their tests below read (smoke mode only)."""
+    output_dir = tmp_path_factory.mktemp("gpu-check")
+    env = {"STS_DATA_DIR": str(sts_data_dir), "STS_MODELS_DIR": str(minilm_dir.parent)}
+    script = REPO / "benchmarks" / "gpu_check.py"
+    command = [sys.executable, str(script), "--device", "cpu", "--smoke", "--output-dir"]
+    done = subprocess.run(
+        [*command, str(output_dir)],
+        cwd=REPO,
+        env={**subprocess_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "padding_free auto should take: padded" in done.stdout
+    return output_dir
+
+
+def speed_benchmark(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict:
+    """A speed benchmark's results: in smoke mode those of the GPU check's CPU run-through
+    (which runs it with ``--smoke``), else a run of its own in ``MODE``."""
+    if MODE != "smoke":
+        return run_benchmark(name, tmp_path)
+    output_dir = request.getfixturevalue("gpu_check_dir")
+    for suffix in (".md", ".json", ".png"):
+        assert (output_dir / f"{name}_{MODE}{suffix}").stat().st_size > 0
+    shutil.copy(output_dir / f"{name}_{MODE}.md", tmp_path)
+    return json.loads((output_dir / f"{name}_{MODE}.json").read_text(encoding="utf-8"))
+
+
 @needs_benchmark_data
-def test_encode_benchmark_runs(tmp_path: Path) -> None:
-    result = run_benchmark("encode", tmp_path)
+def test_gpu_check_runs_each_step_and_says_why_one_is_skipped(request) -> None:
+    if MODE != "smoke":
+        pytest.skip("on a CPU the GPU check runs only in --smoke mode")
+    output_dir = request.getfixturevalue("gpu_check_dir")
+    report = json.loads((output_dir / "gpu_check_smoke.json").read_text(encoding="utf-8"))
+    steps = report["steps"]
+    assert list(steps) == ["cuda-tests", "train", "encode", "lora-bf16", "qlora-4bit", "faiss-gpu"]
+    assert {name: step["status"] for name, step in steps.items()} == {
+        "cuda-tests": "skipped",  # marked tests exist, and skip without a GPU
+        "train": "passed",
+        "encode": "passed",
+        "lora-bf16": "passed",  # on a CPU in float32: the script path, not bf16
+        "qlora-4bit": "skipped",
+        "faiss-gpu": "skipped",
+    }
+    assert "test_attention_paths.py" in steps["cuda-tests"]["command"]
+    assert "CUDA" in steps["qlora-4bit"]["reason"] and "faiss" in steps["faiss-gpu"]["reason"]
+    assert math.isfinite(steps["lora-bf16"]["train_loss"])
+    # auto's path from the train step's padded and packed sides (block mask on a CPU)
+    summary = steps["train"]["summary"]
+    auto = report["auto"]
+    assert auto["packed_path"] == summary["packed_path"][0] == "block_mask"
+    assert auto["take"] == "padded"  # only a varlen kernel would be taken
+    packed, padded = summary["packed_throughput"], summary["padded_throughput"]
+    assert auto["ratio"] == pytest.approx(packed["ours_median"] / padded["ours_median"], abs=1e-3)
+    markdown = (output_dir / "gpu_check_smoke.md").read_text(encoding="utf-8")
+    assert "should take: **padded**" in markdown and "[train_smoke.md](train_smoke.md)" in markdown
+
+
+def test_gpu_check_takes_varlen_only_when_the_packed_run_used_it_and_was_faster() -> None:
+    check = load_benchmark_script("gpu_check")
+
+    def train(path: str, packed: float, padded: float) -> dict:
+        return {
+            "summary": {
+                "packed_path": [path, "why"],
+                "packed_throughput": {"ours_median": packed},
+                "padded_throughput": {"ours_median": padded},
+            }
+        }
+
+    assert check.auto_path(train("varlen", 120.0, 100.0))["take"] == "varlen"
+    assert check.auto_path(train("varlen", 104.0, 100.0))["take"] == "padded"  # within 5 %
+    assert check.auto_path(train("block_mask", 300.0, 100.0))["take"] == "padded"
+    assert check.auto_path({"status": "failed"})["take"] is None
+    skipped = {"status": "passed", "output_tail": 'log\n{"skipped": "no GPU"}'}
+    assert check.faiss_result(skipped)["status"] == "skipped"
+    agreed = {"status": "passed", "output_tail": '{"agreement": 1.0, "gpu_search_seconds": 0.1}'}
+    assert check.faiss_result(agreed)["status"] == "passed"
+    differs = {"status": "passed", "output_tail": '{"agreement": 0.9, "gpu_search_seconds": 0.1}'}
+    assert check.faiss_result(differs)["status"] == "failed"
+
+
+@needs_benchmark_data
+def test_encode_benchmark_runs(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    result = speed_benchmark("encode", tmp_path, request)
     (model,) = result["models"]
     assert model["max_abs_diff"] < 1e-5  # the same embeddings as sentence-transformers
     assert model["settings_match"]
@@ -111,10 +201,12 @@ def test_encode_benchmark_runs(tmp_path: Path) -> None:
 
 
 @needs_benchmark_data
-def test_train_benchmark_runs(tmp_path: Path, sts_data_dir: Path) -> None:
+def test_train_benchmark_runs(
+    tmp_path: Path, sts_data_dir: Path, request: pytest.FixtureRequest
+) -> None:
     from sts_core.data import load_filtered_stsb_sick
 
-    result = run_benchmark("train", tmp_path)
+    result = speed_benchmark("train", tmp_path, request)
     settings, summary, runs = result["settings"], result["summary"], result["runs"]
     # pairs: the training set's own length, the last batch of an epoch partial
     size = len(load_filtered_stsb_sick(sts_data_dir)[0])

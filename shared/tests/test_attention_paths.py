@@ -179,6 +179,7 @@ def test_reference_kernel_equals_a_dense_masked_attention() -> None:
         torch.testing.assert_close(routed, dense)  # no fused kernel on a CPU: the reference
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's varlen_attn is CUDA-only")
 @pytest.mark.parametrize("kv_heads", [4, 2])
 def test_torch_varlen_kernel_equals_the_reference_on_cuda(kv_heads: int) -> None:

@@ -1,0 +1,327 @@
+"""One call that measures the GPU paths: run it on a GPU machine and commit what it writes.
+
+Each step runs in its own process with a time limit and is recorded as passed, failed or
+skipped (with the reason), so one broken path does not hide the others:
+
+1. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
+   e.g. torch's varlen attention against the reference), skipped on a CPU;
+2. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto, padded and packed
+   (varlen where the backbone allows) side by side with sentence-transformers;
+3. ``encode``: ``benchmarks/encode.py``, ours against sentence-transformers;
+4. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
+   built from a config, or ``--decoder`` under ``STS_MODELS_DIR``), bf16 on a GPU, through a
+   package's ``train.py``;
+5. ``qlora-4bit``: the same with ``load_in_4bit`` (needs CUDA and bitsandbytes);
+6. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
+   faiss with GPU support: ``pip install 'sts-core[faiss-gpu]'``).
+
+It writes ``gpu_check.{json,md}`` (every step, its command, status, seconds and output
+tail) and the train and encode reports (``gpu_train``, ``gpu_encode``) into
+``--output-dir``, and prints which ``padding_free`` path ``auto`` should take on this GPU:
+``varlen`` when the packed run took the varlen kernel and beat the padded one by more than
+5 %, else ``padded``.
+
+Commands (from the repository root; STS_MODELS_DIR must name the offline models,
+STS_DATA_DIR the data)::
+
+    uv run python benchmarks/gpu_check.py                      # a GPU machine, ~5-10 min
+    uv run python benchmarks/gpu_check.py --device cpu --smoke --output-dir /tmp/gpu  # CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import _gpu as gpu
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+#: how much faster the packed (varlen) run must train than the padded one for ``auto``
+#: to take it
+VARLEN_MARGIN = 1.05
+STEP_TIMEOUT = {"full": 420, "smoke": 300}  # seconds a step may take
+
+
+# ----------------------------------------------------------------------------- steps
+def cuda_test_files() -> dict[Path, list[str]]:
+    """The test files with a test marked ``cuda``, by test folder (each folder is its own
+    pytest run, as in CI: the packages' test modules share names)."""
+    roots = [REPO / "shared" / "tests", REPO / "tests", *sorted(REPO.glob("packages/*/tests"))]
+    found: dict[Path, list[str]] = {}
+    for root in roots:
+        for path in sorted(root.rglob("test_*.py")):
+            if "pytest.mark.cuda" in path.read_text(encoding="utf-8"):
+                found.setdefault(root, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+def cuda_tests_step(args: argparse.Namespace) -> dict[str, Any]:
+    """``pytest -m cuda`` on each folder's marked files; passed only if some test ran and
+    none failed, skipped when every one skipped (no GPU)."""
+    files = cuda_test_files()
+    if not files:
+        return {"status": "failed", "reason": "no test is marked cuda", "seconds": 0.0}
+    results = []
+    for paths in files.values():
+        command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider"]
+        results.append(run([*command, *paths], args))
+    tails = "\n".join(r["output_tail"] for r in results)
+    merged = {
+        "command": " ; ".join(r["command"] for r in results),
+        "seconds": round(sum(r["seconds"] for r in results), 1),
+        "output_tail": tails,
+        "status": "failed" if any(r["status"] == "failed" for r in results) else "passed",
+    }
+    if merged["status"] == "passed" and " passed" not in tails:
+        return {**merged, "status": "skipped", "reason": "every cuda test skipped (no GPU)"}
+    return merged
+
+
+def train_step(args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, str(BENCHMARKS / "train.py"), "--packed"]
+    command += benchmark_size(args, ["--batch-size", "64", "--max-steps", "150", "--repeats", "2"])
+    result = run(command, args)
+    report = args.out / (gpu.stem_name("train", args.device) + suffix(args))
+    if result["status"] == "passed":
+        result["summary"] = json.loads(report.with_suffix(".json").read_text())["summary"]
+        result["report"] = report.name + ".md"
+    return result
+
+
+def encode_step(args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, str(BENCHMARKS / "encode.py")]
+    command += benchmark_size(args, ["--batch-size", "128", "--repeats", "2"])
+    result = run(command, args)
+    if result["status"] == "passed":
+        result["report"] = gpu.stem_name("encode", args.device) + suffix(args) + ".md"
+    return result
+
+
+def lora_step(args: argparse.Namespace, four_bit: bool = False) -> dict[str, Any]:
+    if four_bit:
+        missing = qlora_missing(args.device)
+        if missing:
+            return {"status": "skipped", "reason": missing, "seconds": 0.0}
+    with tempfile.TemporaryDirectory(prefix="sts-gpu-check-") as scratch:
+        recipe = decoder_recipe(args, Path(scratch), four_bit)
+        command = [sys.executable, str(REPO / "packages" / "cosent" / "train.py")]
+        result = run([*command, "--config", str(recipe)], args)
+        metrics = Path(scratch) / "out" / "metrics.json"
+        if result["status"] == "passed":
+            trained = json.loads(metrics.read_text(encoding="utf-8"))["train"]
+            result["train_loss"] = trained.get("train_loss")
+    return result
+
+
+def faiss_step(args: argparse.Namespace) -> dict[str, Any]:
+    return run([sys.executable, str(Path(__file__)), "--worker", "faiss"], args)
+
+
+# ----------------------------------------------------------------------------- helpers
+def benchmark_size(args: argparse.Namespace, full: list[str]) -> list[str]:
+    """A speed benchmark's size and device: a random-weight BERT-base in bf16 on a GPU;
+    the benchmark's own smoke mode on a CPU."""
+    where = ["--device", args.device, "--output-dir", str(args.out)]
+    if args.smoke:
+        return [*where, "--smoke"]
+    return [*where, "--dtype", "bf16", "--model-config", "bert-base", *full]
+
+
+def suffix(args: argparse.Namespace) -> str:
+    return "_smoke" if args.smoke else ""
+
+
+def qlora_missing(device: str) -> str | None:
+    """Why a 4-bit step cannot run here, or None."""
+    import importlib.util
+
+    if device != "cuda":
+        return "4-bit weights (bitsandbytes) need a CUDA GPU"
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed: pip install 'sts-core[bitsandbytes]'"
+    return None
+
+
+def decoder_recipe(args: argparse.Namespace, scratch: Path, four_bit: bool) -> Path:
+    """Two optimizer steps of CoSENT with a LoRA adapter on a decoder (last-token pooling)."""
+    from sts_core.testing import make_tiny_llama, write_fixture_recipe
+
+    model = common.model_path(args.decoder) if args.decoder else make_tiny_llama(scratch / "m")
+    fixtures = REPO / "shared" / "tests" / "fixtures" / "training"
+    settings = {"use_lora": "true", "pooling": "last_token", "max_steps": "2"}
+    settings |= {"bf16": "true"} if args.device == "cuda" else {"use_cpu": "true"}
+    settings |= {"load_in_4bit": "true"} if four_bit else {}
+    return write_fixture_recipe(
+        scratch / "recipe.yaml",
+        "the GPU check's decoder step",
+        model,
+        fixtures / "sts-train.csv",
+        fixtures / "sts-dev.csv",
+        scratch / "out",
+        loss="cosent",
+        score_range="[0, 5]",
+        **settings,
+    )
+
+
+def run(command: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Run one step's command from the repository root; its status, seconds, output tail."""
+    start = time.perf_counter()
+    shown = " ".join(Path(c).name if c == sys.executable else c for c in command)
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT[args.mode],
+            check=False,
+        )
+        status = "passed" if done.returncode == 0 else "failed"
+        output = (done.stdout + done.stderr).strip().splitlines()
+    except subprocess.TimeoutExpired:
+        status, output = "failed", [f"timed out after {STEP_TIMEOUT[args.mode]} s"]
+    return {
+        "command": shown.replace(str(REPO) + "/", ""),
+        "status": status,
+        "seconds": round(time.perf_counter() - start, 1),
+        "output_tail": "\n".join(output[-12:]),
+    }
+
+
+def faiss_worker() -> dict[str, Any]:
+    """faiss on the GPU against faiss on the CPU: exact inner product, 5 neighbours of
+    1,000 queries among 20,000 random 384-d vectors; the neighbour lists must agree."""
+    import numpy as np
+
+    try:
+        import faiss
+    except ImportError:
+        return {"skipped": "faiss is not installed: pip install 'sts-core[faiss-gpu]'"}
+    if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+        return {"skipped": "this faiss has no GPU support or sees no GPU (faiss-cpu)"}
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((20_000, 384), dtype=np.float32)
+    queries = rng.standard_normal((1_000, 384), dtype=np.float32)
+    cpu_index = faiss.IndexFlatIP(384)
+    cpu_index.add(base)
+    gpu_index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, faiss.IndexFlatIP(384))
+    gpu_index.add(base)
+    start = time.perf_counter()
+    _, gpu_ids = gpu_index.search(queries, 5)
+    seconds = time.perf_counter() - start
+    _, cpu_ids = cpu_index.search(queries, 5)
+    agreement = float((gpu_ids == cpu_ids).mean())
+    return {"agreement": agreement, "gpu_search_seconds": round(seconds, 4)}
+
+
+def faiss_result(result: dict[str, Any]) -> dict[str, Any]:
+    """The faiss step's status from the worker's result line."""
+    if result["status"] != "passed":
+        return result
+    line = [ln for ln in result["output_tail"].splitlines() if ln.startswith("{")][-1]
+    found = json.loads(line)
+    if "skipped" in found:
+        return {**result, "status": "skipped", "reason": found["skipped"]}
+    status = "passed" if found["agreement"] >= 0.999 else "failed"
+    return {**result, **found, "status": status}
+
+
+def auto_path(train: dict[str, Any]) -> dict[str, Any]:
+    """Which path ``padding_free: auto`` should take, from the train step's summary."""
+    summary = train.get("summary") or {}
+    packed, padded = summary.get("packed_throughput"), summary.get("padded_throughput")
+    if not packed or not padded:
+        return {"take": None, "why": "the train step did not run both sides"}
+    path = (summary.get("packed_path") or ["?"])[0]
+    ratio = packed["ours_median"] / padded["ours_median"]
+    why = (
+        f"packed ({path}) {packed['ours_median']:.1f} vs padded {padded['ours_median']:.1f} pairs/s"
+    )
+    take = "varlen" if path == "varlen" and ratio > VARLEN_MARGIN else "padded"
+    return {"take": take, "ratio": round(ratio, 3), "packed_path": path, "why": why}
+
+
+# ----------------------------------------------------------------------------- report
+def report_markdown(steps: dict[str, dict], auto: dict[str, Any], info: dict) -> str:
+    rows = [
+        [name, step["status"], step.get("seconds", 0.0), step.get("reason", ""),
+         f"`{step['command']}`" if step.get("command") else ""]
+        for name, step in steps.items()
+    ]  # fmt: skip
+    from sts_core.encoder.packing import AUTO_TAKES_VARLEN
+
+    now = "varlen" if AUTO_TAKES_VARLEN else "padded"
+    return "\n".join(
+        [
+            "# GPU check",
+            "",
+            common.machine_markdown(info),
+            "",
+            common.markdown_table(["step", "status", "seconds", "why skipped", "command"], rows),
+            "",
+            f"`padding_free: auto` on this GPU should take: **{auto['take']}** "
+            f"({auto['why']}); the code takes {now} now (`AUTO_TAKES_VARLEN`).",
+            "",
+            "Reports of the speed steps: "
+            + ", ".join(f"[{s['report']}]({s['report']})" for s in steps.values() if "report" in s),
+        ]
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = common.benchmark_parser(__doc__, smoke="a CPU run-through (CI): each step tiny")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    parser.add_argument("--decoder", help="a decoder under STS_MODELS_DIR for the LoRA steps")
+    parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument("--worker", choices=["faiss"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.mode = "smoke" if args.smoke else "full"
+    if args.device == "cpu" and not args.smoke:
+        parser.error("--device cpu measures nothing of a GPU: add --smoke (a run-through)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(faiss_worker()), flush=True)
+        return 0
+    gpu.check_device(argparse.Namespace(device=args.device, dtype="fp32"))
+    common.check_environment([common.MINILM])
+    args.out = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
+    args.out.mkdir(parents=True, exist_ok=True)
+    info = {**common.machine_info(), **gpu.gpu_info()}
+    plan = {
+        "cuda-tests": cuda_tests_step,
+        "train": train_step,
+        "encode": encode_step,
+        "lora-bf16": lora_step,
+        "qlora-4bit": lambda a: lora_step(a, four_bit=True),
+        "faiss-gpu": lambda a: faiss_result(faiss_step(a)),
+    }
+    steps = {}
+    for name, step in plan.items():
+        print(f"::: {name} …", flush=True)
+        steps[name] = step(args)
+        print(f"    {steps[name]['status']} ({steps[name].get('seconds', 0)} s) "
+              f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
+    auto = auto_path(steps["train"])
+    print(f"padding_free auto should take: {auto['take']} ({auto['why']})")
+    stem = common.output_stem("gpu_check", str(args.out), args.mode)
+    common.write_json(stem, {"machine": info, "steps": steps, "auto": auto})
+    common.write_markdown(stem, report_markdown(steps, auto, info))
+    print(f"wrote {stem}.md/.json")
+    return 1 if any(s["status"] == "failed" for s in steps.values()) else 0
+
+
+if __name__ == "__main__":
+    common.main_guard(main)
