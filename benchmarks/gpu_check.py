@@ -24,7 +24,7 @@ tail) and the train and encode reports (``gpu_train``, ``gpu_encode``) into
 Commands (from the repository root; STS_MODELS_DIR must name the offline models,
 STS_DATA_DIR the data)::
 
-    uv run python benchmarks/gpu_check.py                      # a GPU machine, ~5-10 min
+    uv run python benchmarks/gpu_check.py    # a GPU machine; sized for < 10 min, not timed yet
     uv run python benchmarks/gpu_check.py --device cpu --smoke --output-dir /tmp/gpu  # CI
 """
 
