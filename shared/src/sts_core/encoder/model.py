@@ -139,11 +139,8 @@ class SentenceEncoder(nn.Module):
 
     @property
     def _no_split_modules(self) -> list[str]:
-        """The backbone's layer classes that stay whole (transformers' attribute, through a
-        LoRA wrapper): FSDP's ``TRANSFORMER_BASED_WRAP`` without a class named shards each
-        of them, as it does a transformers model."""
-        base = getattr(self.backbone, "get_base_model", lambda: self.backbone)()
-        return list(getattr(base, "_no_split_modules", None) or [])
+        """The backbone's (through LoRA), sorted: FSDP's TRANSFORMER_BASED_WRAP shards them."""
+        return sorted(getattr(lora.inner_model(self.backbone), "_no_split_modules", None) or [])
 
     @property
     def dimension(self) -> int:
