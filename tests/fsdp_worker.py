@@ -54,8 +54,9 @@ def wrap_with_fsdp2(encoder: SentenceEncoder, wrap: str, min_num_params: int) ->
     modules sharded on their own."""
     from torch.distributed.fsdp import fully_shard
 
-    sharded = wrapped_modules(encoder, wrap, min_num_params)
-    for module in policy_modules(encoder, wrap, min_num_params):
+    picked = policy_modules(encoder, wrap, min_num_params)
+    sharded = [type(module).__name__ for module in picked]  # before fully_shard renames them
+    for module in picked:
         fully_shard(module)
     fully_shard(encoder)
     return sharded

@@ -176,5 +176,11 @@ def launch_two_machines(
     return results
 
 
+def largest_difference(a: dict, b: dict) -> float:
+    """The largest absolute difference between two state dicts with the same keys."""
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
 def read_metrics(output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))

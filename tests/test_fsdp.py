@@ -25,7 +25,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from launch_support import ACCELERATE_CONFIGS, DEV, TRAIN, free_port, subprocess_env
+from launch_support import (
+    ACCELERATE_CONFIGS,
+    DEV,
+    TRAIN,
+    free_port,
+    largest_difference,
+    subprocess_env,
+)
 from safetensors.torch import load_file
 
 from sts_core.testing import spearman_of_saved_model
@@ -68,11 +75,6 @@ def run_step(model: Path, output: Path, world: int, wrap: str, min_num_params: i
         out, _ = worker.communicate(timeout=300)
         assert worker.returncode == 0, out.decode()[-4000:]
     return json.loads((output / "worker.json").read_text(encoding="utf-8"))
-
-
-def largest_difference(a: dict, b: dict) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
 def test_fsdp_yaml_wrap_policy_picks_modules_by_size_and_the_layers_by_class(

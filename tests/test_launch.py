@@ -32,6 +32,7 @@ from launch_support import (
     accelerate_launch,
     audited_env,
     free_port,
+    largest_difference,
     launch_two_machines,
     read_metrics,
     run_command,
@@ -82,11 +83,6 @@ def one_step(
     metrics = read_metrics(output_dir)
     assert metrics["launch"]["world_size"] == processes
     return metrics["train"]["train_loss"], load_file(output_dir / "model.safetensors")
-
-
-def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
 def test_two_processes_with_a_gathered_loss_step_like_one_process(
