@@ -704,36 +704,27 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     """Our pick, by dev alone (among our dev-selected recipes, dev averaged over every seed
     trained, and their soups), against every peer row (each peer variant's dev-selected
     recipe: with or without the teacher, distilling or not); the target is the strongest
-    peer row's test average + 0.5."""
-    ours = []
-    for recipe in best.values():
-        if not recipe["method"].startswith("ours-") or not recipe["test"]:
-            continue
-        tests = [t["avg"] for t in recipe["test"].values()]
-        dev = sum(recipe["dev"].values()) / len(recipe["dev"])
-        ours.append(
-            (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
-        )
-        soup = soups.get(recipe_key_of(recipe))
-        if soup:
-            label = f"soup of {label_of(recipe['variant'])}"
-            ours.append(
-                (soup["dev"], label, recipe, f"{soup['test']['avg']:.2f}", soup["test"]["avg"])
-            )
+    peer row's test average + 0.5. Our rows with a teacher that no scored peer row was given
+    are not candidates (the peer gets every teacher ours get)."""
     peers = [
         (label_of(r["variant"]), r, [t["avg"] for t in r["test"].values()])
         for r in best.values()
         if r["method"].startswith("st-") and r["test"]
     ]
+    given = {p[1]["settings"].get("teacher_model") for p in peers} | {None}
+    ours, left_out = _our_candidates(best, soups, given)
     if not ours or not peers:
         return []
     dev, label, recipe, test, score = max(ours, key=lambda c: c[0])
     peers.sort(key=lambda p: -sum(p[2]) / len(p[2]))
+    runs = [t["avg"] for t in recipe["test"].values()]
+    of_runs = f" (its runs: {_cell(runs)})" if label.startswith("soup") else ""
     lines = [
         "## Headline: our pick by STS-B dev against every peer row",
         "",
         f"- ours: {label}, {recipe['epochs']:g} epoch(s), lr {recipe['learning_rate']:g} — "
-        f"dev {dev:.2f}, test Avg. {test}",
+        f"dev {dev:.2f}, test Avg. {test}{of_runs}",
+        *_left_out_line(left_out),
         "",
         "| peer row (its dev-selected recipe) | epochs | lr | test Avg. | ours − peer |",
         "|---|---|---|---|---|",
@@ -750,10 +741,133 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     lines += [
         "",
         f"Ours − the strongest peer row ({peers[0][0]}) on the 7-task Avg.: {gap:+.2f} "
-        f"(target ≥ +0.50: {verdict}).",
+        f"(target ≥ +0.50: {verdict}); the mean of our pick's runs − it: "
+        f"{sum(runs) / len(runs) - strongest:+.2f}.",
         "",
     ]
     return lines
+
+
+def _our_candidates(
+    best: dict[str, dict], soups: dict[str, dict], given: set[str | None]
+) -> tuple[list[tuple], set[str]]:
+    """Our scored recipes and their soups as (dev, label, recipe, test text, test avg), but
+    not those with a teacher outside ``given``; and the teachers so left out."""
+    ours, left_out = [], set()
+    for recipe in best.values():
+        if not recipe["method"].startswith("ours-") or not recipe["test"]:
+            continue
+        if recipe["settings"].get("teacher_model") not in given:
+            left_out.add(recipe["settings"]["teacher_model"])
+            continue
+        tests = [t["avg"] for t in recipe["test"].values()]
+        dev = sum(recipe["dev"].values()) / len(recipe["dev"])
+        ours.append(
+            (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
+        )
+        soup = soups.get(recipe_key_of(recipe))
+        if soup:
+            label = f"soup of {label_of(recipe['variant'])}"
+            ours.append(
+                (soup["dev"], label, recipe, f"{soup['test']['avg']:.2f}", soup["test"]["avg"])
+            )
+    return ours, left_out
+
+
+def _left_out_line(teachers: set[str]) -> list[str]:
+    if not teachers:
+        return []
+    names = ", ".join(f"`{t}`" for t in sorted(teachers))
+    return [f"- not candidates: our rows with a teacher no peer row was given ({names})"]
+
+
+# ----------------------------------------------------------------------------- levers
+@dataclass(frozen=True)
+class Lever:
+    """One of our levers, on and off: two recipes of the cells (``recipe_key_of``) that differ
+    in that lever alone; ``soup`` compares a recipe's soup of its seeds with its runs."""
+
+    name: str
+    on: str
+    off: str
+    soup: bool = False
+
+
+def _teacher(model: str, weight: str, neighbours: int | None = None) -> str:
+    extras = [f"teacher_model={model}"]
+    extras += [f"teacher_neighbours={neighbours}"] if neighbours else []
+    return "[" + ", ".join([*extras, f"teacher_weight={weight}"]) + "]"
+
+
+_NOW, _V1 = _teacher("mpnet-sts-teacher", "1", 1), "mpnet-sts-teacher-v1"
+_PICK = f"ours-pcc_pearson {_NOW} | epochs 2 | lr 4e-05"
+LEVERS = (
+    Lever("soup of the three seeds", _PICK, _PICK, soup=True),
+    Lever(
+        "Pearson loss instead of cosine MSE (the peer's CosineSimilarityLoss), same teacher pairs",
+        _PICK,
+        f"st-cosine {_NOW} | epochs 2 | lr 4e-05",
+    ),
+    Lever("the teacher (w 1, one neighbour pair)", _PICK, "ours-pcc_pearson | epochs 2 | lr 4e-05"),
+    Lever(
+        "Pearson loss instead of cosine MSE, no teacher",
+        "ours-pcc_pearson | epochs 2 | lr 4e-05",
+        "ours-cosine_mse | epochs 2 | lr 4e-05",
+    ),
+    Lever(
+        "one neighbour pair per sentence (first teacher, cosine MSE, w 0.5)",
+        f"ours-cosine_mse {_teacher(_V1, '0.5', 1)} | epochs 1 | lr 4e-05",
+        f"ours-cosine_mse {_teacher(_V1, '0.5')} | epochs 1 | lr 4e-05",
+    ),
+    Lever(
+        "Pearson added to cosine MSE (loss_weights pearson 0.5), no teacher",
+        'ours-cosine_mse [loss_weights={"cosine_mse":1,"pearson":0.5}] | epochs 1 | lr 4e-05',
+        "ours-cosine_mse | epochs 1 | lr 4e-05",
+    ),
+    Lever(
+        "checkpoints averaged along the run (weight_averaging uniform), no teacher",
+        "ours-cosine_mse [weight_averaging=uniform] | epochs 1 | lr 4e-05",
+        "ours-cosine_mse | epochs 1 | lr 4e-05",
+    ),
+)
+
+
+def lever_lines(recipes: dict[str, dict], soups: dict[str, dict]) -> list[str]:
+    """Each lever's test average on and off (mean over the seeds scored, their count) and the
+    difference; a lever whose recipes are not both scored says so."""
+    lines = [
+        "## Levers: each on and off",
+        "",
+        "| lever | on: recipe | test Avg. on (seeds) | off: recipe | test Avg. off (seeds) "
+        "| on − off |",
+        "|---|---|---|---|---|---|",
+    ]
+    for lever in LEVERS:
+        off = _scored(recipes.get(lever.off), None)
+        on = _scored(recipes.get(lever.on), soups.get(lever.on) if lever.soup else None)
+        difference = f"{sum(on) / len(on) - sum(off) / len(off):+.2f}" if on and off else "–"
+        on_name = ("soup of " if lever.soup else "") + _recipe_text(lever.on)
+        lines.append(
+            f"| {lever.name} | {on_name} | {_scores_text(on)} | {_recipe_text(lever.off)} | "
+            f"{_scores_text(off)} | {difference} |"
+        )
+    return [*lines, ""]
+
+
+def _recipe_text(key: str) -> str:
+    """A recipe key for a table cell: its label, epochs and learning rate, no ``|``."""
+    variant, _, rest = key.partition(" | ")
+    return f"{label_of(variant)}, {rest.replace(' | ', ', ')}"
+
+
+def _scored(recipe: dict | None, soup: dict | None) -> list[float]:
+    if soup is not None:
+        return [soup["test"]["avg"]]
+    return [t["avg"] for t in recipe["test"].values()] if recipe else []
+
+
+def _scores_text(scores: list[float]) -> str:
+    return f"{_cell(scores)} ({len(scores)})" if scores else "not measured"
 
 
 def teacher_text(name: str) -> str:
@@ -783,7 +897,10 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
     recipes = recipe_rows(cells)
     best = selected_recipes(recipes, args.select_seeds)
     soups = {k.split(" | ", 1)[1]: r for k, r in cells.items() if "soup_of" in r}
-    header, rows = summary_table(best, soups)
+    tested = {variant: recipe for variant, recipe in best.items() if recipe["test"]}
+    header, rows = summary_table(tested, soups)
+    dev_only = {variant: recipe for variant, recipe in best.items() if not recipe["test"]}
+    dev_header, dev_rows = summary_table(dev_only, {})
     grid_header, grid_rows = grid_table(recipes)
     steps = "epochs as listed" if args.max_steps < 0 else f"{args.max_steps} steps"
     lines = [
@@ -802,9 +919,14 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         common.machine_markdown(info),
         "",
         *headline(best, soups),
+        *lever_lines(recipes, soups),
         "## Best dev-selected recipe per method",
         "",
         common.markdown_table(header, rows),
+        "",
+        "Searched on dev only (`--grid-only`; no test score yet, so not in the headline):",
+        "",
+        common.markdown_table(dev_header[:4] + dev_header[-3:], [r[:4] + r[-3:] for r in dev_rows]),
         "",
         "Mean ± sd over seeds. A soup row is one model: the uniform average of the selected "
         "recipe's seed runs (`sts-soup`), selected by nothing but its recipe. A peer row with "

@@ -91,3 +91,51 @@ def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path:
     assert search.teacher_id(str(teacher)) != first_id
     plain = search.Cell("st-cosine", (), 1.0, 4e-5, 0)
     search.check_teacher(tmp_path / "cells.json", plain.key, search.describe(plain))  # no teacher
+
+
+def test_our_rows_with_a_teacher_the_peer_was_not_given_are_not_the_pick() -> None:
+    teacher_row = recipe("ours-a", {"teacher_model": "old-teacher"}, [1.0], 1, [83.0])
+    teacher_row["variant"] = "ours-a [teacher_model=old-teacher]"
+    teacher_row["dev"] = {0: 90.0}  # the best dev of ours, but the peer never had that teacher
+    best = {
+        teacher_row["variant"]: teacher_row,
+        "ours-b": recipe("ours-b", {}, [1.0], 1, [81.4]),
+        "st-cosine": recipe("st-cosine", {}, [1.0], 1, [80.9]),
+    }
+    lines = "\n".join(search.headline(best, {}))
+    assert "- ours: ours-b" in lines and "| +0.50 |" in lines  # 81.4 − 80.9
+    assert "not candidates: our rows with a teacher no peer row was given (`old-teacher`)" in lines
+    given = recipe("st-cosine", {"teacher_model": "old-teacher"}, [1.0], 1, [82.0])
+    given["variant"] = "st-cosine [teacher_model=old-teacher]"
+    best[given["variant"]] = given  # now the peer has it too: our teacher row is the pick
+    lines = "\n".join(search.headline(best, {}))
+    assert "- ours: ours-a [teacher_model=old-teacher]" in lines
+    assert "on the 7-task Avg.: +1.00" in lines and "not candidates" not in lines
+
+
+def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> None:
+    on = recipe("ours-a", {}, [1.0, 1.0], 1, [81.0, 81.4])
+    off = recipe("st-cosine", {}, [1.0, 1.0, 1.0], 1, [80.0, 80.5, 80.9])
+    recipes = {"ours-a | epochs 1 | lr 4e-05": on, "st-cosine | epochs 1 | lr 4e-05": off}
+    soups = {"ours-a | epochs 1 | lr 4e-05": {"test": {"avg": 81.5}}}
+    levers = (
+        search.Lever("loss", "ours-a | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
+        search.Lever("soup", "ours-a | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05", True),
+        search.Lever("absent", "ours-z | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
+    )
+    monkeypatch.setattr(search, "LEVERS", levers)
+    rows = {line.split(" | ")[0][2:]: line for line in search.lever_lines(recipes, soups)[4:-1]}
+    assert rows["loss"].endswith("| 80.47 ± 0.45 (3) | +0.73 |")  # 81.2 − mean(80, 80.5, 80.9)
+    assert "| 81.20 ± 0.28 (2) |" in rows["loss"]
+    assert rows["soup"].endswith("| +0.30 |")  # the soup 81.5 − its runs' mean 81.2
+    assert "| not measured |" in rows["absent"] and rows["absent"].endswith("| – |")
+    assert all(line.count("|") == 7 for line in rows.values())  # no "|" inside a cell
+
+
+def test_every_lever_names_recipes_the_search_can_train() -> None:
+    for lever in search.LEVERS:
+        for key in (lever.on, lever.off):
+            variant, epochs, lr = key.split(" | ")
+            method = variant.partition(" [")[0]
+            assert method in search.SEARCH_METHODS, key
+            assert epochs.startswith("epochs ") and lr.startswith("lr "), key
