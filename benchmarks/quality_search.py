@@ -793,41 +793,52 @@ class Lever:
     soup: bool = False
 
 
-def _teacher(model: str, weight: str, neighbours: int | None = None) -> str:
-    extras = [f"teacher_model={model}"]
-    extras += [f"teacher_neighbours={neighbours}"] if neighbours else []
-    return "[" + ", ".join([*extras, f"teacher_weight={weight}"]) + "]"
+def _key(method: str, epochs: int, **settings: str) -> str:
+    """The recipe key of a lever's recipe at lr 4e-5 (``Cell.recipe_key``)."""
+    cell = Cell(method, tuple(sorted(settings.items())), epochs, 4e-5, 0)
+    return cell.recipe_key
 
 
-_NOW, _V1 = _teacher("mpnet-sts-teacher", "1", 1), "mpnet-sts-teacher-v1"
-_PICK = f"ours-pcc_pearson {_NOW} | epochs 2 | lr 4e-05"
+_NOW = {"teacher_model": "mpnet-sts-teacher", "teacher_weight": "1", "teacher_neighbours": "1"}
+_V1 = {"teacher_model": "mpnet-sts-teacher-v1", "teacher_weight": "0.5"}
+_PICK = _key("ours-pcc_pearson", 2, **_NOW)
 LEVERS = (
     Lever("soup of the three seeds", _PICK, _PICK, soup=True),
     Lever(
         "Pearson loss instead of cosine MSE (the peer's CosineSimilarityLoss), same teacher pairs",
         _PICK,
-        f"st-cosine {_NOW} | epochs 2 | lr 4e-05",
+        _key("st-cosine", 2, **_NOW),
     ),
-    Lever("the teacher (w 1, one neighbour pair)", _PICK, "ours-pcc_pearson | epochs 2 | lr 4e-05"),
+    Lever(
+        "cosine MSE added to the Pearson loss (loss_weights 1 : 1), same teacher pairs",
+        _key("ours-pcc_pearson", 2, **_NOW, loss_weights='{"pearson":1,"cosine_mse":1}'),
+        _PICK,
+    ),
+    Lever(
+        "checkpoints averaged along the run (weight_averaging uniform), same teacher pairs",
+        _key("ours-pcc_pearson", 2, **_NOW, weight_averaging="uniform"),
+        _PICK,
+    ),
+    Lever("the teacher (w 1, one neighbour pair)", _PICK, _key("ours-pcc_pearson", 2)),
     Lever(
         "Pearson loss instead of cosine MSE, no teacher",
-        "ours-pcc_pearson | epochs 2 | lr 4e-05",
-        "ours-cosine_mse | epochs 2 | lr 4e-05",
+        _key("ours-pcc_pearson", 2),
+        _key("ours-cosine_mse", 2),
     ),
     Lever(
         "one neighbour pair per sentence (first teacher, cosine MSE, w 0.5)",
-        f"ours-cosine_mse {_teacher(_V1, '0.5', 1)} | epochs 1 | lr 4e-05",
-        f"ours-cosine_mse {_teacher(_V1, '0.5')} | epochs 1 | lr 4e-05",
+        _key("ours-cosine_mse", 1, **_V1, teacher_neighbours="1"),
+        _key("ours-cosine_mse", 1, **_V1),
     ),
     Lever(
         "Pearson added to cosine MSE (loss_weights pearson 0.5), no teacher",
-        'ours-cosine_mse [loss_weights={"cosine_mse":1,"pearson":0.5}] | epochs 1 | lr 4e-05',
-        "ours-cosine_mse | epochs 1 | lr 4e-05",
+        _key("ours-cosine_mse", 1, loss_weights='{"cosine_mse":1,"pearson":0.5}'),
+        _key("ours-cosine_mse", 1),
     ),
     Lever(
         "checkpoints averaged along the run (weight_averaging uniform), no teacher",
-        "ours-cosine_mse [weight_averaging=uniform] | epochs 1 | lr 4e-05",
-        "ours-cosine_mse | epochs 1 | lr 4e-05",
+        _key("ours-cosine_mse", 1, weight_averaging="uniform"),
+        _key("ours-cosine_mse", 1),
     ),
 )
 
@@ -843,8 +854,8 @@ def lever_lines(recipes: dict[str, dict], soups: dict[str, dict]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for lever in LEVERS:
-        off = _scored(recipes.get(lever.off), None)
-        on = _scored(recipes.get(lever.on), soups.get(lever.on) if lever.soup else None)
+        off = _scored(recipes.get(lever.off))
+        on = _soup_scored(soups.get(lever.on)) if lever.soup else _scored(recipes.get(lever.on))
         difference = f"{sum(on) / len(on) - sum(off) / len(off):+.2f}" if on and off else "–"
         on_name = ("soup of " if lever.soup else "") + _recipe_text(lever.on)
         lines.append(
@@ -860,10 +871,12 @@ def _recipe_text(key: str) -> str:
     return f"{label_of(variant)}, {rest.replace(' | ', ', ')}"
 
 
-def _scored(recipe: dict | None, soup: dict | None) -> list[float]:
-    if soup is not None:
-        return [soup["test"]["avg"]]
+def _scored(recipe: dict | None) -> list[float]:
     return [t["avg"] for t in recipe["test"].values()] if recipe else []
+
+
+def _soup_scored(soup: dict | None) -> list[float]:
+    return [soup["test"]["avg"]] if soup else []
 
 
 def _scores_text(scores: list[float]) -> str:

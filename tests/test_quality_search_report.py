@@ -122,6 +122,9 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
         search.Lever("loss", "ours-a | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
         search.Lever("soup", "ours-a | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05", True),
         search.Lever("absent", "ours-z | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
+        search.Lever(
+            "no soup", "st-cosine | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05", True
+        ),
     )
     monkeypatch.setattr(search, "LEVERS", levers)
     rows = {line.split(" | ")[0][2:]: line for line in search.lever_lines(recipes, soups)[4:-1]}
@@ -129,6 +132,7 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
     assert "| 81.20 ± 0.28 (2) |" in rows["loss"]
     assert rows["soup"].endswith("| +0.30 |")  # the soup 81.5 − its runs' mean 81.2
     assert "| not measured |" in rows["absent"] and rows["absent"].endswith("| – |")
+    assert rows["no soup"].split(" | ")[2] == "not measured"  # its runs are not its soup
     assert all(line.count("|") == 7 for line in rows.values())  # no "|" inside a cell
 
 
