@@ -685,7 +685,7 @@ def grid_table(recipes: dict[str, dict]) -> tuple[list, list]:
         recipe = recipes[key]
         devs = ", ".join(f"{seed}: {score:.2f}" for seed, score in sorted(recipe["dev"].items()))
         mean = sum(recipe["dev"].values()) / len(recipe["dev"])
-        tests = [t["avg"] for t in recipe["test"].values()]
+        tests = seed_test_averages(recipe)
         test = f"{_cell(tests)} ({len(tests)})" if tests else "–"
         rows.append(
             [
@@ -707,7 +707,7 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     peer row's test average + 0.5. Our rows with a teacher that no scored peer row was given
     are not candidates (the peer gets every teacher ours get)."""
     peers = [
-        (label_of(r["variant"]), r, [t["avg"] for t in r["test"].values()])
+        (label_of(r["variant"]), r, seed_test_averages(r))
         for r in best.values()
         if r["method"].startswith("st-") and r["test"]
     ]
@@ -717,7 +717,7 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
         return []
     dev, label, recipe, test, score = max(ours, key=lambda c: c[0])
     peers.sort(key=lambda p: -sum(p[2]) / len(p[2]))
-    runs = [t["avg"] for t in recipe["test"].values()]
+    runs = seed_test_averages(recipe)
     of_runs = f" (its runs: {_cell(runs)})" if label.startswith("soup") else ""
     lines = [
         "## Headline: our pick by STS-B dev against every peer row",
@@ -760,7 +760,7 @@ def _our_candidates(
         if recipe["settings"].get("teacher_model") not in given:
             left_out.add(recipe["settings"]["teacher_model"])
             continue
-        tests = [t["avg"] for t in recipe["test"].values()]
+        tests = seed_test_averages(recipe)
         dev = sum(recipe["dev"].values()) / len(recipe["dev"])
         ours.append(
             (dev, label_of(recipe["variant"]), recipe, _cell(tests), sum(tests) / len(tests))
@@ -854,8 +854,12 @@ def lever_lines(recipes: dict[str, dict], soups: dict[str, dict]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for lever in LEVERS:
-        off = _scored(recipes.get(lever.off))
-        on = _soup_scored(soups.get(lever.on)) if lever.soup else _scored(recipes.get(lever.on))
+        off = seed_test_averages(recipes.get(lever.off))
+        on = (
+            _soup_scored(soups.get(lever.on))
+            if lever.soup
+            else seed_test_averages(recipes.get(lever.on))
+        )
         difference = f"{sum(on) / len(on) - sum(off) / len(off):+.2f}" if on and off else "–"
         on_name = ("soup of " if lever.soup else "") + _recipe_text(lever.on)
         lines.append(
@@ -871,7 +875,8 @@ def _recipe_text(key: str) -> str:
     return f"{label_of(variant)}, {rest.replace(' | ', ', ')}"
 
 
-def _scored(recipe: dict | None) -> list[float]:
+def seed_test_averages(recipe: dict | None) -> list[float]:
+    """A recipe's seven-task test average per scored seed ([] for no recipe)."""
     return [t["avg"] for t in recipe["test"].values()] if recipe else []
 
 
