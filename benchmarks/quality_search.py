@@ -13,14 +13,16 @@ is selected, trained on every seed (``--seeds``) and only then scored on the sev
 Options are measured as variants: ``--set KEY=VALUE`` adds config fields to every ``ours-*``
 method of the run (e.g. ``teacher_model=all-mpnet-base-v2 teacher_weight=0.5``,
 ``weight_averaging=ema``, ``loss_weights={"cosine_mse":1,"pearson":0.5}``); the variant is
-its own method in the tables, searched on the same grid. A teacher is no feature of ours
-alone: the peer's rows get the teacher's settings too (``teacher_model``,
+its own method in the tables, searched on the same grid; ``--set stage1_loss=cosine_mse
+--set stage1_epochs=1`` trains Pcc-tuning's two stages (that loss first, then the row's own
+for ``--epochs``, from the first stage's weights, on the same pairs). A teacher is no
+feature of ours alone: the peer's rows get the teacher's settings too (``teacher_model``,
 ``teacher_weight``, ``teacher_neighbours``), written with sentence-transformers' own API
 (``peer_teacher.py``: the relabelled pairs and the teacher's neighbour pairs, as its
 Augmented SBERT example; labels on 0–1), and ``st-embed-distill`` / ``st-mse-distill``
 distil the teacher's embeddings (``EmbedDistillLoss``, cosine or MSE, through a projection
 to the teacher's width). Options the peer lacks (the Pearson loss, combined losses, soups,
-weight averaging) stay ours.
+weight averaging, the two stages) stay ours.
 
 Every cell trains in a fresh process (``--worker cell``; ``--in-process`` trains them in the
 search's own process, without the peak memory), which reports the cost columns:
@@ -55,6 +57,7 @@ import hashlib
 import itertools
 import json
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -178,7 +181,18 @@ class Trainer:
         train = method.train
         if cell.settings and cell.method.startswith("ours-"):
             ours, row = quality_rows()[cell.method]
-            train = quality.train_ours(ours, row, config_values(cell.settings))
+            values = config_values(cell.settings)
+            first = first_stage(values)  # its keys taken out of the config fields
+            train = quality.train_ours(ours, row, values)
+            if first is not None:
+                return two_stages(
+                    quality.train_ours(ours, row, {**values, **first[0]}),
+                    first[1],
+                    train,
+                    recipe,
+                    cell.seed,
+                    data,
+                )
         elif cell.settings:
             data = self.peer_pairs(dict(cell.settings))
             encoder = train(recipe, cell.seed, data)
@@ -217,6 +231,43 @@ class Trainer:
             model, DISTILL_METRICS[cell.method], projection_dim=width if width != own else None
         )
         return quality.run_peer_trainer(model, loss, targets, recipe, cell.seed)
+
+
+#: Pcc-tuning's schedule on the search's own data (``--set stage1_loss=cosine_mse --set
+#: stage1_epochs=1``): a first stage with another loss of the method, then the row's loss from
+#: the first stage's weights (the paper's stage 1 is contrastive on NLI, data the peer is not
+#: given; here both stages train on the same pairs, the teacher's where it is set)
+STAGE_KEYS = ("stage1_loss", "stage1_epochs")
+
+
+def first_stage(values: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
+    """Take ``stage1_loss`` / ``stage1_epochs`` out of the config fields: the first stage's
+    own fields (its loss) and epochs, or None without them."""
+    loss, epochs = values.pop("stage1_loss", None), values.pop("stage1_epochs", None)
+    if loss is None and epochs is None:
+        return None
+    if loss is None or not isinstance(epochs, (int, float)) or epochs <= 0:
+        raise common.BenchmarkError(
+            f"--set stage1_loss={loss} --set stage1_epochs={epochs}: a first stage needs "
+            "both, a loss of the method and a number of epochs > 0"
+        )
+    return {"loss": loss}, float(epochs)
+
+
+def two_stages(
+    first: Any, first_epochs: float, second: Any, recipe: quality.Recipe, seed: int, data: Any
+) -> Any:
+    """Train ``first`` for ``first_epochs`` on ``data``, save it, then ``second`` for the
+    recipe's epochs from the saved model (same seed, same learning rate, a fresh optimizer and
+    warm-up, as Pcc-tuning's two runs); the steps of both stages are counted."""
+    stage1 = first(replace(recipe, epochs=first_epochs), seed, data)
+    stage1_steps = stage1.trained_steps
+    with tempfile.TemporaryDirectory(prefix="sts-search-stage1-") as folder:
+        stage1.save_pretrained(folder)
+        del stage1
+        encoder = second(replace(recipe, model=folder), seed, data)
+    encoder.trained_steps += stage1_steps
+    return encoder
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -299,19 +350,9 @@ class Search:
         """The cell's trained model: from its saved weights, else trained now in a fresh
         process (:func:`train_cell`; its weights saved, dev scored, the cost recorded: a
         retrained cell replaces its record)."""
-        import torch
-
         path = self.store.weights_path(cell)
-        trained = None
-        if not path.is_file():
-            print(f"  train {cell.key} …", flush=True)
-            spec = {"args": worker_args(self.args), "cell": describe(cell), "weights": str(path)}
-            if self.args.in_process:  # no fresh process: no peak memory of its own
-                trained = {**train_cell(spec), "peak_rss_mb": None}
-            else:
-                trained = common.run_worker(__file__, "cell", spec, timeout=24 * 3600)
-        encoder = quality.load_ours(recipe_of(self.args, cell))
-        load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
+        trained = self.train_into(cell, path) if not path.is_file() else None
+        encoder = self.load(cell, path)
         if trained is not None:
             dev = self.scorer.dev_spearman(encoder)
             cost = {k: trained[k] for k in COST_KEYS}
@@ -323,6 +364,48 @@ class Search:
             print(f"    dev {dev:.2f} (train {cost['train_seconds']:.0f} s)", flush=True)
         return encoder
 
+    def train_into(self, cell: Cell, path: Path) -> dict[str, Any]:
+        """Train the cell (a fresh process unless ``--in-process``), its weights to ``path``;
+        what the worker reports (the cost columns, the teacher's summary)."""
+        print(f"  train {cell.key} …", flush=True)
+        spec = {"args": worker_args(self.args), "cell": describe(cell), "weights": str(path)}
+        if self.args.in_process:  # no fresh process: no peak memory of its own
+            return {**train_cell(spec), "peak_rss_mb": None}
+        return common.run_worker(__file__, "cell", spec, timeout=24 * 3600)
+
+    def load(self, cell: Cell, path: Path) -> Any:
+        import torch
+
+        encoder = quality.load_ours(recipe_of(self.args, cell))
+        load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
+        return encoder
+
+    def measure_cost(self, cell: Cell) -> None:
+        """``--measure-cost``: a stored cell without the cost columns (trained before they were
+        recorded) is trained again into a scratch folder; its cost is copied into the record
+        only when the new training's dev score equals the stored one (within
+        ``DEV_REPRODUCED``), i.e. when it is the same training."""
+        record = self.stored(cell.key)
+        if record is None or "dev" not in record or record.get("steps") is not None:
+            return
+        with tempfile.TemporaryDirectory(dir=self.store.weights_dir) as scratch:
+            path = Path(scratch) / cell.file_name()
+            trained = self.train_into(cell, path)
+            dev = self.scorer.dev_spearman(self.load(cell, path))
+        if abs(dev - record["dev"]) > DEV_REPRODUCED:
+            raise common.BenchmarkError(
+                f"{self.store.path}: cell {cell.key!r} trained again for its cost scores dev "
+                f"{dev:.4f}, not its stored {record['dev']:.4f}: not the same training (another "
+                "library version, thread count or machine?), so its cost is not copied"
+            )
+        record.update({k: trained[k] for k in COST_KEYS})
+        day = time.strftime("%Y-%m-%d")
+        record["cost_measured_by"] = (
+            f"a second training of the same cell on {day} (its dev reproduced: {dev:.4f})"
+        )
+        self.store.save(cell.key)
+        print(f"    cost: {trained['train_seconds']:.0f} s, dev {dev:.4f} reproduced", flush=True)
+
     def stored(self, key: str) -> dict[str, Any] | None:
         """The stored record of ``key``, its teacher checked (:func:`check_teacher`)."""
         record = self.store.cells.get(key)
@@ -331,6 +414,8 @@ class Search:
         return record
 
     def dev_score(self, cell: Cell) -> float:
+        if self.args.measure_cost:
+            self.measure_cost(cell)
         if "dev" not in (self.stored(cell.key) or {}):
             encoder = self.encoder_of(cell)
             record = self.store.cells.setdefault(cell.key, describe(cell))
@@ -555,6 +640,9 @@ def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
 
 
 COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
+#: ``--measure-cost``: how far a second training's dev score may be from the stored one (CPU
+#: runs repeat exactly per seed; the store keeps four decimals)
+DEV_REPRODUCED = 1e-3
 TEACHER_COST_FILE = "sts_teacher_cost.json"  # written by quality_teacher.py
 
 
@@ -1007,12 +1095,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="train and score the grid on dev only; select and test in a later run",
     )
+    parser.add_argument(
+        "--measure-cost",
+        action="store_true",
+        help="train again (into a scratch folder) the run's stored cells that lack the cost "
+        "columns; copy the cost into their record when the dev score reproduces",
+    )
     args = common.apply_mode(parser.parse_args(argv), MODES)  # smoke or full
     args.methods = args.methods or (SMOKE_METHODS if args.smoke else ["ours-cosine_mse"])
     args.select_seeds = args.select_seeds or args.seeds[:1]
     if not set(args.select_seeds) <= set(args.seeds):
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
+    first_stage(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
     distill = [m for m in args.methods if m in DISTILL_METHODS]
     if distill and "teacher_model" not in dict(args.settings):
         parser.error(f"{', '.join(distill)} distil a teacher: add --set teacher_model=…")

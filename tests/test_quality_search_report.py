@@ -143,3 +143,43 @@ def test_every_lever_names_recipes_the_search_can_train() -> None:
             method = variant.partition(" [")[0]
             assert method in search.SEARCH_METHODS, key
             assert epochs.startswith("epochs ") and lr.startswith("lr "), key
+
+
+def test_two_stages_train_the_first_loss_then_the_row_from_its_saved_weights(
+    tmp_path: Path,
+) -> None:
+    """Pcc-tuning's schedule in the search: the first stage for its own epochs, saved; the
+    second from that folder for the recipe's epochs; the steps of both counted."""
+    calls = []
+
+    class Trained:
+        def __init__(self, steps: int) -> None:
+            self.trained_steps = steps
+
+        def save_pretrained(self, folder: str) -> None:
+            (Path(folder) / "saved").write_text("stage 1")
+
+    def first(recipe, seed, data):
+        calls.append(("first", recipe.model, recipe.epochs, seed, data))
+        return Trained(10)
+
+    def second(recipe, seed, data):
+        calls.append(("second", Path(recipe.model, "saved").read_text(), recipe.epochs, seed))
+        return Trained(20)
+
+    base = search.quality.Recipe("base-model", 4e-5, "mean", 16, 2.0, -1, None)
+    encoder = search.two_stages(first, 1.0, second, base, 3, "pairs")
+    assert calls == [("first", "base-model", 1.0, 3, "pairs"), ("second", "stage 1", 2.0, 3)]
+    assert encoder.trained_steps == 30
+
+
+def test_a_first_stage_needs_its_loss_and_epochs() -> None:
+    values = {"stage1_loss": "cosine_mse", "stage1_epochs": 1, "teacher_weight": 1}
+    assert search.first_stage(values) == ({"loss": "cosine_mse"}, 1.0)
+    assert values == {"teacher_weight": 1}  # the stage's keys are no config fields
+    assert search.first_stage({"loss_weights": {}}) is None
+    for half in ({"stage1_loss": "cosine_mse"}, {"stage1_epochs": 1}):
+        with pytest.raises(search.common.BenchmarkError, match="needs both"):
+            search.first_stage(dict(half))
+    with pytest.raises(search.common.BenchmarkError, match="epochs > 0"):
+        search.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
