@@ -907,6 +907,12 @@ LEVERS = (
         _key("ours-pcc_pearson", 2, **_NOW, weight_averaging="uniform"),
         _PICK,
     ),
+    Lever(
+        "Pcc-tuning's two stages (1 epoch of cosine MSE, then 1 of the Pearson loss) instead "
+        "of 2 epochs of the Pearson loss, same teacher pairs",
+        _key("ours-pcc_pearson", 1, **_NOW, stage1_epochs="1", stage1_loss="cosine_mse"),
+        _PICK,
+    ),
     Lever("the teacher (w 1, one neighbour pair)", _PICK, _key("ours-pcc_pearson", 2)),
     Lever(
         "Pearson loss instead of cosine MSE, no teacher",

@@ -13,7 +13,7 @@ of every recipe that uses the teacher.
 Command (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
     uv run python benchmarks/quality_teacher.py --model all-mpnet-base-v2 --epochs 1 \\
-        --learning-rate 2e-5 --output "$STS_MODELS_DIR/mpnet-sts-teacher" --threads 1
+        --learning-rate 2e-5 --output "$STS_MODELS_DIR/mpnet-sts-teacher" --threads 2
     uv run python benchmarks/quality_teacher.py --model all-MiniLM-L6-v2 --smoke \
         --output /tmp/teacher  # CI
 """

@@ -1,12 +1,13 @@
 """The quality search's cost columns and headline, from made-up cells (no training): the
 seconds of a recipe are its teacher's recorded training once plus each model's training; a
 soup of n seeds costs n models; the headline's margins are against every peer row and the
-strongest one."""
+strongest one; the two stages and `--measure-cost` with training replaced."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from benchmark_support import load_benchmark_script
@@ -183,3 +184,40 @@ def test_a_first_stage_needs_its_loss_and_epochs() -> None:
             search.first_stage(dict(half))
     with pytest.raises(search.common.BenchmarkError, match="epochs > 0"):
         search.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
+
+
+def measuring_search(tmp_path: Path, stored_dev: float, new_dev: float):
+    """A search whose store holds one cell without cost (dev ``stored_dev``) and whose second
+    training of it scores ``new_dev`` (no model: training, loading and scoring replaced)."""
+    cell = search.Cell("ours-a", (), 1.0, 4e-5, 0)
+    store = search.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    store.cells[cell.key] = {**search.describe(cell), "dev": stored_dev}
+    store.save(cell.key)
+    measuring = search.Search.__new__(search.Search)
+    measuring.args, measuring.store = SimpleNamespace(measure_cost=True), store
+    cost = {"train_seconds": 12.5, "steps": 338, "peak_rss_mb": 1700.0}
+    measuring.train_into = lambda cell, path: {**cost, "teacher": None}
+    measuring.load = lambda cell, path: "a model"
+    measuring.scorer = SimpleNamespace(dev_spearman=lambda encoder: new_dev)
+    return measuring, cell, cost
+
+
+def test_measure_cost_copies_the_cost_of_a_cell_whose_dev_reproduces(tmp_path: Path) -> None:
+    measuring, cell, cost = measuring_search(tmp_path, 88.2330, 88.2330)
+    assert measuring.dev_score(cell) == 88.2330
+    record = json.loads((tmp_path / "cells.json").read_text("utf-8"))["cells"][cell.key]
+    assert {k: record[k] for k in cost} == cost
+    assert record["cost_measured_by"].endswith("(its dev reproduced: 88.2330)")
+    measuring.train_into = None  # measured: a second call trains nothing
+    assert measuring.dev_score(cell) == 88.2330
+
+
+def test_measure_cost_refuses_a_cell_whose_dev_differs(tmp_path: Path) -> None:
+    measuring, cell, _ = measuring_search(tmp_path, 88.2330, 88.2350)
+    with pytest.raises(search.common.BenchmarkError) as error:
+        measuring.dev_score(cell)
+    assert f"cell {cell.key!r} trained again for its cost scores dev 88.2350, not its " in str(
+        error.value
+    )
+    record = json.loads((tmp_path / "cells.json").read_text("utf-8"))["cells"][cell.key]
+    assert "steps" not in record and "cost_measured_by" not in record
