@@ -627,6 +627,7 @@ def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
             {
                 **{k: record[k] for k in ("method", "variant", "epochs", "learning_rate")},
                 "settings": record.get("settings", {}),
+                "teacher_id": record.get("teacher_id"),
                 "dev": {},
                 "test": {},
                 "cost": {},
@@ -680,6 +681,17 @@ def cost_cells(recipe: dict, models: int = 1) -> list[str]:
         f"{max(steps):,}" if steps else "–",
         f"{max(memory):,.0f}" if memory else "–",
     ]
+
+
+def split_unidentified(recipes: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The recipes without a teacher or with an identified one (``teacher_id``), and those
+    trained with a teacher before cells recorded its id: their teacher's weights cannot be
+    checked or trained with again, so neither can their cost."""
+    known, unidentified = {}, {}
+    for name, recipe in recipes.items():
+        lost = recipe["settings"].get("teacher_model") and not recipe.get("teacher_id")
+        (unidentified if lost else known)[name] = recipe
+    return known, unidentified
 
 
 def selected_recipes(recipes: dict[str, dict], selection_seeds: list[int]) -> dict[str, dict]:
@@ -888,7 +900,7 @@ def _key(method: str, epochs: int, **settings: str) -> str:
 
 
 _NOW = {"teacher_model": "mpnet-sts-teacher", "teacher_weight": "1", "teacher_neighbours": "1"}
-_V1 = {"teacher_model": "mpnet-sts-teacher-v1", "teacher_weight": "0.5"}
+_HALF = {"teacher_model": "mpnet-sts-teacher", "teacher_weight": "0.5"}
 _PICK = _key("ours-pcc_pearson", 2, **_NOW)
 LEVERS = (
     Lever("soup of the three seeds", _PICK, _PICK, soup=True),
@@ -920,9 +932,9 @@ LEVERS = (
         _key("ours-cosine_mse", 2),
     ),
     Lever(
-        "one neighbour pair per sentence (first teacher, cosine MSE, w 0.5)",
-        _key("ours-cosine_mse", 1, **_V1, teacher_neighbours="1"),
-        _key("ours-cosine_mse", 1, **_V1),
+        "one neighbour pair per sentence (cosine MSE, teacher w 0.5)",
+        _key("ours-cosine_mse", 1, **_HALF, teacher_neighbours="1"),
+        _key("ours-cosine_mse", 1, **_HALF),
     ),
     Lever(
         "Pearson added to cosine MSE (loss_weights pearson 0.5), no teacher",
@@ -1009,8 +1021,11 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
     recipes = recipe_rows(cells)
     best = selected_recipes(recipes, args.select_seeds)
     soups = {k.split(" | ", 1)[1]: r for k, r in cells.items() if "soup_of" in r}
-    tested = {variant: recipe for variant, recipe in best.items() if recipe["test"]}
+    tested, unidentified = split_unidentified(
+        {variant: recipe for variant, recipe in best.items() if recipe["test"]}
+    )
     header, rows = summary_table(tested, soups)
+    old_header, old_rows = summary_table(unidentified, soups)
     dev_only = {variant: recipe for variant, recipe in best.items() if not recipe["test"]}
     dev_header, dev_rows = summary_table(dev_only, {})
     grid_header, grid_rows = grid_table(recipes)
@@ -1036,6 +1051,7 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         "",
         common.markdown_table(header, rows),
         "",
+        *_unidentified_lines(old_header, old_rows),
         "Searched on dev only (`--grid-only`; no test score yet, so not in the headline):",
         "",
         common.markdown_table(dev_header[:4] + dev_header[-3:], [r[:4] + r[-3:] for r in dev_rows]),
@@ -1060,6 +1076,18 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         common.markdown_table(grid_header, grid_rows),
     ]
     return "\n".join(lines)
+
+
+def _unidentified_lines(header: list, rows: list) -> list[str]:
+    if not rows:
+        return []
+    return [
+        "Trained with a teacher before the cells recorded its weights' id and the cost (its "
+        "folder is gone; no peer row had it, so not candidates; no cost can be measured):",
+        "",
+        common.markdown_table(header[:-3], [row[:-3] for row in rows]),
+        "",
+    ]
 
 
 # ----------------------------------------------------------------------------- entry

@@ -221,3 +221,21 @@ def test_measure_cost_refuses_a_cell_whose_dev_differs(tmp_path: Path) -> None:
     )
     record = json.loads((tmp_path / "cells.json").read_text("utf-8"))["cells"][cell.key]
     assert "steps" not in record and "cost_measured_by" not in record
+
+
+def test_rows_of_a_teacher_recorded_without_its_id_get_a_table_of_their_own() -> None:
+    def record(variant: str, **extra: object) -> dict:
+        settings = {"teacher_model": variant[8:-1]} if "[" in variant else {}
+        return {"method": "ours-a", "variant": variant, "settings": settings, "epochs": 1.0,
+                "learning_rate": 4e-5, "seed": 0, "dev": 88.0, **extra}  # fmt: skip
+
+    cells = {
+        "ours-a | epochs 1 | lr 4e-05 | seed 0": record("ours-a"),
+        "ours-a [now] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [now]", teacher_id="3be2"),
+        "ours-a [gone] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [gone]"),
+    }
+    recipes = search.recipe_rows(cells)
+    assert recipes["ours-a [now] | epochs 1 | lr 4e-05"]["settings"] == {"teacher_model": "now"}
+    known, unidentified = search.split_unidentified(recipes)
+    assert sorted(known) == ["ours-a [now] | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05"]
+    assert sorted(unidentified) == ["ours-a [gone] | epochs 1 | lr 4e-05"]
