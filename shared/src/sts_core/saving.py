@@ -2,12 +2,16 @@
 
 Every folder this library writes (the final model, each checkpoint) is first written to a
 staging folder and then moved into place; the last file written is the save marker
-``sts_save_complete.json``, which lists every file of the save with its size. A loader
-checks the marker before reading anything (:func:`check_complete_save`): a save that was
-interrupted (a kill, a full disk) or a folder whose files were changed afterwards is
-refused with an error naming the folder and what is missing, never loaded as a model.
+``sts_save_complete.json``, which lists every file of the save with its size and a content
+hash (xxh3-128). A loader checks the marker before reading anything
+(:func:`check_complete_save`): a save that was interrupted (a kill, a full disk), a folder
+whose files were changed afterwards (even in place, at the same size) or a staging folder
+is refused with an error naming the folder and the file, never loaded as a model. A save
+that fails while writing (a full disk, a file-size limit) raises :class:`SaveError` naming
+the folder and the cause, with nothing published.
 
-Only the standard library is imported here (``sts-eval``'s cold start).
+Only the standard library is imported here (``sts-eval``'s cold start; ``xxhash``, a
+dependency, when a file is hashed).
 """
 
 from __future__ import annotations
@@ -29,10 +33,59 @@ ENCODER_CONFIG_NAME = "sts_encoder_config.json"
 
 
 UNCHECKED_FILES = frozenset({"README.md"})
+# the content hash the marker records of each file (markers without hashes: sizes only)
+CONTENT_HASH = "xxh3_128"
+HASH_CHUNK = 16 << 20  # bytes read at a time: no whole file in memory
+# what torch and safetensors say when a write fails (a full disk, a file-size limit)
+WRITE_FAILURE_TEXTS = (
+    "unexpected pos",
+    "PytorchStreamWriter failed",
+    "file write failed",
+    "I/O error",
+    "(os error ",
+)
 
 
 class IncompleteSaveError(OSError):
     """A folder written by this library whose save did not complete (or was altered)."""
+
+
+class SaveError(OSError):
+    """A save that failed while writing (a full disk, a file-size limit): nothing of it was
+    published. The message names the folder and the cause."""
+
+
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """The :data:`CONTENT_HASH` of the file at ``path``, read in chunks. A file already
+    hashed by this process and unchanged since (same inode, size, mtime and ctime) is not
+    read again: a load that checks a folder twice hashes it once."""
+    status = path.stat()
+    key = (
+        str(path.resolve()),
+        status.st_dev,
+        status.st_ino,
+        status.st_size,
+        status.st_mtime_ns,
+        status.st_ctime_ns,
+    )
+    if key not in _DIGESTS:
+        import xxhash
+
+        digest = xxhash.xxh3_128()
+        with path.open("rb") as handle:
+            while chunk := handle.read(HASH_CHUNK):
+                digest.update(chunk)
+        _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
+
+
+def content_hashes(folder: Path, names: Iterable[str]) -> dict[str, str]:
+    """Relative path → content hash of the files ``names`` under ``folder`` (the model card,
+    which may be edited, left out)."""
+    return {name: file_digest(folder / name) for name in names if name not in UNCHECKED_FILES}
 
 
 def _umask() -> int:
@@ -90,6 +143,8 @@ def write_save_marker(
         **info,
     }
     content["files"] = list_files(folder, names)
+    content["content_hash"] = CONTENT_HASH
+    content["hashes"] = content_hashes(folder, content["files"])
     write_json_atomic(folder / SAVE_MARKER, content)
 
 
@@ -102,6 +157,8 @@ def add_training_files(folder: str | os.PathLike, **info: Any) -> None:
     every = list_files(folder)
     content.update(info)
     content["training_files"] = {k: v for k, v in every.items() if k not in content["files"]}
+    if "hashes" in content:
+        content["hashes"].update(content_hashes(folder, content["training_files"]))
     write_json_atomic(folder / SAVE_MARKER, content)
 
 
@@ -134,13 +191,15 @@ def check_complete_save(
 ) -> None:
     """Raise :class:`IncompleteSaveError` unless ``folder`` holds a complete save.
 
-    A folder that does not come from this library's atomic save (a transformers or
-    sentence-transformers folder) passes unless ``required``. Otherwise the marker must
-    exist and every model file it lists must be there with its recorded size; with
-    ``training`` (resuming) the training-state files too. The model card (README.md) may
-    be edited freely.
+    A staging folder (``.sts-partial-…``, ``.sts-staging/…``) is refused. A folder that
+    does not come from this library's atomic save (a transformers or sentence-transformers
+    folder) passes unless ``required``. Otherwise the marker must exist and every model
+    file it lists must be there with its recorded size and content hash (a marker written
+    before hashes were recorded: sizes only); with ``training`` (resuming) the
+    training-state files too. The model card (README.md) may be edited freely.
     """
     folder = Path(folder)
+    check_not_staging(folder)
     if not expects_marker(folder) and not required:
         return
     marker = read_save_marker(folder)
@@ -153,25 +212,74 @@ def check_complete_save(
     listed = dict(marker.get("files", {}))
     if training:
         listed.update(marker.get("training_files", {}))
-    problems = []
-    for name, size in listed.items():
-        if name in UNCHECKED_FILES:
-            continue
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != size:
-            problems.append(f"{name} has {path.stat().st_size} bytes, the save wrote {size}")
+    listed = {name: size for name, size in listed.items() if name not in UNCHECKED_FILES}
+    problems = _size_problems(folder, listed)
     if problems:
         raise IncompleteSaveError(
             f"{folder}: not the folder that was saved: {'; '.join(problems[:5])}"
             + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
         )
+    _check_hashes(folder, marker, listed)
 
 
-def _last_complete_hint(folder: Path) -> str:
-    """Where to resume from: the newest complete checkpoint beside or inside ``folder``."""
-    candidates = checkpoints(folder) + checkpoints(folder.parent)
+def _size_problems(folder: Path, listed: dict[str, int]) -> list[str]:
+    """Each listed file that is missing or of another size than the save wrote."""
+    problems = []
+    for name, size in listed.items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif path.stat().st_size != size:
+            problems.append(f"{name} has {path.stat().st_size} bytes, the save wrote {size}")
+    return problems
+
+
+def _check_hashes(folder: Path, marker: dict[str, Any], listed: dict[str, int]) -> None:
+    """IncompleteSaveError naming the first listed file whose content hash is not the one
+    the marker records (nothing to check in a marker without hashes)."""
+    hashes = marker.get("hashes")
+    if hashes is None:
+        return
+    algorithm = marker.get("content_hash")
+    if algorithm != CONTENT_HASH:
+        raise IncompleteSaveError(
+            f"{folder}: {SAVE_MARKER} records content hashes of kind {algorithm!r}; this "
+            f"version of sts-core checks {CONTENT_HASH!r} (a newer sts-core wrote it?)"
+        )
+    for name in listed:
+        if name not in hashes:
+            raise IncompleteSaveError(f"{folder}: {SAVE_MARKER} has no content hash of {name}")
+        found = file_digest(folder / name)
+        if found != hashes[name]:
+            raise IncompleteSaveError(
+                f"{folder}: {name} does not match its save (content hash {found}, the save "
+                f"wrote {hashes[name]}): the file was changed after the save (damaged on "
+                "disk, or written over in place): save or copy the model again"
+            )
+
+
+def check_not_staging(folder: Path) -> None:
+    """IncompleteSaveError when ``folder`` is (inside) the staging folder of a save: where
+    a save writes before it is published, half-written when its run was killed."""
+    parts = Path(os.path.abspath(folder)).parts
+    for index, part in enumerate(parts):
+        if part.startswith(PARTIAL_PREFIX) or part == STAGING_DIR:
+            target = Path(*parts[:index])
+            instead = (
+                f"load {target}, whose save completed"
+                if part.startswith(PARTIAL_PREFIX) and (target / SAVE_MARKER).is_file()
+                else "load a complete save" + _last_complete_hint(target, inside_only=True)
+            )
+            raise IncompleteSaveError(
+                f"{folder}: the staging folder of an interrupted save ({part} is where a save "
+                f"into {target} writes before it is published), not a saved model: {instead}"
+            )
+
+
+def _last_complete_hint(folder: Path, inside_only: bool = False) -> str:
+    """Where to resume from: the newest complete checkpoint inside ``folder`` or (unless
+    ``inside_only``) beside it."""
+    candidates = checkpoints(folder) + ([] if inside_only else checkpoints(folder.parent))
     complete = [c for c in candidates if c != folder and (c / SAVE_MARKER).is_file()]
     complete.sort(key=lambda p: int(p.name[11:]))
     return f"; the last complete checkpoint is {complete[-1]}" if complete else ""
@@ -198,34 +306,104 @@ def staged_contents(target: str | os.PathLike, replaces: Iterable[str] = ()) -> 
     The old marker goes first, then the encoder config (which declares the marker), then
     every other entry; then the files of the previous save that this one does not write
     (and the entries ``replaces``, for folders saved before markers existed) are removed.
-    A folder interrupted at any point has no marker and is refused by loaders.
+    A folder interrupted at any point has no marker and is refused by loaders. A write that
+    fails (a full disk, a file-size limit) raises :class:`SaveError`: the staging folder is
+    removed and nothing is published (the previous save, if any, is unchanged).
     """
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     staging = target / f"{PARTIAL_PREFIX}-{os.getpid()}"
-    remove_path(staging)
+    for leftover in [staging, *target.glob(f"{staging.name}-*")]:  # this process' earlier
+        remove_path(leftover)  # interrupted save: its staging folder, a marker not in place
     staging.mkdir()
     try:
-        yield staging
+        with named_save_failure(
+            target, "nothing of it was published (an earlier save there is unchanged)"
+        ):
+            yield staging
         previous = read_save_marker(target) if (target / SAVE_MARKER).is_file() else None
-        (target / SAVE_MARKER).unlink(missing_ok=True)
-        entries = sorted(staging.iterdir(), key=lambda p: p.name != ENCODER_CONFIG_NAME)
-        for entry in entries:
-            _publish_mode(entry)
-            remove_path(target / entry.name)
-            os.replace(entry, target / entry.name)
-        written = {p.name for p in entries}
-        stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
-        for name in stale.union(replaces) - written:
-            remove_path(target / name)
-        write_save_marker(target, written)
+        with named_save_failure(target, "the folder holds no complete save"):
+            _publish_entries(staging, target, previous, replaces)
     finally:
         remove_path(staging)
 
 
+def _publish_entries(
+    staging: Path, target: Path, previous: dict[str, Any] | None, replaces: Iterable[str]
+) -> None:
+    """Move the entries of ``staging`` into ``target`` (:func:`staged_contents`)."""
+    remove_path(target / SAVE_MARKER)
+    entries = sorted(staging.iterdir(), key=lambda p: p.name != ENCODER_CONFIG_NAME)
+    for entry in entries:
+        _publish_mode(entry)
+        remove_path(target / entry.name)
+        os.replace(entry, target / entry.name)
+    written = {p.name for p in entries}
+    stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
+    for name in stale.union(replaces) - written:
+        remove_path(target / name)
+    write_save_marker(target, written)
+
+
+def is_write_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a file system's refusal to write: an OSError (a full disk, a
+    file-size limit, no permission), or torch's or safetensors' words for one."""
+    if isinstance(error, OSError):
+        return True
+    return isinstance(error, Exception) and any(t in str(error) for t in WRITE_FAILURE_TEXTS)
+
+
+@contextmanager
+def named_save_failure(folder: Path, outcome: str, staging: Path | None = None) -> Iterator[None]:
+    """Turn a write failure inside the block into one :class:`SaveError` naming ``folder``,
+    the cause and ``outcome`` (what was left), after removing ``staging`` (the folder the
+    save was writing); other errors pass unchanged."""
+    try:
+        yield
+    except Exception as error:
+        if not is_write_failure(error):
+            raise
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise save_failure(folder, error, outcome) from error
+
+
+def save_failure(folder: Path, error: BaseException, outcome: str) -> SaveError:
+    """``<folder>: the save failed (<cause>; N GB free on its disk): <outcome>``; the cause
+    of a :class:`SaveError` of a save inside ``folder`` is kept, not named twice."""
+    cause = getattr(error, "sts_cause", None) or _cause(error)
+    existing = next((p for p in [folder, *folder.parents] if p.is_dir()), None)
+    try:
+        free = f"; {shutil.disk_usage(existing).free / 1e9:.1f} GB free on its disk"
+    except (OSError, TypeError):
+        free = ""
+    failure = SaveError(f"{folder}: the save failed ({cause}{free}): {outcome}")
+    failure.sts_cause = cause
+    return failure
+
+
+def _cause(error: BaseException) -> str:
+    """Why a write failed, in one line: the system's words (and the file), else torch's or
+    safetensors' with what they mean when they do not say it."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, OSError) or "(os error " in text:
+        return text
+    return f"{text}: a full disk or a file-size limit"
+
+
 def publish_folder(staging: Path, target: Path) -> None:
-    """Rename a completely written folder into place, replacing an older one."""
-    if target.exists():
-        remove_path(target)
+    """Rename a completely written folder into place. An older folder there is renamed
+    aside first and removed after: ``target`` is at every moment the old complete folder,
+    the new one, or absent — never a mix of the two."""
     _publish_mode(staging)
+    if not (target.exists() or target.is_symlink()):
+        os.replace(staging, target)
+        return
+    replaced = staging.with_name(f"{staging.name}.replaced")
+    remove_path(replaced)
+    os.replace(target, replaced)
     os.replace(staging, target)
+    remove_path(replaced)

@@ -7,9 +7,12 @@ seeds. The result is one model of the same size, saved like any trained model::
 
     sts-soup runs/seed0 runs/seed1 runs/seed2 --output runs/soup
 
-Every input is checked before any weights are averaged: each is a complete saved model,
+Every input is checked before any weights are averaged: each is a complete saved model
+(its files as the save wrote them), the runs' tokenizers map every token to the same id,
 the runs agree on pooling, prompt, length and normalisation, and the output is a new or
-empty folder (``--overwrite`` replaces a model saved there). The weights must match key
+empty folder (``--overwrite`` replaces a model sts-core saved there, and removes the
+earlier model's results: ``metrics.json``, ``sts_results.json/.md``) that holds none of
+the models. The weights must match key
 for key and shape for shape, and are averaged as
 :func:`sts_core.training.averaging.average_state_dicts` does (float tensors in float32,
 integer buffers equal), one model at a time into a running float32 sum.
@@ -27,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from sts_core.cli import fail
+from sts_core.saving import expects_marker
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
 SOUP_RECORD_NAME = "sts_soup.json"
@@ -69,13 +74,90 @@ def check_inputs(models: Sequence[str], output: str, overwrite: bool) -> list[st
     target = Path(output).expanduser()
     if target.resolve() in resolved:
         raise ValueError(f"--output {target} is one of the models: write the soup elsewhere")
+    check_models_outside(target, locations)
     if target.exists() and not target.is_dir():
         raise NotADirectoryError(f"--output {target} is a file, not a folder")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
         raise FileExistsError(
             f"--output {target} is not empty: choose a new folder or pass --overwrite"
         )
+    if target.is_dir() and any(target.iterdir()) and not expects_marker(target):
+        raise FileExistsError(
+            f"--output {target} holds files that are not a model saved by sts-core "
+            f"({', '.join(sorted(p.name for p in target.iterdir())[:4])}): --overwrite "
+            "replaces a saved model only; choose a new folder"
+        )
     return locations
+
+
+def check_models_outside(target: Path, locations: Sequence[str]) -> None:
+    """ValueError when a local model folder lies inside ``target`` (the soup's output,
+    whose files ``--overwrite`` replaces), naming both."""
+    output = {Path(os.path.abspath(target)), target.resolve()}
+    for location in locations:
+        path = Path(location).expanduser()
+        if not path.exists():
+            continue  # a hub id
+        forms = {Path(os.path.abspath(path)), path.resolve()}
+        if any(folder in form.parents for form in forms for folder in output):
+            raise ValueError(
+                f"--output {target} holds the model {location}: a soup saved there would "
+                "replace files beside it; write the soup elsewhere (nothing was removed)"
+            )
+
+
+def check_tokenizers(locations: Sequence[str]) -> None:
+    """ValueError naming both folders when a model's tokenizer maps a token to another id
+    than the first model's (the same vocabulary size is not enough: averaged embedding rows
+    would mix other words). Only the tokenizers are loaded."""
+    from transformers import AutoTokenizer
+
+    vocabularies = {}
+    for location in locations:
+        try:
+            vocabularies[location] = AutoTokenizer.from_pretrained(location).get_vocab()
+        except Exception as error:  # noqa: BLE001 - a tokenizer that cannot be read, named
+            raise OSError(f"{location}: could not load its tokenizer: {error}") from error
+    for location in locations[1:]:
+        check_vocabulary(vocabularies[locations[0]], locations[0], vocabularies[location], location)
+
+
+def check_vocabulary(
+    reference: Mapping[str, int],
+    reference_location: str,
+    vocabulary: Mapping[str, int],
+    location: str,
+) -> None:
+    """ValueError naming both models when ``vocabulary`` (token → id) is not
+    ``reference``'s."""
+    difference = _vocabulary_difference(reference, vocabulary)
+    if difference:
+        raise ValueError(
+            f"{location}: its tokenizer differs from {reference_location}'s ({difference}): a "
+            "soup averages runs of one base model and tokenizer"
+        )
+
+
+def _vocabulary_difference(reference: Mapping[str, int], other: Mapping[str, int]) -> str:
+    """The first difference between two token → id mappings, in words ("" when equal)."""
+    if reference == other:
+        return ""
+    for token, index in sorted(reference.items(), key=lambda item: item[1]):
+        if other.get(token) != index:
+            found = "no id" if token not in other else f"id {other[token]}"
+            return f"token {token!r} has {found}, the first model's has id {index}"
+    token = min(set(other) - set(reference))
+    return f"token {token!r} has id {other[token]}, the first model has no such token"
+
+
+def remove_earlier_results(output: Path) -> None:
+    """Remove the results of the model saved in ``output`` before (``--overwrite``), as a
+    training run does before it publishes its model: they would describe another model."""
+    from sts_core.saving import remove_path
+    from sts_core.training.run import RESULT_FILES
+
+    for name in RESULT_FILES:
+        remove_path(output / name)
 
 
 def lora_bases(locations: Sequence[str], base_model: str | None = None) -> dict[str, str]:
@@ -146,9 +228,12 @@ def soup(locations: Sequence[str], output: str, bases: Mapping[str, str] | None 
     for location in locations[1:]:
         encoder = load_model(location, bases.get(location))
         check_settings(first, locations[0], encoder, location)
+        vocabulary = encoder.tokenizer.get_vocab()
+        check_vocabulary(first.tokenizer.get_vocab(), locations[0], vocabulary, location)
         running.add(encoder.state_dict(), location)
         del encoder
     first.load_state_dict(running.average())
+    remove_earlier_results(Path(output))
     record = {
         "soup": "uniform",
         "models": [_absolute(location) for location in locations],
@@ -175,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         locations = check_inputs(args.models, args.output, args.overwrite)
         bases = lora_bases(locations, args.base_model)  # before any weights load
+        check_tokenizers(locations)
         folder = soup(locations, args.output, bases)
     except (OSError, ValueError) as error:
         return fail("sts-soup", error)
