@@ -206,13 +206,13 @@ def uniform_run(tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPath
 @pytest.mark.parametrize(
     ("saved_by", "settings", "expected"),
     [
-        ("straight", {"weight_averaging": "uniform"}, "trained with weight_averaging none"),
-        ("uniform", {"weight_averaging": "ema"}, "asks for weight_averaging ema"),
-        ("uniform", {"weight_averaging": "none"}, "asks for weight_averaging none"),
+        ("straight", {"weight_averaging": "uniform"}, "weight_averaging none → uniform;"),
+        ("uniform", {"weight_averaging": "ema"}, "weight_averaging uniform → ema;"),
+        ("uniform", {"weight_averaging": "none"}, "weight_averaging uniform → none;"),
         (
             "uniform",
             {"weight_averaging": "uniform", "weight_averaging_start": "0.25"},
-            "weight_averaging_start 0.25",
+            "weight_averaging_start 0.5 → 0.25;",
         ),
     ],
 )

@@ -14,10 +14,13 @@ The averaged weights replace the trained ones when training ends, so the saved m
 final evaluation and ``metrics.json`` are the average's. The update rules are torch's
 (``torch.optim.swa_utils``); the average is kept in float32 beside each parameter (one
 extra copy of the trainable weights: with LoRA, of the adapter only). Checkpoints carry
-it (``weight_average.pt``) and the settings it was made with (``weight_averaging.json``,
-also when averaging is off), so a resumed run averages exactly as an uninterrupted one, and
-a resume under other settings is refused before the weights load
-(:func:`check_resume_averaging`).
+it (``weight_average.pt``) and, with every other setting the result depends on, the
+settings it was made with (:func:`averaging_settings`, recorded by
+:mod:`sts_core.training.resume_settings`, also when averaging is off), so a resumed run
+averages exactly as an uninterrupted one, and a resume under other settings is refused
+before the weights load. Checkpoints written before that record hold only
+``weight_averaging.json`` (:func:`write_averaging_settings`), checked by
+:func:`check_resume_averaging`.
 Refused with ``load_best_model_at_end`` (the average, not a dev-selected checkpoint, is the
 final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across processes).
 
@@ -44,7 +47,8 @@ logger = logging.getLogger(__name__)
 
 AVERAGING_MODES = ("none", "uniform", "ema")
 WEIGHT_AVERAGE_NAME = "weight_average.pt"
-AVERAGING_SETTINGS_NAME = "weight_averaging.json"  # in every checkpoint, averaging or not
+# the record of checkpoints written before sts_run_settings.json (resume_settings)
+AVERAGING_SETTINGS_NAME = "weight_averaging.json"
 
 
 def check_weight_averaging(config: Any) -> None:
@@ -80,7 +84,9 @@ def averaging_settings(config: Any) -> dict[str, Any]:
 
 
 def write_averaging_settings(folder: Path, config: Any) -> None:
-    """Record the run's averaging settings in a checkpoint (averaging on or off)."""
+    """Record the run's averaging settings as a checkpoint written before
+    ``sts_run_settings.json`` did (``weight_averaging.json``; the tests make such
+    checkpoints with it)."""
     text = json.dumps(averaging_settings(config), sort_keys=True)
     (Path(folder) / AVERAGING_SETTINGS_NAME).write_text(text, encoding="utf-8")
 
@@ -96,10 +102,13 @@ def checkpoint_averaging_settings(folder: Path) -> dict[str, Any] | None:
 
 def check_resume_averaging(config: Any) -> None:
     """ValueError, before any weights load, when ``resume_from_checkpoint`` names a
-    checkpoint saved under other ``weight_averaging`` settings: turning averaging on (the
-    snapshots before the checkpoint are missing), switching ``uniform`` ↔ ``ema``, moving
-    its start or period, or turning it off (the checkpoint's average would be dropped)
-    would give neither the checkpoint's run nor an uninterrupted run of this recipe."""
+    checkpoint written before ``sts_run_settings.json`` existed (its averaging settings in
+    ``weight_averaging.json``, or none) saved under other ``weight_averaging`` settings
+    (newer checkpoints: :func:`~sts_core.training.resume_settings.check_resume_settings`):
+    turning averaging on (the snapshots before the checkpoint are missing), switching
+    ``uniform`` ↔ ``ema``, moving its start or period, or turning it off (the checkpoint's
+    average would be dropped) would give neither the checkpoint's run nor an uninterrupted
+    run of this recipe."""
     checkpoint = config.resume_from_checkpoint
     if not checkpoint or not Path(checkpoint).is_dir():
         return

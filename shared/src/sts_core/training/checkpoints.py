@@ -4,13 +4,21 @@ best model reloaded through ``SentenceEncoder.load_weights``.
 A checkpoint is written into ``<output_dir>/.sts-staging/checkpoint-N``, marked complete,
 then renamed into place; besides the Trainer's files it holds the epoch's batches, the
 weight average and the sum of the losses so far, so a resumed run sees the batches, the
-average and the ``train_loss`` the uninterrupted run would have.
+average and the ``train_loss`` the uninterrupted run would have, and the settings it was
+trained under (:mod:`.resume_settings`).
+
+A resume reads the pickled training state (RNG, optimizer, scheduler, scaler, weight
+average) only through torch's safe loader; a file it refuses (code or objects other than
+tensors and plain values: an untrusted or altered file) stops the resume before anything
+of the checkpoint is loaded, naming the file (:func:`check_trusted_state_files`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +26,16 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from sts_core.saving import STAGING_DIR, add_training_files, publish_folder, remove_path
-from sts_core.training.averaging import write_averaging_settings
+from sts_core.saving import (
+    STAGING_DIR,
+    add_training_files,
+    named_save_failure,
+    publish_folder,
+    remove_path,
+)
+from sts_core.training.averaging import WEIGHT_AVERAGE_NAME
+from sts_core.training.parser import ConfigError
+from sts_core.training.resume_settings import recipe_settings, write_run_settings
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +46,49 @@ EPOCH_BATCHES_NAME = "epoch_batches.json"
 # the sum of the training losses up to a checkpoint, so a resumed run's train_loss is the
 # whole run's mean (the Trainer's own counts only the steps since the resume)
 LOSS_TOTAL_NAME = "sts_loss_total.json"
+# the files of a checkpoint that torch unpickles on a resume (transformers' names; the RNG
+# file of each process under a launch)
+PICKLED_STATE_PATTERNS = (
+    "rng_state.pth",
+    "rng_state_*.pth",
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    WEIGHT_AVERAGE_NAME,
+)
+
+
+def check_trusted_state_files(folder: str | Path) -> None:
+    """ConfigError naming the first pickled training-state file of the checkpoint
+    ``folder`` that torch's safe loader (``weights_only``) refuses or cannot read. Large
+    files are memory-mapped: their tensors are not read."""
+    folder = Path(folder)
+    for pattern in PICKLED_STATE_PATTERNS:
+        for path in sorted(folder.glob(pattern)):
+            _check_trusted(path)
+
+
+def _check_trusted(path: Path) -> None:
+    """Load ``path`` as the Trainer does (the safe loader with its numpy allowlist for the
+    RNG state); ConfigError when that fails."""
+    from transformers.trainer_pt_utils import safe_globals
+
+    try:
+        with safe_globals():
+            torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except pickle.UnpicklingError as error:
+        raise ConfigError(
+            f"resume_from_checkpoint: {path} is untrusted: torch's safe loader refuses it (it "
+            "holds code or objects other than tensors and plain values, which this library "
+            "never writes); nothing of it was run or loaded: resume from a checkpoint you "
+            "trust, or start a new run"
+        ) from error
+    except (RuntimeError, EOFError, ValueError, OSError) as error:
+        raise ConfigError(
+            f"resume_from_checkpoint: {path} cannot be loaded by torch's safe loader "
+            f"({type(error).__name__}: not a torch state file, or damaged): resume from "
+            "another checkpoint, or start a new run"
+        ) from error
 
 
 class Checkpoints(Trainer):
@@ -86,6 +145,7 @@ class Checkpoints(Trainer):
         folder = get_last_checkpoint(self.args.output_dir) if checkpoint is True else checkpoint
         if not folder:
             return
+        check_trusted_state_files(folder)
         path = Path(folder) / EPOCH_BATCHES_NAME
         if path.is_file():
             saved = json.loads(path.read_text(encoding="utf-8"))
@@ -97,7 +157,26 @@ class Checkpoints(Trainer):
             saved = json.loads(total.read_text(encoding="utf-8"))
             self._loss_sum_before_resume = float(saved["loss_sum"])
 
+    def _settings_record(self) -> dict[str, Any]:
+        """What each checkpoint records of the settings (:mod:`.resume_settings`): the
+        run's, set by :class:`~sts_core.training.run.TrainingRun` when it checked them
+        (``run_settings``), else this Trainer's arguments'."""
+        if getattr(self, "run_settings", None) is None:
+            self.run_settings = recipe_settings(self.args)
+        return self.run_settings
+
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """:meth:`_save_staged_checkpoint`; a write that fails (a full disk, a file-size
+        limit) is one :class:`~sts_core.saving.SaveError` naming the checkpoint and the
+        cause, its staging folder removed and nothing published."""
+        run_dir = Path(self._get_output_dir(trial=trial))
+        final = run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging = run_dir / STAGING_DIR if self.args.should_save else None
+        kept = "nothing of it was published; the earlier checkpoints are unchanged"
+        with named_save_failure(final, kept, staging):
+            self._save_staged_checkpoint(model, trial)
+
+    def _save_staged_checkpoint(self, model: Any, trial: Any) -> None:
         """Write the checkpoint (model, optimizer, scheduler, RNG, trainer state) into
         ``<output_dir>/.sts-staging/checkpoint-N``, mark it complete, then rename it into
         place: a run killed while saving never leaves a half-written ``checkpoint-N``."""
@@ -125,7 +204,7 @@ class Checkpoints(Trainer):
                 json.dumps({"global_step": self.state.global_step, "loss_sum": loss_sum}),
                 encoding="utf-8",
             )
-            write_averaging_settings(staged, self.args)
+            write_run_settings(staged, self._settings_record())
             if self._epoch_batches is not None:
                 epoch, batches = self._epoch_batches
                 (staged / EPOCH_BATCHES_NAME).write_text(

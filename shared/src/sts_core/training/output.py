@@ -6,6 +6,12 @@
 - A lock file (``.sts-run.lock``, an OS file lock released when the process ends, even
   when killed) refuses a second run into the same folder while the first is running.
 - ``resume_from_checkpoint`` must name a complete checkpoint (see :mod:`sts_core.saving`).
+- No input of the run lies in what it would delete or write over (:func:`check_inputs_outside`):
+  the model, the teacher, every data file and folder, the data folder and (but for the
+  resume checkpoint itself, on a resume) a checkpoint are refused inside ``output_dir``,
+  and ``output_dir`` is refused inside a model, teacher or data folder it would replace.
+- A folder that holds only what a killed run left while saving (``.sts-partial-*``,
+  ``.sts-staging``) is cleaned and used as a new one.
 
 Only the main process (global rank 0) checks, cleans and locks: the other processes of a
 launch write nothing before the first save, by which time rank 0 holds the lock.
@@ -15,11 +21,19 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sts_core.saving import PARTIAL_PREFIX, STAGING_DIR, check_complete_save, remove_path
+from sts_core.saving import (
+    PARTIAL_PREFIX,
+    SAVE_MARKER,
+    STAGING_DIR,
+    check_complete_save,
+    checkpoints,
+    remove_path,
+)
 from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -53,6 +67,7 @@ class OutputDirPlan:
     action: str
     earlier: list[str]
     lock: Any = None
+    leftovers: list[str] = field(default_factory=list)  # a killed run's staging files
 
     def release(self) -> None:
         if self.lock is not None:
@@ -64,6 +79,8 @@ class OutputDirPlan:
             return f"{self.path}: replaces an earlier run ({_listing(self.earlier)})"
         if self.action == "resume":
             return f"{self.path}: continues the run there"
+        if self.leftovers:
+            return f"{self.path}: new (removes what a killed run left: {_listing(self.leftovers)})"
         return f"{self.path}: new"
 
 
@@ -85,13 +102,19 @@ def check_resume_checkpoint(checkpoint: str | None) -> None:
         raise ConfigError(f"resume_from_checkpoint: {error}") from error
 
 
-def prepare_output_dir(config: Any, dry_run: bool = False) -> OutputDirPlan | None:
+def prepare_output_dir(
+    config: Any, dry_run: bool = False, inputs: Sequence[tuple[str, Path]] = ()
+) -> OutputDirPlan | None:
     """Check (and, unless ``dry_run``, lock and clean) ``config.output_dir``; ConfigError
-    when it cannot be used. Returns None on processes other than the main one."""
+    when it cannot be used, or when one of ``inputs`` (option, local path:
+    :func:`run_inputs`) lies in what the run would delete or write over — checked on every
+    process, before anything is removed. Returns None on processes other than the main
+    one."""
     check_resume_checkpoint(config.resume_from_checkpoint)
+    path = Path(config.output_dir)
+    check_inputs_outside(path, inputs, planned_action(config))
     if not is_main_process():
         return None
-    path = Path(config.output_dir)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"output_dir {path} is a file, not a folder")
     if dry_run and not path.exists():
@@ -111,17 +134,27 @@ def prepare_output_dir(config: Any, dry_run: bool = False) -> OutputDirPlan | No
             plan.action = "resume"
         elif earlier and config.overwrite_output_dir:
             plan.action = "replace"
+        elif earlier and all(_is_leftover(name) for name in earlier):
+            plan.leftovers, plan.earlier = earlier, []
         elif earlier:
             raise ConfigError(
                 f"output_dir {path} holds an earlier run ({_listing(earlier)}): pass "
-                "--overwrite_output_dir true to replace it, --resume_from_checkpoint "
-                f"{path}/checkpoint-N to continue it, or choose another output_dir"
+                f"--overwrite_output_dir true to replace it{_resume_hint(path)}, or choose "
+                "another output_dir"
             )
     except ConfigError:
         plan.release()
         raise
     if dry_run:
         plan.release()
+    elif plan.leftovers:
+        logger.warning(
+            "output_dir %s: removing what a run killed while saving left (%s)",
+            path,
+            _listing(plan.leftovers),
+        )
+        for name in plan.leftovers:
+            remove_path(path / name)
     elif plan.action == "replace":
         logger.warning("output_dir %s: removing the earlier run (%s)", path, _listing(earlier))
         for name in earlier:
@@ -130,6 +163,149 @@ def prepare_output_dir(config: Any, dry_run: bool = False) -> OutputDirPlan | No
         for leftover in [path / STAGING_DIR, *path.glob(f"{PARTIAL_PREFIX}*")]:
             remove_path(leftover)
     return plan
+
+
+def _is_leftover(name: str) -> bool:
+    """What a run killed while saving leaves: a staging folder or a partial file."""
+    return name == STAGING_DIR or name.startswith(PARTIAL_PREFIX)
+
+
+def _resume_hint(path: Path) -> str:
+    """``, --resume_from_checkpoint <newest complete checkpoint> to continue it`` when the
+    folder holds one; empty when it holds none (nothing there to resume from)."""
+    complete = [folder for folder in checkpoints(path) if (folder / SAVE_MARKER).is_file()]
+    if not complete:
+        return ""
+    return f", --resume_from_checkpoint {complete[-1]} to continue it"
+
+
+def planned_action(config: Any) -> str:
+    """What the run would do to a non-empty ``output_dir``: ``resume``, ``replace`` or
+    (``new``) refuse it."""
+    if config.resume_from_checkpoint:
+        return "resume"
+    return "replace" if config.overwrite_output_dir else "new"
+
+
+# what the run does in output_dir, by planned action: why an input may not be there
+_WHAT_THE_RUN_DOES = {
+    "replace": "--overwrite_output_dir true would delete it",
+    "resume": "the resumed run removes staging folders, rotates checkpoints and saves its "
+    "model there",
+    "new": "the run saves its model and checkpoints there",
+}
+# inputs read as a whole folder: output_dir may not be inside one it would replace
+_FOLDER_INPUTS = ("model_name_or_path", "teacher_model", "resume_from_checkpoint")
+
+
+def check_inputs_outside(output_dir: Path, inputs: Sequence[tuple[str, Path]], action: str) -> None:
+    """ConfigError when an input of the run lies in what it would delete or write over:
+    equal to or inside ``output_dir`` (but the resume checkpoint on a resume, unless it is
+    inside a staging folder the resume removes), or, when ``action`` is ``replace``, a
+    model, teacher, checkpoint or data folder that holds ``output_dir``. Paths are compared
+    as given (made absolute) and with symbolic links resolved."""
+    target = _forms(output_dir)
+    for name, input_path in inputs:
+        forms = _forms(input_path)
+        if _inside(forms, target) and not _expected_inside(name, input_path, output_dir, action):
+            relation = "is" if forms & target else "holds"
+            what = f"{name}" if forms & target else f"{name} {input_path}"
+            raise ConfigError(
+                f"output_dir {output_dir} {relation} the run's input {what}: "
+                f"{_WHAT_THE_RUN_DOES[action]}; nothing was removed: choose another "
+                "output_dir or move the input out of it"
+            )
+        folder_input = name in _FOLDER_INPUTS or (Path(input_path).is_dir() and name != "data_dir")
+        if action == "replace" and folder_input and _inside(target, forms):
+            raise ConfigError(
+                f"output_dir {output_dir} is inside the run's input {name} {input_path}: "
+                f"{_WHAT_THE_RUN_DOES['replace']} (part of {input_path}); nothing was "
+                "removed: choose an output_dir outside it"
+            )
+
+
+def _expected_inside(name: str, path: Path, output_dir: Path, action: str) -> bool:
+    """The resume checkpoint of a resume, in place (not in a staging folder it removes)."""
+    if action != "resume" or name != "resume_from_checkpoint":
+        return False
+    for outer in _forms(output_dir):
+        for inner in _forms(path):
+            if inner != outer and outer in inner.parents:
+                return not _is_leftover(inner.relative_to(outer).parts[0])
+    return False
+
+
+def _forms(path: str | os.PathLike) -> set[Path]:
+    """``path`` made absolute as written, and with symbolic links resolved."""
+    given = Path(path).expanduser()
+    return {Path(os.path.abspath(given)), given.resolve()}
+
+
+def _inside(paths: set[Path], folders: set[Path]) -> bool:
+    """Whether one of ``paths`` is one of ``folders`` or lies inside one."""
+    return any(path == folder or folder in path.parents for path in paths for folder in folders)
+
+
+def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, Path]]:
+    """Every local path the run reads, with its option: the model (and a LoRA adapter's
+    base model), the teacher, the resume checkpoint, each training, dev, final and
+    threshold set (a registry dataset's file or folder under the data folder) and the data
+    folder. Hub ids and registry datasets read from the hub are not local paths."""
+    found: list[tuple[str, Path]] = []
+
+    def add(name: str, value: Any) -> None:
+        path = Path(str(value)).expanduser() if value else None
+        if path is not None and path.exists():
+            found.append((name, path))
+
+    add("model_name_or_path", model_args.model_name_or_path)
+    add("model_name_or_path's base model", _adapter_base(model_args.model_name_or_path))
+    add("teacher_model", config.teacher_model)
+    add("resume_from_checkpoint", config.resume_from_checkpoint)
+    add("data_dir", data_args.data_dir or os.environ.get("STS_DATA_DIR"))
+    references = [
+        ("train_datasets", "train", data_args.train_datasets),
+        ("eval_dataset", "dev", [data_args.eval_dataset]),
+        ("final_eval_datasets", "test", data_args.final_eval_datasets),
+        ("threshold_dataset", "dev", [data_args.threshold_dataset]),
+    ]
+    for name, split, values in references:
+        for reference in values:
+            if reference and str(reference).lower() != "none":
+                add(name, _data_path(str(reference), split, data_args))
+    return found
+
+
+def _adapter_base(model: str | None) -> str | None:
+    """The base model a LoRA adapter folder records, or None."""
+    from sts_core.encoder.location import ADAPTER_CONFIG_NAME, is_adapter_folder, read_json
+
+    if not model or not is_adapter_folder(model):
+        return None
+    try:
+        config = read_json(Path(model).expanduser() / ADAPTER_CONFIG_NAME) or {}
+    except (OSError, ValueError):
+        return None
+    return config.get("base_model_name_or_path") if isinstance(config, dict) else None
+
+
+def _data_path(reference: str, split: str, data_args: Any) -> str | None:
+    """Where a data reference is read from, as :func:`sts_core.data.load_reference` finds
+    it: a registry dataset's file under the data folder, else the path (a relative path
+    that does not exist: under the data folder)."""
+    from sts_core.data import DataError, data_location, registry_names, split_reference
+
+    name, split = split_reference(reference, split)
+    if name in registry_names():
+        try:
+            return data_location(name, split, data_args.data_dir, data_args.data_variant)
+        except DataError:
+            return None
+    path = Path(name).expanduser()
+    root = data_args.data_dir or os.environ.get("STS_DATA_DIR")
+    if not path.exists() and not path.is_absolute() and root:
+        return str(Path(root).expanduser() / path)
+    return str(path)
 
 
 def _check_creatable(path: Path) -> None:

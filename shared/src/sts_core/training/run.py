@@ -20,7 +20,6 @@ from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
-from sts_core.training.averaging import check_resume_averaging
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.output import (
@@ -28,8 +27,10 @@ from sts_core.training.output import (
     is_main_process,
     prepare_output_dir,
     process_rank,
+    run_inputs,
 )
 from sts_core.training.parser import ConfigError
+from sts_core.training.resume_settings import check_resume_settings, recipe_settings
 from sts_core.training.trainer import BaseTrainer
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class TrainingRun:
         self.data_args: DataArguments
         self.config: BaseConfig
         self.inputs: RunInputs | None = None
+        self.settings: dict[str, Any] | None = None  # what each checkpoint records
 
     @classmethod
     def from_arguments(
@@ -130,17 +132,25 @@ class TrainingRun:
         self.check_hardware()
         self.check_frozen_backbone()
         self.check_saved_heads(location)
+        self.check_resume()
         self.inputs = self.prepare_data()
         self.check_teacher()
-        self.check_resume()
-        return prepare_output_dir(self.config, dry_run=self.config.check_only)
+        inputs = run_inputs(self.model_args, self.data_args, self.config)
+        return prepare_output_dir(self.config, dry_run=self.config.check_only, inputs=inputs)
 
     def check_resume(self) -> None:
-        """``resume_from_checkpoint``: a complete checkpoint, saved under this run's
-        ``weight_averaging`` settings."""
-        check_resume_checkpoint(self.config.resume_from_checkpoint)
+        """Record the settings each checkpoint will hold (:mod:`.resume_settings`);
+        ``resume_from_checkpoint``: a complete checkpoint whose pickled training state
+        torch's safe loader reads, saved under these settings."""
+        from sts_core.training.checkpoints import check_trusted_state_files
+
+        self.settings = recipe_settings(self.config, self.model_args, self.data_args)
+        checkpoint = self.config.resume_from_checkpoint
+        check_resume_checkpoint(checkpoint)
+        if checkpoint:
+            check_trusted_state_files(checkpoint)
         try:
-            check_resume_averaging(self.config)
+            check_resume_settings(self.config, self.settings, self.model_args, self.data_args)
         except ValueError as error:
             raise ConfigError(str(error)) from error
 
@@ -248,6 +258,7 @@ class TrainingRun:
             callbacks=self.build_callbacks() or None,
         )
         trainer.final_sts_evaluator = self.inputs.final_sts_evaluator
+        trainer.run_settings = self.settings
         trainer.model_card_data.update(
             base_model=self.model_args.model_name_or_path,
             train_data=", ".join(self.data_args.train_datasets),
@@ -442,9 +453,16 @@ def report_error(error: BaseException) -> None:
     message = " ".join(str(error).split())
     if getattr(error, "sts_during_training", False):
         rank = process_rank()
-        print(f"error: {f'[rank {rank}] ' if rank else ''}{message}", file=sys.stderr)
+        _write_line(f"error: {f'[rank {rank}] ' if rank else ''}{message}")
     elif is_main_process():
-        print(f"error: {message}", file=sys.stderr)
+        _write_line(f"error: {message}")
+
+
+def _write_line(line: str) -> None:
+    """``line`` and its newline in one write: launched processes share the terminal, and
+    ``print`` writes the two apart, so two processes' lines could run into one."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | None) -> None:
@@ -518,7 +536,8 @@ def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``sts-train [--method NAME] --config <recipe>.yaml``: train with an installed method
     (entry-point group ``sts_core.methods``), or without ``--method`` with the core's cosine
-    MSE. An unknown method is one line and exit status 2."""
+    MSE. An unknown method, or one that two installed distributions declare, is one line
+    and exit status 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         method, rest = method_from_arguments(args)
@@ -530,10 +549,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
     """``--method NAME`` (or ``--method=NAME``) taken out of ``argv``: the installed method
-    of that name and the other arguments; the core's method when there is none."""
+    of that name and the other arguments; the core's method when there is none. A name
+    that two installed distributions declare is a :class:`ConfigError` naming both."""
     import argparse
 
-    from sts_core.method import CORE_METHOD, installed_method, load_methods
+    from sts_core.method import CORE_METHOD, installed_method, installed_method_names
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--method")
@@ -542,7 +562,7 @@ def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
         return CORE_METHOD, rest
     method = installed_method(known.method)
     if method is None:
-        names = ", ".join([CORE_METHOD.name, *load_methods()])
+        names = ", ".join(installed_method_names())
         raise ConfigError(
             f"--method {known.method!r} is not an installed method (installed: {names})"
         )
