@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from sts_core.distributed import closing_process_group
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import join_gloo_group, read_stsb_pairs
 
@@ -77,9 +78,17 @@ def main(spec: dict) -> None:
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_pretrained(spec["model"])
     encoder.train()
-    sharded: list[str] = []
     if spec["port"]:
         join_gloo_group(rank, world, spec["port"])
+    with closing_process_group():  # as a user's run ends: a barrier, then the group closed
+        step_and_save(spec, encoder)
+
+
+def step_and_save(spec: dict, encoder: SentenceEncoder) -> None:
+    """One SGD step on this rank's pairs (sharded when launched), then rank 0 saves."""
+    rank, world = spec["rank"], spec["world"]
+    sharded: list[str] = []
+    if spec["port"]:
         sharded = wrap_with_fsdp2(encoder, spec["wrap"], spec["min_num_params"])
     first, second, labels = read_stsb_pairs(Path(spec["pairs"]))
     share = slice(rank * PAIRS // world, (rank + 1) * PAIRS // world)  # this rank's pairs
@@ -102,8 +111,6 @@ def main(spec: dict) -> None:
         encoder.save_pretrained(spec["output"], state_dict=state)
         report = {"sharded": sharded, "loss": float(loss), "kind": type(encoder).__name__}
         Path(spec["output"], "worker.json").write_text(json.dumps(report), encoding="utf-8")
-    if spec["port"]:
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

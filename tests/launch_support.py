@@ -75,11 +75,15 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-def run_command(command: list[str], timeout: int = 540) -> subprocess.CompletedProcess:
+def run_command(
+    command: list[str], timeout: int = 540, check: bool = True
+) -> subprocess.CompletedProcess:
+    """``command`` run from the repository; an AssertionError with its output when it
+    fails (``check``)."""
     result = subprocess.run(
         command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=timeout
     )
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise AssertionError(
             f"{' '.join(command)}\nexit {result.returncode}\n{result.stdout[-4000:]}\n"
             f"{result.stderr[-8000:]}"
@@ -88,9 +92,10 @@ def run_command(command: list[str], timeout: int = 540) -> subprocess.CompletedP
 
 
 def accelerate_launch(
-    config_file: str, num_processes: int, script: Path, *script_args: str
+    config_file: str, num_processes: int, script: Path, *script_args: str, check: bool = True
 ) -> subprocess.CompletedProcess:
-    """``accelerate launch --config_file accelerate_configs/<config_file> ...`` from the repo."""
+    """``accelerate launch --config_file accelerate_configs/<config_file> ...`` from the repo
+    (an AssertionError when it fails, unless not ``check``)."""
     accelerate = Path(sys.executable).with_name("accelerate")
     command = [
         str(accelerate),
@@ -104,7 +109,7 @@ def accelerate_launch(
         str(script),
         *script_args,
     ]
-    return run_command(command)
+    return run_command(command, check=check)
 
 
 # Imported by Python at start-up on the second "machine" of the two-node test: records every

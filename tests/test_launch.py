@@ -11,12 +11,19 @@
   saved folder reloads and gives the final score written in metrics.json.
 - Stopping mid-epoch and restarting with ``--resume_from_checkpoint`` logs the same
   per-step losses as the uninterrupted run.
+- A NaN loss or an infinite weight on one process, the main one or the other, stops every
+  process at that point, before anything of it is saved (the divergence guard and the
+  weight check before a save, each the only check that could see its fault).
+
+Every script launched here ends as a user's run does: a barrier, then the process group
+closed (``train.py`` through ``cli_main``, the others in ``closing_process_group``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +35,7 @@ from launch_support import (
     DEV,
     PACKAGES,
     REPO,
+    TRAIN,
     WHOLE_BATCH_SETTINGS,
     accelerate_launch,
     audited_env,
@@ -41,7 +49,8 @@ from launch_support import (
 )
 from safetensors.torch import load_file
 
-from sts_core.testing import load_train_script, spearman_of_saved_model
+from sts_core.saving import SAVE_MARKER
+from sts_core.testing import load_train_script, spearman_of_saved_model, write_fixture_recipe
 from sts_core.training.config import accelerator_available
 
 pytestmark = pytest.mark.slow
@@ -342,6 +351,7 @@ SAMPLER_SCRIPT = '''
 import json, os, sys
 import torch
 from datasets import Dataset
+from sts_core.distributed import closing_process_group
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
@@ -374,8 +384,9 @@ data = Dataset.from_dict({
 args = quick_training_args(BaseConfig, out, per_device_train_batch_size=2, num_train_epochs=2,
                            max_steps=-1, learning_rate=1e-4)
 trainer = Recording(model=SentenceEncoder.from_pretrained(model_dir), args=args, train_dataset=data)
-trainer.train()
-assert trainer.args.world_size == 2
+with closing_process_group():  # as a user's run ends: a barrier, then the group closed
+    trainer.train()
+    assert trainer.args.world_size == 2
 '''
 
 
@@ -402,3 +413,102 @@ def test_epoch_batches_are_the_main_process_order_split_by_rank(
             for start in range(0, 12, 4)
         ]
         assert read(f"seen_rank{rank}.jsonl") == expected
+
+
+FAULT_SCRIPT = '''
+"""sts-train (the core's cosine MSE) with a fault planted on one process.
+
+``fault_run.py KIND RANK STEP <sts-train arguments>``: KIND ``loss``: on process RANK the
+loss of step STEP reads NaN while its gradient stays the loss's (the weights stay finite:
+only the loss check can see it); ``weights``: a trainable weight of process RANK turns
+infinite at the end of step STEP (nothing reads it before the checkpoint of that step).
+"""
+import os
+import sys
+
+import torch
+from transformers import TrainerCallback
+
+from sts_core.training import BaseTrainer, TrainingRun
+from sts_core.training.run import main
+
+kind, fault_rank, fault_step = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+real_compute_loss = BaseTrainer.compute_loss
+
+
+def nan_valued_loss(self, model, inputs, *args, **kwargs):
+    loss = real_compute_loss(self, model, inputs, *args, **kwargs)
+    if self.state.global_step + 1 == fault_step:
+        return loss + loss.detach() * float("nan")  # the value NaN, the gradient the loss's
+    return loss
+
+
+class PoisonWeights(TrainerCallback):
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step == fault_step:
+            with torch.no_grad():
+                next(p for p in model.parameters() if p.requires_grad).fill_(float("inf"))
+
+
+if int(os.environ["RANK"]) == fault_rank:
+    if kind == "loss":
+        BaseTrainer.compute_loss = nan_valued_loss
+    else:
+        TrainingRun.build_callbacks = lambda self: [PoisonWeights()]
+sys.exit(main(sys.argv[4:]))  # ends as sts-train does: the process group closed
+'''
+
+# 4 steps of 2 pairs a process, a checkpoint every 2 steps, the loss logged every step, no
+# evaluation: nothing but the divergence guard reads the loss or the weights of a step
+GUARDED_RUN = {
+    "score_range": "[0, 5]",
+    "per_device_train_batch_size": "2",
+    "logging_steps": "1",
+    "eval_strategy": "no",
+    "eval_dataset": "none",
+    "final_eval_datasets": "[]",
+}
+
+
+@pytest.mark.parametrize("rank", [0, 1], ids=["rank0", "rank1"])
+@pytest.mark.parametrize(
+    ("kind", "step", "reason", "kept"),
+    [
+        ("loss", 3, "training diverged: the loss of step 3 is nan", ["checkpoint-2"]),
+        ("weights", 2, "hold NaN or infinite values after a step with a finite loss", []),
+    ],
+    ids=["loss", "weights"],
+)
+def test_a_fault_on_one_process_stops_every_process_before_it_is_saved(
+    kind: str,
+    step: int,
+    reason: str,
+    kept: list[str],
+    rank: int,
+    tiny_bert_nodropout_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Two processes; on one of them (the main one or the other) a step's loss reads NaN
+    with finite gradients (the divergence guard alone can see it: the weights stay finite,
+    nothing evaluates), or a weight turns infinite at a checkpoint step (the weight check
+    before the save alone can see it: the next step's loss comes after the save). Every
+    process stops at that point with the reason, and nothing of that step is published."""
+    script = tmp_path / "fault_run.py"
+    script.write_text(FAULT_SCRIPT, encoding="utf-8")
+    output = tmp_path / "out"
+    recipe = write_fixture_recipe(
+        tmp_path / "recipe.yaml", "guard", tiny_bert_nodropout_dir, TRAIN, DEV, output,
+        **GUARDED_RUN,
+    )  # fmt: skip
+    result = accelerate_launch(
+        "cpu.yaml", 2, script, kind, str(rank), str(step), "--config", str(recipe), check=False
+    )
+    assert result.returncode != 0, result.stderr[-3000:]
+    # each process's line (two processes writing at once may join them on one line)
+    stops = re.findall(
+        r"error: (\[rank 1\] )?training diverged: (.*?)(?=error: |$)", result.stderr, re.M
+    )
+    assert sorted(rank for rank, _ in stops) == ["", "[rank 1] "], result.stderr[-6000:]
+    assert all(reason in f"training diverged: {text}" for _, text in stops), stops
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == kept
+    assert not (output / SAVE_MARKER).exists() and not (output / "metrics.json").exists()

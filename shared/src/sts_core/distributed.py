@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.distributed as dist
 
@@ -94,3 +97,17 @@ def close_process_group(wait_for_others: bool = False) -> None:
         if wait_for_others:
             dist.barrier()
         dist.destroy_process_group()
+
+
+@contextmanager
+def closing_process_group() -> Iterator[None]:
+    """Run the block, then end as a user's run ends (``cli_main``): the default process
+    group closed by :func:`close_process_group`, after a barrier when the block finished
+    (every process got there) and without one when it raised. For scripts launched in
+    several processes (tests, examples) that do not go through a method's ``main``."""
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        close_process_group(wait_for_others=finished)

@@ -4,11 +4,16 @@
 takes exactly the options of ``accelerate launch``; instead of a script, the name of an
 installed method (``sts-launch mymethod --config <recipe>.yaml``: entry-point group
 ``sts_core.methods``) launches ``python -m sts_core.training.run --method mymethod``.
-Before any process starts, it runs the training script's own checks in this process (the
+Before any process starts, it checks the launch settings (the ``--config_file`` exists and
+reads as an accelerate config; machine rank, machine count, process count and port, each
+the flag's value or else the config file's, as accelerate merges them; FSDP only where
+there is an accelerator) and runs the training script's own checks in this process (the
 script's ``main`` with ``--check_only true``: arguments, model folder, data, output
-folder), so a bad input is one line ``error: …`` and exit status 2. When a launched
-process fails later, it prints one line naming the exit status (the process's own message
-is above it) instead of the launcher's traceback, and exits with that status.
+folder), so a bad input is one line (``sts-launch: error: …`` or ``error: …``) and exit
+status 2. A name that is neither a file nor an installed method is refused listing the
+installed methods. When a launched process fails later, it prints one line naming the exit
+status (the process's own message is above it) instead of the launcher's traceback, and
+exits with that status.
 
 ``accelerate launch`` itself works too: each process still stops before training with the
 one-line error and exit status 2, but the launcher adds its own traceback and exits 1.
@@ -47,13 +52,137 @@ def check_script(script: Path, script_args: list[str]) -> int:
 RUN_MODULE = "sts_core.training.run"
 
 
+def looks_like_a_path(name: str) -> bool:
+    """``name`` names a file (a suffix or a folder in it), not a method."""
+    return bool(Path(name).suffix) or "/" in name or "\\" in name
+
+
 def method_named(name: str) -> str | None:
-    """``name`` when it is an installed method's (not a path), else None."""
-    if Path(name).suffix or "/" in name or "\\" in name:
+    """``name`` when it is an installed method's (not a path), else None;
+    :class:`~sts_core.method.MethodDeclarationError` when two installed distributions
+    declare it."""
+    if looks_like_a_path(name):
         return None
     from sts_core.method import installed_method
 
     return name if installed_method(name) is not None else None
+
+
+def not_found(name: str) -> str:
+    """Why ``name`` cannot be launched: no such script, and (a bare name) no such method,
+    with the installed methods listed."""
+    if looks_like_a_path(name):
+        return f"training script {name} not found"
+    from sts_core.method import installed_method_names
+
+    return (
+        f"{name!r} is neither an installed method (installed: "
+        f"{', '.join(installed_method_names())}) nor a training script (no file {name})"
+    )
+
+
+def config_file_in_use(args: Any) -> str | None:
+    """The accelerate config file ``accelerate launch`` reads: ``--config_file``, else
+    accelerate's default file when it exists (not with ``--cpu``), else None."""
+    if args.config_file is not None:
+        return str(args.config_file)
+    from accelerate.commands.config.config_args import default_config_file
+
+    return default_config_file if Path(default_config_file).is_file() and not args.cpu else None
+
+
+def read_accelerate_config(path: str, label: str) -> Any:
+    """The accelerate config at ``path`` as accelerate reads it; ValueError (one line naming
+    it by ``label``) when it is missing or cannot be read."""
+    import yaml
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    if not Path(path).is_file():
+        what = "a folder" if Path(path).is_dir() else "not found"
+        raise ValueError(f"{label} {path}: {what} (an accelerate config file is needed)")
+    try:
+        return load_config_from_file(path)
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as error:
+        message = " ".join(str(error).split())
+        raise ValueError(f"{label} {path}: not a readable accelerate config: {message}") from error
+
+
+def merged_setting(args: Any, config: Any, path: str | None, name: str) -> tuple[Any, str]:
+    """A launch setting as ``accelerate launch`` takes it: the flag's value when given, else
+    the config file's (a local-machine config), else None; with where it came from."""
+    value = getattr(args, name, None)
+    if value is not None or config is None or not is_local_machine(config):
+        return value, f"--{name}"
+    return getattr(config, name, None), f"{name} in {path}"
+
+
+def is_local_machine(config: Any) -> bool:
+    from accelerate.utils import ComputeEnvironment
+
+    return config.compute_environment == ComputeEnvironment.LOCAL_MACHINE
+
+
+def check_launch_settings(args: Any) -> None:
+    """ValueError (one line naming the flag or the config file's key) when the launch
+    cannot run as asked, before any process starts: a missing or unreadable config file, a
+    machine rank outside ``0 … num_machines − 1``, a port outside ``0 … 65535`` (0 picks a
+    free one: on one machine only), a process count below 1 or not a multiple of the
+    machine count, or FSDP on a machine without an accelerator."""
+    path = config_file_in_use(args)
+    label = "--config_file" if args.config_file is not None else "accelerate's default config"
+    config = read_accelerate_config(path, label) if path is not None else None
+    machines, machines_from = merged_setting(args, config, path, "num_machines")
+    machines = 1 if machines is None else machines
+    whole_number(machines, machines_from, lowest=1)
+    rank, rank_from = merged_setting(args, config, path, "machine_rank")
+    if rank is not None:
+        whole_number(rank, rank_from, lowest=0)
+        if rank >= machines:
+            raise ValueError(
+                f"{rank_from} is {rank}, but {machines_from} is {machines}: a machine's rank "
+                f"is 0 … {machines - 1}"
+            )
+    port, port_from = merged_setting(args, config, path, "main_process_port")
+    if port is not None:
+        whole_number(port, port_from, lowest=1 if machines > 1 else 0, highest=65535)
+    processes, processes_from = merged_setting(args, config, path, "num_processes")
+    if processes is not None:
+        whole_number(processes, processes_from, lowest=1)
+        if processes % machines:
+            raise ValueError(
+                f"{processes_from} is {processes}, not a multiple of {machines_from} "
+                f"{machines}: it counts the processes of all machines, the same on each"
+            )
+    check_fsdp(args, config, path)
+
+
+def whole_number(value: Any, source: str, lowest: int, highest: int | None = None) -> None:
+    """ValueError unless ``value`` is an integer in ``lowest … highest``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= lowest
+    if ok and (highest is None or value <= highest):
+        return
+    bounds = f"from {lowest} to {highest}" if highest is not None else f"≥ {lowest}"
+    raise ValueError(f"{source} must be a whole number {bounds}, got {value!r}")
+
+
+def check_fsdp(args: Any, config: Any, path: str | None) -> None:
+    """ValueError when the launch asks for FSDP (``--use_fsdp``, or a config file of
+    ``distributed_type: FSDP`` without another type given) on a machine without an
+    accelerator: accelerate would train every process as plain DDP (exit 0), and each
+    process would only stop after the launch (``BaseConfig`` refuses it too)."""
+    from accelerate.utils import DistributedType
+
+    from sts_core.training.config import FSDP_NEEDS_AN_ACCELERATOR, accelerator_available
+
+    types = ("multi_gpu", "tpu", "use_deepspeed", "use_megatron_lm")
+    from_file = (
+        config is not None
+        and not any(getattr(args, name, False) for name in types)
+        and config.distributed_type == DistributedType.FSDP
+    )
+    if (args.use_fsdp or from_file) and not args.cpu and not accelerator_available():
+        source = "--use_fsdp" if args.use_fsdp else f"distributed_type FSDP in {path}"
+        raise ValueError(f"{source}: {FSDP_NEEDS_AN_ACCELERATOR}")
 
 
 def launch_method(args: Any, method: str) -> int:
@@ -102,11 +231,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.description = __doc__.split("\n\n")[1]
     args = parser.parse_args(argv)
     script = Path(args.training_script)
-    method = None if script.is_file() else method_named(args.training_script)
+    try:
+        check_launch_settings(args)
+        method = None if script.is_file() else method_named(args.training_script)
+    except ValueError as error:  # a ConfigError too: a method two distributions declare
+        print(f"sts-launch: error: {error}", file=sys.stderr)
+        return 2
     if method is not None:
         return launch_method(args, method)
     if not script.is_file():
-        print(f"sts-launch: error: training script {script} not found", file=sys.stderr)
+        print(f"sts-launch: error: {not_found(args.training_script)}", file=sys.stderr)
         return 2
     status = check_script(script, list(args.training_script_args))
     if status != 0:

@@ -29,6 +29,7 @@ from sts_core.losses import EmbeddingLoss, check_labels
 from sts_core.losses.combined import weighted_loss_class
 from sts_core.losses.registry import loss_class
 from sts_core.training.config import BaseConfig
+from sts_core.training.parser import ConfigError
 from sts_core.training.trainer import BaseTrainer
 
 ENTRY_POINT_GROUP = "sts_core.methods"
@@ -263,24 +264,94 @@ def method_of(config: Any) -> Method:
     return bound if bound is not None else CORE_METHOD
 
 
+class MethodDeclarationError(ConfigError):
+    """An installed method cannot be used as declared: two distributions declare its name,
+    or its entry point is not a :class:`Method` of that name (one line, exit status 2)."""
+
+
+#: ``core``, sts-core's own method, as :func:`declared_by` names it
+CORE_DECLARATION = "sts-core (built in: sts_core.method:CORE_METHOD)"
+
+
+def method_entry_points() -> list[metadata.EntryPoint]:
+    """The entry points of group ``sts_core.methods`` of every installed distribution
+    (importlib lists a distribution found twice on the path once); nothing is imported."""
+    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def declared_by(entry_point: metadata.EntryPoint) -> str:
+    """``<distribution> (<name> = <module:attribute>)``: who declares a method, and where."""
+    dist = getattr(entry_point, "dist", None)
+    owner = dist.name if dist is not None else "an unknown distribution"
+    return f"{owner} ({entry_point.name} = {entry_point.value})"
+
+
+def check_unique(name: str, entry_points: Sequence[metadata.EntryPoint]) -> None:
+    """:class:`MethodDeclarationError` naming every declaration when more than one installed
+    distribution declares the method ``name`` (``core`` is sts-core's own): the last one
+    found would otherwise win, silently, and train under the other's name."""
+    declarations = [declared_by(ep) for ep in entry_points if ep.name == name]
+    if name == CORE_METHOD.name and declarations:
+        declarations.insert(0, CORE_DECLARATION)
+    if len(declarations) > 1:
+        raise MethodDeclarationError(
+            f"method {name!r} is declared by {len(declarations)} installed distributions: "
+            f"{' and '.join(declarations)}; uninstall all but one (pip uninstall <name>) so "
+            "that the name means one method"
+        )
+
+
+def load_method(entry_point: metadata.EntryPoint) -> Method:
+    """The :class:`Method` an entry point declares; :class:`MethodDeclarationError` when it
+    fails to import, is something else or is a method of another name."""
+    try:
+        method = entry_point.load()
+    except ImportError as error:
+        raise MethodDeclarationError(
+            f"method {entry_point.name!r} cannot be imported: entry point "
+            f"{declared_by(entry_point)} fails with {type(error).__name__}: {error}"
+        ) from error
+    if not isinstance(method, Method):
+        raise MethodDeclarationError(
+            f"entry point {declared_by(entry_point)}, group {ENTRY_POINT_GROUP}, is a "
+            f"{type(method).__name__}, not a Method"
+        )
+    if method.name != entry_point.name:
+        raise MethodDeclarationError(
+            f"entry point {declared_by(entry_point)}, group {ENTRY_POINT_GROUP}, declares "
+            f"method {method.name!r}: the entry point's name must be the method's"
+        )
+    return method
+
+
+def installed_method_names() -> list[str]:
+    """The names a run may ask for (``core`` first, then the installed methods), without
+    importing any method package."""
+    names = {ep.name for ep in method_entry_points()} - {CORE_METHOD.name}
+    return [CORE_METHOD.name, *sorted(names)]
+
+
 def load_methods() -> dict[str, Method]:
     """Every installed method package's declaration (entry-point group
-    ``sts_core.methods``), by name."""
-    methods = {}
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        method = entry_point.load()
-        if not isinstance(method, Method):
-            raise TypeError(
-                f"entry point {entry_point.name!r} ({entry_point.value}, group "
-                f"{ENTRY_POINT_GROUP}) is a {type(method).__name__}, not a Method"
-            )
-        methods[method.name] = method
+    ``sts_core.methods``), by name; :class:`MethodDeclarationError` when two distributions
+    declare one name (any name: this is the list the benchmarks and documents read)."""
+    entry_points = method_entry_points()
+    for entry_point in entry_points:
+        check_unique(entry_point.name, entry_points)
+    methods = {ep.name: load_method(ep) for ep in entry_points}
     return dict(sorted(methods.items()))
 
 
 def installed_method(name: str) -> Method | None:
-    """The method named ``name``: the core's or an installed one; None when there is none."""
-    return CORE_METHOD if name == CORE_METHOD.name else load_methods().get(name)
+    """The method named ``name``: the core's or an installed one; None when there is none.
+    :class:`MethodDeclarationError` when two distributions declare ``name`` (a duplicate of
+    another name does not matter here: only ``name``'s package is imported)."""
+    entry_points = method_entry_points()
+    check_unique(name, entry_points)
+    if name == CORE_METHOD.name:
+        return CORE_METHOD
+    declaring = [ep for ep in entry_points if ep.name == name]
+    return load_method(declaring[0]) if declaring else None
 
 
 def quality_rows() -> dict[str, tuple[Method, QualityRow]]:

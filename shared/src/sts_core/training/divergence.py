@@ -4,11 +4,14 @@ A learning rate that is too high, a bad label or float16 overflow can make the l
 infinite; the Trainer would go on (it even replaces such a loss by the mean of the logged
 ones) and save a model of NaN weights marked complete. :class:`DivergenceGuard` notes the
 first optimizer step whose loss is not finite (on the loss's device: no host sync per
-step) and checks it before every log line, and the trainable weights too before every
-evaluation and checkpoint and after the last step, so a diverged run stops with one line
-naming the step (:class:`TrainingDiverged`) and publishes neither a checkpoint nor a final
-model of it. Under a launch the processes agree: the first bad step of any process stops
-them all.
+step) and checks it before every log line, evaluation and save and after the last step; the
+trainable weights are checked before every evaluation and after the last step (here) and
+before every checkpoint (the save calls :meth:`DivergenceGuard.check` with the model). A
+diverged run stops with one line naming the step (:class:`TrainingDiverged`) and publishes
+neither a checkpoint nor a final model of it. Under a launch the processes agree: every
+process calls the check at the same point, and the check gathers each process's first bad
+step and count of bad weights, so a fault on any one process (rank 1's loss alone, rank 1's
+weights alone) stops them all at that point, each with the reason.
 """
 
 from __future__ import annotations
@@ -83,14 +86,17 @@ class DivergenceGuard(TrainerCallback):
         return int(first[0]), first[1], weights
 
     # ------------------------------------------------------------------ callback
+    # The weights are checked here before an evaluation (it reads them) and after the last
+    # step (a Trainer used without TrainingRun saves after it); a checkpoint checks them
+    # itself, just before it writes (``_save_checkpoint``), so that check has one place.
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
         last = state.max_steps > 0 and state.global_step >= state.max_steps
-        uses_weights = last or control.should_evaluate or control.should_save
-        if uses_weights or control.should_log:
+        uses_weights = last or control.should_evaluate
+        if uses_weights or control.should_log or control.should_save:
             self.check(model if uses_weights else None)
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
-        self.check(model)
+        self.check(model if control.should_evaluate else None)
 
 
 def non_finite_weights(model: Any) -> list[str]:
