@@ -17,6 +17,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -47,12 +48,13 @@ def models_dir() -> Path:
     return _env_folder("STS_MODELS_DIR", "the folder of local pretrained models")
 
 
-def model_path(name: str) -> Path:
-    """A model folder: a path as given, else ``$STS_MODELS_DIR/<name>``."""
+def model_path(name: str, what: str = "model") -> Path:
+    """A model folder: a path as given, else ``$STS_MODELS_DIR/<name>``; BenchmarkError
+    naming ``what`` (``model``, or the flag that gave it) when it is neither."""
     given = Path(name).expanduser()
     path = given if given.is_dir() else models_dir() / name
     if not (path / "config.json").is_file():
-        raise BenchmarkError(f"model {name!r}: {path} is not a model folder (no config.json)")
+        raise BenchmarkError(f"{what} {name!r}: {path} is not a model folder (no config.json)")
     return path
 
 
@@ -291,11 +293,36 @@ def machine_markdown(info: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- output
-def output_stem(name: str, output_dir: str | None, mode: str) -> Path:
-    """``<dir>/<name>[_quick|_smoke]`` (full results keep the bare name)."""
-    folder = Path(output_dir) if output_dir else RESULTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / (name if mode == "full" else f"{name}_{mode}")
+def writable_folder(flag: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` as a folder this run can write into, checked before any work: created with
+    its parents when missing, then a probe file written there and removed. BenchmarkError
+    naming ``flag`` and the path otherwise (a regular file there or above it, no permission,
+    a full disk)."""
+    folder = Path(path).expanduser()
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise BenchmarkError(f"{flag} {folder}: cannot be a folder ({blocker} is a file)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".sts-write-probe-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise BenchmarkError(f"{flag} {folder}: cannot write there ({why})") from None
+    return folder
+
+
+def check_output_dir(output_dir: str | os.PathLike[str] | None) -> Path:
+    """``--output-dir`` (default ``benchmarks/results``) checked by :func:`writable_folder`:
+    every script calls it before its work, so that no result is lost after it."""
+    return writable_folder("--output-dir", output_dir or RESULTS_DIR)
+
+
+def output_stem(name: str, output_dir: str | os.PathLike[str] | None, mode: str) -> Path:
+    """``<dir>/<name>[_quick|_smoke]`` (full results keep the bare name) in the checked
+    ``--output-dir`` (:func:`check_output_dir`)."""
+    return check_output_dir(output_dir) / (name if mode == "full" else f"{name}_{mode}")
 
 
 def write_json(stem: Path, content: dict[str, Any]) -> Path:

@@ -587,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu.check_device(args)
     common.check_environment(args.models)
+    common.check_output_dir(args.output_dir)
     if args.device == "cuda" and args.ablation:
         print("the ablation is CPU-only: skipped on cuda")
         args.ablation = False

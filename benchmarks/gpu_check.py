@@ -297,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu.check_device(argparse.Namespace(device=args.device, dtype="fp32"))
     common.check_environment([common.MINILM])
-    args.out = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.decoder:  # every input and output checked before the steps' minutes
+        common.model_path(args.decoder, "--decoder")
+    args.out = common.check_output_dir(args.output_dir)
     info = {**common.machine_info(), **gpu.gpu_info()}
     plan = {
         "cuda-tests": cuda_tests_step,
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
     auto = auto_path(steps["train"])
     print(f"padding_free auto should take: {auto['take']} ({auto['why']})")
-    stem = common.output_stem("gpu_check", str(args.out), args.mode)
+    stem = common.output_stem("gpu_check", args.out, args.mode)
     common.write_json(stem, {"machine": info, "steps": steps, "auto": auto})
     common.write_markdown(stem, report_markdown(steps, auto, info))
     print(f"wrote {stem}.md/.json")

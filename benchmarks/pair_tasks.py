@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         common.set_threads(args.threads)
     common.check_environment([args.model])
+    common.check_output_dir(args.output_dir)
     start = time.perf_counter()
     rows = [row for name in args.tasks for row in run_task(name, args)]
     info = common.machine_info()

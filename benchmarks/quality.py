@@ -41,6 +41,7 @@ import _common as common
 import numpy as np
 
 from sts_core.names import STS_TASKS
+from sts_core.pooling import POOLING_MODES
 
 TASKS = STS_TASKS
 TITLES = common.STS_TITLES
@@ -491,7 +492,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     common.add_model_argument(parser)
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
     parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
-    parser.add_argument("--pooling", nargs="+", default=["mean"])
+    parser.add_argument("--pooling", nargs="+", default=["mean"], choices=POOLING_MODES)
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--max-steps", type=int, help="overrides --epochs when > 0")
@@ -524,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         return common.render_result(Path(args.render), "quality.py", write_report)
     common.check_environment([args.model])
+    common.check_output_dir(args.output_dir)
     if args.threads:
         common.set_threads(args.threads)
     info = common.machine_info()

@@ -12,8 +12,10 @@ is selected, trained on every seed (``--seeds``) and only then scored on the sev
 
 Options are measured as variants: ``--set KEY=VALUE`` adds config fields to every ``ours-*``
 method of the run (e.g. ``teacher_model=all-mpnet-base-v2 teacher_weight=0.5``,
-``weight_averaging=ema``, ``loss_weights={"cosine_mse":1,"pearson":0.5}``); the variant is
-its own method in the tables, searched on the same grid; ``--set stage1_loss=cosine_mse
+``weight_averaging=ema``, ``loss_weights={"cosine_mse":1,"pearson":0.5}``), each checked
+before any data loads by the recipe parser of every method the run trains
+(:func:`check_settings`); the variant is its own method in the tables, searched on the
+same grid; ``--set stage1_loss=cosine_mse
 --set stage1_epochs=1`` trains Pcc-tuning's two stages (that loss first, then the row's own
 for ``--epochs``, from the first stage's weights, on the same pairs). A teacher is no
 feature of ours alone: the peer's rows get the teacher's settings too (``teacher_model``,
@@ -118,30 +120,141 @@ class Cell:
 
 # ----------------------------------------------------------------------------- settings
 def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
-    """``KEY=VALUE`` options, checked for form (the config checks the values)."""
-    settings = []
+    """``KEY=VALUE`` options, checked for form (:func:`check_settings` checks the values)."""
+    settings: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise common.BenchmarkError(f"--set {pair!r}: expected KEY=VALUE")
-        settings.append((key.strip(), value.strip()))
-    return tuple(sorted(settings))
+        if key.strip() in settings:
+            raise common.BenchmarkError(f"--set {key.strip()}: given twice")
+        settings[key.strip()] = value.strip()
+    return tuple(sorted(settings.items()))
 
 
-def config_values(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+def config_values(settings: tuple[tuple[str, str], ...], parser: Any = None) -> dict[str, Any]:
     """``--set`` values as config fields: a model name under STS_MODELS_DIR for
-    ``teacher_model``, else JSON where it parses (numbers, mappings), else the text (the
-    config checks every value)."""
+    ``teacher_model``, else JSON where it parses (numbers, mappings), else the text. With
+    ``parser`` (a method's ``ConfigParser``) a field's value is its field's type read from the
+    text, as a flag's is (a mapping, list or null stays JSON): ConfigError when it cannot be."""
     values: dict[str, Any] = {}
     for key, text in settings:
         if key == "teacher_model":
             values[key] = str(common.model_path(text))
-        else:
-            try:
-                values[key] = json.loads(text)
-            except ValueError:
-                values[key] = text
-    return values
+            continue
+        try:
+            values[key] = json.loads(text)
+        except ValueError:
+            values[key] = text
+        if parser is not None and key not in STAGE_KEYS:
+            kept = values[key] is None or isinstance(values[key], dict | list)
+            values[key] = values[key] if kept else text
+    if parser is None:
+        return values
+    stages = {key: values.pop(key) for key in STAGE_KEYS if key in values}
+    return {**parser.coerce_values(values, "--set"), **stages}
+
+
+#: the flags that set the fields of the search's budget a ``--set`` may not change
+BUDGET_FLAGS = {
+    "learning_rate": "--learning-rate",
+    "num_train_epochs": "--epochs",
+    "seed": "--seeds",
+    "per_device_train_batch_size": "--batch-size",
+}
+
+
+def budget_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields the search gives every row of ours (``quality.train_ours``), for
+    the grid's first recipe and seed (a placeholder for each cell's scratch folder)."""
+    recipe = quality.Recipe(
+        args.model, args.learning_rate[0], "mean", args.batch_size, args.epochs[0],
+        args.max_steps, None,
+    )  # fmt: skip
+    arguments = quality.training_arguments(recipe, args.seeds[0], "(a scratch folder)")
+    return {**arguments, "load_best_model_at_end": False}
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """Every ``--set KEY=VALUE`` through the checks a recipe gets from the parser of each
+    method our rows train (:meth:`ConfigParser.parse_values`): each key known (else the
+    closest names) and its value of its field's type, then all of them together over the
+    row's own settings and the search's budget (ranges, names, what needs what; a first
+    stage's loss among the method's), before any data loads: BenchmarkError naming the
+    ``--set KEY=VALUE`` the problem is of. A field the search does not pass on (its budget's,
+    the model's, the data's) is refused once its value passed."""
+    from sts_core.method import CORE_METHOD, quality_rows
+
+    if not args.settings:
+        return
+    rows = quality_rows()
+    ours = [rows[m] for m in args.methods if m.startswith("ours-")]
+    for method, row in ours or [(CORE_METHOD, None)]:  # the peer's teacher keys: the core's
+        check_method_settings(args, method, row.settings if row else {})
+
+
+def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, Any]) -> None:
+    """:func:`check_settings` for one method, its row's settings ``row``."""
+    parser = method.parser()
+    values = _settings_values(args.settings, parser)
+    first = first_stage(values)  # the stage's keys taken out of the config fields
+    given = [(key, text) for key, text in args.settings if key in values]
+    for key, text in given:
+        _refuse([(key, text)], parser.check_keys, {key: values[key]}, "--set")
+    budget = budget_values(args)
+    base = {**budget, **row, "model_name_or_path": args.model}
+    _refuse(given, parser.parse_values, {**base, **values}, "--set")
+    for key, text in given:
+        _refuse_unpassed(key, f"--set {key}={text}", budget)
+    if first is not None:  # the first stage's loss: one of the method's
+        stage = [(key, text) for key, text in args.settings if key == "stage1_loss"]
+        _refuse(stage, parser.parse_values, {**base, **values, **first[0]}, "--set")
+
+
+def _settings_values(settings: tuple[tuple[str, str], ...], parser: Any) -> dict[str, Any]:
+    """:func:`config_values` with the failure of each value named by its ``--set``."""
+    for key, text in settings:  # one at a time, so that the error names it
+        _refuse([(key, text)], config_values, ((key, text),), parser)
+    return config_values(settings, parser)
+
+
+def _refuse(pairs: list[tuple[str, str]], check: Any, *arguments: Any) -> None:
+    """``check(*arguments)``; its ConfigError (or BenchmarkError) as a BenchmarkError naming
+    each ``--set KEY=VALUE`` of ``pairs`` whose key its message names (all when none is)."""
+    import re
+
+    from sts_core.training.parser import ConfigError
+
+    try:
+        check(*arguments)
+    except (ConfigError, common.BenchmarkError) as error:
+        problem = str(error).removeprefix("--set: ")
+        named = [(k, t) for k, t in pairs if re.search(rf"\b{re.escape(k)}\b", problem)]
+        shown = " ".join(f"--set {key}={text}" for key, text in named or pairs)
+        raise common.BenchmarkError(f"{shown}: {problem}") from error
+
+
+def _refuse_unpassed(key: str, source: str, budget: dict[str, Any]) -> None:
+    """BenchmarkError for a ``--set`` of a field the search sets itself or does not pass on
+    (``quality.train_ours`` gives the model and the data their own arguments)."""
+    from dataclasses import fields
+
+    from sts_core.training import DataArguments, ModelArguments
+
+    if key in budget:
+        flag = BUDGET_FLAGS.get(key)
+        where = f"with {flag}" if flag else f"to {budget[key]!r} for every row"
+        raise common.BenchmarkError(f"{source}: the search sets {key} itself ({where})")
+    if key in {f.name for f in fields(ModelArguments)}:
+        raise common.BenchmarkError(
+            f"{source}: a model option: the search trains and scores every row with the "
+            "model's own (mean pooling, its max length)"
+        )
+    if key in {f.name for f in fields(DataArguments)}:
+        raise common.BenchmarkError(
+            f"{source}: a data option: every row trains on the search's data (filtered "
+            "STS-B + SICK-R)"
+        )
 
 
 # ----------------------------------------------------------------------------- training
@@ -181,7 +294,7 @@ class Trainer:
         train = method.train
         if cell.settings and cell.method.startswith("ours-"):
             ours, row = quality_rows()[cell.method]
-            values = config_values(cell.settings)
+            values = config_values(cell.settings, ours.parser())  # as check_settings
             first = first_stage(values)  # its keys taken out of the config fields
             train = quality.train_ours(ours, row, values)
             if first is not None:
@@ -324,9 +437,17 @@ class CellStore:
             on_disk = self.read() if self.path.is_file() else {}
             on_disk[key] = self.cells[key]
             self.cells = on_disk
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"cells": on_disk}, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, self.path)
+            text = json.dumps({"cells": on_disk}, indent=1) + "\n"
+            handle, tmp = tempfile.mkstemp(  # a name of its own: no file beside it replaced
+                prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+            )
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(text)
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)  # this write's own file, never the store
+                raise
 
     def read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -1142,6 +1263,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
     first_stage(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
+    check_settings(args)
     distill = [m for m in args.methods if m in DISTILL_METHODS]
     if distill and "teacher_model" not in dict(args.settings):
         parser.error(f"{', '.join(distill)} distil a teacher: add --set teacher_model=…")
@@ -1152,6 +1274,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     default_weights = Path.home() / ".cache" / "sts-quality-search" / args.mode
     args.weights_dir = args.weights_dir or str(default_weights)
     return args
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The folders the search writes (the report's, the cells file's, the weights') checked
+    writable, and for ``--render`` the cells file present, before any data loads or any cell
+    trains (BenchmarkError naming the flag and the path)."""
+    common.check_output_dir(args.output_dir)
+    cells = Path(args.cells).expanduser()
+    if cells.is_dir():
+        raise common.BenchmarkError(f"--cells {cells}: a folder, not a cells file")
+    common.writable_folder("--cells", cells.parent)
+    if args.render and not cells.is_file():
+        raise common.BenchmarkError(f"--cells {cells}: no such file (nothing to --render)")
+    if not args.render:
+        common.writable_folder("--weights-dir", args.weights_dir)
 
 
 def write_report(args: argparse.Namespace, info: dict) -> Path:
@@ -1168,7 +1305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         common.emit_result(train_cell(json.loads(args.spec)))
         return 0
-    Path(args.stem).parent.mkdir(parents=True, exist_ok=True)
+    check_paths(args)
     info = common.machine_info()
     if not args.render:
         common.check_environment([args.model])

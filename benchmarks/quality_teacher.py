@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     output = Path(args.output).expanduser()
     if output.exists():
         raise common.BenchmarkError(f"--output {output} exists: name a new folder")
+    common.writable_folder("--output", output.parent)  # before the training, not after
     common.check_environment([args.model])
     if args.threads:
         common.set_threads(args.threads)

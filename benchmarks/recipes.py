@@ -296,12 +296,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    folder = common.check_output_dir(args.output_dir)  # before any run, as --keep-runs
+    if args.keep_runs:
+        common.writable_folder("--keep-runs", args.keep_runs)
     with tempfile.TemporaryDirectory(prefix="sts-bench-recipes-") as scratch:
         # smoke: the tiny model and recipe beside kept runs, so a rerun names the same paths
         setup = Path(args.keep_runs) / "smoke-setup" if args.keep_runs else Path(scratch)
         extra = smoke_setup(args, setup) if args.smoke else []
         if not args.recipe or not args.variant:
             raise common.BenchmarkError("--recipe and at least one --variant are needed")
+        check_files(args)
         common.check_environment([args.base] if args.base and not args.smoke else [])
         args.script = str(args.script or train_script(Path(args.recipe)))
         args.seeds = args.seeds or [0, 1, 2]
@@ -309,10 +313,9 @@ def main(argv: list[str] | None = None) -> int:
             (label, shlex.join(flags)) for label, flags in map(parse_variant, args.variant)
         ]
         runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
+        refuse_inputs_in_runs(args, runs_root, extra)
         rows = run_all(args, runs_root, extra)
     info = common.machine_info()
-    folder = Path(args.output_dir) if args.output_dir else common.RESULTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
     stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
     settings = {k: v for k, v in vars(args).items() if k != "variant"}
     common.write_json(stem, {"settings": settings, "machine": info, "rows": rows})
@@ -322,6 +325,64 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['label']}: avg {mean:.2f} ± {sd:.2f} (scored by: {row['scorer']})")
     print(f"wrote {stem}.md/.json")
     return 0
+
+
+def check_files(args: argparse.Namespace) -> None:
+    """``--recipe`` and ``--script`` are files, before any run (BenchmarkError)."""
+    for flag, path in (("--recipe", args.recipe), ("--script", args.script)):
+        if path and not Path(path).expanduser().is_file():
+            raise common.BenchmarkError(f"{flag} {path}: no such file")
+
+
+def run_folder(runs_root: Path, index: int, seed: int) -> Path:
+    """The output folder of variant ``index`` with ``seed`` (its run may replace it)."""
+    return runs_root / f"variant{index}-seed{seed}"
+
+
+def refuse_inputs_in_runs(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> None:
+    """BenchmarkError naming both when an input of the runs lies in a run's folder, which
+    ``--overwrite_output_dir`` empties before that run: ``--recipe``, ``--script``,
+    ``--base``, every path the recipe names (its model, data files) and every path among
+    the variants' flags (another ``--config``)."""
+    folders = [
+        run_folder(runs_root, index, seed).resolve()
+        for index in range(len(args.variant))
+        for seed in args.seeds
+    ]
+    for given in input_paths(args, extra):
+        resolved = given.resolve()
+        inside = next((f for f in folders if resolved.is_relative_to(f)), None)
+        if inside is not None:
+            raise common.BenchmarkError(
+                f"{given} is an input of the runs but lies in {inside}, a run's folder that "
+                "its run empties (--overwrite_output_dir): choose another --keep-runs"
+            )
+
+
+def input_paths(args: argparse.Namespace, extra: list[str]) -> list[Path]:
+    """Every existing path the runs read: the recipe, the script, the base model, the
+    recipe's values and the flags' values that name a file or folder (a relative one from
+    the repository, where the runs start)."""
+    from sts_core.training.parser import ConfigError, read_recipe
+
+    try:
+        recipe = read_recipe(args.recipe)
+    except ConfigError as error:
+        raise common.BenchmarkError(f"--recipe: {error}") from error
+    texts = [args.recipe, args.script, *extra]
+    texts += [str(common.model_path(args.base, "--base"))] if args.base else []
+    for value in recipe.values():
+        texts += [str(v) for v in (value if isinstance(value, list) else [value])]
+    texts += [token for _, flags in map(parse_variant, args.variant) for token in flags]
+    found = [REPO / Path(t).expanduser() for t in texts if t and isinstance(t, str)]
+    return [path for path in found if _exists(path)]
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a text too long to be a path
+        return False
 
 
 def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list[dict[str, Any]]:
@@ -334,7 +395,7 @@ def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list
         runs = {}
         for seed in args.seeds:
             print(f"  {label} (seed {seed}) …", flush=True)
-            output_dir = runs_root / f"variant{index}-seed{seed}"
+            output_dir = run_folder(runs_root, index, seed)
             runs[seed] = run_once(script, recipe, flags, seed, output_dir, extra)
             print(f"    avg {runs[seed]['avg']:.2f} ({runs[seed]['seconds']:.0f} s)", flush=True)
         rows.append(summarise(label, runs, args.tasks))

@@ -510,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu.check_device(args)
     common.check_environment([args.model])
+    common.check_output_dir(args.output_dir)
     scratch = tempfile.TemporaryDirectory(prefix="sts-bench-model-")
     args.model_path = common.model_path(args.model)
     if args.model_config:

@@ -16,6 +16,7 @@ from .errors import (
 )
 from .filtering import (
     FilterReport,
+    check_score_range,
     filter_test_overlap,
     load_filtered_stsb_sick,
     load_test_sets,
@@ -60,6 +61,7 @@ __all__ = [
     "FORMATS",
     "DatasetSpec",
     "FilterReport",
+    "check_score_range",
     "data_location",
     "filter_test_overlap",
     "get_spec",

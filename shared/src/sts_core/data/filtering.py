@@ -19,11 +19,12 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 from sts_core.names import STS_TASKS
 
 from ._io import PathLike
-from .errors import DataConfigError
+from .errors import DataConfigError, DataFormatError
 from .registry import DEFAULT_VARIANT, load_named
 
 __all__ = [
     "FilterReport",
+    "check_score_range",
     "filter_test_overlap",
     "load_filtered_stsb_sick",
     "load_test_sets",
@@ -136,6 +137,28 @@ def rescale_scores(
     rescaled = new_lo + (scores - lo) * ((new_hi - new_lo) / (hi - lo))
     columns = ds.column_names
     return ds.remove_columns("score").add_column("score", rescaled).select_columns(columns)
+
+
+def check_score_range(ds: Dataset, score_range: tuple[float, float], source: str) -> None:
+    """Every ``score`` of ``ds`` within ``score_range`` (inclusive), or DataFormatError
+    naming ``source`` (the file or dataset the rows were read from), the first row outside
+    (1-based, in the order read: the Nth pair of the file) and the column. DataConfigError
+    when ``ds`` has no ``score`` column."""
+    if "score" not in ds.column_names:
+        raise DataConfigError(
+            f"score_range: {source} has no score column to rescale (it has "
+            f"{', '.join(ds.column_names)})"
+        )
+    low, high = score_range
+    scores = np.asarray(ds["score"], dtype=np.float64)
+    outside = (scores < low) | (scores > high)
+    if outside.any():
+        first = int(np.argmax(outside))
+        problem = (
+            f"row {first + 1}: score {scores[first]:g} in column 'score' is outside "
+            f"score_range [{low:g}, {high:g}] ({int(outside.sum())} of {len(scores)} rows are)"
+        )
+        raise DataFormatError(source, problem)
 
 
 def resolve_label_mapping(mapping: Mapping[Any, Any], column: str) -> dict[float, float]:

@@ -9,12 +9,15 @@ import numpy as np
 from datasets import Dataset
 
 from sts_core.data import (
+    DataConfigError,
+    check_score_range,
     filter_test_overlap,
     load_test_sets,
     map_labels,
     merge_datasets,
     registry_names,
     rescale_scores,
+    resolve_label_mapping,
     split_reference,
 )
 from sts_core.data import load_reference as _load_reference
@@ -49,6 +52,8 @@ def build_train_dataset(
         [load_reference(ref, "train", data_args) for ref in data_args.train_datasets],
     )
     summary: dict[str, Any] = {"sources": {name: len(ds) for name, ds in loaded}}
+    if data_args.score_range:  # each file's rows, before the sets are merged and filtered
+        check_train_scores(data_args, [ds for _, ds in loaded], label_column)
     if len(loaded) == 1:
         train = loaded[0][1]
     else:
@@ -87,6 +92,24 @@ def build_train_dataset(
         logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
     summary["train_pairs"] = len(train)
     return train, summary
+
+
+def check_train_scores(data_args: DataArguments, loaded: list[Dataset], label_column: str) -> None:
+    """``score_range`` holds every training score it will rescale: each training set's
+    scores (DataFormatError naming the file or dataset, the row and the column), or with
+    ``label_mapping`` on the score column the values it maps to (DataConfigError)."""
+    low, high = _score_range(data_args.score_range)
+    if data_args.label_mapping and label_column == "score":  # every score becomes one of these
+        resolved = resolve_label_mapping(data_args.label_mapping, label_column)
+        outside = [f"{k:g} → {v:g}" for k, v in resolved.items() if not low <= v <= high]
+        if outside:
+            raise DataConfigError(
+                f"label_mapping maps {', '.join(outside)}: outside score_range "
+                f"[{low:g}, {high:g}], which the mapped scores are rescaled from"
+            )
+        return
+    for reference, dataset in zip(data_args.train_datasets, loaded, strict=True):
+        check_score_range(dataset, (low, high), reference)
 
 
 def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, Any] | None:
@@ -143,6 +166,7 @@ def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
         return None
     name, dataset = load_reference(reference, "dev", data_args)
     if data_args.score_range:
+        check_score_range(dataset, _score_range(data_args.score_range), reference)
         dataset = rescale_scores(dataset, _score_range(data_args.score_range))
     if data_args.max_eval_samples is not None:
         dataset = dataset.select(range(min(data_args.max_eval_samples, len(dataset))))

@@ -11,7 +11,7 @@ import difflib
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,7 @@ def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
     """One recipe value converted to the argparse ``type`` of its field (scalars only)."""
     if isinstance(value, dict | list | tuple):
         return value
+    given = value  # as written, for the message
     try:
         if kind is float and not isinstance(value, bool):
             return float(value)
@@ -135,9 +136,8 @@ def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
             return str(value)
     except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as error:
         expected = getattr(kind, "__name__", "the field's type").replace("string_to_bool", "bool")
-        raise ConfigError(
-            f"{source}: {key}: cannot read {value!r} as {expected} (quote it if YAML misreads it)"
-        ) from error
+        hint = "" if isinstance(given, str) else " (quote it if YAML misreads it)"
+        raise ConfigError(f"{source}: {key}: cannot read {given!r} as {expected}{hint}") from error
     if kind in (float, int) and isinstance(value, bool):
         raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
     return value
@@ -227,15 +227,34 @@ class ConfigParser:
         known, _ = pre.parse_known_args(argv)
         self._reset_defaults()
         if known.config:
-            values = read_recipe(known.config)
-            self.check_keys(values, str(known.config))
-            self.parser.set_defaults(**self.coerce_values(values, str(known.config)))
+            self._take_defaults(read_recipe(known.config), str(known.config))
+        return self._parse_arguments(argv, known.config or "command line")
+
+    def parse_values(
+        self, values: Mapping[str, Any], source: str
+    ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
+        """The three argument objects from ``values`` (option → value, as a recipe holds
+        them; no command line) through every check a recipe gets: unknown keys with the
+        closest known names, each field's type, each argument class's ranges and names.
+        ConfigError naming ``source`` (e.g. ``--set KEY=VALUE`` of a benchmark)."""
+        self._reset_defaults()
+        self._take_defaults(dict(values), source)
+        return self._parse_arguments([], source)
+
+    def _take_defaults(self, values: dict[str, Any], source: str) -> None:
+        """``values`` (a recipe's) checked for unknown keys and types, as the defaults."""
+        self.check_keys(values, source)
+        self.parser.set_defaults(**self.coerce_values(values, source))
+
+    def _parse_arguments(
+        self, argv: Sequence[str] | None, source: str
+    ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
+        """The dataclasses from the defaults and ``argv``; ConfigError naming ``source``."""
         try:
             *parsed, remaining = self.parser.parse_args_into_dataclasses(
                 args=argv, look_for_args_file=False, return_remaining_strings=True
             )
-        except ValueError as error:  # a setting the arguments' __post_init__ refuses
-            source = known.config or "command line"
+        except (TypeError, ValueError) as error:  # a setting __post_init__ refuses
             raise ConfigError(f"{source}: {' '.join(str(error).split())}") from error
         if remaining:
             raise ConfigError(f"unknown command-line argument(s): {' '.join(remaining)}")
