@@ -1,5 +1,7 @@
-"""Data layer: readers for each benchmark file format, a registry of named datasets,
-and test-overlap filtering / label rescaling and mapping.
+"""Data layer: readers for each benchmark file format, tables with a header (CSV, TSV,
+JSON, JSON Lines, Parquet, ``save_to_disk`` folders, hub ids, ``datasets.Dataset``
+objects), a registry of named datasets, and test-overlap filtering / label rescaling and
+mapping.
 
 Column conventions: pair datasets have ``sentence1``, ``sentence2`` (str) and
 ``score`` (float64), plus ``label`` (int64) or ``hard_negative`` (str) where the
@@ -56,18 +58,31 @@ from .registry import (
     load_pairs,
     resolve_data_dir,
 )
+from .tables import (
+    PROJECT_COLUMNS,
+    check_columns_mapping,
+    find_columns,
+    from_dataset,
+    load_hub_table,
+    read_table,
+)
 
 __all__ = [
     "FORMATS",
+    "PROJECT_COLUMNS",
     "DatasetSpec",
     "FilterReport",
+    "check_columns_mapping",
     "check_score_range",
     "data_location",
     "filter_test_overlap",
+    "find_columns",
+    "from_dataset",
     "get_spec",
     "guess_format",
     "list_datasets",
     "load_filtered_stsb_sick",
+    "load_hub_table",
     "load_named",
     "load_pairs",
     "load_reference",
@@ -75,6 +90,7 @@ __all__ = [
     "map_labels",
     "merge_datasets",
     "read_path",
+    "read_table",
     "registry_names",
     "rescale_scores",
     "resolve_data_dir",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import csv
+from collections.abc import Callable, Mapping
+from itertools import islice
 from pathlib import Path
 
 from datasets import Dataset
 
-from .errors import DataConfigError
-from .nli import read_nli_csv, read_nli_jsonl, read_nli_senteval, read_nli_triplets
+from ._io import ScoreRange
+from .errors import DataConfigError, DataFormatError
+from .nli import NLI_LABELS, read_nli_csv, read_nli_jsonl, read_nli_senteval, read_nli_triplets
 from .readers import (
     read_cosent_tsv,
     read_mrpc,
@@ -19,6 +22,14 @@ from .readers import (
     read_sst,
     read_stsb_csv,
     read_wikiqa,
+)
+from .tables import (
+    TABLE_SUFFIXES,
+    first_json_record,
+    header_is_recognisable,
+    is_saved_dataset,
+    read_table,
+    table_header,
 )
 
 __all__ = ["FORMATS", "guess_format", "read_path"]
@@ -38,6 +49,7 @@ FORMATS: dict[str, Callable[..., Dataset]] = {
     "quora": read_quora,
     "sst": read_sst,
     "sentences": read_sentences,
+    "table": read_table,
 }
 
 _SICK_FILES = {
@@ -60,15 +72,42 @@ def _dir_target(path: Path, split: str) -> tuple[str, Path] | None:
     return None
 
 
-def _csv_format(path: Path) -> str | None:
-    """Tell the CSV formats apart by their header line."""
-    with path.open(encoding="utf-8-sig", errors="replace") as handle:
-        header = handle.readline().strip().split(",")
+def _csv_format(path: Path) -> str:
+    """Tell the CSV formats apart by their header line: SimCSE's triplets, NLI (a
+    ``gold_label`` column, or ``sentence1`` and a ``label`` column of NLI class names), else
+    a table."""
+    header = table_header(path)
     if header == ["sent0", "sent1", "hard_neg"]:
         return "nli-triplets"
-    if "sentence1" in header and ("label" in header or "gold_label" in header):
+    if "sentence1" in header and "gold_label" in header:
         return "nli-csv"
-    return None
+    if "sentence1" in header and "label" in header and _nli_class_names(path, "label"):
+        return "nli-csv"
+    return "table"
+
+
+_NLI_WORDS = {*NLI_LABELS, "-"}
+
+
+def _nli_class_names(path: Path, column: str, rows: int = 20) -> bool:
+    """Whether the first ``rows`` values of a CSV ``column`` are NLI class names (or ``-``,
+    SNLI's "no gold label") and at least one is a name."""
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        reader = csv.DictReader(handle)
+        values = [str(row.get(column) or "").strip().lower() for row in islice(reader, rows)]
+    return bool(values) and set(values) <= _NLI_WORDS and set(values) != {"-"}
+
+
+def _jsonl_format(path: Path) -> str:
+    """The official SNLI/MultiNLI jsonl (a ``gold_label`` key), else a table."""
+    record = first_json_record(path)
+    return "nli-jsonl" if record is not None and "gold_label" in record else "table"
+
+
+def _tsv_format(path: Path, columns: Mapping[str, str] | None) -> str:
+    """A table when the first line is a header (:func:`header_is_recognisable`), else
+    CoSENT's three tab-separated columns without a header."""
+    return "table" if header_is_recognisable(table_header(path), columns) else "cosent"
 
 
 def _folder_hint(path: Path) -> str | None:
@@ -80,40 +119,55 @@ def _folder_hint(path: Path) -> str | None:
     return None
 
 
-def _file_format(path: Path) -> str | None:
-    """Guess a file's format from its name, extension, folder or (for CSV) header."""
+def _file_format(path: Path, columns: Mapping[str, str] | None = None) -> str | None:
+    """Guess a file's format from its name, extension, folder or first line; a ``columns``
+    mapping makes a ``.csv``, ``.tsv`` or ``.jsonl`` file a table."""
     name, suffix = path.name, path.suffix.lower()
     if name.startswith("sts-") and suffix == ".csv":
         return "stsb"
+    if suffix in (".json", ".parquet") or (columns and suffix in TABLE_SUFFIXES):
+        return "table"
     if suffix == ".csv":
         return _csv_format(path)
     if suffix == ".jsonl":
-        return "nli-jsonl"
+        return _jsonl_format(path)
+    if suffix == ".tsv":
+        return _tsv_format(path, columns)
     if name.startswith("SICK") and suffix == ".txt":
         return "sick"
     if name.startswith("msr_paraphrase"):
         return "mrpc"
-    if suffix in (".data", ".tsv"):
+    if suffix == ".data":
         return "cosent"
     if name.startswith(("stsa.", "sentiment-")):
         return "sst"
     return _folder_hint(path)
 
 
-def guess_format(path: str | Path, split: str = "train") -> tuple[str, Path]:
+def guess_format(
+    path: str | Path, split: str = "train", columns: Mapping[str, str] | None = None
+) -> tuple[str, Path]:
     """Return ``(format name, path to read)`` for a file or folder, or raise.
 
-    Folders: STS12-16 (``STS*.input.*.txt``), SentEval NLI (``s1.<split>``), STS-B
-    (``sts-<split>.csv``), SICK (``SICK_<train|trial|test_annotated>.txt``). Files:
-    ``sts-*.csv`` STS-B, other ``.csv`` by header (triplets or NLI), ``.jsonl`` NLI,
-    ``SICK*.txt``, ``msr_paraphrase*``, ``.data``/``.tsv`` CoSENT, ``stsa.*`` /
-    ``sentiment-*`` SST; files under a ``*quora*`` / ``*wikiqa*`` folder and ``*wiki1m*``
-    files. Anything else needs an explicit ``fmt``.
+    Folders: ``save_to_disk`` folders (``table``), STS12-16 (``STS*.input.*.txt``),
+    SentEval NLI (``s1.<split>``), STS-B (``sts-<split>.csv``), SICK
+    (``SICK_<train|trial|test_annotated>.txt``). Files: ``sts-*.csv`` STS-B; other ``.csv``
+    by header (SimCSE triplets ``sent0,sent1,hard_neg``; NLI: ``gold_label``, or
+    ``sentence1`` and ``label`` with class names; else a table); ``.jsonl`` NLI when its
+    first record has ``gold_label``, else a table; ``.json`` and ``.parquet`` tables;
+    ``.tsv`` a table when its first line is a header (it names ``score`` or ``label``,
+    ``anchor``/``positive``, ``sentence1``/``sentence2`` or ``sentence``), else CoSENT's
+    three columns without header, as ``.data``; ``SICK*.txt``, ``msr_paraphrase*``,
+    ``stsa.*`` / ``sentiment-*`` SST; files under a ``*quora*`` / ``*wikiqa*`` folder and
+    ``*wiki1m*`` files. With ``columns``, a ``.csv``/``.tsv``/``.jsonl`` file is a table.
+    Anything else needs an explicit ``fmt``.
     """
     path = Path(path)
-    target = _dir_target(path, split) if path.is_dir() else None
+    target = None
+    if path.is_dir():
+        target = ("table", path) if is_saved_dataset(path) else _dir_target(path, split)
     if target is None and path.is_file():
-        fmt = _file_format(path)
+        fmt = _file_format(path, columns)
         target = (fmt, path) if fmt else None
     if target is None:
         known = ", ".join(FORMATS)
@@ -121,12 +175,46 @@ def guess_format(path: str | Path, split: str = "train") -> tuple[str, Path]:
     return target
 
 
-def read_path(path: str | Path, split: str = "train", fmt: str | None = None) -> Dataset:
-    """Read a file or folder in format ``fmt`` (guessed when ``None``)."""
+def read_path(
+    path: str | Path,
+    split: str = "train",
+    fmt: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    score_range: ScoreRange | None = None,
+) -> Dataset:
+    """Read a file or folder in format ``fmt`` (guessed when ``None``). ``columns`` and
+    ``score_range`` are for tables (:func:`~sts_core.data.tables.read_table`); a
+    ``columns`` mapping for a file read in another format is an error."""
+    guessed = fmt is None
     if fmt is None:
-        fmt, path = guess_format(path, split)
+        fmt, path = guess_format(path, split, columns)
+    if guessed and fmt == "cosent" and Path(path).suffix.lower() == ".tsv":
+        return _read_headerless_tsv(Path(path))
     if fmt not in FORMATS:
         raise DataConfigError(f"unknown data format {fmt!r}; known: {', '.join(FORMATS)}")
+    if fmt == "table":
+        return read_table(path, columns, split, score_range)
+    if columns:
+        raise DataConfigError(
+            f"{path}: columns is for tables with a header, but this is read as the {fmt} "
+            "format (set the format to table to read it as a table)"
+        )
     if fmt == "nli-senteval":
         return read_nli_senteval(path, split)
     return FORMATS[fmt](path)
+
+
+def _read_headerless_tsv(path: Path) -> Dataset:
+    """A ``.tsv`` without a recognisable header, read as CoSENT's three columns; an error on
+    its first line says how a header is recognised."""
+    try:
+        return read_cosent_tsv(path)
+    except DataFormatError as error:
+        if error.line != 1:
+            raise
+        hint = (
+            "; read as three tab-separated columns without a header (sentence1, sentence2, "
+            "score): a header line must name a score or label column, anchor/positive, "
+            "sentence1/sentence2 or sentence, or name the columns with columns"
+        )
+        raise DataFormatError(error.path, error.problem + hint, 1) from None

@@ -1,13 +1,21 @@
 """Dataset references as recipes and ``sts-eval --pairs`` write them: a registry name with
-an optional split (``stsb:dev``, ``stsb-zh:test``) or a file path."""
+an optional split (``stsb:dev``, ``stsb-zh:test``), a file or folder path, a hub dataset id,
+or (in Python) a ``datasets.Dataset`` / ``DatasetDict``."""
 
 from __future__ import annotations
 
-from datasets import Dataset
+from collections.abc import Mapping
 
-from ._io import PathLike
+from datasets import Dataset, DatasetDict
+
+from ._io import PathLike, ScoreRange
+from .errors import DataConfigError
 from .filtering import sick_to_sts
 from .registry import DEFAULT_VARIANT, list_datasets, load_named, load_pairs
+from .tables import from_dataset
+
+#: the name :func:`load_reference` gives a Dataset passed in memory
+IN_MEMORY = "in-memory dataset"
 
 __all__ = ["load_reference", "registry_names", "split_reference"]
 
@@ -26,31 +34,55 @@ def split_reference(reference: str, default_split: str) -> tuple[str, str]:
 
 
 def load_reference(
-    reference: str,
+    reference: str | Dataset | DatasetDict,
     default_split: str,
     data_dir: PathLike | None = None,
     variant: str = DEFAULT_VARIANT,
     fmt: str | None = None,
     sick_to_sts_scale: bool = False,
+    columns: Mapping[str, str] | None = None,
+    score_range: ScoreRange | None = None,
 ) -> tuple[str, Dataset]:
-    """Load a dataset reference: a registry name (``name[:split]``) or a path.
+    """Load a dataset reference: a registry name (``name[:split]``), a path, a hub dataset
+    id (``owner/name[:split]``) or a ``datasets.Dataset`` / ``DatasetDict``.
 
     Args:
-        reference: ``name``, ``name:split`` or a file path.
+        reference: ``name``, ``name:split``, a file or folder path (``folder:split`` for a
+            DatasetDict's), a hub id, or a Dataset / DatasetDict object.
         default_split: the split when the reference names none.
         data_dir: the data folder (default ``$STS_DATA_DIR``).
         variant: the data variant of registry datasets (``senteval`` or ``raw``).
-        fmt: the format of a file given by path, when its name does not say.
+        fmt: the format of a file given by path, when its name does not say (``table``
+            reads any file with a header as a table).
         sick_to_sts_scale: rescale SICK's 1–5 scores to 0–5 (``sickr`` only).
+        columns: for tables (files with a header, save_to_disk folders, hub ids, Dataset
+            objects): ``{project column: table column}``, e.g. ``{"sentence1": "text_a",
+            "sentence2": "text_b", "score": "sim"}``; unset: found by sentence-transformers'
+            conventions (:mod:`sts_core.data.tables`). An error with a registry name or a
+            file in a benchmark format.
+        score_range: for tables: refuse a score outside ``[low, high]``, naming the row and
+            the table's column.
 
     Returns:
-        The dataset's name (the path for a file) and the dataset.
+        The dataset's name (the path for a file, ``"in-memory dataset"`` for an object) and
+        the dataset.
     """
+    if isinstance(reference, Dataset | DatasetDict):
+        if fmt is not None:
+            raise DataConfigError(f"fmt={fmt!r} is for files and folders, not a Dataset object")
+        return IN_MEMORY, from_dataset(reference, columns, default_split, score_range, IN_MEMORY)
     name, split = split_reference(reference, default_split)
     if name in registry_names():
+        if columns:
+            raise DataConfigError(
+                f"columns: {name} is a registry dataset, read with the project's columns; "
+                "a columns mapping is for tables (files with a header, hub ids, Datasets)"
+            )
         dataset = load_named(name, split, data_dir=data_dir, variant=variant)
     else:
-        dataset = load_pairs(name, split, data_dir=data_dir, fmt=fmt)
+        dataset = load_pairs(
+            name, split, data_dir=data_dir, fmt=fmt, columns=columns, score_range=score_range
+        )
     if name == "sickr" and sick_to_sts_scale:
         dataset = sick_to_sts(dataset)
     return name, dataset

@@ -26,7 +26,7 @@ from typing import Any
 from datasets import Dataset
 
 from . import hub as _hub
-from ._io import PathLike, logger
+from ._io import PathLike, ScoreRange, logger
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
 from .formats import read_path
 from .hub import HubSource, hub_offline, load_from_hub
@@ -42,6 +42,7 @@ from .readers import (
     read_stsb_csv,
     read_wikiqa,
 )
+from .tables import is_saved_dataset, load_hub_table, looks_like_hub_id
 
 __all__ = [
     "DEFAULT_VARIANT",
@@ -385,29 +386,50 @@ def load_pairs(
     split: str = "train",
     data_dir: PathLike | None = None,
     fmt: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    score_range: ScoreRange | None = None,
 ) -> Dataset:
-    """Load training/evaluation data named by a recipe: a registry name or a path.
+    """Load training/evaluation data named by a recipe: a registry name, a path or a hub id.
 
     A registry name goes through :func:`load_named` (default variant). Otherwise the
     value is a file or folder; a relative path that does not exist is also looked up
     under the data folder. The format is ``fmt`` (see :data:`~sts_core.data.formats.FORMATS`)
-    or guessed from the name, extension or CSV header; ``split`` picks the file in
-    folders holding several splits (SentEval NLI, STS-B, SICK).
+    or guessed from the name, extension or first line; ``split`` picks the file in
+    folders holding several splits (SentEval NLI, STS-B, SICK) and the split of a
+    ``DatasetDict`` folder (``folder:split`` names one). A value that is no local path
+    but has the form ``owner/name`` (``owner/name:split``) is a hub dataset id, read when
+    the hub can be reached (:func:`~sts_core.data.tables.load_hub_table`). ``columns``
+    and ``score_range`` are for tables (:mod:`~sts_core.data.tables`).
     """
     key = os.fspath(name_or_path)
     if key in REGISTRY and not Path(key).exists():
-        if fmt is not None:
-            raise DataConfigError(
-                f"fmt={fmt!r} is for files and folders; {key!r} is a dataset name"
-            )
+        if fmt is not None or columns:
+            option = f"fmt={fmt!r}" if fmt is not None else "columns"
+            raise DataConfigError(f"{option} is for files and folders; {key!r} is a dataset name")
         return load_named(key, split=split, data_dir=data_dir)
+    path = _local_path(key, data_dir)
+    if path is None:
+        base, sep, named_split = key.rpartition(":")
+        folder = _local_path(base, data_dir) if sep and base and named_split else None
+        if folder is not None and is_saved_dataset(folder):
+            path, split = folder, named_split
+        elif looks_like_hub_id(base if sep and named_split else key) and fmt in (None, "table"):
+            repo_id = base if sep and named_split else key
+            return load_hub_table(repo_id, named_split if sep else split, columns, score_range)
+        else:
+            known = ", ".join(REGISTRY)
+            problem = f"neither a file/folder nor a registered dataset (known: {known})"
+            raise DataFileNotFoundError(Path(key).expanduser(), problem)
+    return read_path(path, split=split, fmt=fmt, columns=columns, score_range=score_range)
+
+
+def _local_path(key: str, data_dir: PathLike | None) -> Path | None:
+    """``key`` as an existing path, or under the data folder when relative; None if neither."""
     path = Path(key).expanduser()
-    if not path.exists() and not path.is_absolute():
+    if path.exists():
+        return path
+    if not path.is_absolute():
         root = _optional_data_dir(data_dir)
         if root is not None and (root / path).exists():
-            path = root / path
-    if not path.exists():
-        known = ", ".join(REGISTRY)
-        problem = f"neither a file/folder nor a registered dataset (known: {known})"
-        raise DataFileNotFoundError(path, problem)
-    return read_path(path, split=split, fmt=fmt)
+            return root / path
+    return None

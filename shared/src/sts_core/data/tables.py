@@ -1,0 +1,539 @@
+"""Tables with a header: CSV, TSV, JSON, JSON Lines and Parquet files, folders written by
+``Dataset.save_to_disk``, hub dataset ids and ``datasets.Dataset`` / ``DatasetDict`` objects,
+mapped onto the project's columns.
+
+Files are read by ``datasets``' own loaders (``load_dataset("csv" | "json" | "parquet")``,
+``load_from_disk``) into memory, with a temporary cache that is removed afterwards: nothing
+is written beside the data. CSV and TSV cells are read as text (``007`` stays ``007``; an
+empty cell is an empty text, not a missing value); a TSV has no quoting (a tab separates
+the fields, a line is a row).
+
+Columns (sentence-transformers' conventions, or a ``columns`` mapping):
+
+- a column named ``score`` or ``label`` is the label: ``score`` (float64); ``label`` gives
+  ``score`` (float64) and, when every value is an integer, ``label`` (int64). With both,
+  ``score`` is the score and ``label`` (integers) the class.
+- the text columns: the names ``anchor``/``positive``/``negative`` (→ ``sentence1``,
+  ``sentence2``, ``hard_negative``), ``sentence1``/``sentence2`` (/``hard_negative``) or
+  ``sentence``; otherwise, as sentence-transformers does, the remaining columns in their
+  order: one (``sentence``), two (``sentence1``, ``sentence2``) or three (a triplet, the
+  third ``hard_negative``).
+- ``columns`` = ``{project column: file column}`` names them instead, e.g.
+  ``{sentence1: text_a, sentence2: text_b, score: sim}``; columns it leaves out are found
+  as above (``score``/``label`` by name; the texts only when it names none).
+
+Columns neither named nor found are not read (logged). Texts are stripped of surrounding
+spaces. A bad value is a :class:`~sts_core.data.errors.DataFormatError` naming the source,
+the row (1-based data row: the header is not counted) and the file's column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import tempfile
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+
+from ._io import PathLike, ScoreRange, logger, to_dataset
+from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
+
+__all__ = [
+    "LABEL_COLUMNS",
+    "PROJECT_COLUMNS",
+    "TABLE_SUFFIXES",
+    "TEXT_COLUMNS",
+    "check_columns_mapping",
+    "find_columns",
+    "from_dataset",
+    "is_saved_dataset",
+    "looks_like_hub_id",
+    "normalise_table",
+    "read_table",
+    "table_header",
+]
+
+#: file suffix -> ``datasets`` loader
+TABLE_SUFFIXES: Mapping[str, str] = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+}
+TEXT_COLUMNS = ("sentence1", "sentence2", "hard_negative", "sentence")
+LABEL_COLUMNS = ("score", "label")
+PROJECT_COLUMNS = TEXT_COLUMNS + LABEL_COLUMNS
+#: text columns found by name, the largest layout first: file column -> project column
+NAMED_LAYOUTS: tuple[Mapping[str, str], ...] = (
+    {"anchor": "sentence1", "positive": "sentence2", "negative": "hard_negative"},
+    {"sentence1": "sentence1", "sentence2": "sentence2", "hard_negative": "hard_negative"},
+    {"anchor": "sentence1", "positive": "sentence2"},
+    {"sentence1": "sentence1", "sentence2": "sentence2"},
+    {"sentence": "sentence"},
+)
+#: text columns found by order (sentence-transformers' rule): count -> project columns
+ORDERED_LAYOUTS: Mapping[int, tuple[str, ...]] = {
+    1: ("sentence",),
+    2: ("sentence1", "sentence2"),
+    3: ("sentence1", "sentence2", "hard_negative"),
+}
+#: the text-column sets a table may have
+VALID_TEXTS = (
+    {"sentence1", "sentence2"},
+    {"sentence1", "sentence2", "hard_negative"},
+    {"sentence"},
+)
+#: split names accepted for each of ours, in order of preference
+SPLIT_NAMES: Mapping[str, tuple[str, ...]] = {
+    "dev": ("dev", "validation", "valid", "val"),
+    "validation": ("validation", "dev", "valid", "val"),
+    "test": ("test",),
+    "train": ("train",),
+}
+_EXPECTED = (
+    "expected two text columns and a score or label column (sentence-transformers' "
+    "convention), anchor/positive/negative, sentence1/sentence2 or sentence; or name "
+    "them with columns, e.g. {sentence1: text_a, sentence2: text_b, score: sim}"
+)
+
+
+# --------------------------------------------------------------------------- the mapping
+
+
+def check_columns_mapping(columns: Mapping[str, Any] | None, option: str = "columns") -> None:
+    """DataConfigError unless ``columns`` maps project columns (``sentence1``, ``sentence2``,
+    ``hard_negative``, ``sentence``, ``score``, ``label``) to distinct, non-empty column
+    names; None (unset) passes."""
+    if columns is None:
+        return
+    if not isinstance(columns, Mapping) or not columns:
+        raise DataConfigError(
+            f"{option} must be a mapping of project column: file column, got {columns!r}"
+        )
+    for key, value in columns.items():
+        if key not in PROJECT_COLUMNS:
+            raise DataConfigError(
+                f"{option}: {key!r} is not one of the project's columns "
+                f"({', '.join(PROJECT_COLUMNS)}); the mapping is project column: file column"
+            )
+        if not isinstance(value, str) or not value.strip():
+            raise DataConfigError(f"{option}: {key}: expected a column name, got {value!r}")
+    values = list(columns.values())
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise DataConfigError(f"{option} names the column(s) {', '.join(twice)} twice")
+    texts = {key for key in columns if key in TEXT_COLUMNS}
+    if texts and texts not in VALID_TEXTS:
+        raise DataConfigError(f"{option} names the text columns {_listed(texts)}: {_VALID_WORDS}")
+
+
+_VALID_WORDS = (
+    "a table has sentence1 and sentence2 (and optionally hard_negative), or sentence alone"
+)
+
+
+def _listed(names: Sequence[str] | set[str]) -> str:
+    ordered = [c for c in PROJECT_COLUMNS if c in names] if isinstance(names, set) else names
+    return ", ".join(ordered)
+
+
+def find_columns(
+    names: Sequence[str], columns: Mapping[str, str] | None, source: str | PathLike
+) -> dict[str, str]:
+    """``{project column: table column}`` for a table whose columns are ``names``, by the
+    ``columns`` mapping and the conventions (module docstring); DataFormatError naming
+    ``source`` for a mapped column it lacks or a table without recognisable columns."""
+    check_columns_mapping(columns)
+    found: dict[str, str] = dict(columns or {})
+    absent = [(key, value) for key, value in found.items() if value not in names]
+    if absent:
+        key, value = absent[0]
+        raise DataFormatError(
+            source,
+            f"columns maps {key} to {value!r}, which is not a column here "
+            f"(its columns: {', '.join(names)})",
+        )
+    rest = [name for name in names if name not in found.values()]
+    for label in LABEL_COLUMNS:
+        if label not in found and label in rest:
+            found[label] = label
+            rest.remove(label)
+    if not any(column in found for column in TEXT_COLUMNS):
+        texts = _text_columns(rest)
+        if texts is None:
+            raise DataFormatError(
+                source, f"no recognisable columns: found {', '.join(names) or 'none'}; {_EXPECTED}"
+            )
+        found.update(texts)
+    unused = [name for name in names if name not in found.values()]
+    if unused:
+        logger.info("%s: columns not read: %s", source, ", ".join(unused))
+    return found
+
+
+def _text_columns(names: list[str]) -> dict[str, str] | None:
+    """The text columns among ``names`` (no label columns): by name, else by order."""
+    for layout in NAMED_LAYOUTS:
+        if set(layout) <= set(names):
+            return {project: name for name, project in layout.items()}
+    ordered = ORDERED_LAYOUTS.get(len(names))
+    return dict(zip(ordered, names, strict=True)) if ordered else None
+
+
+def header_is_recognisable(names: Sequence[str], columns: Mapping[str, str] | None) -> bool:
+    """Whether a first line ``names`` is a header: it names a ``score`` or ``label`` column or
+    a named text layout (``anchor``/``positive``…, ``sentence1``/``sentence2``, ``sentence``),
+    or ``columns`` is given (its names are then required)."""
+    if columns:
+        return True
+    if any(label in names for label in LABEL_COLUMNS):
+        return True
+    return any(set(layout) <= set(names) for layout in NAMED_LAYOUTS)
+
+
+# --------------------------------------------------------------------------- the values
+
+
+def normalise_table(
+    table: Dataset,
+    source: str | PathLike,
+    columns: Mapping[str, str] | None = None,
+    score_range: ScoreRange | None = None,
+) -> Dataset:
+    """``table`` (any column names and types) as the project's columns: texts (str,
+    stripped), ``score`` (float64), ``label`` (int64). Every value is checked: an empty or
+    non-text text, a score that is not a finite number or lies outside ``score_range``, a
+    ``label`` beside ``score`` that is not an integer — DataFormatError naming ``source``,
+    the 1-based row and the table's column."""
+    if len(table) == 0:
+        raise DataFormatError(source, "no data rows")
+    found = find_columns(table.column_names, columns, source)
+    texts = {c for c in found if c in TEXT_COLUMNS}
+    if texts not in VALID_TEXTS:
+        raise DataFormatError(source, f"text columns {_listed(texts)}: {_VALID_WORDS}")
+    out: dict[str, list[Any]] = {}
+    for column in TEXT_COLUMNS:
+        if column in found:
+            name = found[column]
+            out[column] = [_text(value, source, n, name) for n, value in _rows(table, name)]
+    if "score" in found:
+        out["score"] = _scores(table, found["score"], source, score_range)
+        if "label" in found:
+            name = found["label"]
+            out["label"] = [_integer(v, source, n, name) for n, v in _rows(table, name)]
+    elif "label" in found:
+        scores = _scores(table, found["label"], source, score_range)
+        out["score"] = scores
+        if all(float(x).is_integer() for x in scores):
+            out["label"] = [int(x) for x in scores]
+    return to_dataset(out)
+
+
+def _rows(table: Dataset, column: str):
+    """``(1-based row, value)`` of one column."""
+    return enumerate(table[column], start=1)
+
+
+def _where(row: int, column: str) -> str:
+    return f"row {row}, column {column!r}"
+
+
+def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
+    if value is None:
+        raise DataFormatError(source, f"{_where(row, column)}: empty text (no value)")
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise DataFormatError(source, f"{_where(row, column)}: {value!r} is not a text ({kind})")
+    text = value.strip()
+    if not text:
+        raise DataFormatError(source, f"{_where(row, column)}: empty text")
+    return text
+
+
+def _number(value: Any, source: str | PathLike, row: int, column: str) -> float:
+    """A finite number from a number or a text (``"3.5"``)."""
+    where = _where(row, column)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataFormatError(source, f"{where}: no value")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise DataFormatError(source, f"{where}: {value!r} is not a number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise DataFormatError(source, f"{where}: {value.strip()!r} is not a number") from None
+    if not math.isfinite(number):
+        raise DataFormatError(source, f"{where}: {value!r} is not a finite number")
+    return number
+
+
+def _scores(
+    table: Dataset, column: str, source: str | PathLike, score_range: ScoreRange | None
+) -> list[float]:
+    scores = [_number(value, source, row, column) for row, value in _rows(table, column)]
+    if score_range is not None:
+        low, high = score_range
+        outside = [row for row, x in enumerate(scores, start=1) if not low <= x <= high]
+        if outside:
+            row = outside[0]
+            raise DataFormatError(
+                source,
+                f"{_where(row, column)}: score {scores[row - 1]:g} is outside score_range "
+                f"[{low:g}, {high:g}] ({len(outside)} of {len(scores)} rows are)",
+            )
+    return scores
+
+
+def _integer(value: Any, source: str | PathLike, row: int, column: str) -> int:
+    number = _number(value, source, row, column)
+    if not number.is_integer():
+        raise DataFormatError(source, f"{_where(row, column)}: label {value!r} is not an integer")
+    return int(number)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def table_header(path: PathLike) -> list[str]:
+    """The column names in the first line of a CSV (quoted) or TSV (tab-separated) file."""
+    path = Path(path)
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        if path.suffix.lower() == ".tsv":
+            line = handle.readline().rstrip("\r\n")
+            return [name.strip() for name in line.split("\t")] if line else []
+        row = next(csv.reader(handle), [])
+    return [name.strip() for name in row]
+
+
+def is_saved_dataset(path: PathLike) -> bool:
+    """Whether ``path`` is a folder written by ``Dataset.save_to_disk`` or
+    ``DatasetDict.save_to_disk``."""
+    from datasets import config
+
+    folder = Path(path)
+    return (folder / config.DATASETDICT_JSON_FILENAME).is_file() or (
+        (folder / config.DATASET_STATE_JSON_FILENAME).is_file()
+        and (folder / config.DATASET_INFO_FILENAME).is_file()
+    )
+
+
+@contextmanager
+def _quiet_datasets():
+    """``datasets``' progress bars off while a table loads (restored afterwards)."""
+    import datasets
+
+    was_enabled = not datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+def _csv_options(path: Path) -> dict[str, Any]:
+    """``load_dataset("csv")`` options: every column as text, empty cells kept, TSV
+    unquoted; DataFormatError for an empty file or a header naming a column twice."""
+    from datasets import Features, Value
+
+    names = table_header(path)
+    if not names or names == [""]:
+        raise DataFormatError(path, "file is empty (a table needs a header line)")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DataFormatError(path, f"the header names {', '.join(map(repr, twice))} twice", 1)
+    options: dict[str, Any] = {
+        "features": Features({name: Value("string") for name in names}),
+        "na_filter": False,
+        "encoding": "utf-8-sig",
+    }
+    if path.suffix.lower() == ".tsv":
+        options |= {"sep": "\t", "quoting": csv.QUOTE_NONE}
+    return options
+
+
+def _load_file(path: Path) -> Dataset:
+    """One CSV/TSV/JSON/JSONL/Parquet file by ``datasets``' loader, in memory."""
+    from datasets import load_dataset
+
+    loader = TABLE_SUFFIXES[path.suffix.lower()]
+    options = _csv_options(path) if loader == "csv" else {}
+    with tempfile.TemporaryDirectory(prefix="sts-table-") as cache, _quiet_datasets():
+        try:
+            return load_dataset(
+                loader,
+                data_files=str(path),
+                split="train",
+                cache_dir=cache,
+                keep_in_memory=True,
+                **options,
+            )
+        except Exception as error:  # pandas, pyarrow and datasets errors of a malformed file
+            problem = f"cannot be read as {_kind(path)}: {_cause(error)}"
+            raise DataFormatError(path, problem) from None
+
+
+def _kind(path: Path) -> str:
+    suffix = path.suffix.lower()
+    return {".jsonl": "JSON Lines", ".tsv": "TSV"}.get(suffix, suffix.lstrip(".").upper())
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost error's message, on one line (``datasets`` wraps the reader's)."""
+    while error.__cause__ is not None or error.__context__ is not None:
+        error = error.__cause__ or error.__context__
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
+
+
+def pick_split(splits: Sequence[str], split: str, source: str | PathLike) -> str:
+    """The split of ``splits`` that ``split`` names (``dev`` is also ``validation``,
+    ``valid`` or ``val``); DataConfigError listing them otherwise."""
+    for name in SPLIT_NAMES.get(split, (split,)):
+        if name in splits:
+            return name
+    raise DataConfigError(
+        f"{source} has no split {split!r} (its splits: {', '.join(splits)}); "
+        f"name one as {source}:<split>"
+    )
+
+
+def _from_saved(path: Path, split: str) -> Dataset:
+    """A ``save_to_disk`` folder (a DatasetDict's split ``split``)."""
+    from datasets import load_from_disk
+
+    try:
+        loaded = load_from_disk(str(path))
+    except Exception as error:  # a folder datasets cannot read
+        raise DataFormatError(path, f"cannot be read by load_from_disk: {_cause(error)}") from None
+    if isinstance(loaded, DatasetDict):
+        return loaded[pick_split(list(loaded), split, path)]
+    return loaded
+
+
+def read_table(
+    path: PathLike,
+    columns: Mapping[str, str] | None = None,
+    split: str = "train",
+    score_range: ScoreRange | None = None,
+) -> Dataset:
+    """Read a table with a header: a ``.csv``, ``.tsv``, ``.json``, ``.jsonl`` or
+    ``.parquet`` file, or a ``save_to_disk`` folder (``split`` of a DatasetDict's), as the
+    project's columns (:func:`normalise_table`: ``columns`` mapping, ``score_range`` check).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not is_saved_dataset(path):
+            raise DataFormatError(path, "not a folder written by Dataset.save_to_disk")
+        raw = _from_saved(path, split)
+    elif path.is_file():
+        if path.suffix.lower() not in TABLE_SUFFIXES:
+            known = ", ".join(TABLE_SUFFIXES)
+            raise DataFormatError(path, f"a table file ends in one of {known}")
+        raw = _load_file(path)
+    else:
+        raise DataFileNotFoundError(path, "no such file or folder")
+    return normalise_table(raw, path, columns, score_range)
+
+
+def from_dataset(
+    dataset: Dataset | DatasetDict,
+    columns: Mapping[str, str] | None = None,
+    split: str = "train",
+    score_range: ScoreRange | None = None,
+    name: str = "in-memory dataset",
+) -> Dataset:
+    """A ``datasets.Dataset`` (or split ``split`` of a ``DatasetDict``) with any column
+    names, as the project's columns: the same conventions, mapping and checks as a file
+    (:func:`normalise_table`); errors name ``name``. The result is a new in-memory
+    Dataset: the argument is not changed."""
+    if isinstance(dataset, DatasetDict):
+        dataset = dataset[pick_split(list(dataset), split, name)]
+    if not isinstance(dataset, Dataset):
+        raise DataConfigError(
+            f"{name}: expected a datasets.Dataset or DatasetDict, got {type(dataset).__name__}"
+        )
+    return normalise_table(dataset, name, columns, score_range)
+
+
+# --------------------------------------------------------------------------- the hub
+
+
+def looks_like_hub_id(reference: str) -> bool:
+    """``owner/name`` (one slash, no file suffix): the form of a hub dataset id."""
+    owner, sep, name = reference.partition("/")
+    if not sep or "/" in name or not owner or not name:
+        return False
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+    if not set(owner + name) <= allowed or owner[0] in "-." or name.startswith("."):
+        return False
+    return Path(name).suffix.lower() not in (*TABLE_SUFFIXES, ".txt", ".data")
+
+
+def _hub_split_names(repo_id: str) -> list[str]:
+    """The splits of a hub dataset (network; patched out in tests)."""
+    from datasets import get_dataset_split_names
+
+    return list(get_dataset_split_names(repo_id))
+
+
+def _load_hub_split(repo_id: str, split: str) -> Dataset:
+    """One split of a hub dataset, through the hub cache (patched out in tests)."""
+    from datasets import load_dataset
+
+    with _quiet_datasets():
+        return load_dataset(repo_id, split=split)
+
+
+def load_hub_table(
+    repo_id: str,
+    split: str = "train",
+    columns: Mapping[str, str] | None = None,
+    score_range: ScoreRange | None = None,
+) -> Dataset:
+    """Split ``split`` of the hub dataset ``repo_id`` as the project's columns. One-line
+    DataConfigError when the hub is switched off or cannot be reached, or the dataset or
+    split cannot be loaded."""
+    from . import hub
+
+    where = f"{repo_id} is not a local file or folder, and as a hub dataset id"
+    if hub.hub_offline():
+        raise DataConfigError(
+            f"{where} it cannot be loaded: the Hugging Face hub is switched off "
+            "(HF_HUB_OFFLINE / HF_DATASETS_OFFLINE); give a local file or a "
+            "save_to_disk folder"
+        )
+    if not hub.hub_reachable():
+        host, port = hub.hub_address()
+        raise DataConfigError(
+            f"{where} it cannot be loaded: the Hugging Face hub ({host}:{port}) cannot be "
+            "reached; give a local file or a save_to_disk folder"
+        )
+    try:
+        hub_split = pick_split(_hub_split_names(repo_id), split, repo_id)
+        raw = _load_hub_split(repo_id, hub_split)
+    except DataConfigError:
+        raise
+    except Exception as error:  # network, hub and cache errors of datasets/huggingface_hub
+        raise DataConfigError(
+            f"{repo_id}: loading it from the hub failed ({_cause(error)})"
+        ) from None
+    logger.info("%s: read split %s from the hub (%d rows)", repo_id, hub_split, len(raw))
+    return normalise_table(raw, f"{repo_id}:{hub_split}", columns, score_range)
+
+
+def first_json_record(path: PathLike) -> dict[str, Any] | None:
+    """The first record of a JSON Lines file (None when it is not a JSON object)."""
+    with Path(path).open(encoding="utf-8-sig", errors="replace") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    return None
+                return record if isinstance(record, dict) else None
+    return None
