@@ -237,11 +237,30 @@ class DataArguments:
     )
     train_format: str | None = field(
         default=None,
-        metadata={"help": "Format of training files given by path, when the name does not say."},
+        metadata={
+            "help": "Format of training files given by path, when the name does not say "
+            "(table: any file with a header)."
+        },
+    )
+    columns: str | None = field(
+        default=None,
+        metadata={
+            "help": "The columns of the training tables (files with a header, save_to_disk "
+            "folders, hub ids): project column: file column as a YAML mapping or JSON, e.g. "
+            "{sentence1: text_a, sentence2: text_b, score: sim}; unset: found by "
+            "sentence-transformers' conventions (docs/data.md). Not for registry names."
+        },
     )
     eval_dataset: str | None = field(
         default="stsb:dev",
         metadata={"help": "Dev set for model selection (name:split or a path); none to skip."},
+    )
+    eval_columns: str | None = field(
+        default=None,
+        metadata={
+            "help": "The columns of the evaluation tables (eval_dataset, final_eval_datasets, "
+            "threshold_dataset), as columns is for the training tables."
+        },
     )
     data_variant: str = field(
         default="senteval", metadata={"help": "senteval (tokenized) or raw data files."}
@@ -349,6 +368,12 @@ class DataArguments:
             1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
         )
         self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
+        from sts_core.data import check_columns_mapping
+
+        for option in ("columns", "eval_columns"):
+            mapping = parse_json_mapping(getattr(self, option), option)
+            check_columns_mapping(mapping, option)
+            setattr(self, option, mapping)
         if self.label_mapping is not None:
             from sts_core.data import resolve_label_mapping
 

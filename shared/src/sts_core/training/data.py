@@ -30,15 +30,28 @@ def load_reference(
     reference: str, default_split: str, data_args: DataArguments
 ) -> tuple[str, Dataset]:
     """Load a recipe's dataset reference with ``data_args``' data folder, variant and SICK
-    rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` applies to the
-    training sets only (a dev or test file's format is guessed from its name)."""
+    rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` and ``columns``
+    apply to the training sets (``default_split`` train), ``eval_columns`` to the others
+    (a dev or test file's format is guessed from its name). A column mapping is for
+    tables: registry names do not take it. ``score_range`` is checked in the tables of the
+    training sets (unless ``label_mapping`` maps them first) and of the dev set, naming
+    the file's column."""
+    training = default_split == "train"
+    columns = data_args.columns if training else data_args.eval_columns
+    name, _ = split_reference(reference, default_split)
+    if name in registry_names():
+        columns = None
+    checks_scores = (training and not data_args.label_mapping) or default_split == "dev"
+    score_range = data_args.score_range if checks_scores else None
     return _load_reference(
         reference,
         default_split,
         data_dir=data_args.data_dir,
         variant=data_args.data_variant,
-        fmt=data_args.train_format if default_split == "train" else None,
+        fmt=data_args.train_format if training else None,
         sick_to_sts_scale=data_args.sick_to_sts_scale,
+        columns=columns,
+        score_range=_score_range(score_range) if score_range else None,
     )
 
 
