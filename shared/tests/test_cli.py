@@ -111,9 +111,12 @@ def test_sts_eval_scores_extra_pair_sets(tiny_bert_dir, tmp_path, capsys):
         ]
     )  # fmt: skip
     assert code == 0
-    assert "stsb:dev stsb_dev_spearman" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     saved = json.loads(output.with_suffix(".json").read_text())
-    assert set(saved["pairs"]["stsb:dev"]) == {"stsb_dev_spearman", "stsb_dev_pearson"}
+    scores = saved["pairs"]["stsb:dev"]
+    assert set(scores) == {"spearman", "pearson"}
+    expected = f"stsb:dev: spearman {scores['spearman']:.2f}, pearson {scores['pearson']:.2f}"
+    assert expected in lines
 
 
 def _eval_saved(model: Path, output: Path, capsys, *options: str) -> tuple[str, dict, str]:

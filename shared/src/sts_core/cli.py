@@ -208,8 +208,9 @@ def make_eval_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tasks",
         type=_task_list,
-        default=list(STS_TASKS),
-        help="comma-separated subset of " + ",".join(STS_TASKS),
+        default=None,
+        help="comma-separated subset of " + ",".join(STS_TASKS) + " (default: all of them; "
+        "with --pairs, none unless given)",
     )
     parser.add_argument(
         "--protocol",
@@ -229,9 +230,19 @@ def make_eval_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME:SPLIT|PATH",
-        help="also score other labelled pair sets (e.g. stsb-zh:test, mrpc:test, or a file): "
+        help="score labelled pair sets (e.g. stsb-zh:test, mrpc:test, a .csv/.tsv/.json/"
+        ".jsonl/.parquet file with a header, a save_to_disk folder or a hub id): "
         "Spearman/Pearson against their labels of the model's score_pairs (its pair_scorer "
-        "head if it has one, else cosine similarity; printed with the scores); repeatable",
+        "head if it has one, else cosine similarity; printed with the scores); repeatable. "
+        "Without --tasks only these are scored",
+    )
+    parser.add_argument(
+        "--columns",
+        metavar="JSON",
+        default=None,
+        help="the columns of the --pairs tables, project column: file column, e.g. "
+        '\'{"sentence1": "text_a", "sentence2": "text_b", "score": "sim"}\' (default: '
+        "sentence-transformers' conventions: two text columns and a score or label column)",
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"
@@ -314,43 +325,86 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         check_device(args.device)
         from sts_core.evaluation.sts import STSEvaluator
 
-        evaluator = STSEvaluator(
-            data_dir=args.data_dir,
-            tasks=args.tasks,
-            protocol=args.protocol,
-            variant=args.variant,
-            batch_size=args.batch_size,
-            show_progress_bar=not args.quiet,
-            sentence_edit=args.sentence_edit,
-        )
+        tasks = args.tasks if args.tasks is not None else [] if args.pairs else list(STS_TASKS)
+        evaluator = None
+        if tasks:
+            evaluator = STSEvaluator(
+                data_dir=args.data_dir,
+                tasks=tasks,
+                protocol=args.protocol,
+                variant=args.variant,
+                batch_size=args.batch_size,
+                show_progress_bar=not args.quiet,
+                sentence_edit=args.sentence_edit,
+            )
         pair_sets = _load_pair_sets(args)
         encoder = load_encoder(args)
-        report = evaluator.evaluate(encoder, model_name=str(args.model))
-        extra = {reference: score(encoder) for reference, score in pair_sets.items()}
+        report = None if evaluator is None else evaluator.evaluate(encoder, str(args.model))
+        extra = {reference: _pair_scores(score(encoder)) for reference, score in pair_sets.items()}
     except (OSError, ValueError) as error:
         return fail("sts-eval", error)
-    report.seconds = time.perf_counter() - start
-    print(report.to_text())
+    seconds = time.perf_counter() - start
+    if report is not None:
+        report.seconds = seconds
+        print(report.to_text())
     pairs_scorer = _pairs_scorer(encoder)
-    for reference, scores in extra.items():
-        print(reference, ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
+    for line in pair_lines(extra):
+        print(line)
     if extra:
         from sts_core.evaluation.sts import describe_scorer
 
         print(f"--pairs scored by: {describe_scorer(pairs_scorer)}")
-    print(f"wall time {report.seconds:.1f} s (loading data and model included)")
+    print(f"wall time {seconds:.1f} s (loading data and model included)")
     if args.output:
         try:
-            json_path, md_path = report.save(args.output)
-            if extra:
-                content = json.loads(json_path.read_text(encoding="utf-8"))
-                content["pairs"] = extra
-                content["pairs_scorer"] = pairs_scorer
-                json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+            json_path, md_path = _save_results(args, report, extra, pairs_scorer, seconds)
         except OSError as error:
             return fail("sts-eval", error)
         print(f"wrote {json_path} and {md_path}")
     return 0
+
+
+def _pair_scores(scores: dict[str, float]) -> dict[str, float]:
+    """A PairEvaluator's ``{<name>_spearman, <name>_pearson}`` as ``{spearman, pearson}``."""
+    return {key.rsplit("_", 1)[-1]: value for key, value in scores.items()}
+
+
+def pair_lines(extra: dict[str, dict[str, float]]) -> list[str]:
+    """One line a ``--pairs`` set: ``<reference>: spearman 81.02, pearson 87.10``."""
+    return [
+        f"{reference}: " + ", ".join(f"{metric} {value:.2f}" for metric, value in scores.items())
+        for reference, scores in extra.items()
+    ]
+
+
+def _save_results(
+    args: argparse.Namespace,
+    report: object,
+    extra: dict[str, dict[str, float]],
+    pairs_scorer: str,
+    seconds: float,
+) -> tuple[Path, Path]:
+    """``<output>.json`` and ``.md``: the STS table (when tasks were scored) with the
+    ``--pairs`` sets (``pairs``: reference → ``{spearman, pearson}``) and their scorer."""
+    if report is not None:
+        json_path, md_path = report.save(args.output)
+        content = json.loads(json_path.read_text(encoding="utf-8"))
+    else:
+        json_path, md_path = _report_paths(args.output)
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        content = {"model": str(args.model), "seconds": round(seconds, 2)}
+        lines = [f"Model `{args.model}` (correlation with gold × 100)", ""]
+        lines += ["| pair set | Spearman | Pearson |", "|---|---|---|"]
+        lines += [
+            f"| {reference} | {scores['spearman']:.2f} | {scores['pearson']:.2f} |"
+            for reference, scores in extra.items()
+        ]
+        md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if extra:
+        content["pairs"] = extra
+        content["pairs_scorer"] = pairs_scorer
+    json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+    return json_path, md_path
 
 
 def _pairs_scorer(encoder: object) -> str:
@@ -363,20 +417,32 @@ def _pairs_scorer(encoder: object) -> str:
 
 
 def _load_pair_sets(args: argparse.Namespace) -> dict:
-    """``--pairs`` reference → its evaluator, each set loaded and checked (before any model)."""
-    from sts_core.data import load_reference
+    """``--pairs`` reference → its evaluator, each set loaded and checked (before any model);
+    ``--columns`` applies to the sets that are not registry names."""
+    from sts_core.data import check_columns_mapping, load_reference, registry_names
+    from sts_core.data.references import split_reference
     from sts_core.evaluation import PairEvaluator, cosine_scorer
+    from sts_core.options import parse_json_mapping
 
+    columns = parse_json_mapping(args.columns, "--columns")
+    check_columns_mapping(columns, "--columns")
+    names = registry_names()
+    references = list(dict.fromkeys(args.pairs))
+    tables = [ref for ref in references if split_reference(ref, "test")[0] not in names]
+    if columns and not tables:
+        raise ValueError("--columns names the columns of --pairs files, and none is given")
     evaluators = {}
-    for reference in dict.fromkeys(args.pairs):
+    for reference in references:
+        table = reference in tables
         _, dataset = load_reference(
             reference,
             "test",
             data_dir=args.data_dir,
             variant=args.variant or "senteval",
             sick_to_sts_scale=True,  # as training scores SICK (correlations are unchanged)
+            columns=columns if table else None,
         )
-        name = reference.replace(":", "_").replace("-", "_")
+        name = Path(reference).name if table else reference.replace(":", "_").replace("-", "_")
         evaluators[reference] = PairEvaluator(
             dataset, name, cosine_scorer, args.batch_size, source=reference
         )
