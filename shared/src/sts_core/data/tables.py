@@ -109,10 +109,10 @@ _EXPECTED = (
 def check_columns_mapping(columns: Mapping[str, Any] | None, option: str = "columns") -> None:
     """DataConfigError unless ``columns`` maps project columns (``sentence1``, ``sentence2``,
     ``hard_negative``, ``sentence``, ``score``, ``label``) to distinct, non-empty column
-    names; None (unset) passes."""
+    names; None or an empty mapping (unset) passes."""
     if columns is None:
         return
-    if not isinstance(columns, Mapping) or not columns:
+    if not isinstance(columns, Mapping):
         raise DataConfigError(
             f"{option} must be a mapping of project column: file column, got {columns!r}"
         )
@@ -138,9 +138,9 @@ _VALID_WORDS = (
 )
 
 
-def _listed(names: Sequence[str] | set[str]) -> str:
-    ordered = [c for c in PROJECT_COLUMNS if c in names] if isinstance(names, set) else names
-    return ", ".join(ordered)
+def _listed(names: set[str]) -> str:
+    """Project column names in the project's order."""
+    return ", ".join(c for c in PROJECT_COLUMNS if c in names)
 
 
 def find_columns(
@@ -165,11 +165,14 @@ def find_columns(
             found[label] = label
             rest.remove(label)
     if not any(column in found for column in TEXT_COLUMNS):
+        missing = _partial_layout(rest)
+        if missing:
+            problem = f"no column {missing!r} (its columns: {', '.join(names)})"
+            raise DataFormatError(source, f"{problem}; {_EXPECTED}")
         texts = _text_columns(rest)
         if texts is None:
-            raise DataFormatError(
-                source, f"no recognisable columns: found {', '.join(names) or 'none'}; {_EXPECTED}"
-            )
+            problem = f"no recognisable columns: found {', '.join(names) or 'none'}"
+            raise DataFormatError(source, f"{problem}; {_EXPECTED}")
         found.update(texts)
     unused = [name for name in names if name not in found.values()]
     if unused:
@@ -184,6 +187,22 @@ def _text_columns(names: list[str]) -> dict[str, str] | None:
             return {project: name for name, project in layout.items()}
     ordered = ORDERED_LAYOUTS.get(len(names))
     return dict(zip(ordered, names, strict=True)) if ordered else None
+
+
+def _partial_layout(names: list[str]) -> str | None:
+    """The column a half-named layout lacks (``sentence1`` without ``sentence2``, ``anchor``
+    without ``positive``…), or None."""
+    present = set(names)
+    if any(set(layout) <= present for layout in NAMED_LAYOUTS):
+        return None
+    for first, second in (("sentence1", "sentence2"), ("anchor", "positive")):
+        if first in present or second in present:
+            return second if first in present else first
+    if "negative" in present:
+        return "anchor"
+    if "hard_negative" in present:
+        return "sentence1"
+    return None
 
 
 def header_is_recognisable(names: Sequence[str], columns: Mapping[str, str] | None) -> bool:
@@ -214,9 +233,6 @@ def normalise_table(
     if len(table) == 0:
         raise DataFormatError(source, "no data rows")
     found = find_columns(table.column_names, columns, source)
-    texts = {c for c in found if c in TEXT_COLUMNS}
-    if texts not in VALID_TEXTS:
-        raise DataFormatError(source, f"text columns {_listed(texts)}: {_VALID_WORDS}")
     out: dict[str, list[Any]] = {}
     for column in TEXT_COLUMNS:
         if column in found:
@@ -374,6 +390,8 @@ def _load_file(path: Path) -> Dataset:
                 **options,
             )
         except Exception as error:  # pandas, pyarrow and datasets errors of a malformed file
+            if "corresponds to no data" in str(error):  # datasets' words for no rows
+                raise DataFormatError(path, "no data rows") from None
             problem = f"cannot be read as {_kind(path)}: {_cause(error)}"
             raise DataFormatError(path, problem) from None
 

@@ -127,6 +127,7 @@ MAY_CHANGE_WITHOUT_SELECTION = frozenset(
         "save_strategy",
         "save_steps",
         "eval_dataset",
+        "eval_columns",
         "max_eval_samples",
         "metric_for_best_model",
         "greater_is_better",
