@@ -287,3 +287,27 @@ def test_sts_eval_refuses_a_bad_pairs_table_before_the_model(tiny_bert_dir, tmp_
     argv = ["--model", str(tiny_bert_dir), "--pairs", str(good), "--columns", '{"score": "s"}']
     assert eval_main(argv) == 2
     assert "columns maps score to 's', which is not a column here" in capsys.readouterr().err
+
+
+def test_a_resume_repeats_the_training_columns_and_the_dev_columns_when_they_select(tmp_path):
+    """``columns`` decides the training data: recorded in every checkpoint. ``eval_columns``
+    decides the dev set only: recorded when the dev set picks the final model."""
+    from sts_core.training.config import BaseConfig, DataArguments
+    from sts_core.training.resume_settings import recipe_settings
+
+    data_args = DataArguments(
+        columns='{"sentence1": "q", "sentence2": "d"}', eval_columns='{"score": "sim"}'
+    )
+    free = recipe_settings(BaseConfig(output_dir=str(tmp_path), report_to="none"), None, data_args)
+    assert free["columns"] == {"sentence1": "q", "sentence2": "d"}
+    assert "eval_columns" not in free
+    picking = BaseConfig(
+        output_dir=str(tmp_path),
+        report_to="none",
+        load_best_model_at_end=True,
+        eval_strategy="steps",
+        save_strategy="steps",
+        eval_steps=3,
+        save_steps=3,
+    )
+    assert recipe_settings(picking, None, data_args)["eval_columns"] == {"score": "sim"}
