@@ -311,3 +311,31 @@ def test_a_resume_repeats_the_training_columns_and_the_dev_columns_when_they_sel
         save_steps=3,
     )
     assert recipe_settings(picking, None, data_args)["eval_columns"] == {"score": "sim"}
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_a_dataset_dict_folder_named_with_its_split_inside_the_output_dir_is_kept(
+    tiny_bert_dir, tmp_path, capsys
+):
+    """``folder:split`` is the folder to the guard that never deletes a run's inputs."""
+    from datasets import Dataset, DatasetDict
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "metrics.json").write_text("{}", encoding="utf-8")  # an earlier run's
+    splits = DatasetDict({"train": Dataset.from_dict(pairs()), "test": Dataset.from_dict(pairs())})
+    splits.save_to_disk(out / "mine")
+    capsys.readouterr()  # datasets' progress bars
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    argv = [
+        "--method", "cosent",
+        "--model_name_or_path", str(tiny_bert_dir),
+        "--train_datasets", f"{out / 'mine'}:test",
+        "--eval_dataset", "none",
+        "--output_dir", str(out),
+        "--overwrite_output_dir", "true",
+    ]  # fmt: skip
+    assert sts_train(argv) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line.startswith(f"error: output_dir {out} holds the run's input train_datasets {out}")
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before

@@ -292,7 +292,7 @@ def _adapter_base(model: str | None) -> str | None:
 def _data_path(reference: str, split: str, data_args: Any) -> str | None:
     """Where a data reference is read from, as :func:`sts_core.data.load_reference` finds
     it: a registry dataset's file under the data folder, else the path (a relative path
-    that does not exist: under the data folder)."""
+    that does not exist: under the data folder; ``folder:split``: the folder)."""
     from sts_core.data import DataError, data_location, registry_names, split_reference
 
     name, split = split_reference(reference, split)
@@ -301,11 +301,16 @@ def _data_path(reference: str, split: str, data_args: Any) -> str | None:
             return data_location(name, split, data_args.data_dir, data_args.data_variant)
         except DataError:
             return None
-    path = Path(name).expanduser()
     root = data_args.data_dir or os.environ.get("STS_DATA_DIR")
-    if not path.exists() and not path.is_absolute() and root:
-        return str(Path(root).expanduser() / path)
-    return str(path)
+    base, sep, named_split = name.rpartition(":")
+    candidates = [name, base] if sep and base and named_split else [name]  # folder:split
+    for candidate in candidates:
+        path = Path(candidate).expanduser()
+        if path.exists():
+            return str(path)
+        if not path.is_absolute() and root and (Path(root).expanduser() / path).exists():
+            return str(Path(root).expanduser() / path)
+    return str(Path(name).expanduser())
 
 
 def _check_creatable(path: Path) -> None:
