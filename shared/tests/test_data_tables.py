@@ -552,3 +552,29 @@ def test_guards_of_files_and_folders(tmp_path):
     with pytest.raises(DataFormatError) as caught:
         load_pairs(later)
     assert str(caught.value) == f"{later}:2: expected 3 tab-separated fields, found 2"
+
+
+@pytest.mark.parametrize(
+    "reference,is_id",
+    [
+        ("org/pairs", True),
+        ("sentence-transformers/all-nli", True),
+        ("org/pairs.v2", True),
+        ("data/mine.csv", False),
+        ("data/mine.jsonl", False),
+        ("a/b/c", False),
+        ("/abs", False),
+        ("./x", False),
+        ("stsb", False),
+    ],
+)
+def test_what_is_taken_for_a_hub_id(reference, is_id):
+    assert tables.looks_like_hub_id(reference) is is_id
+
+
+def test_a_header_only_csv_with_a_label_column_is_a_table(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("sentence1,sentence2,label\n", encoding="utf-8")
+    assert guess_format(path)[0] == "table"
+    with pytest.raises(DataFormatError, match="h.csv: no data rows"):
+        load_pairs(path)

@@ -95,7 +95,7 @@ def _nli_class_names(path: Path, column: str, rows: int = 20) -> bool:
     with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
         reader = csv.DictReader(handle)
         values = [str(row.get(column) or "").strip().lower() for row in islice(reader, rows)]
-    return bool(values) and set(values) <= _NLI_WORDS and set(values) != {"-"}
+    return any(value in NLI_LABELS for value in values) and set(values) <= _NLI_WORDS
 
 
 def _jsonl_format(path: Path) -> str:

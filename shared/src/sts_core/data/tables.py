@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -481,15 +482,15 @@ def from_dataset(
 # --------------------------------------------------------------------------- the hub
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
 def looks_like_hub_id(reference: str) -> bool:
-    """``owner/name`` (one slash, no file suffix): the form of a hub dataset id."""
-    owner, sep, name = reference.partition("/")
-    if not sep or "/" in name or not owner or not name:
+    """``owner/name``: one slash, names of letters, digits, ``-``, ``_`` and ``.`` starting
+    with a letter or digit, and no file suffix (``data/mine.csv`` is a missing file)."""
+    if not _HUB_ID.fullmatch(reference):
         return False
-    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-    if not set(owner + name) <= allowed or owner[0] in "-." or name.startswith("."):
-        return False
-    return Path(name).suffix.lower() not in (*TABLE_SUFFIXES, ".txt", ".data")
+    return Path(reference).suffix.lower() not in (*TABLE_SUFFIXES, ".txt", ".data")
 
 
 def _hub_split_names(repo_id: str) -> list[str]:
