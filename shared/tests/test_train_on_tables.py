@@ -260,8 +260,11 @@ def test_columns_are_the_training_tables_and_eval_columns_the_dev_tables(
     line = one_line_error(capsys.readouterr().err)
     assert line.startswith(f"error: {dev}: row 2, column 'sim': score 9 is outside score_range")
     write_csv(dev, "q,d,sim,id\na b,c d,1,1\ne f,g h,4,2\n")
-    assert sts_train([*argv, "--eval_columns", mapping]) == 0
-    assert "check_only: the inputs are usable" in capsys.readouterr().out
+    final = ["--final_eval_datasets", str(dev), "--eval_columns", mapping]
+    assert sts_train([*argv, *final]) == 0  # the final pair sets take eval_columns too
+    printed = capsys.readouterr().out
+    assert "check_only: the inputs are usable" in printed
+    assert f"final pair set: {dev} (2 pairs)" in printed
 
 
 @pytest.mark.usefixtures("no_model_loading")
