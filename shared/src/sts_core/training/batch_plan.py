@@ -24,15 +24,18 @@ between the processes.
 within each set, no text (the value of any text column of a row) appears twice in a
 global batch. The set's rows are taken in a random order; a row whose text is already in
 the batch being filled is *deferred* and tried first for the next batch
-(:func:`no_duplicate_batches`). The set keeps its ``B_k`` batches; a row that still
-collides with every batch that has room at the end (a text in more rows than there are
-batches) goes into the first such batch and is counted as placed *with a duplicate*.
-Every row is used once an epoch (under ``round_robin``, once at most).
+(:func:`no_duplicate_batches`). The set keeps its ``B_k`` batches: a row that still
+collides with every batch that has room at the end takes the place of a row of another
+batch that moves to a batch with room, where neither then holds a text twice; when no
+such swap exists (a text in more rows than there are batches) it goes into the first
+batch with room and is counted as placed *with a duplicate*. Every row is used once an
+epoch (under ``round_robin``, once at most).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,8 +92,11 @@ def no_duplicate_batches(
 
     Batches are filled one after the other: first from the rows deferred so far (in the
     order they were deferred), then from ``order``; a row with a text already in the
-    batch is deferred. When ``order`` runs out, the rows still deferred collide with
-    every batch built since: each goes into the first batch with room (``with_duplicate``).
+    batch is deferred (sentence-transformers' ``NoDuplicatesBatchSampler`` on the same
+    order gives the same batches, up to its first batch it cannot fill). When ``order``
+    runs out, the rows still deferred collide with every batch built since: each is
+    swapped into another batch or, failing that, goes into the first batch with room
+    (``with_duplicate``; :func:`_place_leftovers`).
 
     Args:
         order: the rows (indices into ``texts``) in the order to take them.
@@ -120,10 +126,68 @@ def no_duplicate_batches(
                 waiting.append(row)
                 deferred.add(row)
         batches.append(batch)
-    for row in waiting:  # every batch with room holds one of its texts
-        next(batch for batch in batches if len(batch) < size).append(row)
-    report = NoDuplicatesReport(len(order), len(deferred), len(waiting))
+    with_duplicate = _place_leftovers(batches, waiting, texts, size, budget=50 * len(order))
+    report = NoDuplicatesReport(len(order), len(deferred), with_duplicate)
     return batches, report
+
+
+def _place_leftovers(
+    batches: list[list[int]],
+    leftovers: list[int],
+    texts: Sequence[frozenset[str]],
+    size: int,
+    budget: int,
+) -> int:
+    """Place the rows that collide with every batch with room: each takes the place of a
+    row of another batch that moves to a batch with room, where neither then holds a
+    text twice; failing that (or after ``budget`` rows tried for a swap) into the first
+    batch with room, with the duplicate. Returns how many went in with a duplicate."""
+    counts = [Counter(text for row in batch for text in texts[row]) for batch in batches]
+    with_duplicate = 0
+    for row in leftovers:
+        tried = _swap_in(row, batches, counts, texts, size, budget)
+        budget -= abs(tried)
+        if tried > 0:
+            continue
+        target = next(b for b, batch in enumerate(batches) if len(batch) < size)
+        batches[target].append(row)
+        counts[target].update(texts[row])
+        with_duplicate += 1
+    return with_duplicate
+
+
+def _swap_in(
+    row: int,
+    batches: list[list[int]],
+    counts: list[Counter[str]],
+    texts: Sequence[frozenset[str]],
+    size: int,
+    budget: int,
+) -> int:
+    """Swap ``row`` into a batch in place of a row that fits a batch with room. Returns the
+    rows tried, positive when the swap was made, negative when none was found."""
+    mine = texts[row]
+    with_room = [b for b, batch in enumerate(batches) if len(batch) < size]
+    tried = 0
+    for j, batch in enumerate(batches):
+        clash = [text for text in mine if counts[j][text]]
+        for position, other in enumerate(batch):
+            tried += 1
+            if tried > budget:
+                return -tried
+            if any(text not in texts[other] or counts[j][text] > 1 for text in clash):
+                continue  # without ``other`` the batch still holds a text of ``row``
+            fits = (b for b in with_room if b != j and not any(counts[b][t] for t in texts[other]))
+            target = next(fits, None)
+            if target is None:
+                continue
+            batch[position] = row
+            counts[j].subtract(texts[other])
+            counts[j].update(mine)
+            batches[target].append(other)
+            counts[target].update(texts[other])
+            return tried
+    return -max(tried, 1)
 
 
 @dataclass
