@@ -103,7 +103,7 @@ def no_duplicate_batches(
         texts: the texts of each row (the values of its text columns).
         size: the most rows a batch holds.
     """
-    fresh = iter(order)
+    fresh = (int(row) for row in order)
     waiting: list[int] = []
     deferred: set[int] = set()
     batches: list[list[int]] = []
@@ -253,7 +253,7 @@ class BatchPlan:
             else:
                 batches, report = no_duplicate_batches(order, self.texts[k], self.global_batch)
                 duplicates[name] = report.to_dict()
-            per_set.append([[offset + i for i in batch] for batch in batches])
+            per_set.append([[int(offset + i) for i in batch] for batch in batches])
         if self.sampler == ROUND_ROBIN:
             rounds = min(len(batches) for batches in per_set)
             plan = [per_set[k][r] for r in range(rounds) for k in range(len(per_set))]
