@@ -257,3 +257,56 @@ def test_each_process_takes_its_part_of_the_same_sets_batch() -> None:
         assert set_of(plan, first) == set_of(plan, second)
     seen = {i for rank in per_rank for batch in rank for i in batch}
     assert seen == set(range(sum(SIZES)))  # (a one-row batch goes to both processes)
+
+
+@pytest.mark.usefixtures("torch_one_thread")
+def test_a_run_with_no_duplicates_trains_on_batches_without_a_text_twice(
+    tiny_bert_nodropout_dir, tmp_path
+) -> None:
+    """``batch_sampler: no_duplicates`` on one training set built to collide (each anchor
+    in 3 of 12 rows, batches of 4): every batch the loss sees holds each text once, every
+    row is trained on once an epoch, and the counts in the report are those of the seeded
+    order (deferred: the rows a batch scanned past)."""
+    import numpy as np
+
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.testing import quick_training_args
+    from sts_core.training import BaseConfig, BaseTrainer
+
+    dataset = colliding_dataset(12, anchors=4).add_column("score", [0.5] * 12)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    args = quick_training_args(
+        BaseConfig,
+        tmp_path,
+        per_device_train_batch_size=4,
+        num_train_epochs=2,
+        max_steps=-1,
+        batch_sampler="no_duplicates",
+    )
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=dataset)
+    seen: list[list[tuple[str, str]]] = []
+    collate = trainer.data_collator
+
+    def spy(rows):
+        seen.append([(row["sentence1"], row["sentence2"]) for row in rows])
+        return collate(rows)
+
+    trainer.data_collator = spy
+    trainer.train()
+    assert len(seen) == 2 * 3
+    for batch in seen:  # (a row may hold one text in both columns: it is one row's)
+        texts = [text for pair in batch for text in set(pair)]
+        assert len(texts) == len(set(texts)), batch
+    pairs = list(zip(dataset["sentence1"], dataset["sentence2"], strict=True))
+    for epoch in (0, 1):
+        assert sorted(p for batch in seen[3 * epoch : 3 * epoch + 3] for p in batch) == sorted(
+            pairs
+        )
+    report = trainer.batch_plan_report()["batch_plan"]
+    for epoch, entry in enumerate(report["epochs"]):
+        order = np.random.default_rng([0, epoch]).permutation(12).tolist()
+        batches = trainer.batch_plan().batches(epoch)
+        counts = entry["no_duplicates"]["train"]
+        assert counts["deferred"] == deferred_by_scan(order, batches)
+        assert counts["kept"] == 12 - counts["deferred"] and counts["with_duplicate"] == 0
+    assert sum(e["no_duplicates"]["train"]["deferred"] for e in report["epochs"]) > 0
