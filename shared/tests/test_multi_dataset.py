@@ -11,7 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
@@ -417,3 +419,74 @@ def test_a_bad_set_stops_in_one_line_before_the_model_loads(
     recipe, output_dir = write_recipe(tmp_path, tiny_bert_dir, sets, **settings)
     assert words in refusal(main, ["--config", str(recipe)], capsys)
     assert not output_dir.exists()
+
+
+# ---------------------------------------------------------------- prompts
+def training_time_embedding(run: TrainingRun, row: dict[str, Any], column: str) -> Any:
+    """The embedding of ``row[column]`` as training computed it: the run's collator
+    (the set's prompt put before the text), then the trained encoder's forward."""
+    from sts_core.training.collator import split_features
+
+    trainer = run.trainer
+    encoder = trainer.accelerator.unwrap_model(trainer.model).eval()
+    batch = trainer.data_collator([row])
+    features = split_features(batch, trainer.text_columns)[column]
+    with torch.no_grad():
+        return encoder(**features)[0].numpy()
+
+
+def test_a_model_trained_with_one_prompt_encodes_with_it_after_saving(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """Both sets with ``prompt: "query: "``: the saved folder records it as the default
+    prompt (ours and sentence-transformers' files), and ``encode`` of a text by the
+    reloaded model — and by sentence-transformers — is the embedding training computed
+    for it (the prompt before the text)."""
+    from sentence_transformers import SentenceTransformer
+
+    sets = two_sets(tmp_path)
+    sets = {name: entry[:-1] + ', prompt: "query: "}' for name, entry in sets.items()}
+    recipe, output_dir = write_recipe(tmp_path, tiny_bert_nodropout_dir, sets)
+    run = TrainingRun(["--config", str(recipe)])
+    run.run()
+    st_config = json.loads((output_dir / "config_sentence_transformers.json").read_text())
+    assert st_config["prompts"] == {"pairs": "query: ", "nli": "query: "}
+    assert st_config["default_prompt_name"] == "pairs"
+    row = {**pairs_dataset()[3], DATASET_NAME_KEY: "pairs"}
+    trained = training_time_embedding(run, row, "sentence1")
+    reloaded = SentenceEncoder.from_pretrained(output_dir)
+    assert reloaded.prompts == st_config["prompts"]
+    encoded = reloaded.encode([row["sentence1"]], show_progress_bar=False)[0]
+    np.testing.assert_allclose(encoded, trained, rtol=1e-5, atol=1e-6)
+    theirs = SentenceTransformer(str(output_dir), device="cpu").encode([row["sentence1"]])[0]
+    np.testing.assert_allclose(theirs, trained, rtol=1e-4, atol=1e-5)
+    reloaded.set_prompts(reloaded.prompts, None)
+    bare = reloaded.encode([row["sentence1"]], show_progress_bar=False)[0]
+    assert np.abs(bare - trained).max() > 1e-3  # the prompt changes the embedding
+
+
+def test_prompts_by_column_are_recorded_by_name_without_a_default(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    prompts = '{sentence1: "query: ", sentence2: "passage: "}'
+    pairs = write_pairs(tmp_path / "pairs.tsv")
+    sets = {"pairs": f"{{path: {pairs}, loss: cosine_mse, prompt: {prompts}}}"}
+    recipe, output_dir = write_recipe(tmp_path, tiny_bert_nodropout_dir, sets)
+    run = TrainingRun(["--config", str(recipe)])
+    run.run()
+    row = {**pairs_dataset()[2], DATASET_NAME_KEY: "pairs"}
+    batch = run.trainer.data_collator([row])
+    decode = run.trainer.processing_class.decode
+    assert decode(batch["sentence2_input_ids"][0], skip_special_tokens=True).startswith("passage")
+    assert decode(batch["sentence1_input_ids"][0], skip_special_tokens=True).startswith("query")
+    reloaded = SentenceEncoder.from_pretrained(output_dir)
+    assert reloaded.prompts == {"pairs_sentence1": "query: ", "pairs_sentence2": "passage: "}
+    assert reloaded.default_prompt_name is None
+    for column in ("sentence1", "sentence2"):
+        trained = training_time_embedding(run, row, column)
+        named = reloaded.encode(
+            [row[column]], show_progress_bar=False, prompt_name=f"pairs_{column}"
+        )[0]
+        np.testing.assert_allclose(named, trained, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="prompt_name 'query' is not one of"):
+        reloaded.encode(["x"], prompt_name="query")

@@ -212,6 +212,32 @@ class TrainSet:
     label_column: str = "score"
 
 
+def training_prompts(
+    sets: Sequence[TrainSet], text_columns: Sequence[str]
+) -> tuple[dict[str, str], str | None]:
+    """The prompts of a run's sets as the saved folder records them (sentence-transformers'
+    ``prompts`` and ``default_prompt_name``): a set whose text columns share one prompt
+    gives ``{<set>: prompt}``, one with a prompt by column ``{<set>_<column>: prompt}``.
+    The default is the one prompt every text column of every set was trained with; None
+    when the sets or columns differ (``encode`` then takes ``prompt_name``).
+    ``text_columns``: the columns the trainer reads as text."""
+    prompts: dict[str, str] = {}
+    every: set[str | None] = set()
+    for train_set in sets:
+        texts = [c for c in text_columns if c in train_set.dataset.column_names]
+        values = [train_set.prompts.get(column) for column in texts]
+        every.update(values)
+        given = {column: p for column, p in train_set.prompts.items() if p}
+        if len(set(given.values())) == 1 and len(given) == len(texts):
+            prompts[train_set.name] = next(iter(given.values()))
+        else:
+            prompts.update({f"{train_set.name}_{c}": p for c, p in given.items()})
+    if len(every) == 1 and None not in every and prompts:
+        (text,) = every
+        return prompts, next(name for name, p in prompts.items() if p == text)
+    return prompts, None
+
+
 class TrainDatasets:
     """The training sets of a mapping as one dataset for the Trainer: index ``i`` is row
     ``i − offset_k`` of set ``k`` (the sets concatenated in the recipe's order); a row is

@@ -45,6 +45,7 @@ from sts_core.training.multi_dataset import (
     TrainDatasets,
     TrainSet,
     set_loss_class,
+    training_prompts,
 )
 from sts_core.training.optimization import regroup_parameters
 
@@ -82,6 +83,24 @@ def attach_loss_modules(model: Any, modules: dict[str, Any]) -> None:
     }
     if own:
         model.add_module(LOSS_MODULE_NAME, torch.nn.ModuleDict(own))
+
+
+def record_prompts(model: Any, prompts: tuple[dict[str, str], str | None]) -> None:
+    """The training sets' prompts on the encoder (:func:`training_prompts`), so its saves
+    record them and ``encode`` (the dev evaluation too) applies the default one. A run
+    without prompts leaves the model's own."""
+    named, default = prompts
+    if not named:
+        return
+    model.set_prompts({**model.prompts, **named}, default)
+    if default is None:
+        logger.info(
+            "the training sets' prompts differ (%s): the saved model records them without a "
+            "default; encode(prompt_name=...) applies one",
+            ", ".join(f"{name}: {text!r}" for name, text in named.items()),
+        )
+    else:
+        logger.info("every training text had the prompt %r: encode applies it", named[default])
 
 
 def require_trainable_parameters(model: Any, loss_name: str) -> None:
@@ -309,6 +328,8 @@ class BaseTrainer(RunTrainer):
             {} if sets is None else {s.name: (modules[s.loss], s.weight) for s in sets}
         )
         self._describe_losses(loss_types, modules, sets)
+        if sets is not None:
+            record_prompts(model, training_prompts(sets, self.text_columns))
 
     @staticmethod
     def _loss_types(method: Any, args: Any, sets: list[TrainSet] | None) -> dict[str, Any]:
