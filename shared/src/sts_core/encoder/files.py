@@ -62,6 +62,13 @@ OPTIONAL_FILES = (
 )
 
 
+def setting_names(encoder: SentenceEncoder) -> tuple[str, ...]:
+    """The settings a save of ``encoder`` records (:meth:`SentenceEncoder.settings`): pooling,
+    prompt template, max length, normalisation, and the named prompts with the default's
+    name when it has any."""
+    return SETTING_NAMES + (PROMPT_SETTING_NAMES if encoder.prompts else ())
+
+
 def library_versions() -> dict[str, str]:
     """Versions of the libraries that matter for reproducing an embedding."""
     versions = {"python": platform.python_version()}

@@ -69,15 +69,12 @@ def encoder_settings(
     max_length: int | None,
     normalize: bool | None,
 ) -> dict[str, Any]:
-    """The settings given, else those ``stored`` in the folder, else the defaults (the
-    named prompts and the default prompt's name: the folder's)."""
+    """The settings given, else those ``stored`` in the folder, else the defaults."""
     return {
         "pooling": pooling or stored.get("pooling", "mean"),
         "prompt": prompt if prompt is not None else stored.get("prompt"),
         "max_length": max_length if max_length is not None else stored.get("max_length"),
         "normalize": normalize if normalize is not None else stored.get("normalize", False),
-        "prompts": stored.get("prompts") or None,
-        "default_prompt_name": stored.get("default_prompt_name"),
     }
 
 

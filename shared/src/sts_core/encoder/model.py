@@ -15,11 +15,12 @@ from torch import nn
 
 from sts_core.encoder import encoding, files, head_set, loading, lora, packing
 from sts_core.encoder.location import absolute_location
+from sts_core.encoder.named_prompts import NamedPrompts
 from sts_core.pooling import check_pooling_mode
 from sts_core.prompts import resolve_prompt
 
 
-class SentenceEncoder(nn.Module):
+class SentenceEncoder(NamedPrompts, nn.Module):
     """A backbone (encoder or decoder) followed by pooling into one vector a sentence.
 
     Args:
@@ -32,20 +33,9 @@ class SentenceEncoder(nn.Module):
         normalize: L2-normalise the output vectors.
         padding_free: in training mode, run the batch's real tokens without padding
             (positions restarting at each sentence; the embeddings are the padded
-            forward's up to float rounding). ``auto`` (default): packed rows with a
-            block-diagonal mask on a CPU (measured faster than padding there), padding on
-            a GPU (the varlen kernel path is opt-in until measured on one:
-            ``AUTO_TAKES_VARLEN``); ``true``: pack wherever the backbone allows (one row
-            and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
-            torch's ``varlen_attn`` — else the block mask); ``false``: pad;
-            ``varlen`` or ``block_mask``: that path (``varlen`` on a CPU runs the exact
-            per-sentence reference, for tests). See :meth:`packing_path`. Evaluation
-            (``encode``) always pads.
-        prompts: named prompts (sentence-transformers' ``prompts``): ``encode`` puts
-            ``prompts[prompt_name]`` before each sentence (before the template of
-            ``prompt``, which wraps the result).
-        default_prompt_name: the prompt ``encode`` applies when given no ``prompt_name``
-            (sentence-transformers' ``default_prompt_name``); None: none.
+            forward's up to float rounding): ``auto`` (default), ``true``, ``false``
+            (pad), ``varlen`` or ``block_mask``, each described by :meth:`packing_path`
+            (:func:`~sts_core.encoder.packing.choose_path`). Evaluation always pads.
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -59,8 +49,6 @@ class SentenceEncoder(nn.Module):
         max_length: int | None = None,
         normalize: bool = False,
         padding_free: bool | str = "auto",
-        prompts: Mapping[str, str] | None = None,
-        default_prompt_name: str | None = None,
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -69,9 +57,6 @@ class SentenceEncoder(nn.Module):
         self.prompt = resolve_prompt(prompt)
         self.max_length = encoding.checked_max_length(max_length, tokenizer, backbone)
         self.normalize = normalize
-        self.prompts: dict[str, str] = {}
-        self.default_prompt_name: str | None = None
-        self.set_prompts(prompts or {}, default_prompt_name)
         self.padding_free = packing.padding_free_mode(padding_free)
         self._paths_logged: set[tuple[str, str]] = set()
         if getattr(tokenizer, "pad_token", None) is None:
@@ -133,6 +118,7 @@ class SentenceEncoder(nn.Module):
         )
         settings = loading.encoder_settings(stored, pooling, prompt, max_length, normalize)
         encoder = cls(backbone, tokenizer, **settings, padding_free=padding_free)
+        encoder.set_prompts(stored.get("prompts") or {}, stored.get("default_prompt_name"))
         encoder.name_or_path = absolute_location(location)
         if Path(location).is_dir():
             head_set.load_heads(encoder, Path(location))
@@ -157,36 +143,7 @@ class SentenceEncoder(nn.Module):
         return int(self.backbone.config.hidden_size)
 
     def settings(self) -> dict[str, Any]:
-        """What the saved folder records: pooling, prompt template, max length and
-        normalisation, and the named prompts with the default's name when there are any."""
-        names = files.SETTING_NAMES + (files.PROMPT_SETTING_NAMES if self.prompts else ())
-        return {name: getattr(self, name) for name in names}
-
-    def set_prompts(self, prompts: Mapping[str, str], default_name: str | None = None) -> None:
-        """The named prompts :meth:`encode` can apply and the one it applies by default
-        (ValueError for a default that is not one of them, or a prompt that is not text)."""
-        prompts = dict(prompts)
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
-            raise ValueError(f"prompts must map names to strings, got {prompts!r}")
-        if default_name is not None and default_name not in prompts:
-            raise ValueError(
-                f"default_prompt_name {default_name!r} is not one of the prompts "
-                f"({', '.join(prompts) or 'none'})"
-            )
-        self.prompts, self.default_prompt_name = prompts, default_name
-
-    def prompt_text(self, prompt_name: str | None = None) -> str:
-        """The text :meth:`encode` puts before each sentence: ``prompts[prompt_name]``,
-        else the default prompt's, else nothing (ValueError for an unknown name)."""
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is None:
-            return ""
-        if name not in self.prompts:
-            raise ValueError(
-                f"prompt_name {name!r} is not one of the model's prompts "
-                f"({', '.join(self.prompts) or 'none'})"
-            )
-        return self.prompts[name]
+        return {name: getattr(self, name) for name in files.setting_names(self)}
 
     def add_head(self, name: str, head: nn.Module, *, pair_scorer: bool = False) -> nn.Module:
         """Add ``head`` (an instance of a class registered with
@@ -311,9 +268,7 @@ class SentenceEncoder(nn.Module):
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
-        ``prompt_name``: the named prompt put before each sentence (:attr:`prompts`); by
-        default the one :attr:`default_prompt_name` names (a model trained with one prompt
-        records it so), else none — as sentence-transformers' ``encode``.
+        ``prompt_name``: a named prompt before each sentence (default: the default's).
 
         Each distinct sentence is encoded once; sentences are tokenized once and sorted by
         token length (longest first) so each batch is padded only to its own longest
@@ -324,13 +279,7 @@ class SentenceEncoder(nn.Module):
         copied without blocking, and the vectors stay on the device until one copy at the
         end, so the host prepares the next batch while the device computes.
         """
-        prefix = self.prompt_text(prompt_name)
-        if prefix:
-            sentences = (
-                prefix + sentences
-                if isinstance(sentences, str)
-                else [prefix + s for s in sentences]
-            )
+        sentences = self.prompted(sentences, prompt_name)  # (NamedPrompts)
         return encoding.encode(
             self, sentences, batch_size, show_progress_bar, normalize, token_budget
         )
