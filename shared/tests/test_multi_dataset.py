@@ -490,3 +490,16 @@ def test_prompts_by_column_are_recorded_by_name_without_a_default(
         np.testing.assert_allclose(named, trained, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="prompt_name 'query' is not one of"):
         reloaded.encode(["x"], prompt_name="query")
+
+
+def test_check_only_names_each_set_with_its_loss_and_weight(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe, output_dir = write_recipe(
+        tmp_path, tiny_bert_dir, two_sets(tmp_path, weight=0.5), check_only="true"
+    )
+    assert main(["--config", str(recipe)]) == 0
+    out = capsys.readouterr().out
+    assert "training set pairs: 10 rows, loss cosine_mse, weight 1" in out
+    assert "training set nli: 7 rows, loss infonce, weight 0.5" in out
+    assert not output_dir.exists()

@@ -58,6 +58,13 @@ class RunInputs:
             + ", ".join(f"{k} ({v})" for k, v in self.data_summary["sources"].items()),
             f"dev set: {dev} ({data_args.eval_dataset})",
         ]
+        for name, info in self.data_summary.get("datasets", {}).items():
+            prompts = f", prompts {info['prompts']}" if info.get("prompts") else ""
+            lines.insert(
+                -1,
+                f"training set {name}: {info['rows']} rows, loss {info['loss']}, "
+                f"weight {info['weight']:g}{prompts}",
+            )
         if data_args.final_sts_tasks:
             lines.append(f"final STS tasks: {', '.join(data_args.final_sts_tasks)}")
         for reference, size in self.final_pair_sets.items():
