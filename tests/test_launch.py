@@ -415,6 +415,81 @@ def test_epoch_batches_are_the_main_process_order_split_by_rank(
         assert read(f"seen_rank{rank}.jsonl") == expected
 
 
+MULTI_SET_SCRIPT = '''
+"""sts-train on two training sets, each process recording the set of every batch it trains."""
+import json, os, sys
+from sts_core.training import BaseTrainer
+from sts_core.training.run import main
+
+out = sys.argv[1]
+real_compute_loss = BaseTrainer.compute_loss
+
+
+def recording(self, model, inputs, *args, **kwargs):
+    with open(f"{out}/sets_rank{os.environ['RANK']}.jsonl", "a") as handle:
+        rows = len(inputs["sentence1_input_ids"])
+        handle.write(json.dumps([inputs.get("dataset_name"), rows]) + "\\n")
+    return real_compute_loss(self, model, inputs, *args, **kwargs)
+
+
+BaseTrainer.compute_loss = recording
+sys.exit(main(sys.argv[2:]))
+'''
+
+
+def test_two_processes_train_each_global_batch_from_one_set(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """Two sets (scored pairs with cosine_mse, triplets with infonce) on two processes:
+    every step both processes train on their halves of one set's global batch (10 and 7
+    rows in global batches of 8: 2 and 1 batches an epoch), and metrics.json counts them."""
+    pairs, nli = tmp_path / "pairs.tsv", tmp_path / "nli.csv"
+    pairs.write_text(
+        "".join(f"a man plays {i}\ta dog runs {i}\t{(i % 5) / 4}\n" for i in range(10)),
+        encoding="utf-8",
+    )
+    nli.write_text(
+        "sent0,sent1,hard_neg\n" + "".join(f"cat {i},a cat {i},no cat {i}\n" for i in range(7)),
+        encoding="utf-8",
+    )
+    output_dir, records = tmp_path / "out", tmp_path / "records"
+    records.mkdir()
+    recipe = write_fixture_recipe(
+        tmp_path / "recipe.yaml",
+        "two training sets",
+        tiny_bert_dir,
+        TRAIN,
+        DEV,
+        output_dir,
+        train_datasets=f"{{pairs: {{path: {pairs}, loss: cosine_mse}}, "
+        f"nli: {{path: {nli}, loss: infonce}}}}",
+        per_device_train_batch_size="4",
+        max_steps="-1",
+        num_train_epochs="2",
+        eval_strategy="no",
+        save_strategy="no",
+        eval_dataset="none",
+    )
+    script = tmp_path / "multi_set_run.py"
+    script.write_text(MULTI_SET_SCRIPT, encoding="utf-8")
+    accelerate_launch("cpu.yaml", 2, script, str(records), "--config", str(recipe))
+    seen = [
+        [json.loads(line) for line in (records / f"sets_rank{rank}.jsonl").read_text().splitlines()]
+        for rank in (0, 1)
+    ]
+    assert [name for name, _ in seen[0]] == [name for name, _ in seen[1]]
+    assert sorted(name for name, _ in seen[0]) == ["nli"] * 2 + ["pairs"] * 4
+    metrics = read_metrics(output_dir)
+    assert metrics["launch"]["world_size"] == 2
+    trained = {name: d["batches"] for name, d in metrics["train"]["datasets"].items()}
+    assert trained == {"pairs": 4, "nli": 2}
+    rows = {"pairs": 0, "nli": 0}
+    for rank in (0, 1):
+        for name, count in seen[rank][:3]:  # the first epoch
+            rows[name] += count
+    assert rows == {"pairs": 10, "nli": 7}
+
+
 FAULT_SCRIPT = '''
 """sts-train (the core's cosine MSE) with a fault planted on one process.
 

@@ -149,8 +149,39 @@ TestBadRecipes = bad_recipe_tests(
         ({"shuffle": "sorted"}, "shuffle 'sorted' is not one of"),
         ({"bsc_normalization": "l1"}, "bsc_normalization 'l1' is not one of"),
         ({"trainable_temperature": "true", "gradient_cache_batch_size": "4"}, "gradient"),
+        (
+            {"batch_sampler": "no_duplicates"},
+            "batch_sampler no_duplicates: method bsc builds its own batches",
+        ),
+        (
+            {"train_datasets": f"{{a: {FILES.train}, b: {FILES.train}}}"},
+            "trains with BscTrainer, which builds its own batches; give train_datasets as a list",
+        ),
     ],
 )
+
+
+def test_one_training_set_given_as_a_mapping_trains_with_its_example_based_batches(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_bert_dir,
+        out,
+        train_datasets=f"{{stsb: {{path: {FILES.train}}}}}",
+        shuffle="example",
+        group_size="2",
+        shuffle_candidates="4",
+        max_steps="-1",
+        num_train_epochs="1",
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    assert main(["--config", str(recipe)]) == 0
+    metrics = read_metrics(out)
+    rows = metrics["data"]["sources"]["stsb"]
+    assert metrics["train"]["datasets"]["stsb"]["batches"] == math.ceil(rows / 8)
 
 
 def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(

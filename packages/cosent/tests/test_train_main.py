@@ -219,3 +219,21 @@ def test_main_stops_with_one_line_and_status_2_before_the_model_loads(
     )
     assert words in refusal(main, ["--config", str(recipe), flag], capsys)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_cross_encoder_refuses_several_training_sets_before_the_model_loads(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, no_model_loading
+) -> None:
+    """Each set's loss is picked by the bi-encoder's compute_loss; the cross-encoder
+    computes its own, so a mapping of training sets is one line, not a silent single loss."""
+    recipe = FILES.recipe(
+        tmp_path / "r.yaml",
+        "CoSENT cross-encoder on two sets",
+        tiny_bert_dir,
+        tmp_path / "out",
+        architecture="cross-encoder",
+        train_datasets=f"{{a: {TRAIN}, b: {{path: {TRAIN}, loss: cosent}}}}",
+    )
+    words = "trains with CoSENTCrossEncoderTrainer, which computes its own loss"
+    assert words in refusal(main, ["--config", str(recipe)], capsys)
+    assert not (tmp_path / "out").exists()

@@ -135,9 +135,9 @@ class Method:
         """The dataset column the loss reads as labels: ``label_column``, except that a loss
         over class labels (``label_kind: class``) reads ``label`` when it is left at
         ``score``."""
-        column = getattr(config, "label_column", "score")
-        kind = self.loss_class(config).label_kind
-        return "label" if kind == "class" and column == "score" else column
+        from sts_core.training.multi_dataset import loss_label_column
+
+        return loss_label_column(config, self.loss_class(config))
 
     # ------------------------------------------------------------------ the steps of a run
     def trainer_for(self, config: Any) -> type[BaseTrainer]:
@@ -201,27 +201,13 @@ class Method:
     def check_train_dataset(self, dataset: Any, config: Any) -> None:
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""
-        columns = set(dataset.column_names)
-        loss_type = self.loss_class(config)
-        needed = [c for c in loss_type.columns if c != "hard_negative"]
-        texts = [c for c in needed if c not in columns]
-        if texts:
-            raise ValueError(
-                f"the training set has no column {', '.join(texts)} (it has "
-                f"{', '.join(sorted(columns))}): {self.trainer_for(config).__name__} trains "
-                "on sentence pairs"
-            )
-        if loss_type.required_label_kind(config) is None:
-            return
-        label = self.label_column(config)
-        if label not in columns:
-            raise ValueError(
-                f"the training set has no label column {label!r} (it has "
-                f"{', '.join(sorted(columns))}): set label_column"
-            )
-        problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
-        if problem:
-            raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
+        check_dataset_for_loss(
+            dataset,
+            self.loss_class(config),
+            self.label_column(config),
+            config,
+            self.trainer_for(config).__name__,
+        )
 
     # ------------------------------------------------------------------ the command
     def parser(self) -> Any:
@@ -247,6 +233,33 @@ class Method:
     def paper(self) -> dict[str, str]:
         """What the model card says of the method."""
         return {"name": self.title, "citation": self.citation}
+
+
+def check_dataset_for_loss(
+    dataset: Any, loss_type: Any, label: str, config: Any, trainer_name: str = "BaseTrainer"
+) -> None:
+    """ValueError naming what is missing when ``dataset`` lacks a text column ``loss_type``
+    reads (but ``hard_negative``, which is optional), or the label column ``label`` its
+    label kind needs, or holds labels of another kind."""
+    columns = set(dataset.column_names)
+    needed = [c for c in loss_type.columns if c != "hard_negative"]
+    texts = [c for c in needed if c not in columns]
+    if texts:
+        raise ValueError(
+            f"the training set has no column {', '.join(texts)} (it has "
+            f"{', '.join(sorted(columns))}): {trainer_name} trains "
+            "on sentence pairs"
+        )
+    if loss_type.required_label_kind(config) is None:
+        return
+    if label not in columns:
+        raise ValueError(
+            f"the training set has no label column {label!r} (it has "
+            f"{', '.join(sorted(columns))}): set label_column"
+        )
+    problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
+    if problem:
+        raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
 
 
 def _load_pairs(reference: str, data_args: Any) -> Any:

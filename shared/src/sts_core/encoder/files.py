@@ -40,6 +40,8 @@ logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of 
 EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
 # The encoder settings a folder records (SentenceEncoder.settings)
 SETTING_NAMES = ("pooling", "prompt", "max_length", "normalize")
+# ... and, when the encoder has named prompts, sentence-transformers' prompt settings
+PROMPT_SETTING_NAMES = ("prompts", "default_prompt_name")
 ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 # Files a save writes only in some settings: removed from the folder when a save omits them.
 OPTIONAL_FILES = (
@@ -58,6 +60,13 @@ OPTIONAL_FILES = (
     "2_Normalize",
     "README.md",
 )
+
+
+def setting_names(encoder: SentenceEncoder) -> tuple[str, ...]:
+    """The settings a save of ``encoder`` records (:meth:`SentenceEncoder.settings`): pooling,
+    prompt template, max length, normalisation, and the named prompts with the default's
+    name when it has any."""
+    return SETTING_NAMES + (PROMPT_SETTING_NAMES if encoder.prompts else ())
 
 
 def library_versions() -> dict[str, str]:
@@ -84,6 +93,10 @@ def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
     bert_config = read_json(folder / "sentence_bert_config.json") or {}
     if bert_config.get("max_seq_length"):
         settings["max_length"] = int(bert_config["max_seq_length"])
+    st_config = read_json(folder / "config_sentence_transformers.json") or {}
+    if st_config.get("prompts"):
+        settings["prompts"] = dict(st_config["prompts"])
+        settings["default_prompt_name"] = st_config.get("default_prompt_name")
     return settings
 
 
@@ -115,7 +128,7 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
         return {}
     ours = read_json(path / ENCODER_CONFIG_NAME)
     if ours is not None:
-        return {k: ours[k] for k in SETTING_NAMES if k in ours}
+        return {k: ours[k] for k in (*SETTING_NAMES, *PROMPT_SETTING_NAMES) if k in ours}
     return _settings_from_sentence_transformers(path)
 
 
@@ -212,8 +225,8 @@ def _write_sentence_transformers_files(encoder: SentenceEncoder, folder: Path) -
         folder / "config_sentence_transformers.json",
         {
             "__version__": library_versions(),
-            "prompts": {},
-            "default_prompt_name": None,
+            "prompts": dict(encoder.prompts),
+            "default_prompt_name": encoder.default_prompt_name,
             "similarity_fn_name": "cosine",
         },
     )

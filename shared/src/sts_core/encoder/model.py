@@ -15,11 +15,12 @@ from torch import nn
 
 from sts_core.encoder import encoding, files, head_set, loading, lora, packing
 from sts_core.encoder.location import absolute_location
+from sts_core.encoder.named_prompts import NamedPrompts
 from sts_core.pooling import check_pooling_mode
 from sts_core.prompts import resolve_prompt
 
 
-class SentenceEncoder(nn.Module):
+class SentenceEncoder(NamedPrompts, nn.Module):
     """A backbone (encoder or decoder) followed by pooling into one vector a sentence.
 
     Args:
@@ -32,15 +33,9 @@ class SentenceEncoder(nn.Module):
         normalize: L2-normalise the output vectors.
         padding_free: in training mode, run the batch's real tokens without padding
             (positions restarting at each sentence; the embeddings are the padded
-            forward's up to float rounding). ``auto`` (default): packed rows with a
-            block-diagonal mask on a CPU (measured faster than padding there), padding on
-            a GPU (the varlen kernel path is opt-in until measured on one:
-            ``AUTO_TAKES_VARLEN``); ``true``: pack wherever the backbone allows (one row
-            and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
-            torch's ``varlen_attn`` — else the block mask); ``false``: pad;
-            ``varlen`` or ``block_mask``: that path (``varlen`` on a CPU runs the exact
-            per-sentence reference, for tests). See :meth:`packing_path`. Evaluation
-            (``encode``) always pads.
+            forward's up to float rounding): ``auto`` (default), ``true``, ``false``
+            (pad), ``varlen`` or ``block_mask``, each described by :meth:`packing_path`
+            (:func:`~sts_core.encoder.packing.choose_path`). Evaluation always pads.
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -123,6 +118,7 @@ class SentenceEncoder(nn.Module):
         )
         settings = loading.encoder_settings(stored, pooling, prompt, max_length, normalize)
         encoder = cls(backbone, tokenizer, **settings, padding_free=padding_free)
+        encoder.set_prompts(stored.get("prompts") or {}, stored.get("default_prompt_name"))
         encoder.name_or_path = absolute_location(location)
         if Path(location).is_dir():
             head_set.load_heads(encoder, Path(location))
@@ -147,7 +143,7 @@ class SentenceEncoder(nn.Module):
         return int(self.backbone.config.hidden_size)
 
     def settings(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in files.SETTING_NAMES}
+        return {name: getattr(self, name) for name in files.setting_names(self)}
 
     def add_head(self, name: str, head: nn.Module, *, pair_scorer: bool = False) -> nn.Module:
         """Add ``head`` (an instance of a class registered with
@@ -268,8 +264,11 @@ class SentenceEncoder(nn.Module):
         show_progress_bar: bool = True,
         normalize: bool | None = None,
         token_budget: int | None = None,
+        prompt_name: str | None = None,
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
+
+        ``prompt_name``: a named prompt before each sentence (default: the default's).
 
         Each distinct sentence is encoded once; sentences are tokenized once and sorted by
         token length (longest first) so each batch is padded only to its own longest
@@ -280,6 +279,7 @@ class SentenceEncoder(nn.Module):
         copied without blocking, and the vectors stay on the device until one copy at the
         end, so the host prepares the next batch while the device computes.
         """
+        sentences = self.prompted(sentences, prompt_name)  # (NamedPrompts)
         return encoding.encode(
             self, sentences, batch_size, show_progress_bar, normalize, token_budget
         )

@@ -380,7 +380,16 @@ def concat_features(
 
 # ----------------------------------------------------------------- the encoder's path
 def choose_path(encoder: SentenceEncoder) -> tuple[str, str]:
-    """How ``encoder``'s forward runs now, and why (:meth:`SentenceEncoder.packing_path`)."""
+    """How ``encoder``'s forward runs now, and why (:meth:`SentenceEncoder.packing_path`).
+
+    ``padding_free``: ``auto``, packed rows with a block-diagonal mask on a CPU (measured
+    faster than padding there), padding on a GPU (the varlen kernel path is opt-in until
+    measured on one: ``AUTO_TAKES_VARLEN``); ``true``, pack wherever the backbone allows
+    (one row and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
+    torch's ``varlen_attn`` — else the block mask); ``false``, pad; ``varlen`` or
+    ``block_mask``, that path (``varlen`` on a CPU runs the exact per-sentence reference,
+    for tests). Evaluation (``encode``) always pads.
+    """
     if not encoder.training:
         return "padded", "evaluation pads"
     mode = encoder.padding_free

@@ -93,8 +93,8 @@ def _check_trusted(path: Path) -> None:
 
 class Checkpoints(Trainer):
     """Checkpoints and resume for :class:`~sts_core.training.trainer.RunTrainer` (a
-    ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``
-    and ``_epoch_batches``)."""
+    ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``,
+    ``_epoch_batches`` and ``_dataset_batches``)."""
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
@@ -156,6 +156,7 @@ class Checkpoints(Trainer):
         if total.is_file():
             saved = json.loads(total.read_text(encoding="utf-8"))
             self._loss_sum_before_resume = float(saved["loss_sum"])
+            self._dataset_batches = dict(saved.get("dataset_batches", {}))
 
     def _settings_record(self) -> dict[str, Any]:
         """What each checkpoint records of the settings (:mod:`.resume_settings`): the
@@ -200,10 +201,10 @@ class Checkpoints(Trainer):
         loss_sum = self._loss_sum_so_far()
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
-            (staged / LOSS_TOTAL_NAME).write_text(
-                json.dumps({"global_step": self.state.global_step, "loss_sum": loss_sum}),
-                encoding="utf-8",
-            )
+            totals = {"global_step": self.state.global_step, "loss_sum": loss_sum}
+            if self._dataset_batches:  # batches trained by training set, so far
+                totals["dataset_batches"] = self._dataset_batches
+            (staged / LOSS_TOTAL_NAME).write_text(json.dumps(totals), encoding="utf-8")
             write_run_settings(staged, self._settings_record())
             if self._epoch_batches is not None:
                 epoch, batches = self._epoch_batches

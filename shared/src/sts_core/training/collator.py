@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -51,6 +51,8 @@ class SentenceCollator:
             int64 id per row (:func:`text_ids`).
         text_columns: the columns read as text (default :data:`TEXT_COLUMNS`; see
             :func:`text_columns_with`).
+        prompts: a prompt put before every text of a column, by column (a training set's
+            ``prompt``); the text ids are of the texts without it.
     """
 
     def __init__(
@@ -59,23 +61,47 @@ class SentenceCollator:
         label_column: str = "score",
         text_id_columns: Sequence[str] = (),
         text_columns: Sequence[str] = TEXT_COLUMNS,
+        prompts: Mapping[str, str] | None = None,
     ) -> None:
         self.encoder = encoder
         self.label_column = label_column
         self.text_id_columns = tuple(text_id_columns)
         self.text_columns = tuple(text_columns)
+        self.prompts = dict(prompts or {})
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
         for column in self.text_columns:
             if column in rows[0]:
-                tokens = self.encoder.tokenize([row[column] for row in rows])
+                prompt = self.prompts.get(column, "")
+                tokens = self.encoder.tokenize([prompt + row[column] for row in rows])
                 batch.update({f"{column}_{key}": value for key, value in tokens.items()})
         if self.label_column in rows[0]:
             batch["labels"] = torch.tensor([float(row[self.label_column]) for row in rows])
         for column in self.text_id_columns:
             if column in rows[0]:
                 batch[f"{TEXT_IDS_PREFIX}{column}"] = text_ids(row[column] for row in rows)
+        return batch
+
+
+class TrainSetsCollator:
+    """The collator of several training sets (``train_datasets`` as a mapping): each batch
+    holds rows of one set (:data:`~sts_core.training.multi_dataset.DATASET_NAME_KEY` names
+    it), collated by that set's :class:`SentenceCollator` (its label column and prompts);
+    the batch carries the set's name under the same key, for ``compute_loss``."""
+
+    def __init__(self, collators: Mapping[str, SentenceCollator]) -> None:
+        self.collators = dict(collators)
+
+    def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        from sts_core.training.multi_dataset import DATASET_NAME_KEY
+
+        names = {row[DATASET_NAME_KEY] for row in rows}
+        if len(names) != 1:
+            raise ValueError(f"a batch must hold rows of one training set, got {sorted(names)}")
+        (name,) = names
+        batch: dict[str, Any] = self.collators[name](rows)
+        batch[DATASET_NAME_KEY] = name
         return batch
 
 

@@ -228,11 +228,18 @@ class DataArguments:
     data_dir: str | None = field(
         default=None, metadata={"help": "Benchmark data folder (default: $STS_DATA_DIR)."}
     )
+    # after __post_init__: a list of references, or {name: {path, loss, weight, prompt,
+    # columns}} for the mapping form (sts_core.training.multi_dataset)
     train_datasets: list[str] = field(
         default_factory=lambda: ["stsb"],
         metadata={
             "help": "Training sets: registry names (stsb, sickr, nli-triplets, …), "
-            "name:split, or file paths. Several are concatenated."
+            "name:split, or file paths; several in a list are concatenated and train one "
+            "loss. Or a mapping name: {path, loss, weight, prompt, columns} (JSON on the "
+            "command line): every batch comes from one set and trains on that set's loss "
+            "(a registered name; default the method's) times its weight (default 1), with "
+            "its prompt (a string, or {column: prompt}) before its texts; see "
+            "multi_dataset_sampler."
         },
     )
     train_format: str | None = field(
@@ -360,8 +367,11 @@ class DataArguments:
                 f"final_sts_tasks: unknown task(s) {', '.join(unknown)}; "
                 f"choose from {', '.join(STS_TASKS)}"
             )
+        from sts_core.training.multi_dataset import parse_train_datasets
+
         if not self.train_datasets:
             raise ValueError("train_datasets is empty: name at least one training set")
+        self.train_datasets = parse_train_datasets(self.train_datasets)
         if self.data_variant not in ("senteval", "raw"):
             raise ValueError(f"data_variant must be senteval or raw, got {self.data_variant!r}")
         require_at_least(
@@ -592,6 +602,23 @@ class BaseConfig(TrainingArguments):
         "second forward). none: off. Not with DeepSpeed, nor with a loss that has a head or "
         "parameters of its own.",
     )
+    batch_sampler: str = _default(
+        "default",
+        "How rows make a batch: default (random batches) or no_duplicates (no text appears "
+        "twice in a global batch: a row whose text is already in the batch waits for a "
+        "later one, as sentence-transformers' NoDuplicatesBatchSampler; for losses with "
+        "in-batch negatives). The epoch keeps its number of batches; the rows kept in "
+        "place, deferred and (when unavoidable) placed with a duplicate are logged and "
+        "written to metrics.json. With several training sets, within each set.",
+    )
+    multi_dataset_sampler: str = _default(
+        "proportional",
+        "With train_datasets as a mapping of several sets, the order of their batches "
+        "(each batch from one set): proportional (every batch of every set, in a random "
+        "order: each row once an epoch) or round_robin (one batch of each set in turn "
+        "until the set with the fewest batches runs out; the other sets' remaining rows "
+        "are not used that epoch, and their count is reported), as sentence-transformers.",
+    )
     check_only: bool = _default(
         False,
         "Check the recipe, data, model folder and output_dir, say what would run, and stop "
@@ -617,6 +644,7 @@ class BaseConfig(TrainingArguments):
             check_deepspeed_settings(self)
         check_fsdp_settings(self)
         self._check_gradient_cache()
+        self._check_samplers()
         for name, value in cpu_launch_settings(self).items():
             setattr(self, name, value)
         if self.accelerator_config is None:
@@ -664,6 +692,18 @@ class BaseConfig(TrainingArguments):
                 f"loss {loss!r}: add it (weight 0 only logs it) or set loss to one of them"
             )
         weighted_loss_class(self.loss_weights)  # unknown names, disagreeing label kinds
+
+    def _check_samplers(self) -> None:
+        from sts_core.training.batch_plan import BATCH_SAMPLERS, MULTI_DATASET_SAMPLERS
+
+        for name, allowed in (
+            ("batch_sampler", BATCH_SAMPLERS),
+            ("multi_dataset_sampler", MULTI_DATASET_SAMPLERS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
 
     def _check_gradient_cache(self) -> None:
         require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)

@@ -21,23 +21,38 @@ from sts_core.data import (
     split_reference,
 )
 from sts_core.data import load_reference as _load_reference
+from sts_core.training.collator import text_columns_with
 from sts_core.training.config import DataArguments
+from sts_core.training.multi_dataset import (
+    TrainDatasets,
+    TrainDatasetSpec,
+    TrainSet,
+    column_prompts,
+    dataset_specs,
+    loss_label_column,
+    set_loss_class,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def load_reference(
-    reference: str, default_split: str, data_args: DataArguments
+    reference: str,
+    default_split: str,
+    data_args: DataArguments,
+    columns: dict[str, str] | None = None,
 ) -> tuple[str, Dataset]:
     """Load a recipe's dataset reference with ``data_args``' data folder, variant and SICK
     rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` and ``columns``
     apply to the training sets (``default_split`` train), ``eval_columns`` to the others
-    (a dev or test file's format is guessed from its name). A column mapping is for
-    tables: registry names do not take it. ``score_range`` is checked in the tables of the
-    training sets (unless ``label_mapping`` maps them first) and of the dev set, naming
-    the file's column."""
+    (a dev or test file's format is guessed from its name); ``columns`` given here (an
+    entry of ``train_datasets`` as a mapping) replaces the recipe's. A column mapping is
+    for tables: registry names do not take it. ``score_range`` is checked in the tables of
+    the training sets (unless ``label_mapping`` maps them first) and of the dev set,
+    naming the file's column."""
     training = default_split == "train"
-    columns = data_args.columns if training else data_args.eval_columns
+    if columns is None:
+        columns = data_args.columns if training else data_args.eval_columns
     name, _ = split_reference(reference, default_split)
     if name in registry_names():
         columns = None
@@ -191,3 +206,135 @@ def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
 def _score_range(values: list[float]) -> tuple[float, float]:
     """``score_range`` as a tuple (DataArguments has checked it is [low, high], low < high)."""
     return float(values[0]), float(values[1])
+
+
+def build_train_sets(
+    data_args: DataArguments, method: Any, config: Any
+) -> tuple[TrainDatasets, dict[str, Any]]:
+    """``train_datasets`` as a mapping: each set loaded, filtered, mapped, rescaled and
+    checked against its own loss (as :func:`build_train_dataset` does the list's, set by
+    set; ``max_train_samples`` keeps at most N rows of each set), before any weights load.
+    A problem is a ConfigError / DataError naming the set. Returns the sets and a summary
+    (``datasets``: each set's path, loss, weight, prompts and rows)."""
+    check_multi_dataset_run(method, config, data_args)
+    specs = dataset_specs(data_args.train_datasets) or []
+    built = [_build_train_set(spec, data_args, method, config) for spec in specs]
+    sets = [train_set for train_set, _ in built]
+    summary: dict[str, Any] = {
+        "sources": {s.name: len(s.dataset) for s in sets},
+        "train_pairs": sum(len(s.dataset) for s in sets),
+        "datasets": {train_set.name: info for train_set, info in built},
+    }
+    return TrainDatasets(sets), summary
+
+
+def _build_train_set(
+    spec: TrainDatasetSpec, data_args: DataArguments, method: Any, config: Any
+) -> tuple[TrainSet, dict[str, Any]]:
+    """One entry of the mapping, loaded and checked (errors name it)."""
+    from sts_core.method import check_dataset_for_loss
+    from sts_core.training.parser import ConfigError
+
+    where = f"train_datasets: {spec.name}"
+    try:
+        loss_type = set_loss_class(method, config, spec.loss)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from error
+    loss_name = spec.loss or method.loss_name(config)
+    label_column = loss_label_column(config, loss_type)
+    _, dataset = load_reference(spec.path, "train", data_args, columns=spec.columns)
+    info: dict[str, Any] = {"path": spec.path, "loss": loss_name, "weight": spec.weight}
+    info["read"] = len(dataset)
+    dataset = _prepare_set(dataset, data_args, label_column, loss_type, config, info, where)
+    try:
+        if spec.loss is None or spec.loss == method.loss_name(config):
+            dataset, prepared = method.prepare_train_dataset(dataset, config)
+            info.update(prepared)
+            if len(dataset) == 0:
+                raise ValueError("the training set is empty (after filtering)")
+            method.check_train_dataset(dataset, config)
+        else:
+            if len(dataset) == 0:
+                raise ValueError("the training set is empty (after filtering)")
+            check_dataset_for_loss(dataset, loss_type, label_column, config)
+        texts = [c for c in text_columns_with(loss_type.columns) if c in dataset.column_names]
+        prompts = column_prompts(spec.prompt, texts)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {' '.join(str(error).split())}") from error
+    info.update(rows=len(dataset), label_column=label_column)
+    if prompts:
+        info["prompts"] = prompts
+    return TrainSet(spec.name, dataset, loss_name, spec.weight, prompts, label_column), info
+
+
+def _prepare_set(
+    dataset: Dataset,
+    data_args: DataArguments,
+    label_column: str,
+    loss_type: Any,
+    config: Any,
+    info: dict[str, Any],
+    where: str,
+) -> Dataset:
+    """A set's test-pair filter (or overlap count), label mapping, score rescaling and
+    ``max_train_samples``, as the list form applies them to the concatenation."""
+    reference = info["path"]
+    scored = "score" in dataset.column_names
+    if data_args.score_range and scored:
+        check_score_range(dataset, _score_range(data_args.score_range), reference)
+    if {"sentence1", "sentence2"} <= set(dataset.column_names):
+        if data_args.filter_test_overlap:
+            dataset, report = filter_test_overlap(
+                dataset, load_test_sets(data_args.data_dir, data_args.data_variant)
+            )
+            info["filter"] = report.to_dict()
+        else:
+            overlap = count_test_overlap(dataset, data_args)
+            if overlap is not None:
+                info["test_overlap"] = overlap
+    reads_labels = loss_type.required_label_kind(config) is not None
+    if data_args.label_mapping and reads_labels:
+        dataset, _ = map_labels(dataset, label_column, data_args.label_mapping)
+        info["label_mapping"] = value_counts(dataset[label_column])
+    if data_args.score_range and scored:
+        dataset = rescale_scores(dataset, _score_range(data_args.score_range))
+    limit = data_args.max_train_samples
+    if limit is not None and limit < len(dataset):
+        logger.info("%s: max_train_samples keeps %d of %d rows", where, limit, len(dataset))
+        dataset = dataset.shuffle(seed=config.seed).select(range(limit))
+    return dataset
+
+
+def check_multi_dataset_run(method: Any, config: Any, data_args: DataArguments) -> None:
+    """The settings a mapping of training sets and ``no_duplicates`` need of the run
+    (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
+    each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
+    its own; no ``teacher_model`` (it relabels one training set)."""
+    from sts_core.training.epoch_batches import EpochBatches
+    from sts_core.training.parser import ConfigError
+    from sts_core.training.trainer import BaseTrainer
+
+    trainer = method.trainer_for(config)
+    specs = dataset_specs(data_args.train_datasets)
+    own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
+    if getattr(config, "batch_sampler", "default") != "default" and own_batches:
+        raise ConfigError(
+            f"batch_sampler {config.batch_sampler}: method {method.name} builds its own "
+            f"batches ({trainer.__name__}.build_epoch_batches); drop batch_sampler"
+        )
+    if specs is None:
+        return
+    own_loss = not issubclass(trainer, BaseTrainer) or (
+        trainer.compute_loss is not BaseTrainer.compute_loss
+    )
+    if own_loss or (own_batches and len(specs) > 1):
+        what = "computes its own loss" if own_loss else "builds its own batches"
+        raise ConfigError(
+            f"train_datasets as a mapping of training sets: method {method.name} trains with "
+            f"{trainer.__name__}, which {what}; give train_datasets as a list (one loss)"
+        )
+    if getattr(config, "teacher_model", None):
+        raise ConfigError(
+            "teacher_model with train_datasets as a mapping: distillation relabels one "
+            "training set; give train_datasets as a list"
+        )

@@ -34,6 +34,7 @@ from sts_core.saving import (
     checkpoints,
     remove_path,
 )
+from sts_core.training.multi_dataset import train_references
 from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -264,7 +265,7 @@ def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, 
     add("resume_from_checkpoint", config.resume_from_checkpoint)
     add("data_dir", data_args.data_dir or os.environ.get("STS_DATA_DIR"))
     references = [
-        ("train_datasets", "train", data_args.train_datasets),
+        ("train_datasets", "train", train_references(data_args.train_datasets)),
         ("eval_dataset", "dev", [data_args.eval_dataset]),
         ("final_eval_datasets", "test", data_args.final_eval_datasets),
         ("threshold_dataset", "dev", [data_args.threshold_dataset]),

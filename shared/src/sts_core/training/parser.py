@@ -70,6 +70,8 @@ _MODELS_DIR_PATTERN = re.compile(r"^\$\{?" + MODELS_DIR_VARIABLE + r"\}?/([^/]+)
 def _expand(value: Any, recipe: Path, key: str) -> Any:
     if isinstance(value, list):
         return [_expand(item, recipe, key) for item in value]
+    if isinstance(value, dict):  # train_datasets as a mapping: its paths
+        return {name: _expand(item, recipe, f"{key}: {name}") for name, item in value.items()}
     if not isinstance(value, str) or "$" not in value:
         return value
     expanded = os.path.expandvars(value)

@@ -8,8 +8,9 @@ fields), the method's name and the number of processes — all but the settings 
 ``load_best_model_at_end`` is off), so an option added later is recorded by default.
 Weight averaging is recorded by :func:`~sts_core.training.averaging.averaging_settings`
 (``ema_decay`` only under ``ema``, the start and period only when averaging is on).
-Local paths are recorded resolved, so a relative and an absolute path to the same file
-agree.
+Local paths are recorded resolved (each set's ``path`` of ``train_datasets`` as a
+mapping, with its loss, weight, prompt and columns), so a relative and an absolute path to
+the same file agree.
 
 A resume (``resume_from_checkpoint``) under other values is refused before any weights
 load, in one line listing each changed setting with the checkpoint's value and the run's
@@ -187,7 +188,10 @@ def _normalised(name: str, value: Any) -> Any:
     if isinstance(value, Enum):
         value = value.value
     if name in PATH_SETTINGS:
-        value = [_path(v) for v in value] if isinstance(value, list) else _path(value)
+        if isinstance(value, dict):  # train_datasets as a mapping: each set's path
+            value = {k: {**v, "path": _path(v.get("path"))} for k, v in value.items()}
+        else:
+            value = [_path(v) for v in value] if isinstance(value, list) else _path(value)
     return json.loads(json.dumps(value, default=str))
 
 

@@ -22,6 +22,7 @@ from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.divergence import TrainingDiverged
+from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
     check_resume_checkpoint,
     is_main_process,
@@ -57,6 +58,13 @@ class RunInputs:
             + ", ".join(f"{k} ({v})" for k, v in self.data_summary["sources"].items()),
             f"dev set: {dev} ({data_args.eval_dataset})",
         ]
+        for name, info in self.data_summary.get("datasets", {}).items():
+            prompts = f", prompts {info['prompts']}" if info.get("prompts") else ""
+            lines.insert(
+                -1,
+                f"training set {name}: {info['rows']} rows, loss {info['loss']}, "
+                f"weight {info['weight']:g}{prompts}",
+            )
         if data_args.final_sts_tasks:
             lines.append(f"final STS tasks: {', '.join(data_args.final_sts_tasks)}")
         for reference, size in self.final_pair_sets.items():
@@ -212,30 +220,52 @@ class TrainingRun:
                 "run on this machine; train with use_lora: true (a float base) here"
             )
 
+    def run_losses(self) -> list[tuple[str, Any]]:
+        """``(prefix, loss class)`` of each loss the run trains: the method's, or with
+        ``train_datasets`` as a mapping each set's (prefix ``train_datasets: <name>: ``;
+        an unknown loss is a ConfigError naming the set)."""
+        from sts_core.training.multi_dataset import dataset_specs, set_loss_class
+
+        specs = dataset_specs(self.data_args.train_datasets)
+        if specs is None:
+            return [("", self.method.loss_class(self.config))]
+        losses = []
+        for spec in specs:
+            where = f"train_datasets: {spec.name}: "
+            try:
+                losses.append((where, set_loss_class(self.method, self.config, spec.loss)))
+            except ValueError as error:
+                raise ConfigError(f"{where}{error}") from error
+        return losses
+
     def check_frozen_backbone(self) -> None:
-        """``freeze_backbone`` needs a loss that trains something of its own (a head)."""
+        """``freeze_backbone`` needs losses that each train something of their own (a
+        head)."""
         from sts_core.losses import HeadLoss, WeightedLossSum
 
-        loss = self.method.loss_class(self.config)
-        parts = loss.part_classes.values() if issubclass(loss, WeightedLossSum) else [loss]
-        if self.model_args.freeze_backbone and not any(issubclass(p, HeadLoss) for p in parts):
-            raise ConfigError(
-                f"freeze_backbone: loss {loss.display_name()} trains no head of its own, so "
-                "nothing would train; use a loss with a head (e.g. the regression package's "
-                "smooth_k2, or softmax) or unfreeze the backbone"
-            )
+        if not self.model_args.freeze_backbone:
+            return
+        for where, loss in self.run_losses():
+            parts = loss.part_classes.values() if issubclass(loss, WeightedLossSum) else [loss]
+            if not any(issubclass(p, HeadLoss) for p in parts):
+                raise ConfigError(
+                    f"{where}freeze_backbone: loss {loss.display_name()} trains no head of "
+                    "its own, so nothing would train; use a loss with a head (e.g. the "
+                    "regression package's smooth_k2, or softmax) or unfreeze the backbone"
+                )
 
     def check_saved_heads(self, location: str) -> None:
         """A model folder that records heads (a first stage's output) must fit the loss:
         e.g. a regression head of other pair features is an error here, not after loading."""
+        losses = self.run_losses()  # an unknown loss of a set: named even without heads
         heads, dimension = saved_heads(location)
         if not heads or dimension is None:
             return
-        loss = self.method.loss_class(self.config)
-        try:
-            loss.check_saved_heads(heads, self.config, dimension)
-        except ValueError as error:
-            raise ConfigError(f"model folder {location}: {error}") from error
+        for where, loss in losses:
+            try:
+                loss.check_saved_heads(heads, self.config, dimension)
+            except ValueError as error:
+                raise ConfigError(f"{where}model folder {location}: {error}") from error
 
     def prepare_data(self) -> RunInputs:
         """Load and check every data set of the run (ConfigError / DataError)."""
@@ -261,7 +291,7 @@ class TrainingRun:
         trainer.run_settings = self.settings
         trainer.model_card_data.update(
             base_model=self.model_args.model_name_or_path,
-            train_data=", ".join(self.data_args.train_datasets),
+            train_data=", ".join(train_references(self.data_args.train_datasets)),
         )
         return trainer
 
@@ -282,7 +312,11 @@ class TrainingRun:
         metrics = {
             "model": saved_model_identity(output_dir),
             "launch": launch_summary(trainer),
-            "train": {**train_output.metrics, "batches": trainer.degenerate_batch_report()},
+            "train": {
+                **train_output.metrics,
+                "batches": trainer.degenerate_batch_report(),
+                **trainer.batch_plan_report(),
+            },
             "data": self.inputs.data_summary,
             "dev": trainer.evaluate(),
         }
@@ -361,29 +395,13 @@ def prepare_inputs(
     """Load and check every data set of the run (ConfigError / DataError on a problem);
     ``train_dataset`` (in memory) instead of ``data_args.train_datasets``."""
     from sts_core.evaluation.sts import STSEvaluator
-    from sts_core.training.data import build_dev_set, build_train_dataset, load_reference
+    from sts_core.training.data import build_dev_set, build_train_sets, load_reference
+    from sts_core.training.multi_dataset import dataset_specs
 
-    label_column = method.label_column(config)
-    if train_dataset is None:
-        train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
+    if train_dataset is None and dataset_specs(data_args.train_datasets) is not None:
+        train_dataset, data_summary = build_train_sets(data_args, method, config)
     else:
-        data_summary = {
-            "train_pairs": len(train_dataset),
-            "sources": {"in memory": len(train_dataset)},
-        }
-    try:
-        train_dataset, prepared = method.prepare_train_dataset(train_dataset, config)
-    except ValueError as error:
-        raise ConfigError(str(error)) from error
-    if prepared:
-        data_summary.update(prepared)
-        data_summary["train_pairs"] = len(train_dataset)
-    if len(train_dataset) == 0:
-        raise ConfigError("the training set is empty (after filtering)")
-    try:
-        method.check_train_dataset(train_dataset, config)
-    except ValueError as error:
-        raise ConfigError(str(error)) from error
+        train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
     dev = build_dev_set(data_args)
     evaluator = None if dev is None else method.build_evaluator(dev[0], dev[1], config)
     align_with_dev_set(config, evaluator, data_args.eval_dataset)
@@ -407,6 +425,38 @@ def prepare_inputs(
             sentence_edit=data_args.final_sts_sentence_edit,
         )
     return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
+
+
+def prepare_train_list(
+    method: Any, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
+) -> tuple[Any, dict[str, Any]]:
+    """The training set of the list form (or ``train_dataset``, in memory), prepared and
+    checked by the method, and its summary (ConfigError / DataError on a problem)."""
+    from sts_core.training.data import build_train_dataset, check_multi_dataset_run
+
+    check_multi_dataset_run(method, config, data_args)
+    label_column = method.label_column(config)
+    if train_dataset is None:
+        train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
+    else:
+        data_summary = {
+            "train_pairs": len(train_dataset),
+            "sources": {"in memory": len(train_dataset)},
+        }
+    try:
+        train_dataset, prepared = method.prepare_train_dataset(train_dataset, config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    if prepared:
+        data_summary.update(prepared)
+        data_summary["train_pairs"] = len(train_dataset)
+    if len(train_dataset) == 0:
+        raise ConfigError("the training set is empty (after filtering)")
+    try:
+        method.check_train_dataset(train_dataset, config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    return train_dataset, data_summary
 
 
 def report_check(

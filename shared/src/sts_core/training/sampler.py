@@ -8,6 +8,11 @@ every epoch on every process (so a model sharded by DeepSpeed ZeRO-3 can still e
 takes the main process's answer (broadcast) and yields each global batch as one chunk per
 process, in rank order; accelerate's ``BatchSamplerShard`` then hands chunk ``r`` to rank
 ``r``: every rank gets its share of the same batch order.
+
+The number of batches of an epoch must be known before it starts (the Trainer takes the
+length of the data loader first): ``ceil(N / that)`` for a hook's batches, or the count a
+:class:`~sts_core.training.batch_plan.BatchPlan` gives (``num_batches``; several training
+sets under ``round_robin`` use some rows in an epoch, not all: ``every_row`` false).
 """
 
 from __future__ import annotations
@@ -37,7 +42,17 @@ def shard_global_batch(batch: list[int], per_device: int, processes: int) -> lis
 
 
 class EpochBatchSampler:
-    """Batch sampler over per-device chunks of the global batches ``build(epoch)`` returns."""
+    """Batch sampler over per-device chunks of the global batches ``build(epoch)`` returns.
+
+    Args:
+        build: the global batches of an epoch.
+        dataset_size: the rows of the dataset.
+        per_device: ``per_device_train_batch_size``.
+        processes: the processes (default: the launch's).
+        num_batches: the global batches every epoch has (default ``ceil(N / (per_device ×
+            processes))``).
+        every_row: each epoch uses every row exactly once (else: at most once).
+    """
 
     def __init__(
         self,
@@ -45,11 +60,19 @@ class EpochBatchSampler:
         dataset_size: int,
         per_device: int,
         processes: int | None = None,
+        num_batches: int | None = None,
+        every_row: bool = True,
     ) -> None:
         self.build = build
         self.dataset_size = dataset_size
         self.per_device = per_device
         self.processes = processes or world_size()
+        self.num_batches = (
+            expected_batches(dataset_size, per_device, self.processes)
+            if num_batches is None
+            else num_batches
+        )
+        self.every_row = every_row
         self.epoch = 0
         self.sampler = self  # accelerate calls batch_sampler.batch_sampler.sampler.set_epoch
         self.drop_last = False
@@ -61,7 +84,7 @@ class EpochBatchSampler:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return expected_batches(self.dataset_size, self.per_device, self.processes) * self.processes
+        return self.num_batches * self.processes
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self._checked(_from_main_process(self.build(self.epoch)))
@@ -70,7 +93,7 @@ class EpochBatchSampler:
             yield from shard_global_batch(batch, self.per_device, self.processes)
 
     def _checked(self, batches: list[list[int]]) -> list[list[int]]:
-        expected = expected_batches(self.dataset_size, self.per_device, self.processes)
+        expected = self.num_batches
         largest = self.per_device * self.processes
         if len(batches) != expected or any(not b or len(b) > largest for b in batches):
             raise ValueError(
@@ -80,10 +103,16 @@ class EpochBatchSampler:
             )
         batches = [[int(i) for i in batch] for batch in batches]
         rows = sorted(i for batch in batches for i in batch)
-        if rows != list(range(self.dataset_size)):
+        if self.every_row and rows != list(range(self.dataset_size)):
             raise ValueError(
                 "build_epoch_batches must use every row of the dataset exactly once "
                 f"({len(rows)} indices given for {self.dataset_size} rows)"
+            )
+        out_of_range = rows and (rows[0] < 0 or rows[-1] >= self.dataset_size)
+        if out_of_range or len(set(rows)) != len(rows):
+            raise ValueError(
+                f"the epoch's batches must use each of the {self.dataset_size} rows at most "
+                f"once ({len(rows)} indices given, {len(set(rows))} distinct)"
             )
         return batches
 

@@ -31,6 +31,7 @@ from sts_core.training.averaging import WeightAverager
 from sts_core.training.checkpoints import TRAINING_ARGS_NAME, Checkpoints
 from sts_core.training.collator import (
     SentenceCollator,
+    TrainSetsCollator,
     batch_text_ids,
     split_features,
     text_columns_with,
@@ -39,6 +40,13 @@ from sts_core.training.divergence import DivergenceGuard
 from sts_core.training.epoch_batches import EpochBatches
 from sts_core.training.evaluating import Evaluating
 from sts_core.training.model_card import render_model_card
+from sts_core.training.multi_dataset import (
+    DATASET_NAME_KEY,
+    TrainDatasets,
+    TrainSet,
+    set_loss_class,
+    training_prompts,
+)
 from sts_core.training.optimization import regroup_parameters
 
 logger = logging.getLogger(__name__)
@@ -58,6 +66,41 @@ def attach_loss_parameters(model: Any, loss_module: Any) -> None:
     shared = {id(p) for p in model.parameters()}
     if any(id(p) not in shared for p in loss_module.parameters()):
         model.add_module(LOSS_MODULE_NAME, loss_module)
+
+
+def attach_loss_modules(model: Any, modules: dict[str, Any]) -> None:
+    """:func:`attach_loss_parameters` for the run's losses: one loss as ``sts_loss``; with
+    several (training sets with different losses), those with parameters of their own as
+    ``sts_loss.<loss name>``."""
+    if len(modules) == 1:
+        attach_loss_parameters(model, next(iter(modules.values())))
+        return
+    shared = {id(p) for p in model.parameters()}
+    own = {
+        name: module
+        for name, module in modules.items()
+        if any(id(p) not in shared for p in module.parameters())
+    }
+    if own:
+        model.add_module(LOSS_MODULE_NAME, torch.nn.ModuleDict(own))
+
+
+def record_prompts(model: Any, prompts: tuple[dict[str, str], str | None]) -> None:
+    """The training sets' prompts on the encoder (:func:`training_prompts`), so its saves
+    record them and ``encode`` (the dev evaluation too) applies the default one. A run
+    without prompts leaves the model's own."""
+    named, default = prompts
+    if not named:
+        return
+    model.set_prompts({**model.prompts, **named}, default)
+    if default is None:
+        logger.info(
+            "the training sets' prompts differ (%s): the saved model records them without a "
+            "default; encode(prompt_name=...) applies one",
+            ", ".join(f"{name}: {text!r}" for name, text in named.items()),
+        )
+    else:
+        logger.info("every training text had the prompt %r: encode applies it", named[default])
 
 
 def require_trainable_parameters(model: Any, loss_name: str) -> None:
@@ -121,6 +164,7 @@ class RunTrainer(Checkpoints, EpochBatches, Evaluating):
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
         self._epoch_batches: tuple[int, list[list[int]]] | None = None  # the current epoch's
         self._resumed_epoch_batches: dict[int, list[list[int]]] = {}
+        self._dataset_batches: dict[str, int] = {}  # batches trained, by training set
 
     def _add_weight_averager(self, args: Any) -> WeightAverager | None:
         """``weight_averaging``'s callback (:mod:`sts_core.training.averaging`), if asked."""
@@ -197,6 +241,39 @@ class RunTrainer(Checkpoints, EpochBatches, Evaluating):
             )
         return report
 
+    def count_dataset_batch(self, name: str) -> None:
+        """Count a training batch of the training set ``name`` (restored on a resume)."""
+        self._dataset_batches[name] = self._dataset_batches.get(name, 0) + 1
+
+    def batch_plan_report(self) -> dict[str, Any]:
+        """What ``metrics.json`` records of the batches under several training sets or
+        ``no_duplicates`` (empty otherwise): ``datasets``, each set's rows, loss, weight and
+        the batches it trained on (this process's count: every process trains on a part
+        of each global batch); ``batch_plan``, the samplers, the batches of an epoch and
+        each epoch's report (batches by set, rows ``round_robin`` left out,
+        ``no_duplicates``' kept, deferred and with-duplicate rows)."""
+        report: dict[str, Any] = {}
+        dataset = self.train_dataset
+        if isinstance(dataset, TrainDatasets):
+            report["datasets"] = {
+                s.name: {
+                    "rows": len(s.dataset),
+                    "loss": s.loss,
+                    "weight": s.weight,
+                    "batches": self._dataset_batches.get(s.name, 0),
+                }
+                for s in dataset.sets
+            }
+        plan = None if self.builds_own_batches() else self.batch_plan()
+        if plan is not None:
+            report["batch_plan"] = {
+                "batch_sampler": self.args.batch_sampler,
+                "multi_dataset_sampler": plan.sampler,
+                "batches_per_epoch": plan.num_batches,
+                "epochs": [plan.reports[epoch] for epoch in sorted(plan.reports)],
+            }
+        return report
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._loss_parts:
             logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
@@ -227,30 +304,88 @@ class BaseTrainer(RunTrainer):
 
         method = method_of(args)
         args.label_column = method.label_column(args)
-        loss_type = method.loss_class(args)
-        self.text_columns = text_columns_with(loss_type.columns)
+        train_sets = kwargs.get("train_dataset")
+        sets = train_sets.sets if isinstance(train_sets, TrainDatasets) else None
+        loss_types = self._loss_types(method, args, sets)
+        self.text_columns = text_columns_with(
+            column for loss_type in loss_types.values() for column in loss_type.columns
+        )
         if kwargs.get("data_collator") is None:
-            kwargs["data_collator"] = SentenceCollator(
+            kwargs["data_collator"] = self._collator(model, args, loss_types, sets)
+        if kwargs.get("processing_class") is None:
+            kwargs["processing_class"] = model.tokenizer
+        modules = {}
+        for name, loss_type in loss_types.items():
+            loss_type.prepare_model(model, args)  # a loss's head
+            modules[name] = loss_type.from_config(args, model)
+            check_gradient_cache(args, modules[name], name)
+        attach_loss_modules(model, modules)
+        require_trainable_parameters(model, " and ".join(modules))
+        super().__init__(model, args, evaluator=evaluator, **kwargs)
+        self.loss_modules: dict[str, EmbeddingLoss] = modules  # by loss name
+        self.loss_module: EmbeddingLoss = next(iter(modules.values()))  # the first set's
+        self.set_losses = (
+            {} if sets is None else {s.name: (modules[s.loss], s.weight) for s in sets}
+        )
+        self._describe_losses(loss_types, modules, sets)
+        if sets is not None:
+            record_prompts(model, training_prompts(sets, self.text_columns))
+
+    @staticmethod
+    def _loss_types(method: Any, args: Any, sets: list[TrainSet] | None) -> dict[str, Any]:
+        """The loss classes of the run by name: the method's, or each training set's."""
+        if sets is None:
+            return {method.loss_name(args): method.loss_class(args)}
+        return {s.loss: set_loss_class(method, args, s.loss) for s in sets}
+
+    def _collator(
+        self, model: Any, args: Any, loss_types: dict[str, Any], sets: list[TrainSet] | None
+    ) -> Any:
+        """The run's collator: one :class:`SentenceCollator`, or one a training set (its
+        label column and prompts) behind a :class:`TrainSetsCollator`."""
+        if sets is None:
+            (loss_type,) = loss_types.values()
+            return SentenceCollator(
                 model,
                 label_column=args.label_column,
                 text_id_columns=loss_type.text_id_columns,
                 text_columns=self.text_columns,
             )
-        if kwargs.get("processing_class") is None:
-            kwargs["processing_class"] = model.tokenizer
-        loss_type.prepare_model(model, args)  # a loss's head
-        loss_module = loss_type.from_config(args, model)
-        attach_loss_parameters(model, loss_module)
-        require_trainable_parameters(model, method.loss_name(args))
-        check_gradient_cache(args, loss_module, method.loss_name(args))
-        super().__init__(model, args, evaluator=evaluator, **kwargs)
-        self.loss_module: EmbeddingLoss = loss_module
-        settings = ", ".join(f"{k} {v}" for k, v in loss_module.config_dict().items())
-        self.model_card_data["loss"] = loss_type.describe()
-        self.model_card_data["loss_module"] = (
-            f"`{loss_type.display_name()}` ({type(loss_module).__name__}"
-            + (f": {settings})" if settings else ")")
+        return TrainSetsCollator(
+            {
+                s.name: SentenceCollator(
+                    model,
+                    label_column=s.label_column,
+                    text_id_columns=loss_types[s.loss].text_id_columns,
+                    text_columns=self.text_columns,
+                    prompts=s.prompts,
+                )
+                for s in sets
+            }
         )
+
+    def _describe_losses(
+        self, loss_types: dict[str, Any], modules: dict[str, Any], sets: list[TrainSet] | None
+    ) -> None:
+        """The model card's loss lines (with several training sets, each set's)."""
+
+        def module_text(name: str) -> str:
+            module = modules[name]
+            settings = ", ".join(f"{k} {v}" for k, v in module.config_dict().items())
+            shown = f"`{loss_types[name].display_name()}` ({type(module).__name__}"
+            return shown + (f": {settings})" if settings else ")")
+
+        if sets is None:
+            (name,) = loss_types
+            self.model_card_data["loss"] = loss_types[name].describe()
+            self.model_card_data["loss_module"] = module_text(name)
+            return
+        self.model_card_data["loss"] = "; ".join(
+            f"{s.name}: {loss_types[s.loss].describe()}"
+            + (f" (weight {s.weight:g})" if s.weight != 1 else "")
+            for s in sets
+        )
+        self.model_card_data["loss_module"] = "; ".join(module_text(n) for n in loss_types)
 
     def embed(
         self,
@@ -281,22 +416,35 @@ class BaseTrainer(RunTrainer):
         """The registered loss (``loss_module``) on the batch's embeddings and labels, computed
         inside the model's forward (:meth:`embed` with ``then``); a loss with parts logs each
         of them. A loss that ``reads_pooled`` gets the embeddings before the encoder's L2
-        normalisation (:func:`~sts_core.losses.pooled_embeddings`). Methods with another
-        kind of model override this."""
-        if getattr(self.loss_module, "reads_pooled", False):
+        normalisation (:func:`~sts_core.losses.pooled_embeddings`). With several training
+        sets the batch's set (``dataset_name``) picks the loss, its weight multiplies it and
+        its value is logged as ``loss_<set>``. Methods with another kind of model override
+        this."""
+        train_set = inputs.pop(DATASET_NAME_KEY, None)
+        if train_set is not None and model.training:
+            self.count_dataset_batch(train_set)
+        loss_module = self.set_losses[train_set][0] if train_set else self.loss_module
+        if getattr(loss_module, "reads_pooled", False):
             with pooled_embeddings(self.accelerator.unwrap_model(model)):
-                return self._compute_loss(model, inputs, return_outputs)
-        return self._compute_loss(model, inputs, return_outputs)
+                return self._compute_loss(model, inputs, return_outputs, train_set)
+        return self._compute_loss(model, inputs, return_outputs, train_set)
 
     def _compute_loss(
-        self, model: Any, inputs: dict[str, torch.Tensor], return_outputs: bool
+        self,
+        model: Any,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool,
+        train_set: str | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """:meth:`compute_loss` with the encoder as it is."""
         embeddings: dict[str, torch.Tensor] = {}
 
         def loss_of(by_column: dict[str, torch.Tensor]) -> torch.Tensor:
             embeddings.update(by_column)
-            return self.apply_loss(by_column, inputs.get("labels"), batch_text_ids(inputs))
+            labels, ids = inputs.get("labels"), batch_text_ids(inputs)
+            if train_set is None:
+                return self.apply_loss(by_column, labels, ids)
+            return self.apply_set_loss(train_set, by_column, labels, ids)
 
         cache = getattr(self.args, "gradient_cache_batch_size", None)
         if cache is not None and model.training and torch.is_grad_enabled():
@@ -314,19 +462,38 @@ class BaseTrainer(RunTrainer):
         embeddings: dict[str, torch.Tensor],
         labels: Any,
         text_ids: dict[str, torch.Tensor] | None = None,
+        loss_module: EmbeddingLoss | None = None,
+        prefix: str = "",
     ) -> torch.Tensor:
-        """Call ``loss_module`` (with ``text_ids`` when it asks for them:
-        ``text_id_columns``); log its parts, count its degenerate batches."""
-        if self.loss_module.text_id_columns:
-            output = self.loss_module(embeddings, labels, text_ids=text_ids or {})
+        """Call ``loss_module`` (default :attr:`loss_module`; with ``text_ids`` when it asks
+        for them: ``text_id_columns``); log its parts (named ``prefix`` + part), count its
+        degenerate batches."""
+        module = self.loss_module if loss_module is None else loss_module
+        if module.text_id_columns:
+            output = module(embeddings, labels, text_ids=text_ids or {})
         else:
-            output = self.loss_module(embeddings, labels)
-        for reason, happened in self.loss_module.pop_degenerate():
-            self.record_degenerate_batch(reason, happened)
+            output = module(embeddings, labels)
+        for reason, happened in module.pop_degenerate():
+            self.record_degenerate_batch(prefix + reason, happened)
         if isinstance(output, dict):
-            self.log_loss_parts({k: v for k, v in output.items() if k != "loss"})
+            self.log_loss_parts({prefix + k: v for k, v in output.items() if k != "loss"})
             return output["loss"]
         return output
+
+    def apply_set_loss(
+        self,
+        train_set: str,
+        embeddings: dict[str, torch.Tensor],
+        labels: Any,
+        text_ids: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """The loss of a batch of the training set ``train_set``: ``weight · L`` with ``L``
+        that set's loss, logged unweighted as ``loss_<set>`` (its parts as
+        ``<set>/<part>``)."""
+        module, weight = self.set_losses[train_set]
+        loss = self.apply_loss(embeddings, labels, text_ids, module, prefix=f"{train_set}/")
+        self.log_loss_parts({f"loss_{train_set}": loss})
+        return loss * weight if weight != 1 else loss
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         output_dir = output_dir or self.args.output_dir
