@@ -503,3 +503,62 @@ def test_check_only_names_each_set_with_its_loss_and_weight(
     assert "training set pairs: 10 rows, loss cosine_mse, weight 1" in out
     assert "training set nli: 7 rows, loss infonce, weight 0.5" in out
     assert not output_dir.exists()
+
+
+# ---------------------------------------------------------------- tables with their own columns
+def write_tables(root: Path) -> tuple[Path, Path]:
+    """The two sets as tables with a header and column names of their own: scored pairs
+    in JSON Lines (``q``, ``d``, ``sim``) and triplets in Parquet (``a``, ``p``, ``n``)."""
+    pairs, nli = pairs_dataset(), nli_dataset()
+    jsonl = root / "pairs.jsonl"
+    with jsonl.open("w", encoding="utf-8") as handle:
+        for row in pairs:
+            record = {"q": row["sentence1"], "d": row["sentence2"], "sim": row["score"]}
+            handle.write(json.dumps(record) + "\n")
+    parquet = root / "nli.parquet"
+    nli.rename_columns({"sentence1": "a", "sentence2": "p", "hard_negative": "n"}).remove_columns(
+        "score"
+    ).to_parquet(str(parquet))
+    return jsonl, parquet
+
+
+def test_each_set_reads_its_table_with_its_own_columns(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """A set's ``columns`` maps its own table's names (the pairs' ``q``/``d``/``sim``, the
+    triplets' ``a``/``p``/``n``): both sets train, each with every row, and the pairs'
+    scores are the file's ``sim`` values."""
+    jsonl, parquet = write_tables(tmp_path)
+    sets = {
+        "pairs": f"{{path: {jsonl}, loss: cosine_mse, "
+        "columns: {sentence1: q, sentence2: d, score: sim}}",
+        "nli": f"{{path: {parquet}, loss: infonce, "
+        "columns: {sentence1: a, sentence2: p, hard_negative: n}}",
+    }
+    recipe, output_dir = write_recipe(tmp_path, tiny_bert_nodropout_dir, sets)
+    run = TrainingRun(["--config", str(recipe)])
+    run.run()
+    metrics = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["data"]["sources"] == {"pairs": PAIRS, "nli": NLI}
+    trained = {name: d["batches"] for name, d in metrics["train"]["datasets"].items()}
+    assert trained == {"pairs": 2 * 3, "nli": 2 * 2}  # ⌈10/4⌉ and ⌈7/4⌉ a set, two epochs
+    loaded = run.trainer.train_dataset
+    pair_rows = [row for row in loaded if row["dataset_name"] == "pairs"]
+    assert sorted(row["score"] for row in pair_rows) == sorted(pairs_dataset()["score"])
+
+
+def test_a_sets_columns_naming_an_absent_column_stops_in_one_line(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jsonl, parquet = write_tables(tmp_path)
+    sets = {
+        "pairs": f"{{path: {jsonl}, loss: cosine_mse, "
+        "columns: {sentence1: q, sentence2: d, score: similarity}}",
+        "nli": f"{{path: {parquet}, loss: infonce, "
+        "columns: {sentence1: a, sentence2: p, hard_negative: n}}",
+    }
+    recipe, output_dir = write_recipe(tmp_path, tiny_bert_dir, sets)
+    capsys.readouterr()  # the progress bar of writing the Parquet file
+    message = refusal(main, ["--config", str(recipe)], capsys)
+    assert "similarity" in message and str(jsonl) in message, message
+    assert not output_dir.exists()
