@@ -268,6 +268,7 @@ class SentenceEncoder(nn.Module):
         show_progress_bar: bool = True,
         normalize: bool | None = None,
         token_budget: int | None = None,
+        progress_desc: str = "Encoding",
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
@@ -279,9 +280,11 @@ class SentenceEncoder(nn.Module):
         least one sentence). Padding is done with numpy, host memory is pinned on a GPU and
         copied without blocking, and the vectors stay on the device until one copy at the
         end, so the host prepares the next batch while the device computes.
+        ``progress_desc`` names the progress bar (``show_progress_bar``; none for a single
+        batch), e.g. the task being scored.
         """
         return encoding.encode(
-            self, sentences, batch_size, show_progress_bar, normalize, token_budget
+            self, sentences, batch_size, show_progress_bar, normalize, token_budget, progress_desc
         )
 
     def save_pretrained(

@@ -403,7 +403,7 @@ def prepare_inputs(
             tasks=data_args.final_sts_tasks,
             variant=data_args.data_variant,
             batch_size=config.per_device_eval_batch_size,
-            show_progress_bar=False,
+            show_progress_bar=not config.disable_tqdm and is_main_process(),  # a bar per task
             sentence_edit=data_args.final_sts_sentence_edit,
         )
     return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
