@@ -59,7 +59,7 @@ def asks_check_only(script_args: Sequence[str]) -> bool:
 
     from transformers.hf_argparser import string_to_bool
 
-    from sts_core.training.parser import read_recipe
+    from sts_core.training.parser import ConfigError, read_recipe
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--config")
@@ -67,7 +67,10 @@ def asks_check_only(script_args: Sequence[str]) -> bool:
     known, _ = pre.parse_known_args(list(script_args))
     value = known.check_only
     if value is None and known.config:
-        value = read_recipe(known.config).get("check_only")
+        try:
+            value = read_recipe(known.config).get("check_only")
+        except ConfigError:  # the script's own checks read it otherwise: they are the judge
+            return False
     return bool(string_to_bool(value) if isinstance(value, str) else value)
 
 

@@ -21,6 +21,7 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.help import group_options
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class ConfigParser:
             help="YAML recipe: its keys are defaults, command-line flags override them",
         )
         self._describe_losses(config_class)
+        group_options(self.parser, config_class)  # the --help in groups, the most used first
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
 
@@ -164,7 +166,8 @@ class ConfigParser:
         method = getattr(config_class, "method", None)
         for action in self.parser._actions:
             if action.dest == "loss" and method is not None:
-                action.help = method.loss_help().replace("%", "%%")
+                listed = method.loss_help().removesuffix(f" (default: {method.default_loss})")
+                action.help = listed.replace("%", "%%")  # the help adds the default
 
     def _reset_defaults(self) -> None:
         """Forget the defaults an earlier ``parse`` took from its recipe."""

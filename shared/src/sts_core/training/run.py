@@ -541,10 +541,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         method, rest = method_from_arguments(args)
+        if "-h" in rest or "--help" in rest:
+            print_help(method, rest)
     except ConfigError as error:
         report_error(error)
         return 2
     return cli_main(method, rest)
+
+
+def print_help(method: Any, argv: list[str]) -> None:
+    """``sts-train --help``: the method's options in groups (:mod:`.help`), ``--method``
+    first; the recipe's values as the defaults (``--config``). Exits (status 0)."""
+    from sts_core.method import installed_method_names
+    from sts_core.training.help import add_method_option
+
+    parser = method.parser()
+    parser.parser.prog = "sts-train"
+    add_method_option(parser.parser, installed_method_names())
+    parser.parse(argv)
 
 
 def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
