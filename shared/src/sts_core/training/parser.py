@@ -101,11 +101,13 @@ def _hub_fallback(value: str) -> str | None:
 
 
 def _variable_hint(names: list[str]) -> str:
+    from sts_core.encoder.location import MAKE_LOCAL_MODELS
+
     if MODELS_DIR_VARIABLE in names:
         return (
             f" (and the Hugging Face hub, the fallback, cannot be reached): set "
-            f"{MODELS_DIR_VARIABLE} to a folder of local models (make one with "
-            "shared/bin/offline-models), or pass --model_name_or_path"
+            f"{MODELS_DIR_VARIABLE} to a folder of local models ({MAKE_LOCAL_MODELS}), or "
+            "pass --model_name_or_path"
         )
     return ""
 
