@@ -346,6 +346,21 @@ def test_sts_launch_trains_on_two_processes_and_refuses_the_folder_again(
     assert "holds an earlier run" in again.stderr and "Traceback" not in again.stderr
 
 
+
+def test_sts_launch_check_only_checks_once_and_starts_no_process(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """The checks ran in sts-launch, then again in every launched process (the line twice);
+    with ``check_only`` they run once, and nothing is launched (the method's name here, a
+    script path in shared/tests/test_launch_command.py)."""
+    recipe = write_tiny_recipe(tmp_path / "r.yaml", "cosent", tiny_bert_dir, tmp_path / "out")
+    launcher = ["--config_file", "accelerate_configs/cpu.yaml", "--num_processes", "2"]
+    port = ["--main_process_port", str(free_port())]
+    result = sts_launch(*launcher, *port, "cosent", "--config", str(recipe), "--check_only", "true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("check_only: the inputs are usable") == 1, result.stdout
+    assert "torch.distributed" not in result.stderr and not (tmp_path / "out").exists()
+
 SAMPLER_SCRIPT = '''
 """Two processes, a trainer whose epoch batches differ by rank before the broadcast."""
 import json, os, sys

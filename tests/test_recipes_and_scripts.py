@@ -57,6 +57,7 @@ def test_recipe_parses_against_its_config_class(
     assert model_args.model_name_or_path
     assert data_args.train_datasets
     assert config.output_dir
+    assert not config.disable_tqdm, f"{recipe}: a run of it would show no progress bar"
     text = recipe.read_text(encoding="utf-8")
     assert text.startswith("#"), f"{recipe}: should open with a comment saying what it is"
     assert "train.py" in text and "--config" in text, f"{recipe}: no launch command"

@@ -1,7 +1,7 @@
 """Train with the batch-softmax contrastive loss (BSC) and its batch shuffling.
 
-accelerate launch packages/bsc/train.py --config packages/bsc/configs/<recipe>.yaml
-python packages/bsc/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+uv run accelerate launch packages/bsc/train.py --config packages/bsc/configs/<recipe>.yaml
+uv run python packages/bsc/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Train with CoSENT.
 
-accelerate launch packages/cosent/train.py --config packages/cosent/configs/<recipe>.yaml
-python packages/cosent/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+uv run accelerate launch packages/cosent/train.py --config packages/cosent/configs/<recipe>.yaml
+uv run python packages/cosent/train.py \
+    --config <recipe>.yaml --learning_rate 1e-5   # flags override
 """
 
 import sys

@@ -1,7 +1,9 @@
 """Train with the Siamese regression losses (Translated ReLU, Smooth K2).
 
-accelerate launch packages/regression/train.py --config packages/regression/configs/<recipe>.yaml
-python packages/regression/train.py --config <recipe>.yaml --learning_rate 1e-5   # flags override
+uv run accelerate launch packages/regression/train.py \
+    --config packages/regression/configs/<recipe>.yaml
+uv run python packages/regression/train.py \
+    --config <recipe>.yaml --learning_rate 1e-5   # flags override
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Train SIFTER-SimCSE (or the unsupervised SimCSE baseline) on unlabelled sentences.
 
-accelerate launch packages/sifter/train.py --config packages/sifter/configs/<recipe>.yaml
-python packages/sifter/train.py --config <recipe>.yaml --learning_rate 3e-5   # flags override
+uv run accelerate launch packages/sifter/train.py --config packages/sifter/configs/<recipe>.yaml
+uv run python packages/sifter/train.py \
+    --config <recipe>.yaml --learning_rate 3e-5   # flags override
 """
 
 import sys

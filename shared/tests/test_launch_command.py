@@ -147,3 +147,44 @@ def test_fsdp_without_an_accelerator_is_refused_before_any_process_starts(
     line = refused_before_launch(monkeypatch, capsys, argv)
     assert f"distributed_type FSDP in {CONFIGS / 'fsdp.yaml'}: FSDP needs GPUs" in line
     assert "cpu.yaml" in line
+
+
+@pytest.mark.parametrize(
+    ("script_args", "recipe", "asked"),
+    [
+        (["--check_only", "true"], "", True),
+        (["--check_only"], "", True),  # a bare flag, as the training parser reads it
+        (["--check_only=yes"], "", True),
+        (["--check_only", "true", "--check_only", "false"], "", False),  # the last one wins
+        ([], "check_only: true\n", True),
+        (["--check_only", "false"], "check_only: true\n", False),  # the flag over the recipe
+        ([], "check_only: false\n", False),
+        ([], "learning_rate: 1.0e-5\n", False),
+        (["--check_onlyx", "true"], "", False),  # another flag, not an abbreviation
+    ],
+)
+def test_asks_check_only_reads_the_flag_then_the_recipe(
+    tmp_path: Path, script_args: list[str], recipe: str, asked: bool
+) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe, encoding="utf-8")
+    assert launch.asks_check_only(["--config", str(path), *script_args]) is asked
+
+
+CHECK_LINE = "check_only: the inputs are usable"
+
+
+@pytest.mark.parametrize(("flags", "launches"), [(["--check_only", "true"], 0), ([], 1)])
+def test_check_only_checks_once_and_launches_nothing(
+    monkeypatch, capsys, tmp_path: Path, flags: list[str], launches: int
+) -> None:
+    """``sts-launch … --check_only true`` ran the checks here, then launched the script,
+    whose processes ran them again: the check's line twice. Now the checks here are the run."""
+    script = tmp_path / "train.py"
+    script.write_text(f"def main(argv):\n    print({CHECK_LINE!r})\n    return 0\n")
+    launched = []
+    monkeypatch.setattr(launch, "launch", lambda args: launched.append(args) or 0)
+    argv = ["--config_file", str(CONFIGS / "cpu.yaml"), str(script), *flags]
+    assert launch.main(argv) == 0
+    assert capsys.readouterr().out.count(CHECK_LINE) == 1
+    assert len(launched) == launches

@@ -10,7 +10,8 @@ the flag's value or else the config file's, as accelerate merges them; FSDP only
 there is an accelerator) and runs the training script's own checks in this process (the
 script's ``main`` with ``--check_only true``: arguments, model folder, data, output
 folder), so a bad input is one line (``sts-launch: error: …`` or ``error: …``) and exit
-status 2. A name that is neither a file nor an installed method is refused listing the
+status 2. A run that asks for ``check_only`` itself stops there: checked once, nothing
+launched. A name that is neither a file nor an installed method is refused listing the
 installed methods. When a launched process fails later, it prints one line naming the exit
 status (the process's own message is above it) instead of the launcher's traceback, and
 exits with that status.
@@ -47,6 +48,30 @@ def check_script(script: Path, script_args: list[str]) -> int:
         print(f"sts-launch: {script} has no main(argv): launching without checks", file=sys.stderr)
         return 0
     return int(main([*script_args, "--check_only", "true"]) or 0)
+
+
+def asks_check_only(script_args: Sequence[str]) -> bool:
+    """Whether the run asks for ``check_only`` (the last ``--check_only`` flag, else the
+    recipe's key): the checks run here before any launch are then the whole run, and no
+    process is started to run them again. Called after those checks passed, so the recipe
+    reads and the values are valid."""
+    import argparse
+
+    from transformers.hf_argparser import string_to_bool
+
+    from sts_core.training.parser import ConfigError, read_recipe
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config")
+    pre.add_argument("--check_only", nargs="?", const="true")  # a bare flag means true
+    known, _ = pre.parse_known_args(list(script_args))
+    value = known.check_only
+    if value is None and known.config:
+        try:
+            value = read_recipe(known.config).get("check_only")
+        except ConfigError:  # the script's own checks read it otherwise: they are the judge
+            return False
+    return bool(string_to_bool(value) if isinstance(value, str) else value)
 
 
 RUN_MODULE = "sts_core.training.run"
@@ -191,7 +216,7 @@ def launch_method(args: Any, method: str) -> int:
 
     script_args = ["--method", method, *args.training_script_args]
     status = int(run_main([*script_args, "--check_only", "true"]) or 0)
-    if status != 0:
+    if status != 0 or asks_check_only(script_args):
         return status
     args.module, args.training_script, args.training_script_args = True, RUN_MODULE, script_args
     return launch(args)
@@ -243,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sts-launch: error: {not_found(args.training_script)}", file=sys.stderr)
         return 2
     status = check_script(script, list(args.training_script_args))
-    if status != 0:
+    if status != 0 or asks_check_only(args.training_script_args):
         return status
     return launch(args)
 

@@ -942,7 +942,8 @@ def sts_data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def sts_models_dir() -> Path:
-    """The folder made by shared/bin/offline-models, or skip: set STS_MODELS_DIR."""
+    """The local models folder (tools/offline_models.py makes it), or skip: set
+    STS_MODELS_DIR."""
     value = os.environ.get("STS_MODELS_DIR")
     if not value or not Path(value).is_dir():
         pytest.skip("STS_MODELS_DIR is not set to the local pretrained-models folder")
@@ -952,7 +953,9 @@ def sts_models_dir() -> Path:
 def _model_in(models_dir: Path, name: str) -> Path:
     path = models_dir / name
     if not (path / "config.json").is_file():
-        pytest.skip(f"{path} is missing: run shared/bin/offline-models {models_dir}")
+        pytest.skip(
+            f"{path} is missing: run uv run --with pip python tools/offline_models.py {models_dir}"
+        )
     return path
 
 

@@ -135,6 +135,7 @@ def encode(
     show_progress_bar: bool,
     normalize: bool | None,
     token_budget: int | None,
+    progress_desc: str = "Encoding",
 ) -> np.ndarray:
     """:meth:`SentenceEncoder.encode`."""
     _check_positive("batch_size", batch_size)
@@ -143,7 +144,8 @@ def encode(
     single = isinstance(sentences, str)
     items = [sentences] if single else list(sentences)
     distinct = list(dict.fromkeys(items))
-    vectors = _encode_distinct(encoder, distinct, batch_size, show_progress_bar, token_budget)
+    progress = progress_desc if show_progress_bar else None
+    vectors = _encode_distinct(encoder, distinct, batch_size, progress, token_budget)
     if normalize:
         vectors = nn.functional.normalize(vectors, p=2, dim=-1)
     position = {sentence: i for i, sentence in enumerate(distinct)}
@@ -155,9 +157,11 @@ def _encode_distinct(
     encoder: SentenceEncoder,
     sentences: list[str],
     batch_size: int,
-    progress: bool,
+    progress: str | None,
     token_budget: int | None = None,
 ) -> torch.Tensor:
+    """The vectors of ``sentences`` in their order; ``progress``: the progress bar's name
+    (None: no bar; none for a single batch either)."""
     if not sentences:
         return torch.empty(0, encoder.dimension, dtype=torch.float32)
     encoded = encoder.tokenize(sentences, padding=False)
@@ -172,9 +176,7 @@ def _encode_distinct(
     encoder.eval()
     try:
         with torch.inference_mode():
-            for start, end in tqdm(
-                bounds, desc="Encoding", disable=not progress or len(bounds) < 2
-            ):
+            for start, end in tqdm(bounds, desc=progress, disable=not progress or len(bounds) < 2):
                 index = order[start:end]
                 batch = _padded_batch(encoder.tokenizer, encoded, index, device)
                 rows = torch.as_tensor(index, device=device)

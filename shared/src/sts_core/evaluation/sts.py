@@ -53,6 +53,8 @@ PROTOCOLS = ("senteval", "mteb")
 AGGREGATES = ("all", "mean", "wmean")
 
 Encode = Callable[[Sequence[str]], np.ndarray]
+#: sentences and the name of the task they belong to → their vectors
+TaskEncode = Callable[[Sequence[str], str], np.ndarray]
 
 #: the scorer of the STS tables: cosine similarity of the two embeddings
 COSINE_SCORER = "cosine"
@@ -349,13 +351,13 @@ class STSEvaluator:
 
     __call__ = evaluate
 
-    def _evaluate_task(self, task: str, encode_fn: Encode) -> TaskResult:
+    def _evaluate_task(self, task: str, encode_fn: TaskEncode) -> TaskResult:
         data = self.data[task]
         sentences1, sentences2 = list(data["sentence1"]), list(data["sentence2"])
         if self._edit is not None:
             sentences1 = [self._edit(s) for s in sentences1]
             sentences2 = [self._edit(s) for s in sentences2]
-        vectors = encode_fn(sentences1 + sentences2)
+        vectors = encode_fn(sentences1 + sentences2, task)
         predicted = cosine_scores(vectors[: len(sentences1)], vectors[len(sentences1) :])
         gold = np.asarray(data["score"], dtype=np.float64)
         keep_subsets = self.protocol == "senteval" and "subset" in data.column_names
@@ -365,11 +367,32 @@ class STSEvaluator:
         return TaskResult(task, self.protocol, self.variant, len(gold), spearman_, pearson_, parts)
 
 
-def _as_encode_fn(encoder: Any, batch_size: int, progress: bool) -> Encode:
+def _as_encode_fn(encoder: Any, batch_size: int, progress: bool) -> TaskEncode:
+    """``(sentences, task) → vectors`` of ``encoder``: its ``encode`` (the progress bar named
+    by the task where ``encode`` takes ``progress_desc``, as ``SentenceEncoder.encode``
+    does), or the callable itself."""
     if hasattr(encoder, "encode"):
-        return lambda sentences: np.asarray(
-            encoder.encode(sentences, batch_size=batch_size, show_progress_bar=progress)
-        )
+        named = progress and "progress_desc" in _parameters(encoder.encode)
+
+        def encode_task(sentences: Sequence[str], task: str) -> np.ndarray:
+            extra = {"progress_desc": task} if named else {}
+            return np.asarray(
+                encoder.encode(
+                    sentences, batch_size=batch_size, show_progress_bar=progress, **extra
+                )
+            )
+
+        return encode_task
     if callable(encoder):
-        return lambda sentences: np.asarray(encoder(sentences))
+        return lambda sentences, task: np.asarray(encoder(sentences))
     raise TypeError("evaluate() needs an object with encode(sentences) or a callable")
+
+
+def _parameters(function: Callable[..., Any]) -> Mapping[str, Any]:
+    """The parameters of ``function`` by name (none when Python cannot tell)."""
+    import inspect
+
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}

@@ -21,6 +21,7 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.help import group_options
 
 logger = logging.getLogger(__name__)
 
@@ -102,11 +103,13 @@ def _hub_fallback(value: str) -> str | None:
 
 
 def _variable_hint(names: list[str]) -> str:
+    from sts_core.encoder.location import MAKE_LOCAL_MODELS
+
     if MODELS_DIR_VARIABLE in names:
         return (
             f" (and the Hugging Face hub, the fallback, cannot be reached): set "
-            f"{MODELS_DIR_VARIABLE} to a folder of local models (make one with "
-            "shared/bin/offline-models), or pass --model_name_or_path"
+            f"{MODELS_DIR_VARIABLE} to a folder of local models ({MAKE_LOCAL_MODELS}), or "
+            "pass --model_name_or_path"
         )
     return ""
 
@@ -158,6 +161,7 @@ class ConfigParser:
             help="YAML recipe: its keys are defaults, command-line flags override them",
         )
         self._describe_losses(config_class)
+        group_options(self.parser, config_class)  # the --help in groups, the most used first
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
 
@@ -166,7 +170,8 @@ class ConfigParser:
         method = getattr(config_class, "method", None)
         for action in self.parser._actions:
             if action.dest == "loss" and method is not None:
-                action.help = method.loss_help().replace("%", "%%")
+                listed = method.loss_help().removesuffix(f" (default: {method.default_loss})")
+                action.help = listed.replace("%", "%%")  # the help adds the default
 
     def _reset_defaults(self) -> None:
         """Forget the defaults an earlier ``parse`` took from its recipe."""

@@ -421,7 +421,7 @@ def prepare_inputs(
             tasks=data_args.final_sts_tasks,
             variant=data_args.data_variant,
             batch_size=config.per_device_eval_batch_size,
-            show_progress_bar=False,
+            show_progress_bar=not config.disable_tqdm and is_main_process(),  # a bar per task
             sentence_edit=data_args.final_sts_sentence_edit,
         )
     return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
@@ -591,10 +591,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         method, rest = method_from_arguments(args)
+        if "-h" in rest or "--help" in rest:
+            print_help(method, rest)
     except ConfigError as error:
         report_error(error)
         return 2
     return cli_main(method, rest)
+
+
+def print_help(method: Any, argv: list[str]) -> None:
+    """``sts-train --help``: the method's options in groups (:mod:`.help`), ``--method``
+    first; the recipe's values as the defaults (``--config``). Exits (status 0)."""
+    from sts_core.method import installed_method_names
+    from sts_core.training.help import add_method_option
+
+    parser = method.parser()
+    parser.parser.prog = "sts-train"
+    add_method_option(parser.parser, installed_method_names())
+    parser.parse(argv)
 
 
 def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:

@@ -1,0 +1,112 @@
+"""The ``--help`` of the training commands (``sts-train``, each ``train.py``), in groups.
+
+``HfArgumentParser`` lists every option in one group, after a usage block as long as the
+list: the recipe's main options came after ~150 lines of usage and the ~120 options of
+transformers' ``TrainingArguments`` were mixed with the project's. Here the usage is one
+line and the options come in groups, the most used first:
+
+1. ``start here`` (:data:`START_HERE`: the recipe, the model, the data, the loss, the
+   output folder, ``--check_only``; ``sts-train`` adds ``--method`` at the top);
+2. ``model`` (the rest of ``ModelArguments``), 3. ``data`` (of ``DataArguments``);
+4. the method's own options (its config class's fields that ``BaseConfig`` lacks);
+5. ``training`` (the ``TrainingArguments`` options this project sets a default for or adds,
+   declared in ``BaseConfig``);
+6. the other options of transformers' ``TrainingArguments``.
+
+Only the help changes: every option is parsed as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+#: the options of the first group, in this order (those the parser has)
+START_HERE = (
+    "help",
+    "config",
+    "model_name_or_path",
+    "train_datasets",
+    "eval_dataset",
+    "loss",
+    "output_dir",
+    "num_train_epochs",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "check_only",
+)
+USAGE = "%(prog)s --config RECIPE.yaml [--OPTION VALUE ...]"
+METHOD_USAGE = "%(prog)s [--method NAME] --config RECIPE.yaml [--OPTION VALUE ...]"
+START_TITLE = "start here"
+DESCRIPTION_TAIL = "A recipe's keys are these options' names without the dashes."
+
+
+def option_groups(config_class: type) -> list[tuple[str, list[str]]]:
+    """(title, option names) of each group after the first, in order: model, data, the
+    method's own, the project's training options, transformers' others."""
+    from transformers import TrainingArguments
+
+    from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+
+    base = {f.name for f in fields(BaseConfig)}
+    own = set(BaseConfig.__annotations__)  # declared (or given a new default) in BaseConfig
+    method = getattr(config_class, "method", None)
+    method_name = method.name if method is not None else config_class.__name__
+    config_fields = [f.name for f in fields(config_class)]
+    return [
+        ("model (ModelArguments)", [f.name for f in fields(ModelArguments)]),
+        ("data (DataArguments)", [f.name for f in fields(DataArguments)]),
+        (
+            f"{method_name}: the method's own options ({config_class.__name__})",
+            [name for name in config_fields if name not in base],
+        ),
+        (
+            "training: the options this project adds or sets a default for (BaseConfig)",
+            [name for name in config_fields if name in own],
+        ),
+        (
+            f"training: transformers' other {TrainingArguments.__name__}",
+            [name for name in config_fields if name in base and name not in own],
+        ),
+    ]
+
+
+def group_options(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """Put ``parser``'s options (those of ``ModelArguments``, ``DataArguments`` and
+    ``config_class``, and ``--config``) into the groups of :func:`option_groups`, after
+    :data:`START_HERE`; an option of none stays in a last group, ``other``."""
+    sections = [(START_TITLE, list(START_HERE)), *option_groups(config_class)]
+    section_of: dict[str, int] = {}
+    for index, (_, names) in enumerate(sections):
+        for name in names:
+            section_of.setdefault(name, index)
+    grouped: list[list[argparse.Action]] = [[] for _ in sections] + [[]]
+    for action in parser._actions:
+        grouped[section_of.get(action.dest, len(sections))].append(action)
+    order = {name: position for position, name in enumerate(START_HERE)}
+    grouped[0].sort(key=lambda action: order[action.dest])
+    titles = [title for title, _ in sections] + ["other"]
+    groups = []
+    for title, actions in zip(titles, grouped, strict=True):
+        if actions:
+            group = argparse._ArgumentGroup(parser, title)
+            group._group_actions.extend(actions)
+            groups.append(group)
+    parser._action_groups = groups
+    parser.usage = USAGE
+    parser.description = " ".join(filter(None, [parser.description, DESCRIPTION_TAIL]))
+
+
+def add_method_option(parser: argparse.ArgumentParser, installed: list[str]) -> None:
+    """``sts-train``'s ``--method`` at the top of the help (``sts-train`` reads it before
+    the recipe's options are parsed, so it is listed, never parsed, here)."""
+    action = argparse.Action(
+        ["--method"],
+        dest="method",
+        default=argparse.SUPPRESS,  # no "(default: …)"
+        metavar="NAME",
+        help=f"the installed method to train ({', '.join(installed)}); without it, the "
+        "core's cosine MSE",
+    )
+    parser._action_groups[0]._group_actions.insert(0, action)
+    parser.usage = METHOD_USAGE
