@@ -178,6 +178,44 @@ def test_a_dataset_in_python_trains_through_the_run_api(tiny_bert_dir, tmp_path)
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
+def test_a_dev_set_in_python_selects_through_the_run_api(tiny_bert_dir, tmp_path):
+    """``TrainingRun.from_arguments(..., eval_dataset=...)``: a ``DatasetDict`` in memory
+    (its ``validation`` split, other column names given by ``eval_columns``) is the dev set;
+    the final evaluation's Spearman is that of the saved model's cosines on those pairs."""
+    from datasets import Dataset, DatasetDict
+
+    from sts_core.data import from_dataset
+    from sts_core.training import TrainingRun
+    from sts_cosent.method import METHOD
+
+    data, dev = pairs(), pairs(rows=16, seed=1)
+    train_set = from_dataset(Dataset.from_dict(data))
+    held_out = {"a": dev["sentence1"], "b": dev["sentence2"], "gold": dev["score"]}
+    splits = DatasetDict(
+        {"train": Dataset.from_dict(data), "validation": Dataset.from_dict(held_out)}
+    )
+    values = {
+        "model_name_or_path": str(tiny_bert_dir),
+        "eval_columns": '{"sentence1": "a", "sentence2": "b", "score": "gold"}',
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": 2,
+        "per_device_train_batch_size": 8,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+    }
+    model_args, data_args, config = METHOD.parser().parse_values(values, "python")
+    run = TrainingRun.from_arguments(METHOD, model_args, data_args, config, train_set, splits)
+    run.run()
+    final = run.trainer.evaluate()
+    expected = independent_scores(
+        tmp_path / "out", dev["sentence1"], dev["sentence2"], dev["score"]
+    )
+    assert final["eval_dev_spearman"] == pytest.approx(expected["spearman"], abs=1e-3)
+
+
 # --------------------------------------------------------------------------- bad tables
 
 

@@ -12,6 +12,7 @@ from sts_core.data import (
     DataConfigError,
     check_score_range,
     filter_test_overlap,
+    from_dataset,
     load_test_sets,
     map_labels,
     merge_datasets,
@@ -187,12 +188,17 @@ def source_names(
     ]
 
 
-def build_dev_set(data_args: DataArguments) -> tuple[str, Dataset] | None:
-    """The dev set for model selection, or None when ``eval_dataset`` is empty/none."""
-    reference = data_args.eval_dataset
-    if not reference or reference.lower() == "none":
+def build_dev_set(data_args: DataArguments, given: Any = None) -> tuple[str, Dataset] | None:
+    """The dev set for model selection, or None when ``eval_dataset`` is empty/none;
+    ``given`` (a ``Dataset``/``DatasetDict`` in memory, read with ``eval_columns``) replaces
+    ``eval_dataset`` and is named ``dev``."""
+    reference = data_args.eval_dataset if given is None else "in-memory dataset"
+    if given is None and (not reference or reference.lower() == "none"):
         return None
-    name, dataset = load_reference(reference, "dev", data_args)
+    if given is None:
+        name, dataset = load_reference(reference, "dev", data_args)
+    else:
+        name, dataset = reference, from_dataset(given, data_args.eval_columns, split="dev")
     if data_args.score_range:
         check_score_range(dataset, _score_range(data_args.score_range), reference)
         dataset = rescale_scores(dataset, _score_range(data_args.score_range))

@@ -97,6 +97,7 @@ class TrainingRun:
         self.trainer_class: type[BaseTrainer] = self.method.trainer
         self.trainer: BaseTrainer | None = None
         self.given_train_dataset: Any = None
+        self.given_eval_dataset: Any = None
         self.parsed = False
         self.model_args: ModelArguments
         self.data_args: DataArguments
@@ -112,15 +113,19 @@ class TrainingRun:
         data_args: DataArguments,
         config: BaseConfig,
         train_dataset: Any = None,
+        eval_dataset: Any = None,
     ) -> TrainingRun:
         """A run of ``method`` from argument objects instead of a command line (what the
         benchmarks use); ``train_dataset``, a dataset in memory, replaces
-        ``data_args.train_datasets`` (it is still prepared and checked by the method). Every
-        check and step is the command line's."""
+        ``data_args.train_datasets`` (it is still prepared and checked by the method), and
+        ``eval_dataset``, a ``datasets.Dataset`` or ``DatasetDict`` (its dev split) with
+        any column names (``eval_columns``), replaces ``data_args.eval_dataset`` as the dev
+        set. Every check and step is the command line's."""
         run = cls(method=method)
         run.model_args, run.data_args, run.config = model_args, data_args, config
         run.trainer_class = method.trainer_for(config)
         run.given_train_dataset = train_dataset
+        run.given_eval_dataset = eval_dataset
         run.parsed = True
         return run
 
@@ -269,7 +274,13 @@ class TrainingRun:
 
     def prepare_data(self) -> RunInputs:
         """Load and check every data set of the run (ConfigError / DataError)."""
-        return prepare_inputs(self.method, self.data_args, self.config, self.given_train_dataset)
+        return prepare_inputs(
+            self.method,
+            self.data_args,
+            self.config,
+            self.given_train_dataset,
+            self.given_eval_dataset,
+        )
 
     def build_model(self) -> Any:
         """The method's model (:meth:`~sts_core.method.Method.build_model`)."""
@@ -390,10 +401,15 @@ def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
 
 
 def prepare_inputs(
-    method: Any, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
+    method: Any,
+    data_args: DataArguments,
+    config: BaseConfig,
+    train_dataset: Any = None,
+    eval_dataset: Any = None,
 ) -> RunInputs:
     """Load and check every data set of the run (ConfigError / DataError on a problem);
-    ``train_dataset`` (in memory) instead of ``data_args.train_datasets``."""
+    ``train_dataset`` and ``eval_dataset`` (in memory) instead of
+    ``data_args.train_datasets`` and ``data_args.eval_dataset``."""
     from sts_core.evaluation.sts import STSEvaluator
     from sts_core.training.data import build_dev_set, build_train_sets, load_reference
     from sts_core.training.multi_dataset import dataset_specs
@@ -402,9 +418,10 @@ def prepare_inputs(
         train_dataset, data_summary = build_train_sets(data_args, method, config)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
-    dev = build_dev_set(data_args)
+    dev = build_dev_set(data_args, eval_dataset)
     evaluator = None if dev is None else method.build_evaluator(dev[0], dev[1], config)
-    align_with_dev_set(config, evaluator, data_args.eval_dataset)
+    dev_name = data_args.eval_dataset if eval_dataset is None else "in-memory dataset"
+    align_with_dev_set(config, evaluator, dev_name)
     final_pair_sets = {
         reference: len(load_reference(reference, "test", data_args)[1])
         for reference in data_args.final_eval_datasets
