@@ -95,15 +95,8 @@ def build_train_dataset(
     if not {"sentence1", "sentence2"} <= set(train.column_names):
         logger.info("test-pair filter: not applied (the training set is not sentence pairs)")
         summary["filter"] = {"applied": False, "reason": "the training set is not pairs"}
-    elif data_args.filter_test_overlap:
-        train, report = filter_test_overlap(
-            train, load_test_sets(data_args.data_dir, data_args.data_variant)
-        )
-        summary["filter"] = report.to_dict()
     else:
-        overlap = count_test_overlap(train, data_args)
-        if overlap is not None:
-            summary["test_overlap"] = overlap
+        train = filter_or_count_test_pairs(train, data_args, summary)
     if data_args.label_mapping:
         train, _ = map_labels(train, label_column, data_args.label_mapping)
     if data_args.score_range:
@@ -139,6 +132,24 @@ def check_train_scores(data_args: DataArguments, loaded: list[Dataset], label_co
         return
     for reference, dataset in zip(data_args.train_datasets, loaded, strict=True):
         check_score_range(dataset, (low, high), reference)
+
+
+def filter_or_count_test_pairs(
+    pairs: Dataset, data_args: DataArguments, summary: dict[str, Any]
+) -> Dataset:
+    """With ``filter_test_overlap``: ``pairs`` without the STS test pairs (the report in
+    ``summary["filter"]``); without: ``pairs`` as they are, the test pairs among them counted
+    in ``summary["test_overlap"]`` (when the test sets can be read)."""
+    if data_args.filter_test_overlap:
+        pairs, report = filter_test_overlap(
+            pairs, load_test_sets(data_args.data_dir, data_args.data_variant)
+        )
+        summary["filter"] = report.to_dict()
+        return pairs
+    overlap = count_test_overlap(pairs, data_args)
+    if overlap is not None:
+        summary["test_overlap"] = overlap
+    return pairs
 
 
 def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, Any] | None:
@@ -289,15 +300,7 @@ def _prepare_set(
     if data_args.score_range and scored:
         check_score_range(dataset, _score_range(data_args.score_range), reference)
     if {"sentence1", "sentence2"} <= set(dataset.column_names):
-        if data_args.filter_test_overlap:
-            dataset, report = filter_test_overlap(
-                dataset, load_test_sets(data_args.data_dir, data_args.data_variant)
-            )
-            info["filter"] = report.to_dict()
-        else:
-            overlap = count_test_overlap(dataset, data_args)
-            if overlap is not None:
-                info["test_overlap"] = overlap
+        dataset = filter_or_count_test_pairs(dataset, data_args, info)
     reads_labels = loss_type.required_label_kind(config) is not None
     if data_args.label_mapping and reads_labels:
         dataset, _ = map_labels(dataset, label_column, data_args.label_mapping)
