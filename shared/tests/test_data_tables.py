@@ -578,3 +578,52 @@ def test_a_header_only_csv_with_a_label_column_is_a_table(tmp_path):
     assert guess_format(path)[0] == "table"
     with pytest.raises(DataFormatError, match="h.csv: no data rows"):
         load_pairs(path)
+
+
+def test_a_csv_with_integer_nli_labels_reads_as_nli_and_a_binary_one_as_a_table(tmp_path):
+    """The hub's SNLI exports label 0 entailment, 1 neutral, 2 contradiction, -1 no gold: read
+    as NLI (entailment 2.0 > contradiction 0.0, -1 skipped), not as the score 0/2 reversed;
+    a 0/1 column is a binary label."""
+    nli = write_table(
+        tmp_path / "snli.csv",
+        {"sentence1": ["a", "b", "c"], "sentence2": ["d", "e", "f"], "label": [0, 2, -1]},
+    )
+    assert guess_format(nli)[0] == "nli-csv"
+    read = load_pairs(nli)
+    assert read["score"] == [2.0, 0.0] and read["label"] == [0, 2]
+    binary = write_table(
+        tmp_path / "paraphrase.csv",
+        {"sentence1": ["a", "b", "c"], "sentence2": ["d", "e", "f"], "label": [0, 1, 1]},
+    )
+    assert guess_format(binary)[0] == "table"
+    assert load_pairs(binary)["score"] == [0.0, 1.0, 1.0]
+
+
+def test_a_csv_without_a_header_line_is_refused_when_its_first_row_holds_a_number(tmp_path):
+    """A headerless ``s1,s2,4.6`` file would be read with its first row as the header and
+    the score as a third text; the number in the header says what happened."""
+    path = tmp_path / "mine.csv"
+    path.write_text("a man plays,a person plays,4.6\na dog runs,a cat sleeps,0.4\n", "utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        load_pairs(path)
+    assert str(caught.value).startswith(f"{path}:1: the header names a column '4.6', a number")
+
+
+def test_text_columns_taken_by_their_order_are_named_in_a_warning(tmp_path, caplog):
+    path = write_table(tmp_path / "mine.csv", {"q": ["a b"], "d": ["c d"], "sim": [1.0]})
+    with caplog.at_level("WARNING", logger="sts_core.data"):
+        read = load_pairs(path, columns=None)
+    assert read["sentence1"] == ["a b"]
+    assert "text columns taken by their order: sentence1 ← 'q', sentence2 ← 'd'" in caplog.text
+    named = write_table(tmp_path / "named.csv", {"sentence1": ["a"], "sentence2": ["b"]})
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sts_core.data"):
+        load_pairs(named)
+    assert "taken by their order" not in caplog.text
+
+
+def test_spaces_around_the_header_names_of_a_csv_are_not_part_of_them(tmp_path):
+    path = tmp_path / "spaced.csv"
+    path.write_text("sentence1, sentence2, score\na b,c d,4.5\n", encoding="utf-8")
+    read = load_pairs(path)
+    assert read["sentence2"] == ["c d"] and read["score"] == [4.5]

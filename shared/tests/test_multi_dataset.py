@@ -383,6 +383,11 @@ def test_infonce_of_a_set_takes_the_methods_settings(
             "train_datasets: nli: the training set has no column sentence1, sentence2",
         ),
         (
+            "{path: 'stsb:train', loss: cosine_mse, columns: {sentence1: a, sentence2: b}}",
+            {},
+            "train_datasets: nli: columns is for tables, and 'stsb:train' is a registry dataset",
+        ),
+        (
             "{path: NLI, loss: infonce, prompt: {score: 'q: '}}",
             {},
             "train_datasets: nli: prompt names the column 'score'",
@@ -562,3 +567,32 @@ def test_a_sets_columns_naming_an_absent_column_stops_in_one_line(
     message = refusal(main, ["--config", str(recipe)], capsys)
     assert "similarity" in message and str(jsonl) in message, message
     assert not output_dir.exists()
+
+
+def test_score_range_rescales_the_sets_whose_loss_reads_scores_only(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """``score_range: [0, 1]`` with a ``softmax`` set of NLI labels: the NLI scores (2.0 for
+    entailment) lie outside the range but the softmax loss reads the class labels, so the
+    set is neither refused nor rescaled; the cosine_mse set's scores are checked and kept
+    (already in [0, 1])."""
+    nli = tmp_path / "snli.csv"
+    labels = ["entailment", "neutral", "contradiction"] * 3
+    rows = [f"premise {i},hypothesis {i},{label}\n" for i, label in enumerate(labels)]
+    nli.write_text("sentence1,sentence2,label\n" + "".join(rows), encoding="utf-8")
+    sets = {
+        "pairs": f"{{path: {write_pairs(tmp_path / 'pairs.tsv')}, loss: cosine_mse}}",
+        "nli": f"{{path: {nli}, loss: softmax}}",
+    }
+    recipe, _ = write_recipe(tmp_path, tiny_bert_dir, sets, score_range="[0, 1]")
+    run = TrainingRun(["--config", str(recipe)])
+    run.parse()
+    from sts_core.training.data import build_train_sets
+
+    built, _ = build_train_sets(run.data_args, run.method, run.config)
+    by_name = {train_set.name: train_set.dataset for train_set in built.sets}
+    assert sorted(by_name["nli"]["score"]) == sorted([2.0, 1.0, 0.0] * 3)
+    assert by_name["nli"]["label"] == [0, 1, 2] * 3
+    assert by_name["pairs"]["score"] == pytest.approx(
+        [float(f"{s:.2f}") for s in pairs_dataset()["score"]]
+    )

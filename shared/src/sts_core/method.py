@@ -26,6 +26,7 @@ from importlib import metadata
 from typing import Any
 
 from sts_core.losses import EmbeddingLoss, check_labels
+from sts_core.losses.classification import DEFAULT_NUM_LABELS
 from sts_core.losses.combined import weighted_loss_class
 from sts_core.losses.registry import loss_class
 from sts_core.training.config import BaseConfig
@@ -257,7 +258,8 @@ def check_dataset_for_loss(
             f"the training set has no label column {label!r} (it has "
             f"{', '.join(sorted(columns))}): set label_column"
         )
-    problem = check_labels(loss_type, dataset[label], getattr(config, "num_labels", None))
+    classes = getattr(config, "num_labels", DEFAULT_NUM_LABELS)  # the softmax loss's default
+    problem = check_labels(loss_type, dataset[label], classes)
     if problem:
         raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
 

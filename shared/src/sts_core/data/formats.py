@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Mapping
-from itertools import islice
 from pathlib import Path
 
 from datasets import Dataset
@@ -81,7 +80,7 @@ def _csv_format(path: Path) -> str:
         return "nli-triplets"
     if "sentence1" in header and "gold_label" in header:
         return "nli-csv"
-    if "sentence1" in header and "label" in header and _nli_class_names(path, "label"):
+    if "sentence1" in header and "label" in header and _nli_labels(path, "label"):
         return "nli-csv"
     return "table"
 
@@ -89,13 +88,23 @@ def _csv_format(path: Path) -> str:
 _NLI_WORDS = {*NLI_LABELS, "-"}
 
 
-def _nli_class_names(path: Path, column: str, rows: int = 20) -> bool:
-    """Whether the first ``rows`` values of a CSV ``column`` are NLI class names (or ``-``,
-    SNLI's "no gold label") and at least one is a name."""
+#: NLI labels written as integers (0 entailment, 1 neutral, 2 contradiction, -1 no gold)
+_NLI_INTEGERS = {"0", "1", "2", "-1"}
+
+
+def _nli_labels(path: Path, column: str) -> bool:
+    """Whether a CSV ``column`` holds NLI labels: class names (or ``-``, SNLI's "no gold
+    label") with at least one name among its first 20 values, or integers of
+    {-1, 0, 1, 2} with a 2 or a -1 among them (the hub's SNLI/MultiNLI exports, read with
+    entailment 2.0 > neutral 1.0 > contradiction 0.0 as before tables were read; a 0/1
+    column is a binary label, read as a table)."""
     with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
         reader = csv.DictReader(handle)
-        values = [str(row.get(column) or "").strip().lower() for row in islice(reader, rows)]
-    return any(value in NLI_LABELS for value in values) and set(values) <= _NLI_WORDS
+        values = [str(row.get(column) or "").strip().lower() for row in reader]
+    first = values[:20]
+    if any(value in NLI_LABELS for value in first) and set(first) <= _NLI_WORDS:
+        return True
+    return set(values) <= _NLI_INTEGERS and bool({"2", "-1"} & set(values))
 
 
 def _jsonl_format(path: Path) -> str:

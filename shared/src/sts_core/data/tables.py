@@ -174,6 +174,8 @@ def find_columns(
         if texts is None:
             problem = f"no recognisable columns: found {', '.join(names) or 'none'}"
             raise DataFormatError(source, f"{problem}; {_EXPECTED}")
+        if not any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS):
+            check_names_by_order(texts, names, source)
         found.update(texts)
     unused = [name for name in names if name not in found.values()]
     if unused:
@@ -188,6 +190,31 @@ def _text_columns(names: list[str]) -> dict[str, str] | None:
             return {project: name for name, project in layout.items()}
     ordered = ORDERED_LAYOUTS.get(len(names))
     return dict(zip(ordered, names, strict=True)) if ordered else None
+
+
+def check_names_by_order(texts: Mapping[str, str], names: Sequence[str], source: Any) -> None:
+    """Text columns taken by their order (sentence-transformers' rule): DataFormatError when a
+    column name is a number (a file without a header line, whose first row was taken for
+    one); otherwise a warning saying which column became which, so a first line of data
+    read as a header is seen."""
+    numbers = [name for name in names if _is_number(name)]
+    if numbers:
+        raise DataFormatError(
+            source,
+            f"the header names a column {numbers[0]!r}, a number: the first line of a table "
+            "names its columns (e.g. sentence1,sentence2,score); add a header line",
+            1,
+        )
+    taken = ", ".join(f"{project} ← {name!r}" for project, name in texts.items())
+    logger.warning("%s: text columns taken by their order: %s", source, taken)
+
+
+def _is_number(name: str) -> bool:
+    try:
+        float(str(name))
+    except ValueError:
+        return False
+    return True
 
 
 def _partial_layout(names: list[str]) -> str | None:
@@ -366,6 +393,8 @@ def _csv_options(path: Path) -> dict[str, Any]:
         raise DataFormatError(path, f"the header names {', '.join(map(repr, twice))} twice", 1)
     options: dict[str, Any] = {
         "features": Features({name: Value("string") for name in names}),
+        "column_names": names,  # the header's names stripped of spaces ("a, b" is a and b)
+        "header": 0,
         "na_filter": False,
         "encoding": "utf-8-sig",
     }

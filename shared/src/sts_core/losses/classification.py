@@ -19,6 +19,9 @@ from sts_core.heads import LinearHead, pair_features
 from sts_core.losses.registry import HeadLoss, compute_dtype, register_loss
 from sts_core.losses.similarity import SBERT_CITATION
 
+#: classes of the softmax classifier when the config has no ``num_labels`` (NLI's three)
+DEFAULT_NUM_LABELS = 3
+
 SOFTMAX_HEAD = "softmax_classifier"
 DEFAULT_PAIR_FEATURES = "u,v,|u-v|"
 
@@ -118,7 +121,8 @@ class SoftmaxClassifierLoss(HeadLoss):
     @classmethod
     def build_head(cls, config: Any, dimension: int) -> nn.Module:
         features = getattr(config, "pair_features", None) or DEFAULT_PAIR_FEATURES
-        return LinearHead.for_pairs(dimension, getattr(config, "num_labels", 3), features)
+        classes = getattr(config, "num_labels", DEFAULT_NUM_LABELS)
+        return LinearHead.for_pairs(dimension, classes, features)
 
     @classmethod
     def from_config(cls, config: Any, model: Any = None) -> SoftmaxClassifierLoss:

@@ -42,6 +42,7 @@ def load_reference(
     default_split: str,
     data_args: DataArguments,
     columns: dict[str, str] | None = None,
+    check_scores: bool = True,
 ) -> tuple[str, Dataset]:
     """Load a recipe's dataset reference with ``data_args``' data folder, variant and SICK
     rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` and ``columns``
@@ -50,7 +51,8 @@ def load_reference(
     entry of ``train_datasets`` as a mapping) replaces the recipe's. A column mapping is
     for tables: registry names do not take it. ``score_range`` is checked in the tables of
     the training sets (unless ``label_mapping`` maps them first) and of the dev set,
-    naming the file's column."""
+    naming the file's column (not with ``check_scores`` false: a set whose loss does not
+    read the scores)."""
     training = default_split == "train"
     if columns is None:
         columns = data_args.columns if training else data_args.eval_columns
@@ -58,7 +60,7 @@ def load_reference(
     if name in registry_names():
         columns = None
     checks_scores = (training and not data_args.label_mapping) or default_split == "dev"
-    score_range = data_args.score_range if checks_scores else None
+    score_range = data_args.score_range if checks_scores and check_scores else None
     return _load_reference(
         reference,
         default_split,
@@ -259,7 +261,15 @@ def _build_train_set(
         raise ConfigError(f"{where}: {error}") from error
     loss_name = spec.loss or method.loss_name(config)
     label_column = loss_label_column(config, loss_type)
-    _, dataset = load_reference(spec.path, "train", data_args, columns=spec.columns)
+    if spec.columns and split_reference(spec.path, "train")[0] in registry_names():
+        raise ConfigError(
+            f"{where}: columns is for tables, and {spec.path!r} is a registry dataset "
+            "(its columns are the project's): drop columns"
+        )
+    reads_scores = label_column == "score" and loss_type.required_label_kind(config) is not None
+    _, dataset = load_reference(
+        spec.path, "train", data_args, columns=spec.columns, check_scores=reads_scores
+    )
     info: dict[str, Any] = {"path": spec.path, "loss": loss_name, "weight": spec.weight}
     info["read"] = len(dataset)
     dataset = _prepare_set(dataset, data_args, label_column, loss_type, config, info, where)
@@ -296,12 +306,12 @@ def _prepare_set(
     """A set's test-pair filter (or overlap count), label mapping, score rescaling and
     ``max_train_samples``, as the list form applies them to the concatenation."""
     reference = info["path"]
-    scored = "score" in dataset.column_names
+    reads_labels = loss_type.required_label_kind(config) is not None
+    scored = label_column == "score" and reads_labels and "score" in dataset.column_names
     if data_args.score_range and scored:
         check_score_range(dataset, _score_range(data_args.score_range), reference)
     if {"sentence1", "sentence2"} <= set(dataset.column_names):
         dataset = filter_or_count_test_pairs(dataset, data_args, info)
-    reads_labels = loss_type.required_label_kind(config) is not None
     if data_args.label_mapping and reads_labels:
         dataset, _ = map_labels(dataset, label_column, data_args.label_mapping)
         info["label_mapping"] = value_counts(dataset[label_column])
