@@ -1,30 +1,34 @@
 """One call that measures the GPU paths: run it on a GPU machine and commit what it writes.
 
-Each step runs in its own process with a time limit and is recorded as passed, failed or
-skipped (with the reason), so one broken path does not hide the others:
+Each step runs in its own process with its own time limit (``STEP_LIMITS``) inside the
+check's budget (``--budget``: 360 s on a GPU, so the check fits six minutes) and is
+recorded as passed, failed or skipped (with the reason), so one broken or slow path does
+not hide the others. The most valuable numbers come first:
 
-1. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
-   e.g. torch's varlen attention against the reference), skipped on a CPU;
-2. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto, padded and packed
+1. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto, padded and packed
    (varlen where the backbone allows) side by side with sentence-transformers;
-3. ``encode``: ``benchmarks/encode.py``, ours against sentence-transformers;
-4. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
+2. ``encode``: ``benchmarks/encode.py``, ours against sentence-transformers;
+3. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
    built from a config, or ``--decoder`` under ``STS_MODELS_DIR``), bf16 on a GPU, through a
    package's ``train.py``;
-5. ``qlora-4bit``: the same with ``load_in_4bit`` (needs CUDA and bitsandbytes);
-6. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
-   faiss with GPU support: ``pip install 'sts-core[faiss-gpu]'``).
+4. ``qlora-4bit``: the same with ``load_in_4bit`` (needs CUDA and bitsandbytes);
+5. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
+   faiss with GPU support: ``pip install 'sts-core[faiss-gpu]'``);
+6. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
+   e.g. torch's varlen attention against the reference), skipped on a CPU.
 
-It writes ``gpu_check.{json,md}`` (every step, its command, status, seconds and output
-tail) and the train and encode reports (``gpu_train``, ``gpu_encode``) into
-``--output-dir``, and prints which ``padding_free`` path ``auto`` should take on this GPU:
-``varlen`` when the packed run took the varlen kernel and beat the padded one by more than
-5 %, else ``padded``.
+It writes ``gpu_check.{json,md}`` after every step (a step that runs out of time keeps
+its output so far; the steps not reached are listed as such) and the train and encode
+reports (``gpu_train``, ``gpu_encode``) into ``--output-dir``, and prints which
+``padding_free`` path ``auto`` should take on this GPU: ``varlen`` when the packed run
+took the varlen kernel and beat the padded one by more than 5 %, else ``padded``.
 
 Commands (from the repository root; STS_MODELS_DIR must name the offline models,
-STS_DATA_DIR the data)::
+STS_DATA_DIR the data). On the lent GPU machine, where nothing can be installed from a
+registry, ``benchmarks/gpu_check.sh`` runs it after installing the carried wheels
+(``benchmarks/gpu_call.py prepare`` builds them and prints the call)::
 
-    uv run python benchmarks/gpu_check.py    # a GPU machine; sized for < 10 min, not timed yet
+    uv run python benchmarks/gpu_check.py    # a GPU machine with the project installed
     uv run python benchmarks/gpu_check.py --device cpu --smoke --output-dir /tmp/gpu  # CI
 """
 
@@ -36,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +52,19 @@ BENCHMARKS = REPO / "benchmarks"
 #: how much faster the packed (varlen) run must train than the padded one for ``auto``
 #: to take it
 VARLEN_MARGIN = 1.05
-STEP_TIMEOUT = {"full": 420, "smoke": 300}  # seconds a step may take
+#: seconds each step may take on a GPU, in the order the steps run (360 in all)
+STEP_LIMITS = {
+    "train": 150,
+    "encode": 75,
+    "lora-bf16": 35,
+    "qlora-4bit": 35,
+    "faiss-gpu": 20,
+    "cuda-tests": 45,
+}
+SMOKE_STEP_LIMIT = 600  # seconds a step may take in the CPU run-through (a loaded CI machine)
+BUDGET = {"full": 360, "smoke": 1800}  # seconds the whole check may take (--budget)
+#: a step is skipped when less than this is left of the budget
+MIN_STEP_SECONDS = 5
 
 
 # ----------------------------------------------------------------------------- steps
@@ -87,7 +104,7 @@ def cuda_tests_step(args: argparse.Namespace) -> dict[str, Any]:
 
 def train_step(args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, str(BENCHMARKS / "train.py"), "--packed"]
-    command += benchmark_size(args, ["--batch-size", "64", "--max-steps", "150", "--repeats", "2"])
+    command += benchmark_size(args, ["--batch-size", "64", "--max-steps", "100", "--repeats", "2"])
     result = run(command, args)
     report = args.out / (gpu.stem_name("train", args.device) + suffix(args))
     if result["status"] == "passed":
@@ -173,28 +190,33 @@ def decoder_recipe(args: argparse.Namespace, scratch: Path, four_bit: bool) -> P
 
 
 def run(command: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """Run one step's command from the repository root; its status, seconds, output tail."""
+    """Run one step's command from the repository root within ``args.limit`` seconds; its
+    status, seconds and output tail (what it printed before a timeout too)."""
     start = time.perf_counter()
     shown = " ".join(Path(c).name if c == sys.executable else c for c in command)
     try:
         done = subprocess.run(
-            command,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=STEP_TIMEOUT[args.mode],
-            check=False,
+            command, cwd=REPO, capture_output=True, text=True, timeout=args.limit, check=False
         )
         status = "passed" if done.returncode == 0 else "failed"
         output = (done.stdout + done.stderr).strip().splitlines()
-    except subprocess.TimeoutExpired:
-        status, output = "failed", [f"timed out after {STEP_TIMEOUT[args.mode]} s"]
+    except subprocess.TimeoutExpired as timeout:
+        status = "failed"
+        output = [*printed(timeout.stdout, timeout.stderr), f"timed out after {args.limit} s"]
     return {
         "command": shown.replace(str(REPO) + "/", ""),
         "status": status,
         "seconds": round(time.perf_counter() - start, 1),
         "output_tail": "\n".join(output[-12:]),
     }
+
+
+def printed(*streams: bytes | str | None) -> list[str]:
+    """The lines a timed-out process printed (``TimeoutExpired`` may hold bytes)."""
+    text = "".join(
+        s.decode("utf-8", "replace") if isinstance(s, bytes) else s or "" for s in streams
+    )
+    return text.strip().splitlines()
 
 
 def faiss_worker() -> dict[str, Any]:
@@ -282,9 +304,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--decoder", help="a decoder under STS_MODELS_DIR for the LoRA steps")
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    parser.add_argument(
+        "--budget", type=float, help="seconds the whole check may take (360; --smoke 1800)"
+    )
     parser.add_argument("--worker", choices=["faiss"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.mode = "smoke" if args.smoke else "full"
+    args.budget = args.budget or BUDGET[args.mode]
     if args.device == "cpu" and not args.smoke:
         parser.error("--device cpu measures nothing of a GPU: add --smoke (a run-through)")
     return args
@@ -300,28 +326,58 @@ def main(argv: list[str] | None = None) -> int:
     if args.decoder:  # every input and output checked before the steps' minutes
         common.model_path(args.decoder, "--decoder")
     args.out = common.check_output_dir(args.output_dir)
-    info = {**common.machine_info(), **gpu.gpu_info()}
-    plan = {
-        "cuda-tests": cuda_tests_step,
-        "train": train_step,
-        "encode": encode_step,
-        "lora-bf16": lora_step,
-        "qlora-4bit": lambda a: lora_step(a, four_bit=True),
-        "faiss-gpu": lambda a: faiss_result(faiss_step(a)),
-    }
-    steps = {}
-    for name, step in plan.items():
-        print(f"::: {name} …", flush=True)
-        steps[name] = step(args)
-        print(f"    {steps[name]['status']} ({steps[name].get('seconds', 0)} s) "
-              f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
+    info = {**common.machine_info(), **gpu.gpu_info(), "budget_seconds": args.budget}
+    stem = common.output_stem("gpu_check", args.out, args.mode)
+    steps = run_steps(args, lambda done: write_report(stem, done, info))
     auto = auto_path(steps["train"])
     print(f"padding_free auto should take: {auto['take']} ({auto['why']})")
-    stem = common.output_stem("gpu_check", args.out, args.mode)
-    common.write_json(stem, {"machine": info, "steps": steps, "auto": auto})
-    common.write_markdown(stem, report_markdown(steps, auto, info))
     print(f"wrote {stem}.md/.json")
     return 1 if any(s["status"] == "failed" for s in steps.values()) else 0
+
+
+PLAN: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "train": train_step,
+    "encode": encode_step,
+    "lora-bf16": lora_step,
+    "qlora-4bit": lambda a: lora_step(a, four_bit=True),
+    "faiss-gpu": lambda a: faiss_result(faiss_step(a)),
+    "cuda-tests": cuda_tests_step,
+}
+
+
+def run_steps(
+    args: argparse.Namespace, written: Callable[[dict[str, dict]], None]
+) -> dict[str, dict]:
+    """Each step of ``PLAN`` in order, each within its limit and what is left of the
+    budget (a step is skipped once less than ``MIN_STEP_SECONDS`` is left); ``written``
+    gets the steps so far after each one, so a cut-off check keeps what it measured."""
+    deadline = time.monotonic() + args.budget
+    steps: dict[str, dict] = {}
+    for name, step in PLAN.items():
+        left = deadline - time.monotonic()
+        print(f"::: {name} …", flush=True)
+        if left < MIN_STEP_SECONDS:
+            spent = f"the check's budget of {args.budget:g} s was spent"
+            steps[name] = {"status": "skipped", "seconds": 0.0, "reason": spent}
+        else:
+            limit = SMOKE_STEP_LIMIT if args.smoke else STEP_LIMITS[name]
+            args.limit = max(1, int(min(limit, left)))
+            steps[name] = step(args)
+        print(f"    {steps[name]['status']} ({steps[name].get('seconds', 0)} s) "
+              f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
+        written(steps)
+    return steps
+
+
+def write_report(stem: Path, steps: dict[str, dict], info: dict) -> None:
+    """``gpu_check.{json,md}`` with the steps run so far; the others listed as not run."""
+    waiting = {
+        name: {"status": "not run yet", "seconds": 0.0} for name in PLAN if name not in steps
+    }
+    shown = {**steps, **waiting}
+    auto = auto_path(steps.get("train", {}))
+    common.write_json(stem, {"machine": info, "steps": shown, "auto": auto})
+    common.write_markdown(stem, report_markdown(shown, auto, info))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,216 @@
+"""Prepare the one call the lent GPU machine gets: what travels with it, its size, the command.
+
+The GPU machine has its own ``python3`` (torch, transformers, accelerate,
+sentence-transformers, peft …), reaches no registry, and receives the working tree plus
+the folders a call carries, 64 MiB in all. This builds that folder, ``.gpu-call/`` (git
+ignores it):
+
+- ``wheels/``: the six project wheels (so the pytest plugin, the methods' entry points and
+  the package metadata exist there), the third-party wheels its image lacks (``datasets``
+  with ``dill`` and ``multiprocess``) and, when they fit, the optional ones (bitsandbytes
+  for the QLoRA step);
+- ``data.tar.gz``: the benchmark data the steps read (``senteval/`` of ``STS_DATA_DIR``);
+- ``models/all-MiniLM-L6-v2``: its tokenizer and config, without the weights (the GPU
+  steps train and encode a random-weight BERT-base with that tokenizer).
+
+It prints the size of what is sent and the exact call; ``benchmarks/gpu_check.sh`` runs
+there. ``uv run python benchmarks/gpu_call.py prepare`` (``--dist DIR`` takes wheels
+already built there instead of building them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MARKER = ".sts-gpu-call"  # in a bundle this script wrote: only such a folder is replaced
+SEND_LIMIT = 64 * 2**20  # what one device call may send: the working tree and the bundle
+#: the GPU image lacks these third-party packages that sts-core needs (versions: uv.lock)
+MISSING_THERE = ("datasets", "dill", "multiprocess")
+#: optional wheels, most useful first: carried only while the call stays under the limit
+OPTIONAL = {"bitsandbytes": "the qlora-4bit step"}
+#: never carried, and why
+LEFT_OUT = {
+    "faiss-gpu-cu12": "46 MiB, and it needs the CUDA 12 libraries (hundreds of MiB) where "
+    "the machine has CUDA 13: the faiss-gpu step is skipped there",
+}
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64")  # fmt: skip
+MODEL = "all-MiniLM-L6-v2"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot")
+#: seconds the call may run there: the check's budget (360), the install and a margin
+CALL_TIMEOUT = 450
+
+
+class PrepareError(RuntimeError):
+    """A setup problem reported as one line."""
+
+
+def locked_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """The versions ``uv.lock`` holds for ``names`` (the ones CI tests)."""
+    text = (REPO / "uv.lock").read_text(encoding="utf-8")
+    pairs = re.findall(r'^name = "([^"]+)"\nversion = "([^"]+)"$', text, re.M)
+    found = {name: version for name, version in pairs if name in names}
+    missing = sorted(set(names) - set(found))
+    if missing:
+        raise PrepareError(f"uv.lock holds no version of {', '.join(missing)}")
+    return found
+
+
+def pip_command() -> list[str]:
+    """A pip that can download: this Python's, else uv's ``uvx pip`` (uv's venvs hold no
+    pip)."""
+    probe = [sys.executable, "-m", "pip", "--version"]
+    if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        return [sys.executable, "-m", "pip"]
+    if shutil.which("uvx"):
+        return ["uvx", "pip"]
+    raise PrepareError("no pip to download wheels with: install pip or uv")
+
+
+def download(requirements: list[str], folder: Path, python_version: str) -> None:
+    """Binary wheels for the GPU machine's Python, without their dependencies."""
+    command = [*pip_command(), "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    command += ["--python-version", python_version, "--implementation", "cp", "-d", str(folder)]
+    command += [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+    done = subprocess.run([*command, *requirements], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise PrepareError(f"pip download {' '.join(requirements)}: {done.stderr.strip()[-500:]}")
+
+
+def project_wheels(folder: Path, dist: Path | None) -> list[Path]:
+    """The six project wheels: copied from ``dist`` or built with ``uv build``."""
+    if dist is None:
+        command = ["uv", "build", "--all-packages", "--wheel", "--quiet", "--out-dir", str(folder)]
+        subprocess.run(command, cwd=REPO, check=True)
+    else:
+        for wheel in sorted(dist.glob("sts_*-py3-none-any.whl")):
+            shutil.copy(wheel, folder)
+    wheels = sorted(folder.glob("sts_*-py3-none-any.whl"))
+    if len(wheels) != 6:
+        raise PrepareError(f"expected the six project wheels, found {[w.name for w in wheels]}")
+    return wheels
+
+
+def pack_data(data_dir: Path, target: Path) -> None:
+    source = data_dir / "senteval"
+    if not source.is_dir():
+        raise PrepareError(f"{source} is not a folder: STS_DATA_DIR must name the data folder")
+    with tarfile.open(target, "w:gz") as archive:
+        archive.add(source, arcname="senteval")
+
+
+def copy_tokenizer(models_dir: Path, target: Path) -> None:
+    """The model folder without its weights: config and tokenizer files only."""
+    source = models_dir / MODEL
+    if not (source / "config.json").is_file():
+        raise PrepareError(f"{source} is not a model folder: STS_MODELS_DIR must name them")
+    shutil.copytree(source, target, ignore=lambda _, names: [
+        n for n in names if n.endswith(WEIGHT_SUFFIXES) or n == ".gitattributes"
+    ])  # fmt: skip
+
+
+def tree_bytes() -> int:
+    """What the device tool sends of the checkout: tracked and untracked, not ignored."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    return sum((REPO / p).stat().st_size for p in listed if p and (REPO / p).is_file())
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def fresh_bundle(bundle: Path) -> None:
+    """An empty bundle folder; an existing one only if this script wrote it."""
+    if bundle.exists():
+        if not (bundle / MARKER).is_file() and any(bundle.iterdir()):
+            raise PrepareError(f"{bundle} exists and was not written by gpu_call.py: move it")
+        shutil.rmtree(bundle)
+    (bundle / "wheels").mkdir(parents=True)
+    (bundle / MARKER).write_text("written by benchmarks/gpu_call.py prepare\n", encoding="utf-8")
+
+
+def mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def prepare(args: argparse.Namespace) -> int:
+    bundle = args.bundle.resolve()
+    fresh_bundle(bundle)
+    wheels = bundle / "wheels"
+    project_wheels(wheels, args.dist)
+    needed = locked_versions(MISSING_THERE)
+    download([f"{n}=={v}" for n, v in needed.items()], wheels, args.python_version)
+    pack_data(args.data_dir, bundle / "data.tar.gz")
+    copy_tokenizer(args.models_dir, bundle / "models" / MODEL)
+    tree = tree_bytes()
+    carried, left_out = [], dict(LEFT_OUT)
+    for name, why in OPTIONAL.items():
+        scratch = bundle / f".{name}"
+        scratch.mkdir()
+        download([f"{name}=={locked_versions((name,))[name]}"], scratch, args.python_version)
+        if tree + folder_bytes(bundle) <= SEND_LIMIT:
+            carried.append(f"{name} ({mib(folder_bytes(scratch))}, for {why})")
+            for wheel in scratch.iterdir():
+                wheel.rename(wheels / wheel.name)
+        else:
+            left_out[name] = f"{mib(folder_bytes(scratch))}: over the {mib(SEND_LIMIT)} limit"
+        shutil.rmtree(scratch)
+    total = tree + folder_bytes(bundle)
+    print(f"bundle {bundle}: {mib(folder_bytes(bundle))}")
+    for wheel in sorted(wheels.iterdir()):
+        print(f"  wheels/{wheel.name} ({mib(wheel.stat().st_size)})")
+    print(f"  data.tar.gz ({mib((bundle / 'data.tar.gz').stat().st_size)}): senteval/")
+    print(f"  models/{MODEL}: tokenizer and config, no weights")
+    print("optional wheels carried: " + (", ".join(carried) or "none"))
+    for name, why in left_out.items():
+        print(f"left out: {name}: {why}")
+    print(f"sent with the call: working tree {mib(tree)} + bundle "
+          f"{mib(folder_bytes(bundle))} = {mib(total)} of {mib(SEND_LIMIT)}")  # fmt: skip
+    if total > SEND_LIMIT:
+        raise PrepareError(f"{mib(total)} is over the device call's {mib(SEND_LIMIT)}")
+    relative = bundle.relative_to(REPO) if bundle.is_relative_to(REPO) else bundle
+    print("the call (device tool, run): "
+          f'command="bash benchmarks/gpu_check.sh", carry=["{relative}"], '
+          f"timeout_s={CALL_TIMEOUT}")  # fmt: skip
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="build .gpu-call/ and print the call")
+    prep.add_argument("--bundle", type=Path, default=REPO / ".gpu-call")
+    prep.add_argument("--dist", type=Path, help="take the project wheels from this folder")
+    prep.add_argument("--python-version", default="3.12", help="the GPU machine's (3.12)")
+    prep.add_argument("--data-dir", type=Path, default=os.environ.get("STS_DATA_DIR"))
+    prep.add_argument("--models-dir", type=Path, default=os.environ.get("STS_MODELS_DIR"))
+    args = parser.parse_args(argv)
+    for name in ("data_dir", "models_dir"):
+        if getattr(args, name) is None:
+            parser.error(f"--{name.replace('_', '-')} (or STS_{name.upper()}) is needed")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return prepare(args)
+    except PrepareError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The prepared GPU call: runs on the lent GPU machine's own python3 as it is (no registry
+# there). It installs the carried wheels (.gpu-call/wheels: the six project wheels and the
+# third-party ones the image lacks) with --no-index --no-deps, so the pytest plugin, the
+# methods' entry points and the package metadata exist; unpacks the carried data; runs
+# benchmarks/gpu_check.py (six minutes on a GPU, each step within its own limit) and
+# copies its reports into $OUT (what the device tool brings back), else benchmarks/results.
+#   here:  uv run python benchmarks/gpu_call.py prepare    # builds .gpu-call, prints the call
+#   there: bash benchmarks/gpu_check.sh [gpu_check.py options]   (carry .gpu-call)
+# CI runs it in a venv with the GPU machine's versions: benchmarks/gpu_call_smoke.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bundle=${STS_GPU_BUNDLE:-.gpu-call}
+python=${PYTHON:-python3}
+results=${OUT:-benchmarks/results}
+if [ ! -f "$bundle/.sts-gpu-call" ]; then
+  echo "error: no $bundle here: run 'uv run python benchmarks/gpu_call.py prepare' and carry it" >&2
+  exit 2
+fi
+bundle=$(cd "$bundle" && pwd)
+echo "::: $("$python" --version) at $("$python" -c 'import sys; print(sys.prefix)')"
+echo "::: pip install --no-index --no-deps $bundle/wheels/*.whl"
+"$python" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
+  --disable-pip-version-check "$bundle"/wheels/*.whl
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/data" "$scratch/reports"
+tar xzf "$bundle/data.tar.gz" -C "$scratch/data"
+export STS_DATA_DIR=${STS_DATA_DIR:-$scratch/data}
+export STS_MODELS_DIR=${STS_MODELS_DIR:-$bundle/models}
+export PYTHONUNBUFFERED=1
+# the install as the project sees it: versions, the methods' entry points, the plugin
+"$python" - <<'PY'
+import importlib.metadata as metadata
+
+from sts_core.method import installed_method_names
+
+names = ["sts-core", "torch", "transformers", "accelerate", "sentence-transformers", "peft",
+         "datasets", "bitsandbytes"]
+found = {}
+for name in names:
+    try:
+        found[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        found[name] = "absent"
+print("::: versions:", ", ".join(f"{k} {v}" for k, v in found.items()))
+methods = installed_method_names()
+plugins = [e.value for e in metadata.entry_points(group="pytest11") if e.name == "sts_core"]
+print("::: methods:", ", ".join(methods), "| pytest plugin:", ", ".join(plugins) or "absent")
+assert len(methods) >= 6 and plugins, "the project wheels did not install"
+PY
+status=0
+"$python" benchmarks/gpu_check.py --output-dir "$scratch/reports" "$@" || status=$?
+mkdir -p "$results"
+find "$scratch/reports" -maxdepth 1 -type f \( -name "*.json" -o -name "*.md" -o -name "*.png" \) \
+  -exec cp {} "$results/" \;
+echo "::: reports in $results: $(cd "$scratch/reports" && ls | tr '\n' ' ')"
+exit "$status"

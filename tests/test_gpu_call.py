@@ -1,0 +1,138 @@
+"""The prepared GPU call: the check keeps within its budget and writes what it has after
+each step; the bundle holds what the GPU machine lacks and replaces only its own folder.
+(The whole call runs in CI's benchmarks/gpu_call_smoke.sh.)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from benchmark_support import load_benchmark_script
+from launch_support import REPO
+
+
+@pytest.fixture(scope="module")
+def check():
+    return load_benchmark_script("gpu_check")
+
+
+@pytest.fixture(scope="module")
+def call():
+    return load_benchmark_script("gpu_call")
+
+
+def test_a_step_that_runs_out_of_time_keeps_what_it_printed(check) -> None:
+    script = "import time; print('round 1: 41.5 pairs/s', flush=True); time.sleep(60)"
+    start = time.monotonic()
+    result = check.run([sys.executable, "-c", script], argparse.Namespace(limit=3))
+    assert time.monotonic() - start < 30
+    assert result["status"] == "failed"
+    assert result["output_tail"].splitlines() == ["round 1: 41.5 pairs/s", "timed out after 3 s"]
+
+
+def test_steps_run_in_order_within_their_limits_and_the_budget(check, monkeypatch) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def step(name: str, seconds: float):
+        def run(args: argparse.Namespace) -> dict:
+            seen.append((name, args.limit))
+            time.sleep(seconds)
+            return {"status": "passed", "seconds": seconds}
+
+        return run
+
+    plan = {"train": step("train", 1.5), "encode": step("encode", 0.0), "faiss-gpu": step("f", 0)}
+    monkeypatch.setattr(check, "PLAN", plan)
+    monkeypatch.setattr(check, "STEP_LIMITS", {"train": 100, "encode": 1, "faiss-gpu": 100})
+    monkeypatch.setattr(check, "MIN_STEP_SECONDS", 0.2)
+    written: list[list[str]] = []
+    args = argparse.Namespace(budget=1.6, smoke=False)
+    steps = check.run_steps(args, lambda done: written.append(list(done)))
+    # the first step gets what is left of the budget (1.6 s < its own 100 s) and spends it
+    assert seen[0] == ("train", 1)
+    assert [name for name, _ in seen] == ["train"]
+    assert steps["encode"]["status"] == steps["faiss-gpu"]["status"] == "skipped"
+    assert steps["encode"]["reason"] == "the check's budget of 1.6 s was spent"
+    assert written == [["train"], ["train", "encode"], ["train", "encode", "faiss-gpu"]]
+    monkeypatch.setattr(check, "PLAN", {"encode": step("encode", 0.0)})
+    seen.clear()
+    check.run_steps(argparse.Namespace(budget=50, smoke=False), lambda done: None)
+    assert seen == [("encode", 1)]  # its own limit, under the budget
+
+
+def test_the_report_lists_the_steps_not_reached_yet(check, tmp_path: Path) -> None:
+    stem = tmp_path / "gpu_check"
+    done = {"train": {"status": "failed", "seconds": 150.0, "command": "train.py"}}
+    info = {"cpu": "x", "logical_cpus": 2, "python": "3.12", "torch": "2.11.0", "load_average": 0}
+    info |= {"transformers": "5.17.0", "sentence-transformers": "6.0.1"}
+    check.write_report(stem, done, info)
+    report = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+    assert list(report["steps"]) == list(check.PLAN)
+    assert report["steps"]["train"]["status"] == "failed"
+    assert {s["status"] for name, s in report["steps"].items() if name != "train"} == {
+        "not run yet"
+    }
+    assert "| encode | not run yet |" in stem.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_the_gpu_steps_fit_six_minutes(check) -> None:
+    assert sum(check.STEP_LIMITS.values()) <= check.BUDGET["full"] == 360
+    assert list(check.STEP_LIMITS) == list(check.PLAN)
+
+
+def test_the_bundle_replaces_only_a_folder_it_wrote(call, tmp_path: Path) -> None:
+    users = tmp_path / "mine"
+    users.mkdir()
+    (users / "notes.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(call.PrepareError, match="was not written by gpu_call.py"):
+        call.fresh_bundle(users)
+    assert (users / "notes.txt").read_text(encoding="utf-8") == "keep"
+    ours = tmp_path / "bundle"
+    call.fresh_bundle(ours)
+    (ours / "wheels" / "old.whl").write_bytes(b"x")
+    call.fresh_bundle(ours)
+    assert not (ours / "wheels" / "old.whl").exists() and (ours / call.MARKER).is_file()
+
+
+def test_the_bundle_carries_the_tokenizer_without_the_weights(call, tmp_path: Path) -> None:
+    model = tmp_path / "models" / call.MODEL
+    model.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "vocab.txt", "model.safetensors", "x.bin"):
+        (model / name).write_text("{}", encoding="utf-8")
+    (model / "1_Pooling").mkdir()
+    (model / "1_Pooling" / "config.json").write_text("{}", encoding="utf-8")
+    target = tmp_path / "bundle" / call.MODEL
+    call.copy_tokenizer(tmp_path / "models", target)
+    copied = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert copied == ["1_Pooling/config.json", "config.json", "tokenizer.json", "vocab.txt"]
+
+
+def test_the_bundle_takes_the_locked_versions_of_what_the_gpu_machine_lacks(call) -> None:
+    lock = (REPO / "uv.lock").read_text(encoding="utf-8")
+    versions = call.locked_versions(call.MISSING_THERE)
+    for name, version in versions.items():
+        assert f'name = "{name}"\nversion = "{version}"\n' in lock
+    with pytest.raises(call.PrepareError, match="no version of no-such-package"):
+        call.locked_versions(("no-such-package",))
+
+
+def test_prepare_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
+    command = [sys.executable, str(REPO / "benchmarks" / "gpu_call.py"), "prepare"]
+    command += ["--bundle", str(tmp_path / "b"), "--dist", str(tmp_path)]
+    command += ["--data-dir", str(tmp_path), "--models-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: expected the six project wheels, found []"]
+
+
+def test_the_gpu_script_refuses_to_run_without_its_bundle(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "STS_GPU_BUNDLE": str(tmp_path / "none")}
+    script = REPO / "benchmarks" / "gpu_check.sh"
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "run 'uv run python benchmarks/gpu_call.py prepare' and carry it" in done.stderr
