@@ -21,12 +21,15 @@ already built there instead of building them).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+import _common as common
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = ".sts-gpu-call"  # in a bundle this script wrote: only such a folder is replaced
@@ -48,8 +51,8 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot")
 CALL_TIMEOUT = 450
 
 
-class PrepareError(RuntimeError):
-    """A setup problem reported as one line."""
+#: a setup problem, reported as one line with exit status 2 (``common.main_guard``)
+PrepareError = common.BenchmarkError
 
 
 def locked_versions(names: tuple[str, ...]) -> dict[str, str]:
@@ -186,8 +189,6 @@ def prepare(args: argparse.Namespace) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    import os
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="build .gpu-call/ and print the call")
@@ -204,13 +205,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        return prepare(args)
-    except PrepareError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return prepare(parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.main_guard(main)

@@ -37,3 +37,24 @@ def test_workflow_has_a_job_per_package_with_the_same_commands() -> None:
     assert any(
         "uv run pytest tests" in step.get("run", "") for step in jobs["cross-package"]["steps"]
     )
+
+
+def test_the_wheel_build_never_deletes_a_folder_it_did_not_fill(tmp_path) -> None:
+    import subprocess
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "notes.txt").write_text("keep", encoding="utf-8")
+    (dist / "sts_core-0.0.1-py3-none-any.whl").write_bytes(b"old")
+    done = subprocess.run(
+        ["bash", str(REPO / ".ci" / "wheels"), "build", str(dist)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "holds files a build did not write (notes.txt )" in done.stderr
+    assert sorted(p.name for p in dist.iterdir()) == [
+        "notes.txt",
+        "sts_core-0.0.1-py3-none-any.whl",
+    ]

@@ -136,3 +136,9 @@ def test_the_gpu_script_refuses_to_run_without_its_bundle(tmp_path: Path) -> Non
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert done.returncode == 2
     assert "run 'uv run python benchmarks/gpu_call.py prepare' and carry it" in done.stderr
+
+
+def test_the_budget_is_six_minutes_on_a_gpu_unless_given(check) -> None:
+    assert check.parse_args([]).budget == 360
+    assert check.parse_args(["--device", "cpu", "--smoke"]).budget == 1800
+    assert check.parse_args(["--budget", "90"]).budget == 90
