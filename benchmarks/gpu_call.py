@@ -103,8 +103,6 @@ def project_wheels(folder: Path, dist: Path | None) -> list[Path]:
 
 def pack_data(data_dir: Path, target: Path) -> None:
     source = data_dir / "senteval"
-    if not source.is_dir():
-        raise PrepareError(f"{source} is not a folder: STS_DATA_DIR must name the data folder")
     with tarfile.open(target, "w:gz") as archive:
         archive.add(source, arcname="senteval")
 
@@ -112,8 +110,6 @@ def pack_data(data_dir: Path, target: Path) -> None:
 def copy_tokenizer(models_dir: Path, target: Path) -> None:
     """The model folder without its weights: config and tokenizer files only."""
     source = models_dir / MODEL
-    if not (source / "config.json").is_file():
-        raise PrepareError(f"{source} is not a model folder: STS_MODELS_DIR must name them")
     shutil.copytree(source, target, ignore=lambda _, names: [
         n for n in names if n.endswith(WEIGHT_SUFFIXES) or n == ".gitattributes"
     ])  # fmt: skip
@@ -146,8 +142,21 @@ def mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
+def check_inputs(data_dir: Path, models_dir: Path) -> None:
+    """The data and the model folder exist, before an earlier bundle is replaced."""
+    if not (data_dir / "senteval").is_dir():
+        raise PrepareError(
+            f"{data_dir / 'senteval'} is not a folder: STS_DATA_DIR must name the data folder"
+        )
+    if not (models_dir / MODEL / "config.json").is_file():
+        raise PrepareError(
+            f"{models_dir / MODEL} is not a model folder: STS_MODELS_DIR must name them"
+        )
+
+
 def prepare(args: argparse.Namespace) -> int:
     bundle = args.bundle.resolve()
+    check_inputs(args.data_dir, args.models_dir)
     fresh_bundle(bundle)
     wheels = bundle / "wheels"
     project_wheels(wheels, args.dist)

@@ -121,7 +121,23 @@ def test_the_bundle_takes_the_locked_versions_of_what_the_gpu_machine_lacks(call
         call.locked_versions(("no-such-package",))
 
 
+def test_prepare_checks_the_data_before_it_replaces_an_earlier_bundle(call, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    call.fresh_bundle(bundle)
+    (bundle / "wheels" / "earlier.whl").write_bytes(b"x")
+    command = [sys.executable, str(REPO / "benchmarks" / "gpu_call.py"), "prepare"]
+    command += ["--bundle", str(bundle), "--dist", str(tmp_path)]
+    command += ["--data-dir", str(tmp_path / "none"), "--models-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "none/senteval is not a folder: STS_DATA_DIR must name" in done.stderr
+    assert (bundle / "wheels" / "earlier.whl").is_file()
+
+
 def test_prepare_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "senteval").mkdir()
+    (tmp_path / "all-MiniLM-L6-v2").mkdir()
+    (tmp_path / "all-MiniLM-L6-v2" / "config.json").write_text("{}", encoding="utf-8")
     command = [sys.executable, str(REPO / "benchmarks" / "gpu_call.py"), "prepare"]
     command += ["--bundle", str(tmp_path / "b"), "--dist", str(tmp_path)]
     command += ["--data-dir", str(tmp_path), "--models-dir", str(tmp_path)]
