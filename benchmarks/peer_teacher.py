@@ -29,7 +29,8 @@ from sts_core.training.distill import PAIR_COLUMNS
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
 
 
-def load_teacher(location: str) -> Any:
+def load_peer_teacher(location: str) -> Any:
+    """The teacher as the peer loads it: a sentence-transformers model on the CPU."""
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(location, device="cpu")

@@ -273,7 +273,7 @@ PEER_METHODS: dict[str, Method] = {
 
 def all_methods() -> dict[str, Method]:
     """The untrained model, every method the installed packages register, the peer's."""
-    from sts_core.method import quality_rows
+    from sts_core.training.method_registry import quality_rows
 
     ours = {
         key: Method(row.label, train_ours(method, row), row.unit_labels)

@@ -69,6 +69,8 @@ import _common as common
 import peer_teacher
 import quality
 
+from sts_core.training.parser import ConfigParser
+
 MODES = {
     "smoke": {"max_steps": 2, "seeds": [0, 1], "eval_pairs": 40, "train_pairs_cap": 64},
     "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "train_pairs_cap": 0},
@@ -183,7 +185,7 @@ def check_settings(args: argparse.Namespace) -> None:
     stage's loss among the method's), before any data loads: BenchmarkError naming the
     ``--set KEY=VALUE`` the problem is of. A field the search does not pass on (its budget's,
     the model's, the data's) is refused once its value passed."""
-    from sts_core.method import CORE_METHOD, quality_rows
+    from sts_core.training.method_registry import CORE_METHOD, quality_rows
 
     if not args.settings:
         return
@@ -195,7 +197,7 @@ def check_settings(args: argparse.Namespace) -> None:
 
 def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, Any]) -> None:
     """:func:`check_settings` for one method, its row's settings ``row``."""
-    parser = method.parser()
+    parser = ConfigParser.for_method(method)
     values = _settings_values(args.settings, parser)
     first = first_stage(values)  # the stage's keys taken out of the config fields
     given = [(key, text) for key, text in args.settings if key in values]
@@ -284,7 +286,7 @@ class Trainer:
         with the teacher's settings on the pairs the teacher relabels and adds
         (:mod:`peer_teacher`, sentence-transformers' API; labels on 0–1), or distilling the
         teacher's embeddings."""
-        from sts_core.method import quality_rows
+        from sts_core.training.method_registry import quality_rows
 
         recipe = self.recipe(cell)
         if cell.method in DISTILL_METHODS:
@@ -294,7 +296,9 @@ class Trainer:
         train = method.train
         if cell.settings and cell.method.startswith("ours-"):
             ours, row = quality_rows()[cell.method]
-            values = config_values(cell.settings, ours.parser())  # as check_settings
+            values = config_values(
+                cell.settings, ConfigParser.for_method(ours)
+            )  # as check_settings
             first = first_stage(values)  # its keys taken out of the config fields
             train = quality.train_ours(ours, row, values)
             if first is not None:
@@ -317,7 +321,7 @@ class Trainer:
     def peer_pairs(self, settings: dict[str, str]) -> Any:
         """The 0–1 pairs relabelled by the teacher, with its neighbour pairs."""
         values = config_values(tuple(settings.items()))
-        teacher = peer_teacher.load_teacher(values["teacher_model"])
+        teacher = peer_teacher.load_peer_teacher(values["teacher_model"])
         return peer_teacher.relabelled_pairs(
             teacher,
             self.unit_data,
@@ -333,7 +337,7 @@ class Trainer:
         from transformers import set_seed
 
         values = config_values(cell.settings)
-        teacher = peer_teacher.load_teacher(values["teacher_model"])
+        teacher = peer_teacher.load_peer_teacher(values["teacher_model"])
         targets = peer_teacher.embedding_targets(teacher, self.data)
         width = peer_teacher.teacher_width(teacher)
         del teacher
@@ -528,10 +532,10 @@ class Search:
         print(f"    cost: {trained['train_seconds']:.0f} s, dev {dev:.4f} reproduced", flush=True)
 
     def stored(self, key: str) -> dict[str, Any] | None:
-        """The stored record of ``key``, its teacher checked (:func:`check_teacher`)."""
+        """The stored record of ``key``, its teacher checked (:func:`check_cell_teacher`)."""
         record = self.store.cells.get(key)
         if record is not None:
-            check_teacher(self.store.path, key, record)
+            check_cell_teacher(self.store.path, key, record)
         return record
 
     def dev_score(self, cell: Cell) -> float:
@@ -643,7 +647,7 @@ def teacher_id(name: str) -> str:
     return _TEACHER_IDS[name]
 
 
-def check_teacher(store_path: Path, key: str, record: dict[str, Any]) -> None:
+def check_cell_teacher(store_path: Path, key: str, record: dict[str, Any]) -> None:
     """Refuse a stored cell whose teacher folder now holds other weights than it was trained
     with (or whose record predates teacher ids while the folder exists)."""
     name = record.get("settings", {}).get("teacher_model")

@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     from quality_search import TEACHER_COST_FILE, Scorer
 
-    from sts_core.method import quality_rows
+    from sts_core.training.method_registry import quality_rows
 
     args = parse_args(argv)
     output = Path(args.output).expanduser()

@@ -346,7 +346,6 @@ def test_sts_launch_trains_on_two_processes_and_refuses_the_folder_again(
     assert "holds an earlier run" in again.stderr and "Traceback" not in again.stderr
 
 
-
 def test_sts_launch_check_only_checks_once_and_starts_no_process(
     tiny_bert_dir: Path, tmp_path: Path
 ) -> None:
@@ -360,6 +359,7 @@ def test_sts_launch_check_only_checks_once_and_starts_no_process(
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("check_only: the inputs are usable") == 1, result.stdout
     assert "torch.distributed" not in result.stderr and not (tmp_path / "out").exists()
+
 
 SAMPLER_SCRIPT = '''
 """Two processes, a trainer whose epoch batches differ by rank before the broadcast."""

@@ -33,7 +33,7 @@ def test_the_peer_gets_the_pairs_and_labels_our_teacher_step_makes(
         data, load_teacher(str(tiny_bert_dir), "cpu"), "score", weight, 64, neighbours
     )
     theirs = peer_teacher.relabelled_pairs(
-        peer_teacher.load_teacher(str(tiny_bert_dir)), data, "score", weight, neighbours
+        peer_teacher.load_peer_teacher(str(tiny_bert_dir)), data, "score", weight, neighbours
     )
     assert summary.get("neighbour_pairs", 0) == len(ours) - len(data)
     if neighbours:
@@ -47,7 +47,7 @@ def test_the_peer_gets_the_pairs_and_labels_our_teacher_step_makes(
 
 def test_the_distillation_targets_are_the_teachers_embeddings(tiny_bert_dir) -> None:
     data = unit_pairs()
-    teacher = peer_teacher.load_teacher(str(tiny_bert_dir))
+    teacher = peer_teacher.load_peer_teacher(str(tiny_bert_dir))
     targets = peer_teacher.embedding_targets(teacher, data)
     sentences = list(dict.fromkeys([*data["sentence1"], *data["sentence2"]]))
     assert targets["sentence"] == sentences

@@ -81,17 +81,18 @@ def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path:
     record = search.describe(cell)
     first_id = record["teacher_id"]
     assert len(first_id) == 12
-    search.check_teacher(tmp_path / "cells.json", cell.key, record)  # the same weights: kept
+    search.check_cell_teacher(tmp_path / "cells.json", cell.key, record)  # the same weights: kept
     search._TEACHER_IDS.clear()
     (teacher / "model.safetensors").write_bytes(b"other weights")  # retrained, same folder
     with pytest.raises(search.common.BenchmarkError, match="st-cosine.*give the new teacher"):
-        search.check_teacher(tmp_path / "cells.json", cell.key, record)
+        search.check_cell_teacher(tmp_path / "cells.json", cell.key, record)
     legacy = {k: v for k, v in record.items() if k != "teacher_id"}  # before ids were kept
     with pytest.raises(search.common.BenchmarkError, match=r"\(not recorded\)"):
-        search.check_teacher(tmp_path / "cells.json", cell.key, legacy)
+        search.check_cell_teacher(tmp_path / "cells.json", cell.key, legacy)
     assert search.teacher_id(str(teacher)) != first_id
     plain = search.Cell("st-cosine", (), 1.0, 4e-5, 0)
-    search.check_teacher(tmp_path / "cells.json", plain.key, search.describe(plain))  # no teacher
+    no_teacher = search.describe(plain)
+    search.check_cell_teacher(tmp_path / "cells.json", plain.key, no_teacher)
 
 
 def test_our_rows_with_a_teacher_the_peer_was_not_given_are_not_the_pick() -> None:

@@ -20,7 +20,9 @@ from launch_support import (
 )
 
 from sts_core.testing import load_train_script
+from sts_core.training import ConfigParser
 from sts_core.training.config import accelerator_available
+from sts_core.training.method_registry import installed_method
 
 RECIPES = [
     (package, recipe)
@@ -52,8 +54,9 @@ def test_recipe_parses_against_its_config_class(
     monkeypatch.setenv("NLI_TRAIN_DIR", "/nli")  # and the full NLI train files (paper recipes)
     monkeypatch.setenv("WIKI1M_DIR", "/wiki1m")  # and SimCSE's 1M Wikipedia sentences
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
-    script = load_train_script(package)
-    model_args, data_args, config = script.METHOD.parser().parse(["--config", str(recipe)])
+    method = installed_method(package.name)
+    assert load_train_script(package).main.__name__ == "main"  # the method's command
+    model_args, data_args, config = ConfigParser.for_method(method).parse(["--config", str(recipe)])
     assert model_args.model_name_or_path
     assert data_args.train_datasets
     assert config.output_dir

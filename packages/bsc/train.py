@@ -6,9 +6,7 @@ uv run python packages/bsc/train.py --config <recipe>.yaml --learning_rate 1e-5 
 
 import sys
 
-from sts_bsc.method import METHOD
-
-main = METHOD.main
+from sts_bsc.method import main
 
 if __name__ == "__main__":
     sys.exit(main())

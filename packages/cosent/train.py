@@ -7,9 +7,7 @@ uv run python packages/cosent/train.py \
 
 import sys
 
-from sts_cosent.method import METHOD
-
-main = METHOD.main
+from sts_cosent.method import main
 
 if __name__ == "__main__":
     sys.exit(main())

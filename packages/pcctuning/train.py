@@ -8,9 +8,7 @@ uv run python packages/pcctuning/train.py \
 
 import sys
 
-from sts_pcctuning.method import METHOD
-
-main = METHOD.main
+from sts_pcctuning.method import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,9 +8,7 @@ uv run python packages/regression/train.py \
 
 import sys
 
-from sts_regression.method import METHOD
-
-main = METHOD.main
+from sts_regression.method import main
 
 if __name__ == "__main__":
     sys.exit(main())

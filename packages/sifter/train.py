@@ -7,9 +7,7 @@ uv run python packages/sifter/train.py \
 
 import sys
 
-from sts_sifter.method import METHOD
-
-main = METHOD.main
+from sts_sifter.method import main
 
 if __name__ == "__main__":
     sys.exit(main())

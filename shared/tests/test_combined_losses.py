@@ -20,9 +20,9 @@ from sts_core.losses import (
     register_loss,
     weighted_loss_class,
 )
-from sts_core.method import CORE_METHOD
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.training.method_registry import CORE_METHOD
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

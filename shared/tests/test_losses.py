@@ -23,9 +23,10 @@ from sts_core.losses import (
     in_batch_infonce_loss,
     register_loss,
 )
-from sts_core.method import CORE_METHOD, Method
+from sts_core.method import Method
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.optimization import regroup_parameters
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -208,7 +209,7 @@ def test_loss_parameters_train_in_their_own_group(
     args = quick_training_args(
         ScaledConfig, tmp_path, learning_rate_mapping={r"sts_loss\.": 0.05}, max_steps=2
     )
-    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=data, method=SCALED)
     before = float(trainer.loss_module.scale.detach())
     trainer.train()
     group = next(

@@ -10,8 +10,9 @@ import pytest
 
 from sts_core import launch
 from sts_core.losses import CosineMSELoss, EmbeddingLoss, InfoNCELoss, register_loss
-from sts_core.method import CORE_METHOD, Method, QualityRow, load_methods, method_of, method_table
+from sts_core.method import Method, QualityRow, method_table
 from sts_core.training import BaseConfig
+from sts_core.training.method_registry import CORE_METHOD, load_methods
 from sts_core.training.parser import ConfigParser
 from sts_core.training.run import main as sts_train
 
@@ -46,9 +47,10 @@ def test_the_default_loss_is_the_configs_field_else_the_first() -> None:
     assert TWO.loss_names == ("cosine_mse", "infonce")
 
 
-def test_a_config_knows_its_method_and_checks_its_loss(tmp_path: Path) -> None:
-    assert TwoLossConfig.method is TWO and method_of(TwoLossConfig(output_dir=str(tmp_path))) is TWO
-    assert method_of(BaseConfig(output_dir=str(tmp_path))) is CORE_METHOD
+def test_a_config_knows_its_losses_and_checks_its_loss(tmp_path: Path) -> None:
+    assert TwoLossConfig.declared_losses == ("cosine_mse", "infonce")
+    assert TwoLossConfig.declaring_method == "test_two"
+    assert BaseConfig.declared_losses == ("cosine_mse",)  # the core's method declares it
     with pytest.raises(ValueError) as error:
         TwoLossConfig(output_dir=str(tmp_path), loss="cosent")
     assert str(error.value) == "loss 'cosent' is not one of cosine_mse, infonce"
@@ -82,7 +84,7 @@ def test_the_citation_defaults_to_the_first_losss() -> None:
 
 
 def test_the_loss_help_lists_each_loss_with_its_title() -> None:
-    parser = ConfigParser(TwoLossConfig)
+    parser = ConfigParser.for_method(TWO)
     (action,) = [a for a in parser.parser._actions if a.dest == "loss"]
     assert action.help == f"cosine_mse: {CosineMSELoss.title}; infonce: {InfoNCELoss.title}"
     shown = " ".join(parser.parser.format_help().split())
@@ -120,7 +122,8 @@ def test_every_installed_package_declares_a_method_with_its_rows() -> None:
     methods = load_methods()
     assert set(methods) >= {"bsc", "cosent", "pcctuning", "regression", "sifter"}
     for name, method in methods.items():
-        assert method.name == name and method.config.method is method
+        assert method.name == name and method.config.declaring_method == name
+        assert method.config.declared_losses == method.loss_names
         assert method.readme == f"packages/{name}/README.md"
         assert (Path(__file__).resolve().parents[2] / method.readme).is_file()
         assert method.quality_rows, f"{name} declares no benchmark row"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from sts_core import launch
-from sts_core.method import CORE_METHOD, installed_method, load_methods
 from sts_core.testing import refusal, write_fixture_recipe
+from sts_core.training.method_registry import CORE_METHOD, installed_method, load_methods
 from sts_core.training.parser import ConfigError
 from sts_core.training.run import main as sts_train
 

@@ -218,9 +218,10 @@ def test_base_trainer_builds_a_cosine_pair_evaluator_and_scores_final_sets_with_
 ) -> None:
     from sts_core.data import load_reference
     from sts_core.encoder import SentenceEncoder
-    from sts_core.method import CORE_METHOD, Method
+    from sts_core.method import Method
     from sts_core.testing import quick_training_args
     from sts_core.training import BaseConfig, BaseTrainer, DataArguments
+    from sts_core.training.method_registry import CORE_METHOD
 
     config = quick_training_args(BaseConfig, tmp_path)
     evaluator = CORE_METHOD.build_evaluator("toy", pairs(), config)

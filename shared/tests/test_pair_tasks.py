@@ -18,8 +18,9 @@ from sts_core.evaluation.metrics import (
     ranking_metrics,
 )
 from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
-from sts_core.method import CORE_METHOD
 from sts_core.training import BaseConfig
+from sts_core.training.data import final_evaluators
+from sts_core.training.method_registry import CORE_METHOD
 
 RNG = np.random.default_rng(0)
 WORDS = [f"s{i}" for i in range(40)]
@@ -119,11 +120,12 @@ def data_args(**fields) -> SimpleNamespace:
 def test_final_evaluators_follow_final_eval_task(tmp_path: Path) -> None:
     wikiqa = str(write_wikiqa(tmp_path))
     config = BaseConfig(output_dir=str(tmp_path / "out"))
-    ranking = CORE_METHOD.build_final_evaluators(
-        data_args(final_eval_task="ranking", final_eval_datasets=[wikiqa]), config
+    ranking = final_evaluators(
+        CORE_METHOD, data_args(final_eval_task="ranking", final_eval_datasets=[wikiqa]), config
     )
     assert isinstance(ranking[wikiqa], RankingEvaluator)
-    classification = CORE_METHOD.build_final_evaluators(
+    classification = final_evaluators(
+        CORE_METHOD,
         data_args(
             final_eval_task="classification",
             final_eval_datasets=[wikiqa],

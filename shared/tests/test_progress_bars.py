@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from sts_core.cli import eval_main
-from sts_core.method import CORE_METHOD
 from sts_core.testing import write_fixture_recipe
+from sts_core.training import cli_main
+from sts_core.training.method_registry import CORE_METHOD
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -56,7 +57,7 @@ def train(model: Path, root: Path, **settings: str) -> None:
         per_device_eval_batch_size="2",
         **settings,
     )
-    assert CORE_METHOD.main(["--config", str(recipe)]) == 0
+    assert cli_main(CORE_METHOD, ["--config", str(recipe)]) == 0
 
 
 def test_a_training_run_shows_a_bar_with_its_eta(

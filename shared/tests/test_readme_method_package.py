@@ -17,6 +17,7 @@ import yaml
 
 from sts_core.losses import LOSSES
 from sts_core.testing import write_fixture_recipe
+from sts_core.training import cli_main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -62,7 +63,8 @@ def test_the_example_loss_is_registered_and_follows_its_formula(example: dict) -
 
 def test_the_declaration_binds_its_config_and_reads_the_margin(example: dict) -> None:
     method, config_class = example["METHOD"], example["MarginConfig"]
-    assert config_class.method is method and method.default_loss == "margin_mse"
+    assert config_class.declared_losses == method.loss_names
+    assert method.default_loss == "margin_mse"
     built = method.losses[0].from_config(config_class(output_dir="unused", margin=0.3))
     assert built.margin == 0.3
 
@@ -89,7 +91,7 @@ def test_the_example_package_trains_with_its_recipe(
         score_range="[0, 5]",
         margin=str(recipe["margin"]),
     )
-    assert example["METHOD"].main(["--config", str(config)]) == 0
+    assert cli_main(example["METHOD"], ["--config", str(config)]) == 0
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["train"]["train_loss"] > 0
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")

@@ -55,7 +55,7 @@ def test_a_training_score_outside_score_range_names_its_file_row_and_column(
     assert main(["--config", str(recipe)]) == 2
     line = one_line_error(capsys)
     assert line == (
-        f"error: {bad}: row 40: score 7.5 in column 'score' is outside score_range [0, 5] "
+        f"error: {bad}: row 40, column 'score': score 7.5 is outside score_range [0, 5] "
         "(1 of 45 rows are)"
     )
     assert not (tmp_path / "out").exists()  # stopped before the output folder
@@ -71,7 +71,7 @@ def test_a_dev_score_outside_score_range_names_the_dev_file(
         tmp_path / "out", score_range="[0, 5]", check_only="true",
     )  # fmt: skip
     assert main(["--config", str(recipe)]) == 2
-    assert f"error: {dev}: row 3: score -1 in column 'score'" in one_line_error(capsys)
+    assert f"error: {dev}: row 3, column 'score': score -1 is outside" in one_line_error(capsys)
 
 
 def test_a_label_mapping_onto_scores_outside_score_range_is_one_line(
@@ -101,7 +101,7 @@ def test_check_score_range_counts_the_rows_read_and_needs_a_score_column() -> No
     with pytest.raises(DataFormatError) as error:
         check_score_range(scores, (0.0, 5.0), "f.tsv")
     assert str(error.value) == (
-        "f.tsv: row 3: score 5.5 in column 'score' is outside score_range [0, 5] (2 of 4 rows are)"
+        "f.tsv: row 3, column 'score': score 5.5 is outside score_range [0, 5] (2 of 4 rows are)"
     )
     triplets = Dataset.from_dict({"sent0": ["a"], "sent1": ["b"], "hard_neg": ["c"]})
     with pytest.raises(DataConfigError, match="score_range: t.csv has no score column"):

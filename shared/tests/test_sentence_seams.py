@@ -17,7 +17,13 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.losses import EmbeddingLoss, register_loss
 from sts_core.losses.similarity import in_batch_infonce_loss
 from sts_core.method import Method
-from sts_core.training import BaseConfig, DataArguments, ModelArguments, build_encoder
+from sts_core.training import (
+    BaseConfig,
+    DataArguments,
+    ModelArguments,
+    TrainingRun,
+    build_encoder,
+)
 from sts_core.training.collator import SentenceCollator, split_features, text_columns_with
 from sts_core.training.model import set_backbone_dropout
 
@@ -101,7 +107,7 @@ def test_a_trainer_prepares_the_training_set_before_the_checks(
         "--output_dir",
         str(tmp_path / "out"),
     ]
-    metrics = TWO_VIEWS.run(argv)
+    metrics = TrainingRun(argv, method=TWO_VIEWS).run()
     data = metrics["data"]
     assert data["views_made"] == 6 and data["train_pairs"] == 6
     assert data["filter"] == {"applied": False, "reason": "the training set is not pairs"}

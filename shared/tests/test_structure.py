@@ -1,9 +1,13 @@
 """The shape of the source: no class over 300 lines, no import cycle among ``sts_core``'s
-modules. Both read the files with ``ast`` (nothing is imported)."""
+modules — counting the imports inside functions (which run later, but still tie the
+modules together) and the package ``__init__`` an import runs first; only those under
+``if TYPE_CHECKING:`` are left out. Both read the files with ``ast`` (nothing is
+imported)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -66,16 +70,14 @@ def is_type_checking(test: ast.expr) -> bool:
     return name == "TYPE_CHECKING"
 
 
-def module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements that run when the module is imported: not those inside
-    functions, nor those under ``if TYPE_CHECKING:``."""
+def runtime_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that can run: at module level and inside functions, but not
+    those under ``if TYPE_CHECKING:`` (read by type checkers only)."""
     pending: list[ast.AST] = list(tree.body)
     while pending:
         node = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
         elif isinstance(node, ast.If) and is_type_checking(node.test):
             pending.extend(node.orelse)
         else:
@@ -83,12 +85,14 @@ def module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFr
 
 
 def imported_modules(name: str, is_package: bool, tree: ast.Module, known: set[str]) -> set[str]:
-    """The modules of ``known`` that module ``name`` imports at module level: ``import a.b``
-    imports ``a.b``; ``from a import b`` imports ``a.b`` when that is a module, else ``a``;
-    relative imports are resolved against the module's package."""
+    """The modules of ``known`` that module ``name`` imports (:func:`runtime_imports`):
+    ``import a.b`` imports ``a.b``; ``from a import b`` imports ``a.b`` when that is a
+    module, else ``a``; relative imports are resolved against the module's package. An
+    import of ``a.b.c`` runs the package ``a.b`` first, so it counts too, unless ``name``
+    lies inside ``a.b`` (then ``a.b`` is already being imported)."""
     package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in module_level_imports(tree):
+    for node in runtime_imports(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -106,11 +110,26 @@ def imported_modules(name: str, is_package: bool, tree: ast.Module, known: set[s
                 target = target.rpartition(".")[0]
             if target:
                 found.add(target)
+                found.update(enclosing_packages(target, package, known))
     return found
 
 
+def enclosing_packages(target: str, package: str, known: set[str]) -> set[str]:
+    """The packages of ``known`` that importing ``target`` runs first (``a.b`` for
+    ``a.b.c``), less those that enclose ``package``, the importer's own."""
+    parts = target.split(".")
+    enclosing = {".".join(parts[:end]) for end in range(1, len(parts))}
+    own = {package, *enclosing_packages_of(package)}
+    return {p for p in enclosing if p in known and p not in own}
+
+
+def enclosing_packages_of(package: str) -> set[str]:
+    parts = package.split(".")
+    return {".".join(parts[:end]) for end in range(1, len(parts))}
+
+
 def import_graph(src: Path, top: str) -> dict[str, set[str]]:
-    """Module → the modules of the same top package it imports at module level."""
+    """Module → the modules of the same top package it imports (:func:`imported_modules`)."""
     files = module_files(src, top)
     known = set(files)
     return {
@@ -197,31 +216,139 @@ def test_the_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
     assert import_cycles(graph) == []
 
 
-def test_the_import_graph_reads_module_level_imports_only(tmp_path: Path) -> None:
-    package = tmp_path / "pkg"
-    (package / "sub").mkdir(parents=True)
-    files = {
-        "__init__.py": "from pkg.sub import thing\n",
-        "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.b\n"
-        "def f():\n    import pkg.c\n",
-        "b.py": "from . import c\nfrom .sub.d import name\n",
-        "c.py": "import pkg.sub.d\ntry:\n    from pkg import a\nexcept ImportError:\n    pass\n",
-        "sub/__init__.py": "thing = 1\n",
-        "sub/d.py": "from .. import b\nfrom ..sub import thing\n",
-    }
+def write_package(root: Path, files: dict[str, str]) -> None:
     for path, text in files.items():
-        (package / path).write_text(text, encoding="utf-8")
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+
+
+def test_the_import_graph_counts_imports_in_functions_and_not_type_checking_ones(
+    tmp_path: Path,
+) -> None:
+    write_package(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "from pkg.sub import thing\n",
+            "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.b\n"
+            "def f():\n    import pkg.c\n",
+            "b.py": "from . import c\nfrom .sub.d import name\n",
+            "c.py": "import pkg.sub.d\n"
+            "try:\n    from pkg import a\nexcept ImportError:\n    pass\n",
+            "sub/__init__.py": "thing = 1\n",
+            "sub/d.py": "from .. import b\nfrom ..sub import thing\n",
+        },
+    )
     assert import_graph(tmp_path, "pkg") == {
         "pkg": {"pkg.sub"},
-        "pkg.a": set(),
-        "pkg.b": {"pkg.c", "pkg.sub.d"},
-        "pkg.c": {"pkg.sub.d", "pkg.a"},
+        "pkg.a": {"pkg.c"},  # inside a function: counted; under TYPE_CHECKING: not
+        "pkg.b": {"pkg.c", "pkg.sub.d", "pkg.sub"},  # pkg.sub.d runs pkg.sub first
+        "pkg.c": {"pkg.sub.d", "pkg.sub", "pkg.a"},
         "pkg.sub": set(),
         "pkg.sub.d": {"pkg.b", "pkg.sub"},
     }
-    assert import_cycles(import_graph(tmp_path, "pkg")) == [["pkg.b", "pkg.sub.d", "pkg.b"]]
+    assert import_cycles(import_graph(tmp_path, "pkg")) == [["pkg.a", "pkg.c", "pkg.a"]]
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path: Path) -> None:
+    """``registry`` imports ``train.config``, which runs ``train/__init__``, which imports
+    ``train.run``, which imports ``registry``: a cycle no import statement names."""
+    write_package(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "",
+            "registry.py": "from pkg.train.config import Config\n",
+            "train/__init__.py": "from pkg.train.run import run\n",
+            "train/config.py": "class Config: ...\n",
+            "train/run.py": "from pkg.train.config import Config\n"
+            "def run():\n    from pkg.registry import X\n",
+        },
+    )
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.train.run"] == {"pkg.train.config", "pkg.registry"}  # its own package: not
+    assert import_cycles(graph) == [["pkg.registry", "pkg.train", "pkg.train.run", "pkg.registry"]]
 
 
 def test_no_import_cycle_among_sts_core_modules() -> None:
     cycles = [" → ".join(cycle) for cycle in import_cycles(import_graph(CORE, "sts_core"))]
     assert not cycles, f"import cycles among sts_core modules: {'; '.join(cycles)}"
+
+
+# ----------------------------------------------------------------- option checks
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+CHECKED_OPTIONS = ("teacher_model", "padding_free", "score_range")
+
+
+def raising_functions(src: Path, top: str, option: str) -> set[str]:
+    """``module:function`` (``Class.method`` for methods) of each function under ``src/top``
+    that raises an error whose message text names ``option``, or (for a function that
+    returns the message for its callers to raise) returns a text naming it in a message."""
+    found = set()
+    for name, file in module_files(src, top).items():
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+        for where, node in functions_of(tree):
+            for statement in ast.walk(node):
+                if isinstance(statement, ast.Raise | ast.Return) and names_option(
+                    statement, option
+                ):
+                    found.add(f"{name}:{where}")
+    return found
+
+
+def functions_of(tree: ast.Module, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
+    """(qualified name, node) of each function and method, nested ones under their own."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.ClassDef):
+            yield from functions_of(node, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{node.name}", node
+
+
+def names_option(statement: ast.Raise | ast.Return, option: str) -> bool:
+    """The raised exception's or the returned value's string parts name ``option`` as a
+    word (``score_range [``, not ``score_ranges``), in an error message (a raise), or in
+    a returned f-string message."""
+    value = statement.exc if isinstance(statement, ast.Raise) else statement.value
+    if value is None or (
+        isinstance(statement, ast.Return) and not isinstance(value, ast.JoinedStr)
+    ):
+        return False
+    texts = [
+        c.value for c in ast.walk(value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    ]
+    return any(re.search(rf"\b{option}\b", text) for text in texts)
+
+
+def documented_checks(option: str) -> set[str]:
+    """The functions docs/architecture.md's table says check ``option``."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    table = text.split("<!-- option-checks -->")[1].split("<!-- end option-checks -->")[0]
+    rows = [line.split("|") for line in table.splitlines() if line.startswith(f"| `{option}`")]
+    return {re.search(r"`(sts_core[^`]+)`", row[3]).group(1) for row in rows}
+
+
+def test_each_option_is_checked_where_this_page_says() -> None:
+    for option in CHECKED_OPTIONS:
+        found = raising_functions(CORE, "sts_core", option)
+        assert found == documented_checks(option), (
+            f"{option}: the functions raising an error naming it are {sorted(found)}; "
+            f"docs/architecture.md lists {sorted(documented_checks(option))}: check it in "
+            "the one function of its concern (or document a new concern there)"
+        )
+
+
+def test_the_check_finder_finds_raises_and_returned_messages_only(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "m.py").write_text(
+        "class C:\n"
+        "    def check(self, x):\n"
+        "        raise ValueError(f'opt must be > 0, got {x}')\n"
+        "def problem(x):\n"
+        "    return f'opt {x} is outside'\n"
+        "def plain():\n"
+        "    return 'opt'\n"  # a returned constant, not a message: not counted
+        "def other():\n"
+        "    raise ValueError('options are wrong')\n",  # not the word opt
+        encoding="utf-8",
+    )
+    assert raising_functions(tmp_path, "pkg", "opt") == {"pkg.m:C.check", "pkg.m:problem"}

@@ -18,6 +18,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from sts_core.cli import eval_main
 from sts_core.testing import one_line_error
+from sts_core.training import ConfigParser
 from sts_core.training.run import main as sts_train
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -171,7 +172,7 @@ def test_a_dataset_in_python_trains_through_the_run_api(tiny_bert_dir, tmp_path)
         "disable_tqdm": True,
         "dataloader_pin_memory": False,
     }
-    model_args, data_args, config = METHOD.parser().parse_values(values, "python")
+    model_args, data_args, config = ConfigParser.for_method(METHOD).parse_values(values, "python")
     run = TrainingRun.from_arguments(METHOD, model_args, data_args, config, train_set)
     metrics = run.run()
     assert metrics["data"]["train_pairs"] == 24
@@ -206,7 +207,7 @@ def test_a_dev_set_in_python_selects_through_the_run_api(tiny_bert_dir, tmp_path
         "disable_tqdm": True,
         "dataloader_pin_memory": False,
     }
-    model_args, data_args, config = METHOD.parser().parse_values(values, "python")
+    model_args, data_args, config = ConfigParser.for_method(METHOD).parse_values(values, "python")
     run = TrainingRun.from_arguments(METHOD, model_args, data_args, config, train_set, splits)
     run.run()
     final = run.trainer.evaluate()

@@ -1,19 +1,24 @@
 """``sts-train --help`` and each ``train.py --help``: a one-line usage, ``--method`` listed,
-the options in groups with the most used first, and every option still there."""
+the options in groups with the most used first, and every option still there; the
+options reference of docs/options.md, generated from the method configs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 import pytest
 
-from sts_core.losses.similarity import CosineMSELoss
+from sts_core.losses.similarity import CosineMSELoss, InfoNCELoss
 from sts_core.method import Method
-from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
-from sts_core.training.help import START_TITLE
+from sts_core.training.config import BaseConfig, DataArguments, GatherOptions, ModelArguments
+from sts_core.training.help import START_TITLE, method_options_table, options_reference
+from sts_core.training.method_registry import load_methods
 from sts_core.training.parser import ConfigParser
 from sts_core.training.run import main
 
+REPO = Path(__file__).resolve().parents[2]
 HEADINGS = (
     f"{START_TITLE}:",
     "model (ModelArguments):",
@@ -90,7 +95,7 @@ METHOD = Method(
 
 
 def test_a_method_s_own_options_have_their_group_and_train_py_no_method() -> None:
-    text = METHOD.parser().parser.format_help()
+    text = ConfigParser.for_method(METHOD).parser.format_help()
     assert "--method" not in text  # train.py's method is fixed: nothing to choose
     assert "--config RECIPE.yaml [--OPTION VALUE ...]" in text.splitlines()[0]
     own = next(s for s in text.split("\n\n") if s.startswith("marginhelp: the method's own"))
@@ -111,3 +116,48 @@ def test_a_bad_recipe_with_help_is_one_line(capsys, tmp_path) -> None:
     assert main(["--config", str(recipe), "--help"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "lerning_rate" in err and "\n" not in err
+
+
+# ----------------------------------------------------------------- the options reference
+@dataclass
+class TableConfig(BaseConfig, GatherOptions):
+    """Two fields of its own, one group, and the core's fields (left out of the table)."""
+
+    loss: str = "infonce"
+    scale: float = field(default=20.0, metadata={"help": "λ of the\n   loss | above 0."})
+    views: list[str] = field(default_factory=lambda: ["a", "b"])
+    drop: bool | None = None
+
+
+TABLE = Method(
+    name="tablehelp",
+    title="t",
+    config=TableConfig,
+    losses=(CosineMSELoss, InfoNCELoss),
+    readme="packages/tablehelp/README.md",
+)
+
+
+def test_a_method_s_options_table_is_its_own_fields_with_defaults_and_help() -> None:
+    lines = method_options_table(TABLE, link_prefix="../").splitlines()
+    loss_help = f"cosine_mse: {CosineMSELoss.title}; infonce: {InfoNCELoss.title}"
+    assert lines == [
+        "### `tablehelp` ([README](../packages/tablehelp/README.md))",
+        "",
+        "`TableConfig`, with `GatherOptions` (above):",
+        "",
+        "| option | default | what it does |",
+        "| --- | --- | --- |",
+        f"| `loss` | `infonce` | {loss_help} |",
+        "| `scale` | 20 | λ of the loss \\| above 0. |",
+        "| `views` | `a`, `b` |  |",
+        "| `drop` | none |  |",
+    ]
+
+
+def test_the_options_reference_in_the_docs_is_the_installed_methods() -> None:
+    text = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
+    part = re.search(r"<!-- method-options[^\n]*-->\n(.*?)<!-- end method-options -->", text, re.S)
+    assert part is not None, "docs/options.md has no generated options reference"
+    expected = options_reference(list(load_methods().values()), link_prefix="../")
+    assert part.group(1).strip() == expected, "run: uv run python tools/generate_docs.py"

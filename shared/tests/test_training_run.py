@@ -11,8 +11,9 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from sts_core.encoder import SentenceEncoder
-from sts_core.method import CORE_METHOD
 from sts_core.testing import write_fixture_recipe
+from sts_core.training import TrainingRun
+from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.run import main
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -57,7 +58,7 @@ def finished_run(tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPat
     root = tmp_path_factory.mktemp("run")
     output_dir = root / "out"
     recipe = write_recipe(root / "recipe.yaml", tiny_bert_nodropout_dir, output_dir)
-    metrics = CORE_METHOD.run(["--config", str(recipe)])
+    metrics = TrainingRun(["--config", str(recipe)], method=CORE_METHOD).run()
     return {"metrics": metrics, "output_dir": output_dir}
 
 
@@ -201,7 +202,7 @@ def test_without_dev_set_evaluation_is_off(tiny_bert_nodropout_dir: Path, tmp_pa
         eval_dataset="none",
         max_steps="2",
     )  # eval_strategy stays "steps" in the recipe
-    metrics = CORE_METHOD.run(["--config", str(recipe)])
+    metrics = TrainingRun(["--config", str(recipe)], method=CORE_METHOD).run()
     assert metrics["dev"] == {}
     assert math.isfinite(metrics["train"]["train_loss"])
     assert (tmp_path / "out" / "checkpoint-2").is_dir()
@@ -249,7 +250,7 @@ def test_load_best_model_at_end_on_a_dev_file(
         load_best_model_at_end="true",
         metric_for_best_model="dev_pearson",
     )
-    metrics = CORE_METHOD.run(["--config", str(recipe)])
+    metrics = TrainingRun(["--config", str(recipe)], method=CORE_METHOD).run()
     state = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())
     history = state["log_history"]
     scores = {e["step"]: e["eval_dev_pearson"] for e in history if "eval_dev_pearson" in e}

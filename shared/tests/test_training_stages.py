@@ -68,8 +68,8 @@ def test_second_stage_starts_from_the_first_stages_output(
 def test_cli_main_runs_a_packages_own_run_class(
     tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys
 ) -> None:
-    from sts_core.method import CORE_METHOD
     from sts_core.training import cli_main
+    from sts_core.training.method_registry import CORE_METHOD
 
     class Checked(TrainingRun):
         built = False

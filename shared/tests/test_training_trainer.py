@@ -26,6 +26,7 @@ from sts_core.testing import (
     trainer_step_losses,
 )
 from sts_core.training import BaseConfig, BaseTrainer
+from sts_core.training.method_registry import CORE_METHOD
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -144,7 +145,7 @@ def test_without_evaluator_evaluate_returns_nothing(
 
 
 #: 4 steps, evaluated and saved every step; the dev score is best at step 2
-selected_run = checkpoint_selection_fixture(BaseConfig, toy_dataset)
+selected_run = checkpoint_selection_fixture(CORE_METHOD, toy_dataset)
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from sts_core.cross_encoder import predict_pair_scores
 from sts_core.encoder import SentenceEncoder
 from sts_core.testing import PackageFiles, refusal
-from sts_core.training import BaseTrainer
+from sts_core.training import BaseTrainer, ConfigParser, trainer_class
 from sts_cosent import METHOD, CoSENTConfig, CoSENTCrossEncoderTrainer
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -166,14 +166,14 @@ def test_recipe_parses(recipe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["--config", str(recipe)]
     if "bf16: true" in recipe.read_text(encoding="utf-8") and not bf16_device():
         argv += ["--use_cpu", "true"]  # TrainingArguments refuses bf16 without a bf16 GPU
-    model_args, data_args, config = METHOD.parser().parse(argv)
+    model_args, data_args, config = ConfigParser.for_method(METHOD).parse(argv)
     assert isinstance(config, CoSENTConfig)
     assert model_args.model_name_or_path and "$" not in model_args.model_name_or_path
     if "${STS_MODELS_DIR}" in recipe.read_text(encoding="utf-8"):
         assert model_args.model_name_or_path.startswith("/dummy/models/")
     assert data_args.train_datasets
     expected = CoSENTCrossEncoderTrainer if config.architecture == "cross-encoder" else BaseTrainer
-    assert METHOD.trainer_for(config) is expected
+    assert trainer_class(METHOD, config) is expected
 
 
 def launch_command(recipe: Path) -> str:

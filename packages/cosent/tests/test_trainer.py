@@ -43,6 +43,7 @@ from sts_cosent.loss import (
     pairwise_cosine,
     softmax_classifier_loss,
 )
+from sts_cosent.method import METHOD
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -136,7 +137,7 @@ def test_logged_loss_is_cosent_of_the_pair_cosines(cosent_run: dict[str, Any]) -
 
 
 #: 4 steps, evaluated and saved every step; the dev score is best at step 2
-selected_run = checkpoint_selection_fixture(CoSENTConfig, dataset)
+selected_run = checkpoint_selection_fixture(METHOD, dataset)
 
 
 def test_best_checkpoint_is_chosen_on_the_dev_metric(selected_run: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from sts_core.encoder import EXTRA_WEIGHTS_NAME, SentenceEncoder
 from sts_core.testing import embed_pairs, quick_training_args, trainer_step_losses
 from sts_core.training import ModelArguments, build_encoder
 from sts_regression import RegressionConfig, RegressionTrainer, regression_loss
+from sts_regression.method import METHOD
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -180,7 +181,7 @@ def test_model_card_names_the_method_the_loss_and_the_citation(
 ) -> None:
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     args = make_args(tmp_path, loss="translated_relu", max_steps=1, k=2.5, x0=0.25)
-    trainer = RegressionTrainer(model=encoder, args=args, train_dataset=dataset())
+    trainer = RegressionTrainer(model=encoder, args=args, train_dataset=dataset(), method=METHOD)
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
     card = (tmp_path / "final" / "README.md").read_text(encoding="utf-8")

@@ -84,11 +84,11 @@ def looks_like_a_path(name: str) -> bool:
 
 def method_named(name: str) -> str | None:
     """``name`` when it is an installed method's (not a path), else None;
-    :class:`~sts_core.method.MethodDeclarationError` when two installed distributions
-    declare it."""
+    :class:`~sts_core.training.method_registry.MethodDeclarationError` when two installed
+    distributions declare it."""
     if looks_like_a_path(name):
         return None
-    from sts_core.method import installed_method
+    from sts_core.training.method_registry import installed_method
 
     return name if installed_method(name) is not None else None
 
@@ -98,7 +98,7 @@ def not_found(name: str) -> str:
     with the installed methods listed."""
     if looks_like_a_path(name):
         return f"training script {name} not found"
-    from sts_core.method import installed_method_names
+    from sts_core.training.method_registry import installed_method_names
 
     return (
         f"{name!r} is neither an installed method (installed: "

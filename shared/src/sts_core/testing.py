@@ -771,9 +771,9 @@ SELECTION_SCORES = [10.0, 50.0, 20.0, 30.0]  # the dev score of steps 1–4: bes
 
 
 def checkpoint_selection_run(
-    config_class: type, output_dir: Path, model_dir: str | os.PathLike, train_dataset: Any
+    method: Any, output_dir: Path, model_dir: str | os.PathLike, train_dataset: Any
 ) -> dict[str, Any]:
-    """A ``BaseTrainer`` run of 4 steps of 8 pairs under ``config_class`` (the method), each
+    """A ``BaseTrainer`` run of 4 steps of 8 pairs of ``method`` (its config class), each
     step evaluated by a :class:`ScriptedEvaluator` (``SELECTION_SCORES``) and saved, the
     best model loaded at the end and saved to ``output_dir / "final"``, the model card
     naming "tiny-bert" and "toy pairs": its ``trainer``, ``encoder``, ``evaluator``,
@@ -783,7 +783,7 @@ def checkpoint_selection_run(
 
     evaluator = ScriptedEvaluator(SELECTION_SCORES, model_type=SentenceEncoder)
     args = quick_training_args(
-        config_class,
+        method.config,
         output_dir,
         max_steps=4,
         per_device_train_batch_size=8,
@@ -791,7 +791,7 @@ def checkpoint_selection_run(
     )
     encoder = SentenceEncoder.from_pretrained(model_dir)
     trainer = BaseTrainer(
-        model=encoder, args=args, train_dataset=train_dataset, evaluator=evaluator
+        model=encoder, args=args, train_dataset=train_dataset, evaluator=evaluator, method=method
     )
     final_dir = train_and_save(trainer, output_dir)
     return {
@@ -803,7 +803,7 @@ def checkpoint_selection_run(
     }
 
 
-def checkpoint_selection_fixture(config_class: type, train_dataset: Any) -> Any:
+def checkpoint_selection_fixture(method: Any, train_dataset: Any) -> Any:
     """A module-scoped pytest fixture (bind it to a name in the test module) of
     :func:`checkpoint_selection_run` on the tiny BERT without dropout and
     ``train_dataset()``."""
@@ -814,7 +814,7 @@ def checkpoint_selection_fixture(config_class: type, train_dataset: Any) -> Any:
     ) -> dict[str, Any]:
         output_dir = tmp_path_factory.mktemp("selected")
         return checkpoint_selection_run(
-            config_class, output_dir, tiny_bert_nodropout_dir, train_dataset()
+            method, output_dir, tiny_bert_nodropout_dir, train_dataset()
         )
 
     return selected_run

@@ -10,6 +10,7 @@ from sts_bsc.shuffling import check_shuffle_dependencies
 from sts_bsc.trainer import BscTrainer
 from sts_core.losses import CosineMSELoss
 from sts_core.method import Method, QualityRow
+from sts_core.training import command
 
 
 class BscMethod(Method):
@@ -50,4 +51,4 @@ METHOD = BscMethod(
         ),
     ),
 )
-main = METHOD.main
+main = command(METHOD)

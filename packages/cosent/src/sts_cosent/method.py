@@ -9,7 +9,7 @@ from sts_core.cross_encoder import load_cross_encoder
 from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
 from sts_core.losses import CosineMSELoss, InfoNCELoss, SoftmaxClassifierLoss
 from sts_core.method import Method, QualityRow
-from sts_core.training import BaseTrainer
+from sts_core.training import BaseTrainer, command
 from sts_cosent.config import CoSENTConfig
 from sts_cosent.loss import ContrastiveThresholdLoss, CoSENTRankingLoss
 from sts_cosent.trainer import CoSENTCrossEncoderTrainer
@@ -76,4 +76,4 @@ METHOD = CoSENTMethod(
         ),
     ),
 )
-main = METHOD.main
+main = command(METHOD)

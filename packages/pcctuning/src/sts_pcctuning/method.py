@@ -10,6 +10,7 @@ from typing import Any
 
 from sts_core.losses import CosineMSELoss, InfoNCELoss
 from sts_core.method import Method, QualityRow
+from sts_core.training import command
 from sts_pcctuning.config import PccConfig
 from sts_pcctuning.loss import PearsonLoss
 
@@ -57,4 +58,4 @@ METHOD = PccMethod(
         ),
     ),
 )
-main = METHOD.main
+main = command(METHOD)

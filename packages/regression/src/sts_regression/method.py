@@ -8,6 +8,7 @@ import numpy as np
 
 from sts_core.losses import SoftmaxClassifierLoss
 from sts_core.method import Method, QualityRow
+from sts_core.training import command
 from sts_regression.config import RegressionConfig
 from sts_regression.loss import (
     L1RegressionLoss,
@@ -94,4 +95,4 @@ METHOD = RegressionMethod(
     readme="packages/regression/README.md",
     quality_rows=tuple(_quality_row(name, *row) for name, row in _ROWS.items()),
 )
-main = METHOD.main
+main = command(METHOD)

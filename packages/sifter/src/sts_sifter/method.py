@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sts_core.method import Method, QualityRow
+from sts_core.training import command
 from sts_sifter.config import SifterConfig
 from sts_sifter.corpus import augment_corpus, cache_holds, clean_corpus
 from sts_sifter.loss import SifterLoss, SimCSELoss, X, Y, Z
@@ -158,4 +159,4 @@ METHOD = SifterMethod(
         ),
     ),
 )
-main = METHOD.main
+main = command(METHOD)

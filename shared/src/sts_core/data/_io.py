@@ -197,3 +197,22 @@ def skip_note(
     note = f"{path}: skipped {skipped} of {total} rows ({reason})"
     logger.log(level, note)
     return [note]
+
+
+def score_range_problem(scores: Any, score_range: ScoreRange, column: str) -> str | None:
+    """The one check of data against ``score_range``: every score within [low, high]
+    (inclusive). None when all are, else what is wrong, naming the first row outside
+    (1-based, in the order read), the column and how many rows are outside. The readers of
+    tables and the training data both call it, adding the file or dataset."""
+    import numpy as np
+
+    low, high = score_range
+    values = np.asarray(scores, dtype=np.float64)
+    outside = (values < low) | (values > high)
+    if not outside.any():
+        return None
+    first = int(np.argmax(outside))
+    return (
+        f"row {first + 1}, column {column!r}: score {values[first]:g} is outside score_range "
+        f"[{low:g}, {high:g}] ({int(outside.sum())} of {len(values)} rows are)"
+    )

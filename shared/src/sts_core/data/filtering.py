@@ -18,7 +18,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 
 from sts_core.names import STS_TASKS
 
-from ._io import PathLike
+from ._io import PathLike, score_range_problem
 from .errors import DataConfigError, DataFormatError
 from .registry import DEFAULT_VARIANT, load_named
 
@@ -149,15 +149,8 @@ def check_score_range(ds: Dataset, score_range: tuple[float, float], source: str
             f"score_range: {source} has no score column to rescale (it has "
             f"{', '.join(ds.column_names)})"
         )
-    low, high = score_range
-    scores = np.asarray(ds["score"], dtype=np.float64)
-    outside = (scores < low) | (scores > high)
-    if outside.any():
-        first = int(np.argmax(outside))
-        problem = (
-            f"row {first + 1}: score {scores[first]:g} in column 'score' is outside "
-            f"score_range [{low:g}, {high:g}] ({int(outside.sum())} of {len(scores)} rows are)"
-        )
+    problem = score_range_problem(ds["score"], score_range, "score")
+    if problem:
         raise DataFormatError(source, problem)
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from ._io import PathLike, ScoreRange, logger, to_dataset
+from ._io import PathLike, ScoreRange, logger, score_range_problem, to_dataset
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
 
 __all__ = [
@@ -320,16 +320,9 @@ def _scores(
     table: Dataset, column: str, source: str | PathLike, score_range: ScoreRange | None
 ) -> list[float]:
     scores = [_number(value, source, row, column) for row, value in _rows(table, column)]
-    if score_range is not None:
-        low, high = score_range
-        outside = [row for row, x in enumerate(scores, start=1) if not low <= x <= high]
-        if outside:
-            row = outside[0]
-            raise DataFormatError(
-                source,
-                f"{_where(row, column)}: score {scores[row - 1]:g} is outside score_range "
-                f"[{low:g}, {high:g}] ({len(outside)} of {len(scores)} rows are)",
-            )
+    problem = score_range_problem(scores, score_range, column) if score_range else None
+    if problem:
+        raise DataFormatError(source, problem)
     return scores
 
 

@@ -11,8 +11,8 @@ from sts_core.training.config import (
 )
 from sts_core.training.model import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
-from sts_core.training.run import TrainingRun, cli_main, run_stages
-from sts_core.training.trainer import BaseTrainer, RunTrainer
+from sts_core.training.run import TrainingRun, cli_main, command, run_stages
+from sts_core.training.trainer import BaseTrainer, RunTrainer, trainer_class
 
 __all__ = [
     "BaseConfig",
@@ -29,7 +29,9 @@ __all__ = [
     "TrainingRun",
     "build_encoder",
     "cli_main",
+    "command",
     "read_recipe",
     "run_stages",
     "split_features",
+    "trainer_class",
 ]

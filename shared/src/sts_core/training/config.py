@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from transformers import TrainingArguments
 
@@ -507,11 +507,13 @@ class BaseConfig(TrainingArguments):
     option out of its range (``TRAINING_RANGES``, checked by
     :func:`sts_core.options.check_number`: ``learning_rate must be finite and > 0, got nan``).
 
-    ``method`` (a class attribute) is the :class:`~sts_core.method.Method` that declares
-    this config class; a ``loss`` field is checked against its losses.
+    ``declared_losses`` (a class attribute, set by the :class:`~sts_core.method.Method`
+    that declares this config class, with ``declaring_method``, its name) are the losses
+    a ``loss`` field may name; it is checked here, the one place.
     """
 
-    method: ClassVar[Any] = None  # set by the Method that declares this config
+    declaring_method: ClassVar[str | None] = None  # set by the Method declaring this class
+    declared_losses: ClassVar[tuple[str, ...]] = ()  # and its losses' names
 
     output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
     learning_rate: float = _default(2e-5, "Peak learning rate (AdamW); finite, > 0.")
@@ -675,9 +677,9 @@ class BaseConfig(TrainingArguments):
     def _check_loss(self) -> None:
         """``loss`` (in a method's config) is one its method declares (ValueError)."""
         loss = getattr(self, "loss", None)
-        method = type(self).method
-        if loss is not None and method is not None:
-            method.check_loss(loss)
+        declared = type(self).declared_losses
+        if loss is not None and declared and loss not in declared:
+            raise ValueError(f"loss {loss!r} is not one of {', '.join(declared)}")
 
     def _check_loss_weights(self) -> None:
         from sts_core.losses import parse_loss_weights, weighted_loss_class

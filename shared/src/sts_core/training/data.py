@@ -22,6 +22,7 @@ from sts_core.data import (
     split_reference,
 )
 from sts_core.data import load_reference as _load_reference
+from sts_core.method import check_dataset_for_loss, loss_label_column
 from sts_core.training.collator import text_columns_with
 from sts_core.training.config import DataArguments
 from sts_core.training.multi_dataset import (
@@ -30,7 +31,6 @@ from sts_core.training.multi_dataset import (
     TrainSet,
     column_prompts,
     dataset_specs,
-    loss_label_column,
     set_loss_class,
 )
 
@@ -234,8 +234,9 @@ def build_train_sets(
     checked against its own loss (as :func:`build_train_dataset` does the list's, set by
     set; ``max_train_samples`` keeps at most N rows of each set), before any weights load.
     A problem is a ConfigError / DataError naming the set. Returns the sets and a summary
-    (``datasets``: each set's path, loss, weight, prompts and rows)."""
-    check_multi_dataset_run(method, config, data_args)
+    (``datasets``: each set's path, loss, weight, prompts and rows); the run checks
+    first that its Trainer can train them
+    (:func:`~sts_core.training.trainer.check_trainer_for_datasets`)."""
     specs = dataset_specs(data_args.train_datasets) or []
     built = [_build_train_set(spec, data_args, method, config) for spec in specs]
     sets = [train_set for train_set, _ in built]
@@ -251,7 +252,6 @@ def _build_train_set(
     spec: TrainDatasetSpec, data_args: DataArguments, method: Any, config: Any
 ) -> tuple[TrainSet, dict[str, Any]]:
     """One entry of the mapping, loaded and checked (errors name it)."""
-    from sts_core.method import check_dataset_for_loss
     from sts_core.training.parser import ConfigError
 
     where = f"train_datasets: {spec.name}"
@@ -324,36 +324,38 @@ def _prepare_set(
     return dataset
 
 
-def check_multi_dataset_run(method: Any, config: Any, data_args: DataArguments) -> None:
-    """The settings a mapping of training sets and ``no_duplicates`` need of the run
-    (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
-    each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
-    its own; no ``teacher_model`` (it relabels one training set)."""
-    from sts_core.training.epoch_batches import EpochBatches
-    from sts_core.training.parser import ConfigError
-    from sts_core.training.trainer import BaseTrainer
+def final_evaluators(method: Any, data_args: Any, config: Any) -> dict[str, Any]:
+    """An evaluator per ``final_eval_datasets`` reference: ``sts``, the dev evaluator
+    (the method's :meth:`~sts_core.method.Method.build_evaluator`); ``classification``, a
+    :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
+    thresholds of ``threshold_dataset``; ``ranking``, a
+    :class:`~sts_core.evaluation.pair_tasks.RankingEvaluator`. Built (and so checked)
+    before training as well."""
+    from sts_core.data import split_reference
+    from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
 
-    trainer = method.trainer_for(config)
-    specs = dataset_specs(data_args.train_datasets)
-    own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
-    if getattr(config, "batch_sampler", "default") != "default" and own_batches:
-        raise ConfigError(
-            f"batch_sampler {config.batch_sampler}: method {method.name} builds its own "
-            f"batches ({trainer.__name__}.build_epoch_batches); drop batch_sampler"
-        )
-    if specs is None:
-        return
-    own_loss = not issubclass(trainer, BaseTrainer) or (
-        trainer.compute_loss is not BaseTrainer.compute_loss
-    )
-    if own_loss or (own_batches and len(specs) > 1):
-        what = "computes its own loss" if own_loss else "builds its own batches"
-        raise ConfigError(
-            f"train_datasets as a mapping of training sets: method {method.name} trains with "
-            f"{trainer.__name__}, which {what}; give train_datasets as a list (one loss)"
-        )
-    if getattr(config, "teacher_model", None):
-        raise ConfigError(
-            "teacher_model with train_datasets as a mapping: distillation relabels one "
-            "training set; give train_datasets as a list"
-        )
+    task = getattr(data_args, "final_eval_task", "sts")
+    batch = config.per_device_eval_batch_size
+    thresholds = None
+    if task == "classification" and data_args.threshold_dataset:
+        thresholds = _test_pairs(data_args.threshold_dataset, data_args)
+    evaluators = {}
+    for reference in data_args.final_eval_datasets:
+        dataset = _test_pairs(reference, data_args)
+        label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
+        if task == "classification":
+            evaluator = PairClassificationEvaluator(
+                dataset, thresholds, name=label, batch_size=batch, source=reference
+            )
+        elif task == "ranking":
+            evaluator = RankingEvaluator(dataset, name=label, batch_size=batch, source=reference)
+        else:
+            evaluator = method.build_evaluator(label, dataset, config)
+        evaluators[reference] = evaluator
+    return evaluators
+
+
+def _test_pairs(reference: str, data_args: Any) -> Any:
+    """The pair set a reference names (its test split by default), as the data options
+    read it (``train_format`` is for the training sets: not applied)."""
+    return load_reference(reference, "test", data_args)[1]

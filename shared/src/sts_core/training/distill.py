@@ -48,6 +48,36 @@ def check_teacher_settings(config: Any) -> None:
         raise ValueError(f"teacher_weight must be in (0, 1], got {weight}")
 
 
+def check_teacher(config: Any, loss_class: Any, label_column: str, train_dataset: Any) -> None:
+    """The run's one check of ``teacher_model`` against what it will teach, before any
+    weights load (its settings are :func:`check_teacher_settings`', in the config): a
+    complete model folder, one training set (not a mapping: distillation relabels one), a
+    loss over scores, and a training set that can take the teacher's scores
+    (:func:`check_teacher_data`). ValueError naming what is wrong."""
+    from sts_core.encoder import check_model_location
+    from sts_core.training.multi_dataset import TrainDatasets
+
+    if not config.teacher_model:
+        return
+    try:
+        check_model_location(config.teacher_model)
+    except OSError as error:
+        raise ValueError(f"teacher_model: the teacher's {error}") from error
+    if isinstance(train_dataset, TrainDatasets):
+        raise ValueError(
+            "teacher_model with train_datasets as a mapping: distillation relabels one "
+            "training set; give train_datasets as a list"
+        )
+    kind = loss_class.required_label_kind(config)
+    if kind != "score":
+        raise ValueError(
+            f"teacher_model gives each pair a similarity score, but loss "
+            f"{loss_class.display_name()} reads {kind or 'no'} labels: use a loss over scores "
+            "(cosine_mse, cosent, pearson, …)"
+        )
+    check_teacher_data(train_dataset, label_column, config.teacher_weight)
+
+
 def check_teacher_data(dataset: Any, label_column: str, weight: float) -> None:
     """The training set can take the teacher's scores: sentence pairs, and with α < 1 gold
     labels on the cosine's scale (ValueError naming what is wrong)."""
@@ -172,10 +202,10 @@ def apply_teacher(
 ) -> tuple[Any, dict[str, Any]]:
     """The training set with labels α·teacher + (1 − α)·gold (and, with ``neighbours`` k,
     each sentence's k nearest other sentences as new pairs labelled by the teacher alone),
-    and a summary of it."""
+    and a summary of it. The run has checked ``dataset`` (:func:`check_teacher`); a caller
+    of its own checks it with :func:`check_teacher_data` first."""
     from scipy.stats import spearmanr
 
-    check_teacher_data(dataset, label_column, weight)
     vectors = SentenceVectors(teacher, dataset, batch_size)
     similarities = vectors.pair_similarities()
     summary: dict[str, Any] = {

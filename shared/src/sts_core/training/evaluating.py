@@ -11,6 +11,7 @@ from typing import Any
 from transformers import Trainer
 
 from sts_core.saving import read_save_marker
+from sts_core.training.data import final_evaluators
 
 
 class Evaluating(Trainer):
@@ -49,9 +50,9 @@ class Evaluating(Trainer):
 
     def _score_pair_sets(self, data_args: Any) -> dict[str, dict[str, float]]:
         """Each of ``final_eval_datasets`` scored as ``final_eval_task`` says
-        (:meth:`build_final_evaluators`)."""
+        (:func:`~sts_core.training.data.final_evaluators`)."""
         model = self.accelerator.unwrap_model(self.model)
-        evaluators = self.method.build_final_evaluators(data_args, self.args)
+        evaluators = final_evaluators(self.method, data_args, self.args)
         scores = {reference: evaluator(model) for reference, evaluator in evaluators.items()}
         if self.is_world_process_zero():
             for reference, values in scores.items():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from typing import Any
 
 #: the options of the first group, in this order (those the parser has)
 START_HERE = (
@@ -50,8 +51,7 @@ def option_groups(config_class: type) -> list[tuple[str, list[str]]]:
 
     base = {f.name for f in fields(BaseConfig)}
     own = set(BaseConfig.__annotations__)  # declared (or given a new default) in BaseConfig
-    method = getattr(config_class, "method", None)
-    method_name = method.name if method is not None else config_class.__name__
+    method_name = config_class.declaring_method or config_class.__name__
     config_fields = [f.name for f in fields(config_class)]
     return [
         ("model (ModelArguments)", [f.name for f in fields(ModelArguments)]),
@@ -110,3 +110,72 @@ def add_method_option(parser: argparse.ArgumentParser, installed: list[str]) -> 
     )
     parser._action_groups[0]._group_actions.insert(0, action)
     parser.usage = METHOD_USAGE
+
+
+# ----------------------------------------------------------------- the options reference
+def option_group_classes(config_class: type) -> list[type]:
+    """The option groups (``GatherOptions``, ``InfoNCEOptions``, …) a method config mixes
+    in: its dataclass bases that are not ``TrainingArguments``."""
+    from dataclasses import is_dataclass
+
+    from transformers import TrainingArguments
+
+    return [
+        base
+        for base in config_class.__mro__[1:]
+        if is_dataclass(base) and not issubclass(base, TrainingArguments)
+    ]
+
+
+def format_default(value: object) -> str:
+    """A field's default as the options reference writes it (``none``, ``true``, `` `x` ``)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(f"`{item}`" for item in value) or "[]"
+    return f"`{value}`"
+
+
+def method_options_table(method: Any, link_prefix: str = "") -> str:
+    """The options reference of one method (markdown), generated from its config class: a
+    heading, the option groups it mixes in, and a row per field of its own (default and
+    help; ``loss`` lists the method's losses). ``link_prefix`` goes before the README path."""
+    from dataclasses import MISSING
+
+    from sts_core.training.config import BaseConfig
+
+    config_class = method.config
+    groups = option_group_classes(config_class)
+    inherited = {f.name for f in fields(BaseConfig)}
+    inherited |= {f.name for group in groups for f in fields(group)}
+    mixed = ", ".join(f"`{group.__name__}`" for group in groups)
+    readme = f" ([README]({link_prefix}{method.readme}))" if method.readme else ""
+    lines = [
+        f"### `{method.name}`{readme}",
+        "",
+        f"`{config_class.__name__}`" + (f", with {mixed} (above)" if mixed else "") + ":",
+        "",
+        "| option | default | what it does |",
+        "| --- | --- | --- |",
+    ]
+    for field_ in fields(config_class):
+        if field_.name in inherited:
+            continue
+        default = field_.default
+        if default is MISSING and field_.default_factory is not MISSING:
+            default = field_.default_factory()
+        text = field_.metadata.get("help") or ""
+        if field_.name == "loss":
+            text = text or method.loss_help().removesuffix(f" (default: {method.default_loss})")
+        text = " ".join(text.split()).replace("|", "\\|")
+        lines.append(f"| `{field_.name}` | {format_default(default)} | {text} |")
+    return "\n".join(lines)
+
+
+def options_reference(methods: list[Any], link_prefix: str = "") -> str:
+    """Every method's options table (:func:`method_options_table`), one after another."""
+    return "\n\n".join(method_options_table(method, link_prefix) for method in methods)

@@ -191,13 +191,6 @@ def set_loss_class(method: Any, config: Any, name: str | None) -> Any:
     return loss_class(name)
 
 
-def loss_label_column(config: Any, loss_type: Any) -> str:
-    """The column a loss reads as labels: ``label_column``, except that a loss over class
-    labels (``label_kind: class``) reads ``label`` when it is left at ``score``."""
-    column = getattr(config, "label_column", "score")
-    return "label" if loss_type.label_kind == "class" and column == "score" else column
-
-
 @dataclass
 class TrainSet:
     """A loaded training set of the mapping: its rows, the loss its batches train on (a

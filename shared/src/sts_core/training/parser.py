@@ -149,9 +149,17 @@ def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
 
 
 class ConfigParser:
-    """Parse (ModelArguments, DataArguments, <config class>) from a YAML recipe and flags."""
+    """Parse (ModelArguments, DataArguments, <config class>) from a YAML recipe and flags.
+    ``method``: the :class:`~sts_core.method.Method` whose command this is (``--loss``'s
+    help lists its losses); :meth:`for_method` builds the parser of a method's command."""
 
-    def __init__(self, config_class: type[BaseConfig] = BaseConfig, description: str | None = None):
+    def __init__(
+        self,
+        config_class: type[BaseConfig] = BaseConfig,
+        description: str | None = None,
+        method: Any = None,
+    ):
+        self.method = method
         self.config_class = config_class
         self.dataclass_types = (ModelArguments, DataArguments, config_class)
         self.parser = HfArgumentParser(self.dataclass_types, description=description)
@@ -160,14 +168,19 @@ class ConfigParser:
             default=None,
             help="YAML recipe: its keys are defaults, command-line flags override them",
         )
-        self._describe_losses(config_class)
+        self._describe_losses()
         group_options(self.parser, config_class)  # the --help in groups, the most used first
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
 
-    def _describe_losses(self, config_class: type[BaseConfig]) -> None:
-        """``--loss``'s help lists the losses of the config's method, with their titles."""
-        method = getattr(config_class, "method", None)
+    @classmethod
+    def for_method(cls, method: Any) -> ConfigParser:
+        """The recipe and flag parser of ``method``'s training command."""
+        return cls(method.config, description=method.description or None, method=method)
+
+    def _describe_losses(self) -> None:
+        """``--loss``'s help lists the losses of the method, with their titles."""
+        method = self.method
         for action in self.parser._actions:
             if action.dest == "loss" and method is not None:
                 listed = method.loss_help().removesuffix(f" (default: {method.default_loss})")

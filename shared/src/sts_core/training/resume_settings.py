@@ -173,8 +173,7 @@ def recipe_settings(config: Any, model_args: Any = None, data_args: Any = None) 
     for name in AVERAGING_FIELDS:
         values.pop(name, None)
     values.update(averaging_settings(config))
-    method = getattr(type(config), "method", None)
-    values["method"] = getattr(method, "name", "core")
+    values["method"] = getattr(type(config), "declaring_method", None) or "core"
     values[PROCESSES] = int(getattr(config, "world_size", 1))
     changeable = MAY_CHANGE
     if not getattr(config, "load_best_model_at_end", False):

@@ -1,7 +1,7 @@
 """One training run: parse, check, build, train, save, evaluate, write metrics.
 
 The only path from arguments to a trained, evaluated model: a method's ``train.py`` and
-console script call :meth:`sts_core.method.Method.main` (``cli_main``), the benchmarks
+console script call :func:`cli_main` (``main = command(METHOD)``), the benchmarks
 call :meth:`TrainingRun.run` with the same arguments as flags.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.divergence import TrainingDiverged
+from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
+from sts_core.training.model import build_encoder
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
     check_resume_checkpoint,
@@ -30,9 +32,9 @@ from sts_core.training.output import (
     process_rank,
     run_inputs,
 )
-from sts_core.training.parser import ConfigError
+from sts_core.training.parser import ConfigError, ConfigParser
 from sts_core.training.resume_settings import check_resume_settings, recipe_settings
-from sts_core.training.trainer import BaseTrainer
+from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, trainer_class
 
 logger = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
@@ -90,11 +92,9 @@ class TrainingRun:
     """
 
     def __init__(self, argv: Sequence[str] | None = None, method: Any = None) -> None:
-        from sts_core.method import CORE_METHOD
-
         self.method = method if method is not None else CORE_METHOD
         self.argv = None if argv is None else list(argv)
-        self.trainer_class: type[BaseTrainer] = self.method.trainer
+        self.trainer_class: type[BaseTrainer] = self.method.trainer or BaseTrainer
         self.trainer: BaseTrainer | None = None
         self.given_train_dataset: Any = None
         self.given_eval_dataset: Any = None
@@ -123,7 +123,7 @@ class TrainingRun:
         set. Every check and step is the command line's."""
         run = cls(method=method)
         run.model_args, run.data_args, run.config = model_args, data_args, config
-        run.trainer_class = method.trainer_for(config)
+        run.trainer_class = trainer_class(method, config)
         run.given_train_dataset = train_dataset
         run.given_eval_dataset = eval_dataset
         run.parsed = True
@@ -131,8 +131,9 @@ class TrainingRun:
 
     # ------------------------------------------------------------------ the steps
     def parse(self) -> None:
-        self.model_args, self.data_args, self.config = self.method.parser().parse(self.argv)
-        self.trainer_class = self.method.trainer_for(self.config)
+        parser = ConfigParser.for_method(self.method)
+        self.model_args, self.data_args, self.config = parser.parse(self.argv)
+        self.trainer_class = trainer_class(self.method, self.config)
         self.parsed = True
         logging.basicConfig(
             level=logging.INFO if self.config.should_log else logging.WARNING,
@@ -168,27 +169,15 @@ class TrainingRun:
             raise ConfigError(str(error)) from error
 
     def check_teacher(self) -> None:
-        """``teacher_model``: a complete model folder, a loss over scores, pairs (and labels
-        on the cosine's scale when they are mixed in) — before any weights load."""
-        from sts_core.training.distill import check_teacher_data
+        """``teacher_model`` against the loss and the loaded training set
+        (:func:`~sts_core.training.distill.check_teacher`, the one check of it at run
+        time), before any weights load."""
+        from sts_core.training.distill import check_teacher
 
-        if not self.config.teacher_model:
-            return
-        try:
-            check_model_location(self.config.teacher_model)
-        except OSError as error:
-            raise ConfigError(f"teacher_model: the teacher's {error}") from error
         loss = self.method.loss_class(self.config)
-        kind = loss.required_label_kind(self.config)
-        if kind != "score":
-            raise ConfigError(
-                f"teacher_model gives each pair a similarity score, but loss "
-                f"{loss.display_name()} reads {kind or 'no'} labels: use a loss over scores "
-                "(cosine_mse, cosent, pearson, …)"
-            )
         label_column = self.method.label_column(self.config)
         try:
-            check_teacher_data(self.inputs.train_dataset, label_column, self.config.teacher_weight)
+            check_teacher(self.config, loss, label_column, self.inputs.train_dataset)
         except ValueError as error:
             raise ConfigError(str(error)) from error
 
@@ -283,8 +272,10 @@ class TrainingRun:
         )
 
     def build_model(self) -> Any:
-        """The method's model (:meth:`~sts_core.method.Method.build_model`)."""
-        return self.method.build_model(self.model_args, self.config)
+        """The method's model (:meth:`~sts_core.method.Method.build_model`), else the core's:
+        a ``SentenceEncoder`` as the model arguments describe it."""
+        model = self.method.build_model(self.model_args, self.config)
+        return build_encoder(self.model_args) if model is None else model
 
     def build_callbacks(self) -> list[Any]:
         """``TrainerCallback``s for the trainer (none by default; tests add probes)."""
@@ -296,6 +287,7 @@ class TrainingRun:
             args=self.config,
             train_dataset=self.inputs.train_dataset,
             evaluator=self.inputs.evaluator,
+            method=self.method,
             callbacks=self.build_callbacks() or None,
         )
         trainer.final_sts_evaluator = self.inputs.final_sts_evaluator
@@ -411,10 +403,16 @@ def prepare_inputs(
     ``train_dataset`` and ``eval_dataset`` (in memory) instead of
     ``data_args.train_datasets`` and ``data_args.eval_dataset``."""
     from sts_core.evaluation.sts import STSEvaluator
-    from sts_core.training.data import build_dev_set, build_train_sets, load_reference
+    from sts_core.training.data import (
+        build_dev_set,
+        build_train_sets,
+        final_evaluators,
+        load_reference,
+    )
     from sts_core.training.multi_dataset import dataset_specs
 
     if train_dataset is None and dataset_specs(data_args.train_datasets) is not None:
+        check_trainer_for_datasets(method, config, data_args)
         train_dataset, data_summary = build_train_sets(data_args, method, config)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
@@ -428,7 +426,7 @@ def prepare_inputs(
     }
     if data_args.final_eval_task != "sts":  # labels and query ids checked before the work
         try:
-            method.build_final_evaluators(data_args, config)
+            final_evaluators(method, data_args, config)
         except ValueError as error:
             raise ConfigError(str(error)) from error
     final_sts = None
@@ -449,9 +447,9 @@ def prepare_train_list(
 ) -> tuple[Any, dict[str, Any]]:
     """The training set of the list form (or ``train_dataset``, in memory), prepared and
     checked by the method, and its summary (ConfigError / DataError on a problem)."""
-    from sts_core.training.data import build_train_dataset, check_multi_dataset_run
+    from sts_core.training.data import build_train_dataset
 
-    check_multi_dataset_run(method, config, data_args)
+    check_trainer_for_datasets(method, config, data_args)
     label_column = method.label_column(config)
     if train_dataset is None:
         train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
@@ -511,6 +509,17 @@ def cli_main(
     finally:
         close_process_group(wait_for_others=finished)
     return 0
+
+
+def command(method: Any) -> Callable[[Sequence[str] | None], int]:
+    """The ``main(argv=None) -> int`` of ``method``'s training command (``train.py`` and the
+    package's console script: ``main = command(METHOD)``): :func:`cli_main` for it."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return cli_main(method, argv)
+
+    main.__doc__ = f"Train with method {method.name!r} as the recipe and flags say."
+    return main
 
 
 def report_error(error: BaseException) -> None:
@@ -619,10 +628,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def print_help(method: Any, argv: list[str]) -> None:
     """``sts-train --help``: the method's options in groups (:mod:`.help`), ``--method``
     first; the recipe's values as the defaults (``--config``). Exits (status 0)."""
-    from sts_core.method import installed_method_names
     from sts_core.training.help import add_method_option
 
-    parser = method.parser()
+    parser = ConfigParser.for_method(method)
     parser.parser.prog = "sts-train"
     add_method_option(parser.parser, installed_method_names())
     parser.parse(argv)
@@ -633,8 +641,6 @@ def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
     of that name and the other arguments; the core's method when there is none. A name
     that two installed distributions declare is a :class:`ConfigError` naming both."""
     import argparse
-
-    from sts_core.method import CORE_METHOD, installed_method, installed_method_names
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--method")

@@ -2,7 +2,8 @@
 ``SentenceEncoder`` with the method's registered loss).
 
 The loss, the model and the data checks come from the run's method
-(:class:`sts_core.method.Method`, found from the config: ``type(args).method``); a Trainer
+(:class:`sts_core.method.Method`, which the run hands to the Trainer: ``method=``; the
+core's cosine-MSE method when none is given); a Trainer
 subclass changes only the training loop (e.g. :meth:`BaseTrainer.build_epoch_batches`), or
 trains another kind of model (a ``RunTrainer`` subclass with its own ``compute_loss``).
 Evaluation runs the dev evaluator (Spearman on STS-B dev by default) so
@@ -39,15 +40,18 @@ from sts_core.training.collator import (
 from sts_core.training.divergence import DivergenceGuard
 from sts_core.training.epoch_batches import EpochBatches
 from sts_core.training.evaluating import Evaluating
+from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.model_card import render_model_card
 from sts_core.training.multi_dataset import (
     DATASET_NAME_KEY,
     TrainDatasets,
     TrainSet,
+    dataset_specs,
     set_loss_class,
     training_prompts,
 )
 from sts_core.training.optimization import regroup_parameters
+from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +132,7 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
 
 
 class RunTrainer(Checkpoints, EpochBatches, Evaluating):
-    """The Trainer of a run, for any model: the method (``type(args).method``), the dev
+    """The Trainer of a run, for any model: the method (``method``), the dev
     evaluator, atomic checkpoints and resume, weight averaging, the divergence guard, the
     count of batches that gave the loss nothing, parameter groups and the model card. A
     method with another kind of model subclasses it (CoSENT's cross-encoder); a
@@ -139,15 +143,24 @@ class RunTrainer(Checkpoints, EpochBatches, Evaluating):
         args: a ``BaseConfig`` (or a method's subclass).
         evaluator: a callable ``model -> {metric: value}`` with ``primary_metric``
             (e.g. a ``PairEvaluator`` on STS-B dev); ``None`` disables evaluation.
+        method: the :class:`~sts_core.method.Method` trained (its loss, label column and
+            model card); default: the core's
+            (:data:`~sts_core.training.method_registry.CORE_METHOD`, which trains any
+            registered loss ``args.loss`` names).
         Other arguments go to ``transformers.Trainer``.
     """
 
     loss_is_scaled_for_ga = False  # our losses are per-batch means
 
-    def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
-        from sts_core.method import method_of
-
-        self.method = method_of(args)
+    def __init__(
+        self,
+        model: Any,
+        args: Any,
+        evaluator: Any | None = None,
+        method: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.method = method if method is not None else CORE_METHOD
         args.label_column = self.method.label_column(args)
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = ["dev set scored by the evaluator"]  # Trainer checks it is set
@@ -299,10 +312,15 @@ class BaseTrainer(RunTrainer):
     ``SentenceEncoder`` and ``SentenceTransformer``. Arguments as :class:`RunTrainer`'s.
     """
 
-    def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
-        from sts_core.method import method_of
-
-        method = method_of(args)
+    def __init__(
+        self,
+        model: Any,
+        args: Any,
+        evaluator: Any | None = None,
+        method: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        method = method if method is not None else CORE_METHOD
         args.label_column = method.label_column(args)
         train_sets = kwargs.get("train_dataset")
         sets = train_sets.sets if isinstance(train_sets, TrainDatasets) else None
@@ -321,7 +339,7 @@ class BaseTrainer(RunTrainer):
             check_gradient_cache(args, modules[name], name)
         attach_loss_modules(model, modules)
         require_trainable_parameters(model, " and ".join(modules))
-        super().__init__(model, args, evaluator=evaluator, **kwargs)
+        super().__init__(model, args, evaluator=evaluator, method=method, **kwargs)
         self.loss_modules: dict[str, EmbeddingLoss] = modules  # by loss name
         self.loss_module: EmbeddingLoss = next(iter(modules.values()))  # the first set's
         self.set_losses = (
@@ -524,3 +542,35 @@ class BaseTrainer(RunTrainer):
             self.state.best_metric,
         )
         self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
+
+
+def trainer_class(method: Any, config: Any) -> type[RunTrainer]:
+    """The Trainer class of a run of ``method`` under ``config``: the method's
+    (:meth:`~sts_core.method.Method.trainer_for`), else :class:`BaseTrainer`."""
+    return method.trainer_for(config) or BaseTrainer
+
+
+def check_trainer_for_datasets(method: Any, config: Any, data_args: Any) -> None:
+    """The settings a mapping of training sets and ``no_duplicates`` need of the run
+    (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
+    each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
+    its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.)"""
+    trainer = trainer_class(method, config)
+    specs = dataset_specs(data_args.train_datasets)
+    own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
+    if getattr(config, "batch_sampler", "default") != "default" and own_batches:
+        raise ConfigError(
+            f"batch_sampler {config.batch_sampler}: method {method.name} builds its own "
+            f"batches ({trainer.__name__}.build_epoch_batches); drop batch_sampler"
+        )
+    if specs is None:
+        return
+    own_loss = not issubclass(trainer, BaseTrainer) or (
+        trainer.compute_loss is not BaseTrainer.compute_loss
+    )
+    if own_loss or (own_batches and len(specs) > 1):
+        what = "computes its own loss" if own_loss else "builds its own batches"
+        raise ConfigError(
+            f"train_datasets as a mapping of training sets: method {method.name} trains with "
+            f"{trainer.__name__}, which {what}; give train_datasets as a list (one loss)"
+        )
