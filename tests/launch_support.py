@@ -9,6 +9,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from sts_core.testing import free_port, write_fixture_recipe
 
@@ -19,37 +25,41 @@ FIXTURES = REPO / "shared" / "tests" / "fixtures" / "training"
 TRAIN = FIXTURES / "sts-train.csv"  # 16 pairs in the STS-B format
 DEV = FIXTURES / "sts-dev.csv"  # 8 pairs
 
-# Settings that make each method's train.py train a tiny model on the fixture pairs. A new
-# package adds its entry here (test_every_package_has_a_tiny_recipe checks that it did).
+
+def repository_settings(package: Path) -> dict[str, Any]:
+    """What a method's folder says of it to the repository's tests and tools: the
+    ``[tool.sts-repository]`` table of ``packages/<m>/pyproject.toml``."""
+    with open(package / "pyproject.toml", "rb") as file:
+        return tomllib.load(file).get("tool", {}).get("sts-repository", {})
+
+
+def tiny_recipe_settings(package: Path) -> dict[str, str]:
+    """Settings that make the package's train.py train a tiny model on the fixture pairs
+    (``tiny_recipe``); each key of ``tiny_recipe_temp_dirs`` is a temporary folder shared
+    by the test session."""
+    settings = repository_settings(package)
+    temp_dirs = {key: _session_dir(key) for key in settings.get("tiny_recipe_temp_dirs", ())}
+    return {**settings.get("tiny_recipe", {}), **temp_dirs}
+
+
+_SESSION_DIRS: dict[str, str] = {}
+
+
+def _session_dir(key: str) -> str:
+    if key not in _SESSION_DIRS:
+        _SESSION_DIRS[key] = tempfile.mkdtemp(prefix=f"{key}-")
+    return _SESSION_DIRS[key]
+
+
+# Each method's settings, read from its folder (a new package declares them there;
+# test_every_package_has_a_tiny_recipe checks that it did).
 TINY_RECIPE_SETTINGS: dict[str, dict[str, str]] = {
-    "bsc": {
-        "loss": "bsc",
-        "score_range": "[0, 5]",
-        "label_threshold": "0.6",
-        "mu": "0.5",
-        "shuffle": "example",
-        "group_size": "2",
-        "shuffle_candidates": "4",
-    },
-    "cosent": {"loss": "cosent"},
-    "pcctuning": {"loss": "pearson"},
-    "regression": {"loss": "smooth_k2", "k": "3", "x0": "0.2"},
-    # the distinct sentences of the fixture pairs, their positives parsed by spaCy once per
-    # test session (the cache is shared by every run and process)
-    "sifter": {"loss": "sifter", "augment_cache_dir": tempfile.mkdtemp(prefix="sifter-cache-")},
+    package.name: tiny_recipe_settings(package) for package in PACKAGES
 }
 # What makes a package's loss over a batch split across processes the loss of the whole
-# batch (test_launch.py checks that two processes take the step of one): BSC's softmax runs
-# over the gathered batch (its example-based batches broadcast from the main process),
-# CoSENT ranks the gathered batch, Pcc-tuning correlates it, SIFTER's InfoNCE terms contrast
-# it; the regression losses are per pair, so DDP's averaging suffices.
+# batch (test_launch.py checks that two processes take the step of one): ``whole_batch``.
 WHOLE_BATCH_SETTINGS: dict[str, dict[str, str]] = {
-    "bsc": {"gather_across_processes": "true"},
-    "cosent": {"gather_across_processes": "true"},
-    # and through gradient caching (mini-batches of 3: uneven on one process and on two)
-    "pcctuning": {"gather_across_processes": "true", "gradient_cache_batch_size": "3"},
-    "regression": {},
-    "sifter": {"gather_across_processes": "true"},  # InfoNCE over the gathered batch
+    package.name: repository_settings(package).get("whole_batch", {}) for package in PACKAGES
 }
 
 

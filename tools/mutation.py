@@ -38,10 +38,39 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 MUTMUT = "mutmut==3.8.1"
 REPO = Path(__file__).resolve().parents[1]
 
-PACKAGES = ("bsc", "cosent", "pcctuning", "regression", "sifter")
+#: the method packages (folders of packages/ with a pyproject.toml)
+PACKAGES = tuple(
+    sorted(p.name for p in (REPO / "packages").iterdir() if (p / "pyproject.toml").is_file())
+)
+
+
+def package_mutation_modules(package: str) -> dict[str, list[str]]:
+    """The modules a package mutation-tests beside its loss and config, each with the tests
+    that cover it, repo-relative: ``[tool.sts-repository] mutation`` in its pyproject.toml
+    (paths there are relative to the package folder)."""
+    folder = f"packages/{package}"
+    with open(REPO / folder / "pyproject.toml", "rb") as file:
+        table = tomllib.load(file).get("tool", {}).get("sts-repository", {})
+    return {
+        f"{folder}/{module}": [f"{folder}/{test}" for test in tests]
+        for module, tests in table.get("mutation", {}).items()
+    }
+
+
+#: every package's extra modules: module -> its tests
+PACKAGE_MODULES = {
+    module: tests
+    for package in PACKAGES
+    for module, tests in package_mutation_modules(package).items()
+}
 
 #: The modules of issue 31; a folder stands for the ``*.py`` files in it.
 DEFAULT_MODULES = [
@@ -54,8 +83,7 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/evaluation",
     "shared/src/sts_core/soup.py",
     *(f"packages/{m}/src/sts_{m}/{f}.py" for m in PACKAGES for f in ("loss", "config")),
-    "packages/bsc/src/sts_bsc/shuffling.py",
-    "packages/sifter/src/sts_sifter/augment.py",
+    *PACKAGE_MODULES,
 ]
 
 # A mapped test file that is absent from the tree is skipped (with a note).
@@ -156,23 +184,9 @@ TESTS: list[tuple[str, list[str]]] = [
             *_PACKAGE_VALUES,
         ],
     ),
-    (
-        "packages/bsc/src/sts_bsc/shuffling.py",
-        [
-            "packages/bsc/tests/test_shuffling.py",
-            "packages/bsc/tests/test_shuffling_values.py",
-            "packages/{pkg}/tests/test_train_main.py",
-            *_PACKAGE_VALUES,
-        ],
-    ),
-    (
-        "packages/sifter/src/sts_sifter/augment.py",
-        [
-            "packages/sifter/tests/test_augment.py",
-            "packages/sifter/tests/test_augment_values.py",
-            "packages/{pkg}/tests/test_train_main.py",
-            *_PACKAGE_VALUES,
-        ],
+    *(
+        (module, [*tests, "packages/{pkg}/tests/test_train_main.py", *_PACKAGE_VALUES])
+        for module, tests in PACKAGE_MODULES.items()
     ),
 ]
 
