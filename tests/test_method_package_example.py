@@ -109,3 +109,43 @@ def test_the_quality_benchmark_finds_the_examples_row(
     rows = {row["method"]: row for row in report["rows"]}
     assert set(rows) == {"base", "ours-margin_mse"}
     assert "| ours: margin MSE |" in (tmp_path / "quality_smoke.md").read_text(encoding="utf-8")
+
+
+FIND_EVERYWHERE = """
+import json
+from sts_core.launch import not_found
+from sts_core.losses.registry import LOSSES, load_installed_losses
+from sts_core.training.help import options_reference
+from sts_core.training.method_registry import installed_method_names, load_methods, quality_rows
+
+broken = load_installed_losses()
+print(json.dumps({
+    "names": installed_method_names(),
+    "losses": sorted(LOSSES),
+    "broken": [b.describe() for b in broken],
+    "options": options_reference(list(load_methods().values())),
+    "rows": sorted(quality_rows()),
+    "launch": not_found("nomethod"),
+}))
+"""
+
+
+def test_every_list_of_methods_finds_the_installed_example(installed: Path) -> None:
+    """Its folder alone puts it in the method list sts-train and sts-launch read, the loss
+    registry, the options reference and the quality rows."""
+    result = subprocess.run(
+        [sys.executable, "-c", FIND_EVERYWHERE],
+        cwd=REPO,
+        env=with_example(installed),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "marginmse" in found["names"] and not found["broken"]
+    assert "margin_mse" in found["losses"]
+    assert "### `marginmse`" in found["options"]
+    assert "| `margin` | 0.1 | m of the margin MSE. |" in found["options"]
+    assert "ours-margin_mse" in found["rows"]
+    assert "marginmse" in found["launch"]
