@@ -253,9 +253,9 @@ def test_a_model_with_its_own_code_needs_trust_remote_code(
     )
     encoder.backbone.config.model_type = "bert"  # as Jina v2's config says
     encoder.train()
-    assert not encoder.uses_padding_free()  # packing needs transformers' own BERT
+    assert encoder.packing_path()[0] == "padded"  # packing needs transformers' own BERT
     reference.train()
-    assert reference.uses_padding_free()
+    assert reference.packing_path()[0] != "padded"
 
 
 # ----------------------------------------------------------------- head scorer

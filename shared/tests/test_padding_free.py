@@ -45,7 +45,7 @@ def test_packed_forward_equals_the_padded_one(
     tiny_bert_nodropout_dir: Path, attention: str, pooling: str
 ) -> None:
     packed, padded = encoders(tiny_bert_nodropout_dir, attention, pooling)
-    assert packed.uses_padding_free() and not padded.uses_padding_free()
+    assert packed.packing_path()[0] != "padded" and padded.packing_path()[0] == "padded"
     features = packed.tokenize(SENTENCES)
     assert int(features["attention_mask"].sum()) < features["attention_mask"].numel()
     target = torch.linspace(-1, 1, packed.dimension)
@@ -68,12 +68,12 @@ def test_padding_free_only_in_training_and_for_bert_family(
 ) -> None:
     bert = SentenceEncoder.from_pretrained(tiny_bert_dir)
     assert bert.padding_free == "auto"
-    assert bert.train().uses_padding_free()
-    assert not bert.eval().uses_padding_free()  # encode() and evaluation always pad
+    assert bert.train().packing_path()[0] != "padded"
+    assert bert.eval().packing_path()[0] == "padded"  # encode() and evaluation always pad
     off = SentenceEncoder.from_pretrained(tiny_bert_dir, padding_free=False).train()
-    assert not off.uses_padding_free()
+    assert off.packing_path()[0] == "padded"
     llama = SentenceEncoder.from_pretrained(tiny_llama_dir, pooling="last_token").train()
-    assert not llama.uses_padding_free()  # a decoder: varlen only, no kernel on a CPU
+    assert llama.packing_path()[0] == "padded"  # a decoder: varlen only, no kernel on a CPU
 
 
 def test_recipe_switches_padding_free_off(tiny_bert_dir: Path) -> None:

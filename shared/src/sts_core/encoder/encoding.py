@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from sts_core.encoder.packing import concat_features, run_backbone
+from sts_core.encoder.packing import choose_path, concat_features, run_backbone
 from sts_core.pooling import needs_hidden_states, pool
 from sts_core.prompts import apply_prompt
 
@@ -43,7 +43,7 @@ def _default_max_length(tokenizer: Any, backbone: Any) -> int:
 def tokenize(encoder: SentenceEncoder, sentences: Sequence[str], padding: bool | str) -> Any:
     """:meth:`SentenceEncoder.tokenize`."""
     if encoder.prompt is not None and encoder.max_length:
-        sentences = encoder.fit_to_prompt(sentences)
+        sentences = fit_to_prompt(encoder, sentences)
     texts = [apply_prompt(encoder.prompt, s) for s in sentences]
     return encoder.tokenizer(
         texts,
@@ -55,7 +55,9 @@ def tokenize(encoder: SentenceEncoder, sentences: Sequence[str], padding: bool |
 
 
 def fit_to_prompt(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[str]:
-    """:meth:`SentenceEncoder.fit_to_prompt`."""
+    """Each sentence shortened (to its first tokens, decoded) so that it fits in
+    ``max_length`` tokens together with the prompt template and special tokens; others as
+    they are. As the Pcc-tuning and PromptEOL code cut the sentence, not the prompt."""
     tokenizer, prompt, max_length = encoder.tokenizer, encoder.prompt, encoder.max_length
     overhead = len(tokenizer(apply_prompt(prompt, ""))["input_ids"])
     budget = max_length - overhead
@@ -87,7 +89,7 @@ def forward(
 ) -> Any:
     """:meth:`SentenceEncoder.forward`."""
     if columns is not None:
-        embeddings = encoder.embed_columns(columns)
+        embeddings = embed_columns(encoder, columns)
     elif input_ids is None or attention_mask is None:
         raise TypeError("forward takes input_ids and attention_mask, or columns")
     else:
@@ -115,8 +117,14 @@ def embed_batch(
 def embed_columns(
     encoder: SentenceEncoder, columns: Mapping[str, dict[str, torch.Tensor]]
 ) -> dict[str, torch.Tensor]:
-    """:meth:`SentenceEncoder.embed_columns`."""
-    if len(columns) > 1 and encoder.uses_padding_free():
+    """Embeddings of each text column: ``{"sentence1": (N, d), …}``.
+
+    Packing (:meth:`SentenceEncoder.packing_path` not ``padded``): all columns in one
+    packed forward, which costs the batch's real tokens. Otherwise one forward per column,
+    each padded to its own longest sentence: the work, the dropout draws and the padding
+    side (left-padded decoders) are those of sentence-transformers, which embeds each
+    column apart."""
+    if len(columns) > 1 and choose_path(encoder)[0] != "padded":
         merged, sizes = concat_features(list(columns.values()))
         flat = embed_batch(encoder, **merged)
         return dict(zip(columns, flat.split(sizes), strict=True))

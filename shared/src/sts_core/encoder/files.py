@@ -24,7 +24,7 @@ from sts_core.encoder.lora import (
     load_lora_weights,
     write_lora,
 )
-from sts_core.heads import HEADS_CONFIG_NAME
+from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, head_entry
 from sts_core.saving import (
     ENCODER_CONFIG_NAME,
     SAVE_MARKER,
@@ -179,7 +179,7 @@ def _write_folder(
 
         save_file({k: v.contiguous() for k, v in extra_state.items()}, folder / EXTRA_WEIGHTS_NAME)
     if encoder._head_names:
-        _write_json(folder / HEADS_CONFIG_NAME, encoder.heads_config())
+        _write_json(folder / HEADS_CONFIG_NAME, heads_config(encoder))
     (folder / ENCODER_CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
     _write_sentence_transformers_files(encoder, folder)
     if model_card is not None:
@@ -276,3 +276,13 @@ def load_weights(encoder: SentenceEncoder, folder: str | os.PathLike) -> None:
         encoder.load_state_dict(state, strict=True)
     except Exception as error:  # noqa: BLE001 - name the folder whatever failed
         raise OSError(f"could not load the weights in {path}: {error}") from error
+
+
+def heads_config(encoder: SentenceEncoder) -> dict[str, Any]:
+    """What ``sts_heads.json`` records: each head's type, config and module; the pair
+    scorer."""
+    return {
+        "format": HEADS_FORMAT,
+        "heads": {name: head_entry(head) for name, head in encoder.heads.items()},
+        "pair_scorer": encoder._pair_scorer,
+    }

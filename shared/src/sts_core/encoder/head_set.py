@@ -15,7 +15,7 @@ from torch import nn
 
 from sts_core.encoder.files import EXTRA_WEIGHTS_NAME
 from sts_core.encoder.location import read_json
-from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, build_head, can_score_pairs, head_entry
+from sts_core.heads import HEADS_CONFIG_NAME, build_head, can_score_pairs, head_entry
 
 if TYPE_CHECKING:
     from sts_core.encoder.model import SentenceEncoder
@@ -84,15 +84,6 @@ def score_pairs(encoder: SentenceEncoder, u: Any, v: Any) -> torch.Tensor:
         u = u.to(device=parameter.device, dtype=parameter.dtype)
         v = v.to(device=parameter.device, dtype=parameter.dtype)
     return head.score(u, v)
-
-
-def heads_config(encoder: SentenceEncoder) -> dict[str, Any]:
-    """:meth:`SentenceEncoder.heads_config`."""
-    return {
-        "format": HEADS_FORMAT,
-        "heads": {name: head_entry(head) for name, head in encoder.heads.items()},
-        "pair_scorer": encoder._pair_scorer,
-    }
 
 
 def load_heads(encoder: SentenceEncoder, folder: Path) -> None:

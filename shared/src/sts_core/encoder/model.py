@@ -177,10 +177,6 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         ``score(u, v)`` when :attr:`pair_scorer` names one. Returns ``(n,)``."""
         return head_set.score_pairs(self, u, v)
 
-    def heads_config(self) -> dict[str, Any]:
-        """What ``sts_heads.json`` records: each head's type, config and module; the pair scorer."""
-        return head_set.heads_config(self)
-
     def gradient_checkpointing_enable(
         self, gradient_checkpointing_kwargs: dict | None = None
     ) -> None:
@@ -193,17 +189,10 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         """Apply the prompt, tokenize with truncation and pad (``return_tensors="pt"``).
 
         With a prompt, a sentence too long for ``max_length`` is shortened inside the
-        template (:meth:`fit_to_prompt`), so the template's last token — the one
-        last-token pooling reads — is never cut off.
+        template (:func:`~sts_core.encoder.encoding.fit_to_prompt`), so the template's last
+        token — the one last-token pooling reads — is never cut off.
         """
         return encoding.tokenize(self, sentences, padding)
-
-    def fit_to_prompt(self, sentences: Sequence[str]) -> list[str]:
-        """Each sentence shortened (to its first tokens, decoded) so that it fits in
-        ``max_length`` tokens together with the prompt template and special tokens; others
-        as they are. As the Pcc-tuning and PromptEOL code cut the sentence, not the prompt.
-        """
-        return encoding.fit_to_prompt(self, sentences)
 
     def forward(
         self,
@@ -216,12 +205,13 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         """Embed a tokenized batch: returns ``(batch, dim)`` float32 vectors.
 
         In training mode with ``padding_free`` (and a backbone that allows it) the real
-        tokens are packed into rows first (see :meth:`uses_padding_free`): the work then
+        tokens are packed into rows first (see :meth:`packing_path`): the work then
         scales with the tokens of the batch, not with batch × longest sentence.
 
         ``columns``: instead of one batch, the tokenized batch of each text column
         (``{"sentence1": {"input_ids": …, "attention_mask": …}, …}``); the result is then
-        ``{column: (batch, dim)}`` (see :meth:`embed_columns`).
+        ``{column: (batch, dim)}`` (:func:`~sts_core.encoder.encoding.embed_columns`: one
+        packed forward for all columns when packing, else one padded forward per column).
 
         ``then``: a function of the embeddings whose result is returned instead (the
         trainer's loss). It runs inside this forward, so under DDP the heads and loss
@@ -229,22 +219,6 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         forward breaks DDP's gradient reduction).
         """
         return encoding.forward(self, input_ids, attention_mask, then, columns, features)
-
-    def embed_columns(
-        self, columns: Mapping[str, dict[str, torch.Tensor]]
-    ) -> dict[str, torch.Tensor]:
-        """Embeddings of each text column: ``{"sentence1": (N, d), …}``.
-
-        Packing (:meth:`uses_padding_free`): all columns in one packed forward, which costs
-        the batch's real tokens. Otherwise one forward per column, each padded to its own
-        longest sentence: the work, the dropout draws and the padding side (left-padded
-        decoders) are those of sentence-transformers, which embeds each column apart.
-        """
-        return encoding.embed_columns(self, columns)
-
-    def uses_padding_free(self) -> bool:
-        """Whether :meth:`forward` runs without padding now (:meth:`packing_path`)."""
-        return self.packing_path()[0] != "padded"
 
     def packing_path(self) -> tuple[str, str]:
         """How :meth:`forward` runs now, and why: ``varlen``, ``block_mask`` or ``padded``.
