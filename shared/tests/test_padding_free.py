@@ -14,7 +14,7 @@ from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.config import ModelArguments
-from sts_core.training.model import build_encoder
+from sts_core.training.encoder_setup import build_encoder
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

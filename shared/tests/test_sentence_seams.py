@@ -25,7 +25,7 @@ from sts_core.training import (
     build_encoder,
 )
 from sts_core.training.collator import SentenceCollator, split_features, text_columns_with
-from sts_core.training.model import set_backbone_dropout
+from sts_core.training.encoder_setup import set_backbone_dropout
 
 
 @register_loss("test_two_views")

@@ -29,6 +29,15 @@ from .filtering import (
     sick_to_sts,
 )
 from .formats import FORMATS, guess_format, read_path
+from .named_sets import (
+    DatasetSpec,
+    data_location,
+    get_spec,
+    list_datasets,
+    load_named,
+    load_pairs,
+    resolve_data_dir,
+)
 from .nli import (
     NLI_LABELS,
     NLI_SCORES,
@@ -49,15 +58,6 @@ from .readers import (
     read_wikiqa,
 )
 from .references import load_reference, registry_names, split_reference
-from .registry import (
-    DatasetSpec,
-    data_location,
-    get_spec,
-    list_datasets,
-    load_named,
-    load_pairs,
-    resolve_data_dir,
-)
 from .tables import (
     PROJECT_COLUMNS,
     check_columns_mapping,

@@ -20,7 +20,7 @@ from sts_core.names import STS_TASKS
 
 from ._io import PathLike, score_range_problem
 from .errors import DataConfigError, DataFormatError
-from .registry import DEFAULT_VARIANT, load_named
+from .named_sets import DEFAULT_VARIANT, load_named
 
 __all__ = [
     "FilterReport",

@@ -11,7 +11,7 @@ from datasets import Dataset, DatasetDict
 from ._io import PathLike, ScoreRange
 from .errors import DataConfigError
 from .filtering import sick_to_sts
-from .registry import DEFAULT_VARIANT, list_datasets, load_named, load_pairs
+from .named_sets import DEFAULT_VARIANT, list_datasets, load_named, load_pairs
 from .tables import from_dataset
 
 #: the name :func:`load_reference` gives a Dataset passed in memory

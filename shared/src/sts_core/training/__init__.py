@@ -9,7 +9,7 @@ from sts_core.training.config import (
     ModelArguments,
     SoftmaxHeadOptions,
 )
-from sts_core.training.model import build_encoder
+from sts_core.training.encoder_setup import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
 from sts_core.training.run import TrainingRun, cli_main, command, run_stages
 from sts_core.training.trainer import BaseTrainer, RunTrainer, trainer_class

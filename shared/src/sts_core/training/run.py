@@ -22,8 +22,8 @@ from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.divergence import TrainingDiverged
+from sts_core.training.encoder_setup import build_encoder
 from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
-from sts_core.training.model import build_encoder
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
     check_resume_checkpoint,

@@ -1,4 +1,6 @@
-"""The model a training run starts from (no import of the run or the trainer: both use it)."""
+"""The model a training run starts from: the encoder its model arguments describe (no import
+of the run or the trainer: both use it). Named for what it sets up; the model class itself is
+``sts_core.encoder.model.SentenceEncoder``."""
 
 from __future__ import annotations
 
