@@ -352,3 +352,14 @@ def test_the_check_finder_finds_raises_and_returned_messages_only(tmp_path: Path
         encoding="utf-8",
     )
     assert raising_functions(tmp_path, "pkg", "opt") == {"pkg.m:C.check", "pkg.m:problem"}
+
+
+def test_no_two_core_modules_share_a_name() -> None:
+    """``model.py`` twice, ``registry.py`` twice: a reader (and a traceback) cannot tell
+    them apart by name."""
+    names: dict[str, list[str]] = {}
+    for name, file in module_files(CORE, "sts_core").items():
+        if file.name != "__init__.py":
+            names.setdefault(file.name, []).append(name)
+    shared = {file: modules for file, modules in names.items() if len(modules) > 1}
+    assert not shared, f"modules sharing a file name: {shared}"
