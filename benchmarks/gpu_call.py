@@ -5,7 +5,7 @@ sentence-transformers, peft …), reaches no registry, and receives the working 
 the folders a call carries, 64 MiB in all. This builds that folder, ``.gpu-call/`` (git
 ignores it):
 
-- ``wheels/``: the six project wheels (so the pytest plugin, the methods' entry points and
+- ``wheels/``: the six project wheels (so the test support, the methods' entry points and
   the package metadata exist there), the third-party wheels its image lacks (``datasets``
   with ``dill`` and ``multiprocess``) and, when they fit, the optional ones (bitsandbytes
   for the QLoRA step);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU call: runs on the lent GPU machine's own python3 as it is (no registry
 # there). It installs the carried wheels (.gpu-call/wheels: the six project wheels and the
-# third-party ones the image lacks) with --no-index --no-deps, so the pytest plugin, the
+# third-party ones the image lacks) with --no-index --no-deps, so the test support, the
 # methods' entry points and the package metadata exist; unpacks the carried data; runs
 # benchmarks/gpu_check.py (six minutes on a GPU, each step within its own limit) and
 # copies its reports into $OUT (what the device tool brings back), else benchmarks/results.
@@ -29,11 +29,12 @@ tar xzf "$bundle/data.tar.gz" -C "$scratch/data"
 export STS_DATA_DIR=${STS_DATA_DIR:-$scratch/data}
 export STS_MODELS_DIR=${STS_MODELS_DIR:-$bundle/models}
 export PYTHONUNBUFFERED=1
-# the install as the project sees it: versions, the methods' entry points, the plugin
+# the install as the project sees it: versions, the methods' entry points, the test support
 "$python" - <<'PY'
 import importlib.metadata as metadata
+import importlib.util
 
-from sts_core.method import installed_method_names
+from sts_core.training.method_registry import installed_method_names
 
 names = ["sts-core", "torch", "transformers", "accelerate", "sentence-transformers", "peft",
          "datasets", "bitsandbytes"]
@@ -45,9 +46,10 @@ for name in names:
         found[name] = "absent"
 print("::: versions:", ", ".join(f"{k} {v}" for k, v in found.items()))
 methods = installed_method_names()
-plugins = [e.value for e in metadata.entry_points(group="pytest11") if e.name == "sts_core"]
-print("::: methods:", ", ".join(methods), "| pytest plugin:", ", ".join(plugins) or "absent")
-assert len(methods) >= 6 and plugins, "the project wheels did not install"
+support = importlib.util.find_spec("sts_core.testing") is not None  # loaded with -p
+shown = "sts_core.testing" if support else "absent"
+print("::: methods:", ", ".join(methods), "| test support:", shown)
+assert len(methods) >= 6 and support, "the project wheels did not install"
 PY
 status=0
 "$python" benchmarks/gpu_check.py --output-dir "$scratch/reports" "$@" || status=$?

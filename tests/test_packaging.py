@@ -109,3 +109,27 @@ def test_set_version_refuses_what_is_not_a_version(tmp_path: Path) -> None:
     refused = set_version(tmp_path, "next")
     assert refused.returncode != 0 and "is not a version" in refused.stderr
     assert set_version(tmp_path, "--check").returncode == 0  # nothing written
+
+
+def test_the_test_support_loads_only_where_it_is_asked_for(tmp_path: Path) -> None:
+    """sts-core registers no pytest11 entry point, so a user's pytest run does not load
+    sts_core.testing; each method package asks for it in its own pytest settings."""
+    shared = tomllib.loads((REPO / "shared" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "pytest11" not in shared["project"].get("entry-points", {})
+    for folder in PACKAGES:
+        settings = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        addopts = settings["tool"]["pytest"]["ini_options"]["addopts"]
+        assert "-p sts_core.testing" in addopts, folder.name
+    (tmp_path / "test_user.py").write_text(
+        "def test_user(request):\n"
+        "    assert request.config.pluginmanager.get_plugin('sts_core.testing') is None\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

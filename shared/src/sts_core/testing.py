@@ -1,7 +1,10 @@
 """Test support shipped with sts-core: tiny models built from configs and real-data gates.
 
-Registered as a pytest plugin (entry point ``pytest11``), so the tests of the core and of
-every method package get these fixtures without a conftest:
+A pytest plugin that loads only where it is asked for (``-p sts_core.testing`` in a
+package's ``[tool.pytest.ini_options] addopts``, as each method package and the repository
+do; or ``pytest_plugins = ["sts_core.testing"]`` in a top-level conftest), not in every
+pytest run of an environment with sts-core installed. It registers the project's markers
+(:data:`MARKERS`) and gives these fixtures:
 
 - ``tiny_bert_dir`` / ``tiny_llama_dir``: a 2-layer BERT (WordPiece tokenizer) and a
   2-layer Llama decoder (word-level tokenizer, no pad token), saved to a temporary folder.
@@ -883,6 +886,21 @@ def spearman_of_saved_model(folder: str | os.PathLike, pairs_file: Path) -> floa
 def trainer_step_losses(trainer: Any) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
     return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+
+
+#: the markers of the project's tests, registered by :func:`pytest_configure`
+MARKERS = {
+    "real_data": "needs STS_DATA_DIR (the benchmark data folder); skipped when unset",
+    "real_model": "needs STS_MODELS_DIR (local pretrained models); skipped when unset",
+    "slow": "takes more than a few seconds",
+    "cuda": "needs a CUDA GPU; skipped elsewhere (benchmarks/gpu_check.py runs them)",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register :data:`MARKERS` (a package's own run has no repository ini listing them)."""
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
 
 
 @pytest.fixture
