@@ -411,8 +411,8 @@ def prepare_inputs(
     )
     from sts_core.training.multi_dataset import dataset_specs
 
+    check_trainer_for_datasets(method, config, data_args)  # before any set loads
     if train_dataset is None and dataset_specs(data_args.train_datasets) is not None:
-        check_trainer_for_datasets(method, config, data_args)
         train_dataset, data_summary = build_train_sets(data_args, method, config)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
@@ -449,7 +449,6 @@ def prepare_train_list(
     checked by the method, and its summary (ConfigError / DataError on a problem)."""
     from sts_core.training.data import build_train_dataset
 
-    check_trainer_for_datasets(method, config, data_args)
     label_column = method.label_column(config)
     if train_dataset is None:
         train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
