@@ -145,9 +145,16 @@ def run_worker(script: str, side: str, spec: dict[str, Any], timeout: float = 36
 
 
 def alternate(
-    sides: Sequence[str], repeats: int, run: Callable[[str, int], dict]
+    sides: Sequence[str],
+    repeats: int,
+    run: Callable[[str, int], dict],
+    runs_file: str | None = None,
+    key: str = "runs",
 ) -> dict[str, list[dict]]:
-    """Run the sides alternately (A B A B …), ``repeats`` rounds; results by side."""
+    """Run the sides alternately (A B A B …), ``repeats`` rounds; results by side. With
+    ``runs_file``, each run's summary (:data:`RUN_SUMMARY_KEYS`) is saved there under
+    ``key`` as soon as it ends, so a benchmark stopped at a time limit keeps what it
+    measured (the GPU check reads it back)."""
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for round_index in range(repeats):
         for side in sides:
@@ -155,12 +162,34 @@ def alternate(
             result = run(side, round_index)
             results[side].append(result)
             print(f"    {summary_line(result)}", flush=True)
+            if runs_file:
+                save_runs_so_far(Path(runs_file), key, results)
     return results
 
 
+#: what :func:`alternate` prints and saves of each run
+RUN_SUMMARY_KEYS = ("throughput", "seconds", "process_seconds", "peak_rss_mb", "packing_path")
+
+
 def summary_line(result: dict[str, Any]) -> str:
-    keys = ("throughput", "seconds", "peak_rss_mb")
-    return ", ".join(f"{k} {result[k]}" for k in keys if k in result)
+    return ", ".join(f"{k} {result[k]}" for k in RUN_SUMMARY_KEYS if result.get(k) is not None)
+
+
+def save_runs_so_far(path: Path, key: str, results: dict[str, list[dict]]) -> None:
+    """``path`` (JSON) with ``key`` set to each side's run summaries so far; other keys kept."""
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    saved[key] = {
+        side: [{k: r[k] for k in RUN_SUMMARY_KEYS if k in r} for r in runs]
+        for side, runs in results.items()
+    }
+    path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+
+
+def add_runs_file_argument(parser: argparse.ArgumentParser) -> None:
+    """``--runs-file``: where :func:`alternate` saves each run's summary as it ends."""
+    parser.add_argument(
+        "--runs-file", help="save each run's summary to this JSON as it ends (kept if cut off)"
+    )
 
 
 # ----------------------------------------------------------------------------- statistics

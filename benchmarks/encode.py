@@ -309,7 +309,7 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         return common.run_worker(__file__, side, {**spec, "embeddings": str(saved)})
 
     repeats = (args.model_repeats or {}).get(name, args.repeats)
-    runs = common.alternate(["ours", "peer"], repeats, run)
+    runs = common.alternate(["ours", "peer"], repeats, run, args.runs_file, Path(name).name)
     ours = np.load(scratch / f"{Path(name).name}-ours-0.npy")
     peer = np.load(scratch / f"{Path(name).name}-peer-0.npy")
     result: dict[str, Any] = {
@@ -571,6 +571,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--token-budget", type=int, help="ours: batches of up to N padded tokens (encode())"
     )
+    common.add_runs_file_argument(parser)
     gpu.add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
@@ -586,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         common.emit_result(WORKERS[args.worker](json.loads(args.spec)))
         return 0
     gpu.check_device(args)
+    if args.model_config:  # one random-weight model; the first named gives its tokenizer
+        args.models = args.models[:1]
     common.check_environment(args.models)
     common.check_output_dir(args.output_dir)
     if args.device == "cuda" and args.ablation:

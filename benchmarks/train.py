@@ -265,7 +265,10 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
     sides += ["ours-packed"] if args.packed else []
     print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
     return common.alternate(
-        sides, args.repeats, lambda side, _: common.run_worker(__file__, side, spec)
+        sides,
+        args.repeats,
+        lambda side, _: common.run_worker(__file__, side, spec),
+        runs_file=args.runs_file,
     )
 
 
@@ -286,6 +289,7 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "ours-packed" in runs:
         summary["packed_throughput"] = metric("throughput", "ours-packed").to_dict()
         summary["packed_path"] = runs["ours-packed"][0]["packing_path"]
+    summary["ours_path"] = runs["ours"][0].get("packing_path")
     summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
     )
@@ -497,6 +501,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run ours with padding_free=True (varlen on a GPU where the backbone allows)",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
+    common.add_runs_file_argument(parser)
     gpu.add_gpu_arguments(parser)
     parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)

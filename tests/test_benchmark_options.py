@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -246,6 +247,19 @@ def test_every_output_folder_is_checked_before_the_work(
         argv = [*argv, "--output-dir", str(fake_env / "out")]
     line = refused(module.main, [*argv, flag, str(target)], capsys)
     assert line.startswith(f"error: {flag} {target}: cannot be a folder")
+
+
+def test_encode_with_a_random_model_needs_only_the_tokenizer_model(
+    fake_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The H200 call of 2026-11-27 refused the GPU encode step: its full mode lists MiniLM
+    and mpnet, and the bundle carries MiniLM's tokenizer alone."""
+    shutil.rmtree(fake_env / "models" / common.MPNET)
+    encode = load_benchmark_script("encode")
+    target = under_a_file(fake_env)
+    argv = ["--device", "cpu", "--model-config", "bert-base", "--output-dir", str(target)]
+    line = refused(encode.main, argv, capsys)  # past the model check, at the output folder
+    assert line.startswith(f"error: --output-dir {target}: cannot be a folder")
 
 
 def test_quality_teacher_checks_its_output_folder_before_training(

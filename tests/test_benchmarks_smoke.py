@@ -172,6 +172,19 @@ def test_gpu_check_takes_varlen_only_when_the_packed_run_used_it_and_was_faster(
     assert check.auto_path(train("varlen", 104.0, 100.0))["take"] == "padded"  # within 5 %
     assert check.auto_path(train("block_mask", 300.0, 100.0))["take"] == "padded"
     assert check.auto_path({"status": "failed"})["take"] is None
+    # on a GPU the train step runs no separate padded side while ``auto`` pads there
+    alone = train("varlen", 120.0, 100.0)
+    alone["summary"]["throughput"] = alone["summary"].pop("padded_throughput")
+    assert check.auto_path(alone)["take"] is None  # ours' path unknown: not taken as padded
+    alone["summary"]["ours_path"] = ["padded", "padding_free: auto pads on cuda"]
+    assert check.auto_path(alone) == {
+        "take": "varlen",
+        "ratio": 1.2,
+        "packed_path": "varlen",
+        "why": "packed (varlen) 120.0 vs padded 100.0 pairs/s",
+    }
+    alone["summary"]["ours_path"] = ["varlen", "auto took varlen"]
+    assert check.auto_path(alone)["take"] is None
     skipped = {"status": "passed", "output_tail": 'log\n{"skipped": "no GPU"}'}
     assert check.faiss_result(skipped)["status"] == "skipped"
     agreed = {"status": "passed", "output_tail": '{"agreement": 1.0, "gpu_search_seconds": 0.1}'}
