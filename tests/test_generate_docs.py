@@ -50,3 +50,11 @@ def test_check_finds_a_stale_part_and_a_run_rewrites_it(
         document.read_text(encoding="utf-8") == "<!-- part: generated -->\nnew\n<!-- end part -->\n"
     )
     assert tool.main(["--check"]) == 0
+
+
+def test_the_loss_catalogue_names_only_the_repositorys_packages(monkeypatch) -> None:
+    """A method package installed from elsewhere (a user's) gets no install hint here."""
+    tool = load_tool()
+    assert tool.loss_packages()["smooth_k2"] == "sts-regression"
+    monkeypatch.setattr(tool, "repository_packages", lambda: {"sts-bsc"})
+    assert tool.loss_packages() == {"bsc": "sts-bsc"}

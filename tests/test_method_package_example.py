@@ -5,6 +5,7 @@ for 2 steps by ``sts-launch marginmse`` and found as a row of ``benchmarks/quali
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -111,8 +112,15 @@ def test_the_quality_benchmark_finds_the_examples_row(
     assert "| ours: margin MSE |" in (tmp_path / "quality_smoke.md").read_text(encoding="utf-8")
 
 
+# run in the scratch copy (its tests/ and tools/ first on the path), the example installed
 FIND_EVERYWHERE = """
 import json
+import sys
+
+sys.path[:0] = ["tests", "tools"]
+import generate_docs
+import launch_support
+import mutation
 from sts_core.launch import not_found
 from sts_core.losses.registry import LOSSES, load_installed_losses
 from sts_core.training.help import options_reference
@@ -126,16 +134,81 @@ print(json.dumps({
     "options": options_reference(list(load_methods().values())),
     "rows": sorted(quality_rows()),
     "launch": not_found("nomethod"),
+    "launch_tests": launch_support.TINY_RECIPE_SETTINGS.get("marginmse"),
+    "mutation": list(mutation.PACKAGES),
+    "generated": generate_docs.main([]),
+    "current": generate_docs.main(["--check"]),
 }))
 """
 
+# what a method inside the repository adds beside the README's three files
+TRAIN_SCRIPT = 'from sts_marginmse import main\n\nif __name__ == "__main__":\n    main()\n'
+MAIN = "\nfrom sts_core.training import command\n\nmain = command(METHOD)\n"
+REPOSITORY_TABLE = '\n[tool.sts-repository]\ntiny_recipe = { loss = "margin_mse" }\n'
+# the workspace lists of the root pyproject.toml: (after this line, add this one)
+WORKSPACE_LISTS = [
+    ('    "sts-sifter[spacy,stanza]",\n', '    "sts-marginmse",\n'),
+    ("sts-sifter = { workspace = true }\n", "sts-marginmse = { workspace = true }\n"),
+    ('"sts_bsc", "sts_sifter"', '"sts_bsc", "sts_sifter", "sts_marginmse"'),
+]
 
-def test_every_list_of_methods_finds_the_installed_example(installed: Path) -> None:
-    """Its folder alone puts it in the method list sts-train and sts-launch read, the loss
-    registry, the options reference and the quality rows."""
+
+def repository_files() -> list[str]:
+    """The repository's files as a fresh clone has them, with this checkout's edits: tracked
+    and untracked, less what git ignores."""
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the scratch copy takes the files git lists")
+    listed = subprocess.run(
+        [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return [path for path in listed.split("\0") if path and (REPO / path).is_file()]
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+def add_example_method(root: Path) -> None:
+    """The example as a method of the repository: its folder and the root's workspace lists."""
+    folder = root / "packages" / "marginmse"
+    for path, text in example_files().items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        extra = {"pyproject.toml": REPOSITORY_TABLE, "src/sts_marginmse/__init__.py": MAIN}
+        target.write_text(text + extra.get(path, ""), encoding="utf-8")
+    (folder / "train.py").write_text(TRAIN_SCRIPT, encoding="utf-8")
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    for after, line in WORKSPACE_LISTS:
+        assert text.count(after) == 1, f"the root pyproject.toml no longer has {after!r}"
+        text = text.replace(after, after + line if line.endswith("\n") else line)
+    pyproject.write_text(text, encoding="utf-8")
+
+
+def test_a_method_added_in_a_scratch_copy_of_the_repository_is_in_every_list(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Its folder and the workspace lists alone put it in the method list sts-train and
+    sts-launch read, the loss registry, the options reference, the quality rows, the launch
+    tests' recipes and the mutation tool's packages; the generator then rewrites only the
+    generated parts (the docs' tables, the catalogue of loss packages)."""
+    root = tmp_path / "repository"
+    for path in repository_files():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / path, root / path)
+    add_example_method(root)
+    added = file_digests(root)
     result = subprocess.run(
         [sys.executable, "-c", FIND_EVERYWHERE],
-        cwd=REPO,
+        cwd=root,
         env=with_example(installed),
         capture_output=True,
         text=True,
@@ -149,3 +222,14 @@ def test_every_list_of_methods_finds_the_installed_example(installed: Path) -> N
     assert "| `margin` | 0.1 | m of the margin MSE. |" in found["options"]
     assert "ours-margin_mse" in found["rows"]
     assert "marginmse" in found["launch"]
+    assert found["launch_tests"] == {"loss": "margin_mse"}
+    assert "marginmse" in found["mutation"]
+    assert (found["generated"], found["current"]) == (0, 0)
+    # the generator rewrote its three parts and nothing else
+    after = file_digests(root)
+    generated = {p for p in after if added.get(p) != after[p]}
+    catalogue = "shared/src/sts_core/losses/catalogue.py"
+    assert generated == {"docs/methods.md", "docs/options.md", catalogue}
+    assert '"margin_mse": "sts-marginmse",' in (root / catalogue).read_text(encoding="utf-8")
+    table = (root / "docs" / "methods.md").read_text(encoding="utf-8")
+    assert "| `marginmse` | Margin MSE (an example) | `margin_mse` |" in table

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from sts_core.losses.catalogue import LOSS_PACKAGES
+
 
 class EmbeddingLoss(nn.Module, ABC):
     """Base class of registered losses.
@@ -202,22 +204,6 @@ def register_loss(name: str) -> Callable[[type[EmbeddingLoss]], type[EmbeddingLo
 
 
 ENTRY_POINT_GROUP = "sts_core.methods"  # a method's declaration imports its losses
-
-#: the losses of this project's method packages and the distribution that registers each
-#: (entry-point group ``sts_core.methods``), so a recipe naming one of an absent package
-#: says what to install
-LOSS_PACKAGES = {
-    "bsc": "sts-bsc",
-    "contrastive": "sts-cosent",
-    "cosent": "sts-cosent",
-    "pearson": "sts-pcctuning",
-    "l1": "sts-regression",
-    "mse": "sts-regression",
-    "smooth_k2": "sts-regression",
-    "translated_relu": "sts-regression",
-    "sifter": "sts-sifter",
-    "simcse": "sts-sifter",
-}
 
 
 @dataclass(frozen=True)
