@@ -9,11 +9,11 @@ import torch
 
 from sts_core.cross_encoder import PairCrossCollator
 from sts_core.saving import staged_contents
-from sts_core.training import RunTrainer
+from sts_core.training import AnyModelTrainer
 from sts_cosent.loss import CITATION, cosent_loss, has_no_ordered_pair
 
 
-class CoSENTCrossEncoderTrainer(RunTrainer):
+class CoSENTCrossEncoderTrainer(AnyModelTrainer):
     """Interaction model (eq. 11): CoSENT on a cross-encoder's scores f(i, j).
 
     The model is ``AutoModelForSequenceClassification`` with one output over the

@@ -12,9 +12,10 @@ from sts_core.training.config import (
 from sts_core.training.encoder_setup import build_encoder
 from sts_core.training.parser import ConfigError, ConfigParser, read_recipe
 from sts_core.training.run import TrainingRun, cli_main, command, run_stages
-from sts_core.training.trainer import BaseTrainer, RunTrainer, trainer_class
+from sts_core.training.trainer import AnyModelTrainer, BaseTrainer, trainer_class
 
 __all__ = [
+    "AnyModelTrainer",
     "BaseConfig",
     "BaseTrainer",
     "ConfigError",
@@ -23,7 +24,6 @@ __all__ = [
     "GatherOptions",
     "InfoNCEOptions",
     "ModelArguments",
-    "RunTrainer",
     "SentenceCollator",
     "SoftmaxHeadOptions",
     "TrainingRun",

@@ -92,7 +92,7 @@ def _check_trusted(path: Path) -> None:
 
 
 class Checkpoints(Trainer):
-    """Checkpoints and resume for :class:`~sts_core.training.trainer.RunTrainer` (a
+    """Checkpoints and resume for :class:`~sts_core.training.trainer.AnyModelTrainer` (a
     ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``,
     ``_epoch_batches`` and ``_dataset_batches``)."""
 

@@ -1,11 +1,12 @@
-"""The Trainers of a run: ``RunTrainer`` (any model) and ``BaseTrainer`` (a
-``SentenceEncoder`` with the method's registered loss).
+"""The Trainers of a run: ``AnyModelTrainer`` (any model) and ``BaseTrainer`` (a
+``SentenceEncoder`` with the method's registered loss: the base of the methods' Trainers,
+``<Method>Trainer(BaseTrainer)``, as the design names it).
 
 The loss, the model and the data checks come from the run's method
 (:class:`sts_core.method.Method`, which the run hands to the Trainer: ``method=``; the
 core's cosine-MSE method when none is given); a Trainer
 subclass changes only the training loop (e.g. :meth:`BaseTrainer.build_epoch_batches`), or
-trains another kind of model (a ``RunTrainer`` subclass with its own ``compute_loss``).
+trains another kind of model (an ``AnyModelTrainer`` subclass with its own ``compute_loss``).
 Evaluation runs the dev evaluator (Spearman on STS-B dev by default) so
 ``metric_for_best_model`` and ``load_best_model_at_end`` work unchanged; checkpoints are
 atomic (:mod:`.checkpoints`); ``BaseTrainer`` saves through
@@ -131,7 +132,7 @@ def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
         )
 
 
-class RunTrainer(Checkpoints, EpochBatches, Evaluating):
+class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
     """The Trainer of a run, for any model: the method (``method``), the dev
     evaluator, atomic checkpoints and resume, weight averaging, the divergence guard, the
     count of batches that gave the loss nothing, parameter groups and the model card. A
@@ -305,11 +306,11 @@ class RunTrainer(Checkpoints, EpochBatches, Evaluating):
         )
 
 
-class BaseTrainer(RunTrainer):
+class BaseTrainer(AnyModelTrainer):
     """Trainer for a ``SentenceEncoder`` with the method's registered loss over the
     embeddings (the core's method: cosine MSE on pairs); saving goes through
     ``SentenceEncoder.save_pretrained``, so every checkpoint loads with ``AutoModel``,
-    ``SentenceEncoder`` and ``SentenceTransformer``. Arguments as :class:`RunTrainer`'s.
+    ``SentenceEncoder`` and ``SentenceTransformer``. Arguments as :class:`AnyModelTrainer`'s.
     """
 
     def __init__(
@@ -544,7 +545,7 @@ class BaseTrainer(RunTrainer):
         self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
 
 
-def trainer_class(method: Any, config: Any) -> type[RunTrainer]:
+def trainer_class(method: Any, config: Any) -> type[AnyModelTrainer]:
     """The Trainer class of a run of ``method`` under ``config``: the method's
     (:meth:`~sts_core.method.Method.trainer_for`), else :class:`BaseTrainer`."""
     return method.trainer_for(config) or BaseTrainer
