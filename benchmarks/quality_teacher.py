@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from quality_search import TEACHER_COST_FILE, Scorer
+    from grid_search.report import TEACHER_COST_FILE
+    from grid_search.search import Scorer
 
     from sts_core.training.method_registry import quality_rows
 

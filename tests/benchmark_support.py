@@ -23,3 +23,13 @@ def load_benchmark_script(name: str) -> ModuleType:
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
     return module
+
+
+def load_benchmark_module(name: str) -> ModuleType:
+    """A module of a package under ``benchmarks/`` by its dotted name (``grid_search.cells``),
+    imported with ``benchmarks/`` on the path (its ``_common`` and siblings beside it)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))

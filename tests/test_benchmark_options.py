@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from benchmark_support import REPO, load_benchmark_script
+from benchmark_support import REPO, load_benchmark_module, load_benchmark_script
 
 
 def scripts_common() -> ModuleType:
@@ -59,6 +59,16 @@ def refused(main, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.fixture(scope="module")
 def search():
     return load_benchmark_script("quality_search")
+
+
+@pytest.fixture(scope="module")
+def cells():
+    return load_benchmark_module("grid_search.cells")
+
+
+@pytest.fixture(scope="module")
+def training():
+    return load_benchmark_module("grid_search.search")
 
 
 def search_args(*settings: str, methods: tuple[str, ...] = ("ours-cosine_mse",)) -> list[str]:
@@ -137,7 +147,7 @@ def test_set_values_are_checked_together_and_the_error_names_its_own(
     assert str(error.value).startswith("--set weight_decay=-1: weight_decay must be ")
 
 
-def test_our_cells_train_with_the_values_the_checks_read(search, monkeypatch) -> None:
+def test_our_cells_train_with_the_values_the_checks_read(search, training, monkeypatch) -> None:
     """A ``--set`` that passed is given to the cell's training in its field's type, the
     value the checks read (the int ``2`` for ``2.0``, not JSON's float)."""
     args = search.parse_args(search_args("weight_averaging=uniform", "weight_averaging_every=2.0"))
@@ -147,11 +157,11 @@ def test_our_cells_train_with_the_values_the_checks_read(search, monkeypatch) ->
         given.append((method.name, row.name, extra))
         return lambda recipe, seed, data: f"trained on {data}"
 
-    monkeypatch.setattr(search.quality, "train_ours", train_ours)
-    trainer = search.Trainer.__new__(search.Trainer)
+    monkeypatch.setattr(training.quality, "train_ours", train_ours)
+    trainer = training.Trainer.__new__(training.Trainer)
     trainer.args, trainer.data, trainer.unit_data = args, "pairs", "unit pairs"
     monkeypatch.setattr(trainer, "recipe", lambda cell: None)
-    cell = search.grid_cells(args, "ours-cosine_mse", [0])[0][0]
+    cell = training.grid_cells(args, "ours-cosine_mse", [0])[0][0]
     assert trainer.train(cell) == "trained on unit pairs"  # the row's labels on 0–1
     ((method, row, extra),) = given
     assert (method, row) == ("cosent", "cosine_mse")
@@ -340,15 +350,15 @@ def test_recipes_refuses_an_input_inside_a_folder_its_runs_empty(
 
 
 def test_the_cells_file_is_written_without_replacing_a_file_beside_it(
-    search, tmp_path: Path
+    cells, tmp_path: Path
 ) -> None:
     """The cells file was written through ``<name>.tmp``: a user's file of that name was
     replaced, then moved onto the cells file (gone)."""
     neighbour = tmp_path / "cells.tmp"
     neighbour.write_text("the user's notes", encoding="utf-8")
-    store = search.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    cell = search.Cell("ours-a", (), 1.0, 4e-5, 0)
-    store.cells[cell.key] = {**search.describe(cell), "dev": 88.0}
+    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    cell = cells.Cell("ours-a", (), 1.0, 4e-5, 0)
+    store.cells[cell.key] = {**cells.describe(cell), "dev": 88.0}
     store.save(cell.key)
     assert neighbour.read_text(encoding="utf-8") == "the user's notes"
     saved = json.loads((tmp_path / "cells.json").read_text(encoding="utf-8"))["cells"]

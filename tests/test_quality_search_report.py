@@ -10,9 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from benchmark_support import load_benchmark_script
+from benchmark_support import load_benchmark_module, load_benchmark_script
 
-search = load_benchmark_script("quality_search")
+search = load_benchmark_script("quality_search")  # the command line
+cells = load_benchmark_module("grid_search.cells")
+training = load_benchmark_module("grid_search.search")
+report = load_benchmark_module("grid_search.report")
+levers = load_benchmark_module("grid_search.levers")
 
 
 def recipe(method: str, settings: dict, seconds: list[float], steps: int, avg: list[float]):
@@ -36,20 +40,20 @@ def recipe(method: str, settings: dict, seconds: list[float], steps: int, avg: l
 def test_a_recipe_costs_its_teacher_once_and_each_model(tmp_path: Path, monkeypatch) -> None:
     teacher = tmp_path / "teacher"
     teacher.mkdir()
-    (teacher / search.TEACHER_COST_FILE).write_text(json.dumps({"train_seconds": 1000.0}))
+    (teacher / report.TEACHER_COST_FILE).write_text(json.dumps({"train_seconds": 1000.0}))
     monkeypatch.setenv("STS_MODELS_DIR", str(tmp_path))
     row = recipe("ours-x", {"teacher_model": "teacher"}, [100.0, 110.0, 120.0], 338, [81, 81, 81])
-    assert search.cost_cells(row) == ["1,110", "338", "1,002"]  # 1000 + mean(100, 110, 120)
-    assert search.cost_cells(row, models=3)[0] == "1,330"  # the soup: teacher + 3 models
+    assert report.cost_cells(row) == ["1,110", "338", "1,002"]  # 1000 + mean(100, 110, 120)
+    assert report.cost_cells(row, models=3)[0] == "1,330"  # the soup: teacher + 3 models
     released = tmp_path / "released"
     released.mkdir()
     (released / "config.json").write_text("{}")
     row["settings"] = {"teacher_model": "released"}
-    assert search.cost_cells(row)[0] == "110"  # a teacher used as released: no training
+    assert report.cost_cells(row)[0] == "110"  # a teacher used as released: no training
     row["settings"] = {"teacher_model": "gone"}
-    assert search.cost_cells(row)[0] == "–"  # unknown: not a number
+    assert report.cost_cells(row)[0] == "–"  # unknown: not a number
     row["cost"] = {0: {"train_seconds": 99.0}}  # a cell from before the cost was recorded
-    assert search.cost_cells(row) == ["–", "–", "–"]
+    assert report.cost_cells(row) == ["–", "–", "–"]
 
 
 def test_the_headline_compares_our_pick_with_every_peer_row() -> None:
@@ -58,10 +62,10 @@ def test_the_headline_compares_our_pick_with_every_peer_row() -> None:
         "st-cosine": recipe("st-cosine", {}, [1.0, 1.0], 1, [80.9, 80.7]),
         "st-embed-distill": recipe("st-embed-distill", {}, [1.0], 1, [81.2]),
     }
-    lines = "\n".join(search.headline(best, {}))
+    lines = "\n".join(report.headline(best, {}))
     assert "| +0.70 |" in lines  # 81.5 − mean(80.9, 80.7)
     assert "| +0.30 |" in lines  # 81.5 − 81.2
-    strongest = search.SEARCH_METHODS["st-embed-distill"].label
+    strongest = cells.SEARCH_METHODS["st-embed-distill"].label
     assert f"strongest peer row ({strongest}) on the 7-task Avg.: +0.30" in lines
     assert "target ≥ +0.50: not reached" in lines
 
@@ -77,22 +81,22 @@ def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path:
     teacher.mkdir()
     (teacher / "config.json").write_text("{}")
     (teacher / "model.safetensors").write_bytes(b"first weights")
-    cell = search.Cell("st-cosine", (("teacher_model", str(teacher)),), 1.0, 4e-5, 0)
-    record = search.describe(cell)
+    cell = cells.Cell("st-cosine", (("teacher_model", str(teacher)),), 1.0, 4e-5, 0)
+    record = cells.describe(cell)
     first_id = record["teacher_id"]
     assert len(first_id) == 12
-    search.check_cell_teacher(tmp_path / "cells.json", cell.key, record)  # the same weights: kept
-    search._TEACHER_IDS.clear()
+    cells.check_cell_teacher(tmp_path / "cells.json", cell.key, record)  # the same weights: kept
+    cells._TEACHER_IDS.clear()
     (teacher / "model.safetensors").write_bytes(b"other weights")  # retrained, same folder
     with pytest.raises(search.common.BenchmarkError, match="st-cosine.*give the new teacher"):
-        search.check_cell_teacher(tmp_path / "cells.json", cell.key, record)
+        cells.check_cell_teacher(tmp_path / "cells.json", cell.key, record)
     legacy = {k: v for k, v in record.items() if k != "teacher_id"}  # before ids were kept
     with pytest.raises(search.common.BenchmarkError, match=r"\(not recorded\)"):
-        search.check_cell_teacher(tmp_path / "cells.json", cell.key, legacy)
-    assert search.teacher_id(str(teacher)) != first_id
-    plain = search.Cell("st-cosine", (), 1.0, 4e-5, 0)
-    no_teacher = search.describe(plain)
-    search.check_cell_teacher(tmp_path / "cells.json", plain.key, no_teacher)
+        cells.check_cell_teacher(tmp_path / "cells.json", cell.key, legacy)
+    assert cells.teacher_id(str(teacher)) != first_id
+    plain = cells.Cell("st-cosine", (), 1.0, 4e-5, 0)
+    no_teacher = cells.describe(plain)
+    cells.check_cell_teacher(tmp_path / "cells.json", plain.key, no_teacher)
 
 
 def test_our_rows_with_a_teacher_the_peer_was_not_given_are_not_the_pick() -> None:
@@ -104,13 +108,13 @@ def test_our_rows_with_a_teacher_the_peer_was_not_given_are_not_the_pick() -> No
         "ours-b": recipe("ours-b", {}, [1.0], 1, [81.4]),
         "st-cosine": recipe("st-cosine", {}, [1.0], 1, [80.9]),
     }
-    lines = "\n".join(search.headline(best, {}))
+    lines = "\n".join(report.headline(best, {}))
     assert "- ours: ours-b" in lines and "| +0.50 |" in lines  # 81.4 − 80.9
     assert "not candidates: our rows with a teacher no peer row was given (`old-teacher`)" in lines
     given = recipe("st-cosine", {"teacher_model": "old-teacher"}, [1.0], 1, [82.0])
     given["variant"] = "st-cosine [teacher_model=old-teacher]"
     best[given["variant"]] = given  # now the peer has it too: our teacher row is the pick
-    lines = "\n".join(search.headline(best, {}))
+    lines = "\n".join(report.headline(best, {}))
     assert "- ours: ours-a [teacher_model=old-teacher]" in lines
     assert "on the 7-task Avg.: +1.00" in lines and "not candidates" not in lines
 
@@ -120,16 +124,16 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
     off = recipe("st-cosine", {}, [1.0, 1.0, 1.0], 1, [80.0, 80.5, 80.9])
     recipes = {"ours-a | epochs 1 | lr 4e-05": on, "st-cosine | epochs 1 | lr 4e-05": off}
     soups = {"ours-a | epochs 1 | lr 4e-05": {"test": {"avg": 81.5}}}
-    levers = (
-        search.Lever("loss", "ours-a | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
-        search.Lever("soup", "ours-a | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05", True),
-        search.Lever("absent", "ours-z | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
-        search.Lever(
+    made_up = (
+        levers.Lever("loss", "ours-a | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
+        levers.Lever("soup", "ours-a | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05", True),
+        levers.Lever("absent", "ours-z | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
+        levers.Lever(
             "no soup", "st-cosine | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05", True
         ),
     )
-    monkeypatch.setattr(search, "LEVERS", levers)
-    rows = {line.split(" | ")[0][2:]: line for line in search.lever_lines(recipes, soups)[4:-1]}
+    monkeypatch.setattr(levers, "LEVERS", made_up)
+    rows = {line.split(" | ")[0][2:]: line for line in report.lever_lines(recipes, soups)[4:-1]}
     assert rows["loss"].endswith("| 80.47 ± 0.45 (3) | +0.73 |")  # 81.2 − mean(80, 80.5, 80.9)
     assert "| 81.20 ± 0.28 (2) |" in rows["loss"]
     assert rows["soup"].endswith("| +0.30 |")  # the soup 81.5 − its runs' mean 81.2
@@ -139,11 +143,11 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
 
 
 def test_every_lever_names_recipes_the_search_can_train() -> None:
-    for lever in search.LEVERS:
+    for lever in levers.LEVERS:
         for key in (lever.on, lever.off):
             variant, epochs, lr = key.split(" | ")
             method = variant.partition(" [")[0]
-            assert method in search.SEARCH_METHODS, key
+            assert method in cells.SEARCH_METHODS, key
             assert epochs.startswith("epochs ") and lr.startswith("lr "), key
 
 
@@ -169,32 +173,32 @@ def test_two_stages_train_the_first_loss_then_the_row_from_its_saved_weights(
         calls.append(("second", Path(recipe.model, "saved").read_text(), recipe.epochs, seed))
         return Trained(20)
 
-    base = search.quality.Recipe("base-model", 4e-5, "mean", 16, 2.0, -1, None)
-    encoder = search.two_stages(first, 1.0, second, base, 3, "pairs")
+    base = training.quality.Recipe("base-model", 4e-5, "mean", 16, 2.0, -1, None)
+    encoder = training.two_stages(first, 1.0, second, base, 3, "pairs")
     assert calls == [("first", "base-model", 1.0, 3, "pairs"), ("second", "stage 1", 2.0, 3)]
     assert encoder.trained_steps == 30
 
 
 def test_a_first_stage_needs_its_loss_and_epochs() -> None:
     values = {"stage1_loss": "cosine_mse", "stage1_epochs": 1, "teacher_weight": 1}
-    assert search.first_stage(values) == ({"loss": "cosine_mse"}, 1.0)
+    assert cells.first_stage(values) == ({"loss": "cosine_mse"}, 1.0)
     assert values == {"teacher_weight": 1}  # the stage's keys are no config fields
-    assert search.first_stage({"loss_weights": {}}) is None
+    assert cells.first_stage({"loss_weights": {}}) is None
     for half in ({"stage1_loss": "cosine_mse"}, {"stage1_epochs": 1}):
         with pytest.raises(search.common.BenchmarkError, match="needs both"):
-            search.first_stage(dict(half))
+            cells.first_stage(dict(half))
     with pytest.raises(search.common.BenchmarkError, match="epochs > 0"):
-        search.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
+        cells.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
 
 
 def measuring_search(tmp_path: Path, stored_dev: float, new_dev: float):
     """A search whose store holds one cell without cost (dev ``stored_dev``) and whose second
     training of it scores ``new_dev`` (no model: training, loading and scoring replaced)."""
-    cell = search.Cell("ours-a", (), 1.0, 4e-5, 0)
-    store = search.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    store.cells[cell.key] = {**search.describe(cell), "dev": stored_dev}
+    cell = cells.Cell("ours-a", (), 1.0, 4e-5, 0)
+    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    store.cells[cell.key] = {**cells.describe(cell), "dev": stored_dev}
     store.save(cell.key)
-    measuring = search.Search.__new__(search.Search)
+    measuring = training.Search.__new__(training.Search)
     measuring.args, measuring.store = SimpleNamespace(measure_cost=True), store
     cost = {"train_seconds": 12.5, "steps": 338, "peak_rss_mb": 1700.0}
     measuring.train_into = lambda cell, path: {**cost, "teacher": None}
@@ -235,8 +239,8 @@ def test_rows_of_a_teacher_recorded_without_its_id_get_a_table_of_their_own() ->
         "ours-a [now] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [now]", teacher_id="3be2"),
         "ours-a [gone] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [gone]"),
     }
-    recipes = search.recipe_rows(cells)
+    recipes = report.recipe_rows(cells)
     assert recipes["ours-a [now] | epochs 1 | lr 4e-05"]["settings"] == {"teacher_model": "now"}
-    known, unidentified = search.split_unidentified(recipes)
+    known, unidentified = report.split_unidentified(recipes)
     assert sorted(known) == ["ours-a [now] | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05"]
     assert sorted(unidentified) == ["ours-a [gone] | epochs 1 | lr 4e-05"]

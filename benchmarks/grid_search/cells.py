@@ -1,0 +1,333 @@
+"""The search's cells: one trained model each (a method with our ``--set`` settings, a
+recipe, a seed), the ``--set`` settings checked as a recipe's, the store of the trained cells
+(a JSON file and the weights) and the teacher id each cell records."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import quality
+
+from sts_core.training.parser import ConfigParser
+
+SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
+
+
+#: the peer's embedding distillation from the teacher (``--set teacher_model=…``): the distinct
+#: training sentences with the teacher's embeddings (``peer_teacher.embedding_targets``)
+DISTILL_METHODS = {
+    "st-embed-distill": quality.Method(
+        "sentence-transformers EmbedDistillLoss (cosine, on the teacher's embeddings)", None
+    ),
+    "st-mse-distill": quality.Method(
+        "sentence-transformers EmbedDistillLoss (mse: MSELoss's metric, on the teacher's "
+        "embeddings)",
+        None,
+    ),
+}
+
+
+DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
+
+
+SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One trained model: a method (with our extra settings), a recipe, a seed."""
+
+    method: str
+    settings: tuple[tuple[str, str], ...]
+    epochs: float
+    learning_rate: float
+    seed: int
+
+    @property
+    def variant(self) -> str:
+        """The method's name in the tables: its key and the extra settings."""
+        extras = ", ".join(f"{key}={value}" for key, value in self.settings)
+        return f"{self.method} [{extras}]" if extras else self.method
+
+    @property
+    def recipe_key(self) -> str:
+        return f"{self.variant} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.recipe_key} | seed {self.seed}"
+
+    def file_name(self) -> str:
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in self.key) + ".pt"
+
+
+def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` options, checked for form (:func:`check_settings` checks the values)."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise common.BenchmarkError(f"--set {pair!r}: expected KEY=VALUE")
+        if key.strip() in settings:
+            raise common.BenchmarkError(f"--set {key.strip()}: given twice")
+        settings[key.strip()] = value.strip()
+    return tuple(sorted(settings.items()))
+
+
+def config_values(settings: tuple[tuple[str, str], ...], parser: Any = None) -> dict[str, Any]:
+    """``--set`` values as config fields: a model name under STS_MODELS_DIR for
+    ``teacher_model``, else JSON where it parses (numbers, mappings), else the text. With
+    ``parser`` (a method's ``ConfigParser``) a field's value is its field's type read from the
+    text, as a flag's is (a mapping, list or null stays JSON): ConfigError when it cannot be."""
+    values: dict[str, Any] = {}
+    for key, text in settings:
+        if key == "teacher_model":
+            values[key] = str(common.model_path(text))
+            continue
+        try:
+            values[key] = json.loads(text)
+        except ValueError:
+            values[key] = text
+        if parser is not None and key not in STAGE_KEYS:
+            kept = values[key] is None or isinstance(values[key], dict | list)
+            values[key] = values[key] if kept else text
+    if parser is None:
+        return values
+    stages = {key: values.pop(key) for key in STAGE_KEYS if key in values}
+    return {**parser.coerce_values(values, "--set"), **stages}
+
+
+#: the flags that set the fields of the search's budget a ``--set`` may not change
+BUDGET_FLAGS = {
+    "learning_rate": "--learning-rate",
+    "num_train_epochs": "--epochs",
+    "seed": "--seeds",
+    "per_device_train_batch_size": "--batch-size",
+}
+
+
+def budget_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields the search gives every row of ours (``quality.train_ours``), for
+    the grid's first recipe and seed (a placeholder for each cell's scratch folder)."""
+    recipe = quality.Recipe(
+        args.model, args.learning_rate[0], "mean", args.batch_size, args.epochs[0],
+        args.max_steps, None,
+    )  # fmt: skip
+    arguments = quality.training_arguments(recipe, args.seeds[0], "(a scratch folder)")
+    return {**arguments, "load_best_model_at_end": False}
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """Every ``--set KEY=VALUE`` through the checks a recipe gets from the parser of each
+    method our rows train (:meth:`ConfigParser.parse_values`): each key known (else the
+    closest names) and its value of its field's type, then all of them together over the
+    row's own settings and the search's budget (ranges, names, what needs what; a first
+    stage's loss among the method's), before any data loads: BenchmarkError naming the
+    ``--set KEY=VALUE`` the problem is of. A field the search does not pass on (its budget's,
+    the model's, the data's) is refused once its value passed."""
+    from sts_core.training.method_registry import CORE_METHOD, quality_rows
+
+    if not args.settings:
+        return
+    rows = quality_rows()
+    ours = [rows[m] for m in args.methods if m.startswith("ours-")]
+    for method, row in ours or [(CORE_METHOD, None)]:  # the peer's teacher keys: the core's
+        check_method_settings(args, method, row.settings if row else {})
+
+
+def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, Any]) -> None:
+    """:func:`check_settings` for one method, its row's settings ``row``."""
+    parser = ConfigParser.for_method(method)
+    values = _settings_values(args.settings, parser)
+    first = first_stage(values)  # the stage's keys taken out of the config fields
+    given = [(key, text) for key, text in args.settings if key in values]
+    for key, text in given:
+        _refuse([(key, text)], parser.check_keys, {key: values[key]}, "--set")
+    budget = budget_values(args)
+    base = {**budget, **row, "model_name_or_path": args.model}
+    _refuse(given, parser.parse_values, {**base, **values}, "--set")
+    for key, text in given:
+        _refuse_unpassed(key, f"--set {key}={text}", budget)
+    if first is not None:  # the first stage's loss: one of the method's
+        stage = [(key, text) for key, text in args.settings if key == "stage1_loss"]
+        _refuse(stage, parser.parse_values, {**base, **values, **first[0]}, "--set")
+
+
+def _settings_values(settings: tuple[tuple[str, str], ...], parser: Any) -> dict[str, Any]:
+    """:func:`config_values` with the failure of each value named by its ``--set``."""
+    for key, text in settings:  # one at a time, so that the error names it
+        _refuse([(key, text)], config_values, ((key, text),), parser)
+    return config_values(settings, parser)
+
+
+def _refuse(pairs: list[tuple[str, str]], check: Any, *arguments: Any) -> None:
+    """``check(*arguments)``; its ConfigError (or BenchmarkError) as a BenchmarkError naming
+    each ``--set KEY=VALUE`` of ``pairs`` whose key its message names (all when none is)."""
+    import re
+
+    from sts_core.training.parser import ConfigError
+
+    try:
+        check(*arguments)
+    except (ConfigError, common.BenchmarkError) as error:
+        problem = str(error).removeprefix("--set: ")
+        named = [(k, t) for k, t in pairs if re.search(rf"\b{re.escape(k)}\b", problem)]
+        shown = " ".join(f"--set {key}={text}" for key, text in named or pairs)
+        raise common.BenchmarkError(f"{shown}: {problem}") from error
+
+
+def _refuse_unpassed(key: str, source: str, budget: dict[str, Any]) -> None:
+    """BenchmarkError for a ``--set`` of a field the search sets itself or does not pass on
+    (``quality.train_ours`` gives the model and the data their own arguments)."""
+    from dataclasses import fields
+
+    from sts_core.training import DataArguments, ModelArguments
+
+    if key in budget:
+        flag = BUDGET_FLAGS.get(key)
+        where = f"with {flag}" if flag else f"to {budget[key]!r} for every row"
+        raise common.BenchmarkError(f"{source}: the search sets {key} itself ({where})")
+    if key in {f.name for f in fields(ModelArguments)}:
+        raise common.BenchmarkError(
+            f"{source}: a model option: the search trains and scores every row with the "
+            "model's own (mean pooling, its max length)"
+        )
+    if key in {f.name for f in fields(DataArguments)}:
+        raise common.BenchmarkError(
+            f"{source}: a data option: every row trains on the search's data (filtered "
+            "STS-B + SICK-R)"
+        )
+
+
+#: Pcc-tuning's schedule on the search's own data (``--set stage1_loss=cosine_mse --set
+#: stage1_epochs=1``): a first stage with another loss of the method, then the row's loss from
+#: the first stage's weights (the paper's stage 1 is contrastive on NLI, data the peer is not
+#: given; here both stages train on the same pairs, the teacher's where it is set)
+STAGE_KEYS = ("stage1_loss", "stage1_epochs")
+
+
+def first_stage(values: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
+    """Take ``stage1_loss`` / ``stage1_epochs`` out of the config fields: the first stage's
+    own fields (its loss) and epochs, or None without them."""
+    loss, epochs = values.pop("stage1_loss", None), values.pop("stage1_epochs", None)
+    if loss is None and epochs is None:
+        return None
+    if loss is None or not isinstance(epochs, (int, float)) or epochs <= 0:
+        raise common.BenchmarkError(
+            f"--set stage1_loss={loss} --set stage1_epochs={epochs}: a first stage needs "
+            "both, a loss of the method and a number of epochs > 0"
+        )
+    return {"loss": loss}, float(epochs)
+
+
+class CellStore:
+    """The cells trained so far (JSON, rewritten after each) and their weights."""
+
+    def __init__(self, path: Path, weights_dir: Path) -> None:
+        self.path, self.weights_dir = path, weights_dir
+        self.cells: dict[str, dict[str, Any]] = {}
+        if path.is_file():
+            try:
+                self.cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise common.BenchmarkError(
+                    f"{path}: not a cells file of this script ({error})"
+                ) from error
+        weights_dir.mkdir(parents=True, exist_ok=True)
+
+    def save(self, key: str) -> None:
+        """Write cell ``key`` into the file: read again under a lock and merged, so two
+        searches may share one cells file."""
+        import fcntl
+
+        with open(self.path.with_name(f".{self.path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            on_disk = self.read() if self.path.is_file() else {}
+            on_disk[key] = self.cells[key]
+            self.cells = on_disk
+            text = json.dumps({"cells": on_disk}, indent=1) + "\n"
+            handle, tmp = tempfile.mkstemp(  # a name of its own: no file beside it replaced
+                prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+            )
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(text)
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)  # this write's own file, never the store
+                raise
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))["cells"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise common.BenchmarkError(
+                f"{self.path}: not a cells file of this script ({error})"
+            ) from error
+
+    def weights_path(self, cell: Cell) -> Path:
+        return self.weights_dir / cell.file_name()
+
+
+def describe(cell: Cell) -> dict[str, Any]:
+    described = {
+        "method": cell.method,
+        "variant": cell.variant,
+        "settings": dict(cell.settings),
+        "epochs": cell.epochs,
+        "learning_rate": cell.learning_rate,
+        "seed": cell.seed,
+    }
+    teacher = dict(cell.settings).get("teacher_model")
+    if teacher:
+        described["teacher_id"] = teacher_id(teacher)
+    return described
+
+
+_TEACHER_IDS: dict[str, str] = {}
+
+
+def teacher_id(name: str) -> str:
+    """The content id of a teacher folder: SHA-256 over its weight files (``*.safetensors``,
+    ``*.bin``, sorted by path), first 12 hex digits. A cell records the id of the teacher it
+    was trained with, so a folder retrained under the same name cannot pass off old cells."""
+    if name not in _TEACHER_IDS:
+        folder = common.model_path(name)
+        files = sorted(p for p in folder.rglob("*") if p.suffix in (".safetensors", ".bin"))
+        if not files:
+            raise common.BenchmarkError(f"teacher {name!r}: no weight files in {folder}")
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(str(path.relative_to(folder)).encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        _TEACHER_IDS[name] = digest.hexdigest()[:12]
+    return _TEACHER_IDS[name]
+
+
+def check_cell_teacher(store_path: Path, key: str, record: dict[str, Any]) -> None:
+    """Refuse a stored cell whose teacher folder now holds other weights than it was trained
+    with (or whose record predates teacher ids while the folder exists)."""
+    name = record.get("settings", {}).get("teacher_model")
+    if not name:
+        return
+    recorded, current = record.get("teacher_id"), teacher_id(name)
+    if recorded != current:
+        raise common.BenchmarkError(
+            f"{store_path}: cell {key!r} was trained with teacher {name!r} of weights "
+            f"{recorded or '(not recorded)'}, but that folder now holds weights {current}: "
+            "give the new teacher a folder name of its own (or remove the cell and its weights)"
+        )
+
+
+#: what a trained cell records of its cost
+COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
