@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -363,3 +364,33 @@ def test_no_two_core_modules_share_a_name() -> None:
             names.setdefault(file.name, []).append(name)
     shared = {file: modules for file, modules in names.items() if len(modules) > 1}
     assert not shared, f"modules sharing a file name: {shared}"
+
+
+def standard_library_imports_in_functions(src: Path) -> list[str]:
+    """``file:line`` of each standard-library import inside a function under ``src``."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for statement in ast.walk(node):
+                if isinstance(statement, ast.Import):
+                    names = [alias.name for alias in statement.names]
+                elif isinstance(statement, ast.ImportFrom) and statement.level == 0:
+                    names = [statement.module or ""]
+                else:
+                    continue
+                if any(name.partition(".")[0] in sys.stdlib_module_names for name in names):
+                    found.append(f"{path.relative_to(src)}:{statement.lineno}")
+    return found
+
+
+def test_imports_inside_functions_are_of_libraries_that_cost_start_up_time(
+    tmp_path: Path,
+) -> None:
+    """A function-level import must buy something (docs/architecture.md): a heavy or
+    optional library loaded on first use. The standard library's are at the top."""
+    assert standard_library_imports_in_functions(CORE) == []
+    write_package(tmp_path, {"m.py": "def f():\n    import json\n    import torch\n"})
+    assert standard_library_imports_in_functions(tmp_path) == ["m.py:2"]

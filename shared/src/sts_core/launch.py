@@ -22,6 +22,7 @@ one-line error and exit status 2, but the launcher adds its own traceback and ex
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
 import subprocess
@@ -55,7 +56,6 @@ def asks_check_only(script_args: Sequence[str]) -> bool:
     recipe's key): the checks run here before any launch are then the whole run, and no
     process is started to run them again. Called after those checks passed, so the recipe
     reads and the values are valid."""
-    import argparse
 
     from transformers.hf_argparser import string_to_bool
 

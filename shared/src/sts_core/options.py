@@ -3,6 +3,7 @@ rule every numeric option is range-checked by (:func:`check_number`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Mapping
@@ -12,7 +13,6 @@ from typing import Any
 def parse_json_mapping(value: object, name: str) -> dict | None:
     """An option given as a YAML mapping or as JSON text (the command line) as a dict;
     None when unset (ValueError naming ``name`` for anything else)."""
-    import json
 
     if value is None or value == "":
         return None

@@ -20,6 +20,7 @@ pairs elsewhere (``score_pairs``, the dev evaluator); the report names such a he
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -390,7 +391,6 @@ def _as_encode_fn(encoder: Any, batch_size: int, progress: bool) -> TaskEncode:
 
 def _parameters(function: Callable[..., Any]) -> Mapping[str, Any]:
     """The parameters of ``function`` by name (none when Python cannot tell)."""
-    import inspect
 
     try:
         return inspect.signature(function).parameters

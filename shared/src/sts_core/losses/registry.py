@@ -17,11 +17,13 @@ the head is trained with the encoder, saved beside it and rebuilt by ``from_pret
 
 from __future__ import annotations
 
+import inspect
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, ClassVar
 
 import torch
@@ -67,7 +69,6 @@ class EmbeddingLoss(nn.Module, ABC):
         """The loss with each ``__init__`` argument read from the config field of the same
         name (:func:`config_settings`: a field the config lacks keeps the argument's
         default). A loss whose arguments are named otherwise overrides this."""
-        import inspect
 
         names = [
             name
@@ -225,7 +226,6 @@ class BrokenLossPackage:
 
 def installed_loss_entry_points() -> list[Any]:
     """The entry points of group ``sts_core.methods``: one per installed method package."""
-    from importlib import metadata
 
     return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
 

@@ -25,7 +25,9 @@ imported here, so ``from sts_core.testing import X`` works for each.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +180,6 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_bert_nodropout_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny BERT with dropout 0: training is a deterministic function of the seed."""
-    import json
-    import shutil
 
     folder = tmp_path_factory.mktemp("tiny-bert-nodropout")
     shutil.copytree(tiny_bert_dir, folder, dirs_exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 
@@ -39,7 +40,6 @@ def ddp_average(grad: Any, world: int) -> Any:
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (a process group's rendezvous in a test)."""
-    import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

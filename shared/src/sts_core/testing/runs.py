@@ -3,7 +3,10 @@ checkpoint selection."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -34,8 +37,6 @@ FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
 def load_module_by_path(name: str, path: str | os.PathLike) -> Any:
     """A module from its file, registered as ``name``: a worker loads a torch-only module
     (a loss) this way instead of importing its package (which pulls in transformers)."""
-    import importlib.util
-    import sys
 
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -162,7 +163,6 @@ class PackageFiles:
 
 def read_metrics(output_dir: Path) -> dict[str, Any]:
     """A run's ``metrics.json``."""
-    import json
 
     return json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
 
@@ -241,7 +241,6 @@ def assert_best_checkpoint_selected(run: dict[str, Any]) -> None:
 
 def load_train_script(package: Path) -> Any:
     """``packages/<m>/train.py`` imported by path, as ``python train.py`` runs it."""
-    import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         f"{package.name}_train_script", package / "train.py"

@@ -3,6 +3,8 @@ logged and saved."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,7 +26,6 @@ def read_stsb_pairs(path: Path) -> tuple[list[str], list[str], Any]:
 
 def step_log(output_dir: Path, steps: int) -> list[dict[str, Any]]:
     """The log line of each of the first ``steps`` steps, from ``checkpoint-<steps>``."""
-    import json
 
     state_file = output_dir / f"checkpoint-{steps}" / "trainer_state.json"
     state = json.loads(state_file.read_text(encoding="utf-8"))
@@ -116,7 +117,6 @@ class PlainAdamW:
 
     def step(self, step: int) -> float:
         """Step ``step`` (1, 2, …); returns the gradient norm before clipping."""
-        import math
 
         import torch
 

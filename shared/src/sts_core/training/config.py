@@ -6,7 +6,9 @@ A method package subclasses ``BaseConfig`` with only its own fields (each with
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -720,7 +722,6 @@ class BaseConfig(TrainingArguments):
 
 def parse_learning_rate_mapping(value: object) -> dict[str, float] | None:
     """``learning_rate_mapping`` as {regex: rate}: from a mapping or its JSON text."""
-    import re
 
     value = parse_json_mapping(value, "learning_rate_mapping")
     if value is None:
@@ -763,7 +764,6 @@ def deepspeed_requested(config: TrainingArguments) -> bool:
 
 def check_deepspeed_settings(config: TrainingArguments) -> None:
     """Stop before training when a DeepSpeed run cannot be what was asked (ValueError)."""
-    import importlib
 
     try:
         importlib.import_module("deepspeed")  # the Trainer imports it next anyway

@@ -19,7 +19,7 @@ Only the help changes: every option is parsed as before.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 #: the options of the first group, in this order (those the parser has)
@@ -116,7 +116,6 @@ def add_method_option(parser: argparse.ArgumentParser, installed: list[str]) -> 
 def option_group_classes(config_class: type) -> list[type]:
     """The option groups (``GatherOptions``, ``InfoNCEOptions``, …) a method config mixes
     in: its dataclass bases that are not ``TrainingArguments``."""
-    from dataclasses import is_dataclass
 
     from transformers import TrainingArguments
 
@@ -144,7 +143,6 @@ def method_options_table(method: Any, link_prefix: str = "") -> str:
     """The options reference of one method (markdown), generated from its config class: a
     heading, the option groups it mixes in, and a row per field of its own (default and
     help; ``loss`` lists the method's losses). ``link_prefix`` goes before the README path."""
-    from dataclasses import MISSING
 
     from sts_core.training.config import BaseConfig
 

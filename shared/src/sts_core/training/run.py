@@ -7,6 +7,9 @@ call :meth:`TrainingRun.run` with the same arguments as flags.
 
 from __future__ import annotations
 
+import argparse
+import gc
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -183,7 +186,6 @@ class TrainingRun:
 
     def apply_teacher(self) -> None:
         """Relabel the training pairs with the teacher's similarities (:mod:`.distill`)."""
-        import gc
 
         from sts_core.training.distill import apply_teacher, load_teacher
 
@@ -357,7 +359,6 @@ def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
     """The heads a local model folder records (``sts_heads.json``) and its hidden size (from
     ``config.json``); empty and None for a hub id or a folder without them (a LoRA adapter
     folder: its head is then checked when the model is built)."""
-    import json
 
     from sts_core.heads import HEADS_CONFIG_NAME
 
@@ -639,7 +640,6 @@ def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
     """``--method NAME`` (or ``--method=NAME``) taken out of ``argv``: the installed method
     of that name and the other arguments; the core's method when there is none. A name
     that two installed distributions declare is a :class:`ConfigError` naming both."""
-    import argparse
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--method")
