@@ -33,6 +33,7 @@ from typing import Any
 from sts_core.losses import EmbeddingLoss, check_labels
 from sts_core.losses.classification import DEFAULT_NUM_LABELS
 from sts_core.losses.combined import weighted_loss_class
+from sts_core.losses.matryoshka import with_matryoshka
 from sts_core.losses.registry import loss_class
 
 
@@ -126,9 +127,11 @@ class Method:
 
     def loss_class(self, config: Any) -> type[EmbeddingLoss]:
         """The class of the loss this run trains with, or with ``loss_weights`` the
-        weighted sum of those losses (:mod:`sts_core.losses.combined`)."""
+        weighted sum of those losses (:mod:`sts_core.losses.combined`); with
+        ``matryoshka_dims``, Matryoshka over it (:mod:`sts_core.losses.matryoshka`)."""
         weights = getattr(config, "loss_weights", None)
-        return weighted_loss_class(weights) if weights else loss_class(self.loss_name(config))
+        base = weighted_loss_class(weights) if weights else loss_class(self.loss_name(config))
+        return with_matryoshka(base, config)
 
     def label_column(self, config: Any) -> str:
         """The dataset column the loss reads as labels: ``label_column``, except that a loss

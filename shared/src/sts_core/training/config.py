@@ -560,6 +560,17 @@ class BaseConfig(TrainingArguments):
         "Each part is built from this config (a loss of another installed package with "
         "its defaults for fields this config lacks) and logged unweighted as loss_<name>.",
     )
+    matryoshka_dims: list[int] | None = _default(
+        None,
+        "Matryoshka embeddings: also train the loss (or the loss_weights sum) on the "
+        "embeddings cut to each of these widths and normalised again, e.g. [384, 256, 128, "
+        "64] (each at most the model's dimension), so that the first D dimensions are an "
+        "embedding on their own (Kusupati et al., 2022; sentence-transformers' "
+        "MatryoshkaLoss). Not with a loss that has a head.",
+    )
+    matryoshka_weights: list[float] | None = _default(
+        None, "The weight of each matryoshka_dims width's loss, in the same order (default 1)."
+    )
     weight_averaging: str = _default(
         "none",
         "Average the trainable weights over the end of the run, and save the average: none, "
@@ -634,6 +645,7 @@ class BaseConfig(TrainingArguments):
         self._check_loss()
         self.learning_rate_mapping = parse_learning_rate_mapping(self.learning_rate_mapping)
         self._check_loss_weights()
+        self._check_matryoshka()
         check_weight_averaging(self)
         check_teacher_settings(self)
         if self.num_train_epochs <= 0 and self.max_steps <= 0:
@@ -696,6 +708,22 @@ class BaseConfig(TrainingArguments):
                 f"loss {loss!r}: add it (weight 0 only logs it) or set loss to one of them"
             )
         weighted_loss_class(self.loss_weights)  # unknown names, disagreeing label kinds
+
+    def _check_matryoshka(self) -> None:
+        """``matryoshka_dims`` / ``matryoshka_weights`` checked and sorted widest first, and
+        the loss they wrap one without a head (ValueError)."""
+        from sts_core.losses import loss_class, weighted_loss_class
+        from sts_core.losses.matryoshka import matryoshka_loss_class, parse_matryoshka
+
+        parsed = parse_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
+        if parsed is None:
+            return
+        self.matryoshka_dims, self.matryoshka_weights = list(parsed[0]), list(parsed[1])
+        loss = getattr(self, "loss", None)
+        if self.loss_weights:
+            matryoshka_loss_class(weighted_loss_class(self.loss_weights), *parsed)
+        elif loss is not None:
+            matryoshka_loss_class(loss_class(loss), *parsed)
 
     def _check_samplers(self) -> None:
         from sts_core.training.batch_plan import BATCH_SAMPLERS, MULTI_DATASET_SAMPLERS

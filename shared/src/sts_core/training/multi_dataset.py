@@ -183,12 +183,14 @@ def column_prompts(
 def set_loss_class(method: Any, config: Any, name: str | None) -> Any:
     """The loss class of a set whose entry names ``name``: the method's loss as the run
     builds it (with ``loss_weights`` when set) for None or the method's ``loss``, else the
-    registered loss ``name`` (ValueError naming the registered ones when unknown)."""
+    registered loss ``name`` (ValueError naming the registered ones when unknown); with
+    ``matryoshka_dims``, Matryoshka over either."""
     from sts_core.losses import loss_class
+    from sts_core.losses.matryoshka import with_matryoshka
 
     if name is None or name == method.loss_name(config):
         return method.loss_class(config)
-    return loss_class(name)
+    return with_matryoshka(loss_class(name), config)
 
 
 @dataclass

@@ -1,0 +1,187 @@
+"""Matryoshka representation learning over any registered loss (``matryoshka_dims``).
+
+    L = Σᵢ wᵢ · L_base({column: normalize(e[..., :dᵢ])}, labels)
+
+Kusupati et al., "Matryoshka Representation Learning", NeurIPS 2022: the loss of the
+base loss (``loss``, or the ``loss_weights`` sum) on the embeddings cut to each width
+``dᵢ`` (their first ``dᵢ`` dimensions) and L2-normalised again, weighted by ``wᵢ``
+(``matryoshka_weights``, 1 each by default), so that the model's first ``dᵢ`` dimensions
+are an embedding on their own. It is sentence-transformers' ``MatryoshkaLoss`` with every
+width trained at every step (its ``n_dims_per_step=-1``; ``shrink``: cut, then normalise).
+Each width's loss is logged unweighted as ``matryoshka_<d>``; the base loss's own logged
+parts are those of the full width.
+
+A loss with a head (it reads the pooled embeddings at the encoder's width) cannot be cut:
+:func:`matryoshka_loss_class` refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from sts_core.losses.registry import EmbeddingLoss, HeadLoss
+
+MATRYOSHKA_CITATION = """@inproceedings{kusupati2022matryoshka,
+  title={Matryoshka Representation Learning},
+  author={Kusupati, Aditya and Bhatt, Gantavya and Rege, Aniket and Wallingford, Matthew and
+    Sinha, Aditya and Ramanujan, Vivek and Howard-Snyder, William and Chen, Kaifeng and
+    Kakade, Sham and Jain, Prateek and Farhadi, Ali},
+  booktitle={Advances in Neural Information Processing Systems},
+  year={2022}
+}"""
+
+
+def parse_matryoshka(
+    dims: Sequence[Any] | None, weights: Sequence[Any] | None
+) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+    """``matryoshka_dims`` and ``matryoshka_weights`` checked (ValueError naming the field
+    and the entry): distinct whole widths ≥ 1, weights finite and ≥ 0 (one per width, not
+    all 0; default 1 each); returned sorted by width, widest first. None without dims."""
+    if not dims:
+        if weights:
+            raise ValueError("matryoshka_weights needs matryoshka_dims")
+        return None
+    widths = []
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, int | float) or dim != int(dim):
+            raise ValueError(f"matryoshka_dims: {dim!r} is not a whole number")
+        if dim < 1:
+            raise ValueError(f"matryoshka_dims: {dim!r} must be at least 1")
+        widths.append(int(dim))
+    if len(set(widths)) != len(widths):
+        raise ValueError(f"matryoshka_dims: {list(dims)} names a width twice")
+    given = [1.0] * len(widths) if not weights else [float(w) for w in weights]
+    if len(given) != len(widths):
+        raise ValueError(
+            f"matryoshka_weights: {len(given)} weights for {len(widths)} matryoshka_dims"
+        )
+    for weight in given:
+        if not weight >= 0 or weight == float("inf"):
+            raise ValueError(f"matryoshka_weights: {weight!r} must be finite and ≥ 0")
+    if not any(given):
+        raise ValueError("matryoshka_weights: every weight is 0, so nothing would train")
+    ordered = sorted(zip(widths, given, strict=True), key=lambda pair: -pair[0])
+    return tuple(w for w, _ in ordered), tuple(g for _, g in ordered)
+
+
+class MatryoshkaLoss(EmbeddingLoss):
+    """Σᵢ wᵢ · L_base on the embeddings cut to each width and normalised; built by
+    :func:`matryoshka_loss_class`, which sets the class attributes from the base loss."""
+
+    base_class: ClassVar[type[EmbeddingLoss]] = EmbeddingLoss
+    dims: ClassVar[tuple[int, ...]] = ()
+    weights: ClassVar[tuple[float, ...]] = ()
+    citation = MATRYOSHKA_CITATION
+
+    def __init__(self, base: EmbeddingLoss) -> None:
+        super().__init__()
+        self.base = base
+
+    @classmethod
+    def display_name(cls) -> str:
+        widths = ", ".join(f"{w:g}·{d}" for d, w in zip(cls.dims, cls.weights, strict=True))
+        return f"matryoshka({cls.base_class.display_name()}; {widths})"
+
+    @classmethod
+    def describe(cls) -> str:
+        return f"Matryoshka over {cls.base_class.describe()} at widths {list(cls.dims)}"
+
+    @classmethod
+    def from_config(cls, config: Any, model: Any = None) -> MatryoshkaLoss:
+        """The base loss built from ``config``, wrapped; ValueError when a width is wider
+        than the model's embeddings (``model.dimension``)."""
+        dimension = getattr(model, "dimension", None)
+        if isinstance(dimension, int) and max(cls.dims) > dimension:
+            raise ValueError(
+                f"matryoshka_dims {list(cls.dims)}: {max(cls.dims)} is wider than the model's "
+                f"embeddings ({dimension} dimensions)"
+            )
+        return cls(cls.base_class.from_config(config, model))
+
+    @classmethod
+    def prepare_model(cls, model: Any, config: Any) -> None:
+        cls.base_class.prepare_model(model, config)
+
+    @classmethod
+    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+        cls.base_class.check_saved_heads(heads, config, dimension)
+
+    @classmethod
+    def required_label_kind(cls, config: Any) -> str | None:
+        return cls.base_class.required_label_kind(config)
+
+    def config_dict(self) -> dict[str, Any]:
+        return {
+            "matryoshka_dims": list(self.dims),
+            "matryoshka_weights": list(self.weights),
+            "base": self.base.config_dict(),
+        }
+
+    def pop_degenerate(self) -> list[tuple[str, Tensor | bool]]:
+        return self.base.pop_degenerate()
+
+    def forward(
+        self,
+        embeddings: Mapping[str, Tensor],
+        labels: Tensor | None,
+        text_ids: Mapping[str, Tensor] | None = None,
+    ) -> dict[str, Tensor]:
+        total: Tensor | float = 0.0
+        logged: dict[str, Tensor] = {}
+        for index, (dim, weight) in enumerate(zip(self.dims, self.weights, strict=True)):
+            cut = {k: nn.functional.normalize(v[..., :dim], dim=-1) for k, v in embeddings.items()}
+            if self.base.text_id_columns:
+                output = self.base(cut, labels, text_ids=text_ids or {})
+            else:
+                output = self.base(cut, labels)
+            if isinstance(output, dict):
+                if index == 0:  # the widest: the base loss's own parts, as without Matryoshka
+                    logged.update({k: v for k, v in output.items() if k != "loss"})
+                output = output["loss"]
+            logged[f"matryoshka_{dim}"] = output.detach()
+            total = total + weight * output
+        return {"loss": total, **logged}  # type: ignore[dict-item]
+
+
+def matryoshka_loss_class(
+    base: type[EmbeddingLoss], dims: Sequence[int], weights: Sequence[float]
+) -> type[MatryoshkaLoss]:
+    """The loss class of Matryoshka over ``base`` at ``dims`` with ``weights`` (as
+    :func:`parse_matryoshka` returns them); ValueError for a loss with a head."""
+    if has_head(base):
+        raise ValueError(
+            f"matryoshka_dims with loss {base.display_name()}, which reads the pooled "
+            "embeddings with a head of the encoder's width: Matryoshka cuts the embeddings "
+            "the loss compares, so it needs a loss over the embeddings alone"
+        )
+    attributes = {
+        "base_class": base,
+        "dims": tuple(dims),
+        "weights": tuple(weights),
+        "columns": base.columns,
+        "text_id_columns": base.text_id_columns,
+        "reads_pooled": False,
+        "label_kind": base.label_kind,
+        "title": f"Matryoshka over {base.describe()}",
+    }
+    return type("MatryoshkaLoss", (MatryoshkaLoss,), attributes)
+
+
+def has_head(loss: type[EmbeddingLoss]) -> bool:
+    """Whether ``loss`` (or a part of a ``loss_weights`` sum) scores with a head."""
+    if issubclass(loss, HeadLoss) or loss.reads_pooled:
+        return True
+    return any(has_head(part) for part in getattr(loss, "part_classes", {}).values())
+
+
+def with_matryoshka(base: type[EmbeddingLoss], config: Any) -> type[EmbeddingLoss]:
+    """``base``, or Matryoshka over it when ``config`` sets ``matryoshka_dims`` (checked
+    by the config: :func:`parse_matryoshka`)."""
+    dims = getattr(config, "matryoshka_dims", None)
+    if not dims:
+        return base
+    weights = getattr(config, "matryoshka_weights", None) or [1.0] * len(dims)
+    return matryoshka_loss_class(base, dims, weights)
