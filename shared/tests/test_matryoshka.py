@@ -5,6 +5,7 @@ checks and the refusals (a loss with a head, a width wider than the model)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -182,3 +183,67 @@ def test_the_trainer_trains_the_matryoshka_loss_also_under_the_gradient_cache(
     assert cached.keys() == whole.keys() and len(whole) > 4
     for name, grad in whole.items():
         torch.testing.assert_close(cached[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+# ----------------------------------------------------------------- a smaller embedding
+def test_encode_returns_the_first_dimensions_normalised_again_when_the_model_normalises(
+    tiny_bert_nodropout_dir: Path,
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    full = encoder.encode(SENTENCES_1, show_progress_bar=False)
+    cut = encoder.encode(SENTENCES_1, show_progress_bar=False, truncate_dim=8)
+    assert cut.shape == (4, 8) and (cut == full[:, :8]).all()
+    encoder.truncate_dim = 16  # the default of every encode() (the evaluators' too)
+    assert encoder.encode(SENTENCES_1, show_progress_bar=False).shape == (4, 16)
+    unit = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir, normalize=True)
+    cut_unit = unit.encode(SENTENCES_1, show_progress_bar=False, truncate_dim=8)
+    expected = full[:, :8] / (full[:, :8] ** 2).sum(-1, keepdims=True) ** 0.5
+    assert abs(cut_unit - expected).max() < 1e-6
+    for width, message in ((0, "outside 1 … 32"), (33, "outside 1 … 32"), (8.0, "whole")):
+        with pytest.raises(ValueError, match=message):
+            encoder.encode(SENTENCES_1, show_progress_bar=False, truncate_dim=width)
+
+
+def test_a_matryoshka_run_records_its_widths_in_every_save(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    args = quick_training_args(BaseConfig, tmp_path / "out", matryoshka_dims=[8, 32])
+    BaseTrainer(encoder, args, train_dataset=PAIRS)
+    encoder.save_pretrained(tmp_path / "saved")
+    assert SentenceEncoder.from_pretrained(tmp_path / "saved").matryoshka_dims == [32, 8]
+    plain = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    plain.save_pretrained(tmp_path / "plain")
+    config = (tmp_path / "plain" / "sts_encoder_config.json").read_text(encoding="utf-8")
+    assert "matryoshka_dims" not in config
+    assert SentenceEncoder.from_pretrained(tmp_path / "plain").matryoshka_dims is None
+
+
+def test_sts_eval_scores_at_the_width_it_is_given(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scipy.stats import spearmanr
+
+    from sts_core.cli import eval_main
+    from sts_core.data import load_named
+
+    fixtures = Path(__file__).parent / "fixtures" / "data"
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    encoder.matryoshka_dims = [32, 16]
+    encoder.save_pretrained(tmp_path / "model")
+    argv = ["--model", str(tmp_path / "model"), "--data-dir", str(fixtures), "--tasks", "stsb"]
+    argv += ["--pairs", "stsb:dev", "--quiet"]
+    assert eval_main([*argv, "--truncate-dim", "8", "--output", str(tmp_path / "r8")]) == 0
+    assert "trained with matryoshka_dims [32, 16], not this width" in capsys.readouterr().err
+    scored = json.loads((tmp_path / "r8.json").read_text(encoding="utf-8"))
+    dev = load_named("stsb", "dev", fixtures)
+    u, v = (
+        torch.from_numpy(encoder.encode(dev[c], show_progress_bar=False, truncate_dim=8))
+        for c in ("sentence1", "sentence2")
+    )
+    by_hand = spearmanr(torch.cosine_similarity(u, v).numpy(), dev["score"]).statistic * 100
+    assert scored["pairs"]["stsb:dev"]["spearman"] == pytest.approx(by_hand, abs=1e-4)
+    assert eval_main([*argv, "--truncate-dim", "16"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert eval_main([*argv, "--truncate-dim", "64"]) == 2
+    assert "--truncate-dim 64: the model's embeddings have 32 dimensions" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sts_core.names import POOLING_MODES, STS_TASKS
 
@@ -178,6 +179,13 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         help="L2-normalise embeddings (cosine scores are unchanged)",
     )
     parser.add_argument(
+        "--truncate-dim",
+        type=positive_int,
+        metavar="D",
+        help="use the first D dimensions of each embedding (a Matryoshka model's smaller "
+        "embedding; normalised again when the model normalises)",
+    )
+    parser.add_argument(
         "--padding-side",
         choices=("left", "right"),
         help="tokenizer padding side (pooling is correct either way)",
@@ -293,7 +301,27 @@ def load_encoder(args: argparse.Namespace, prog: str = "sts-eval"):
         )
     except LoRABaseModelError as error:
         raise error.for_option(f"--base-model PATH to {prog}") from None
+    set_truncate_dim(encoder, getattr(args, "truncate_dim", None), prog)
     return encoder.to(device).eval()
+
+
+def set_truncate_dim(encoder: Any, width: int | None, prog: str) -> None:
+    """``--truncate-dim``: the width ``encode`` returns (ValueError beyond the model's); a
+    warning when the folder records Matryoshka widths and this is not one of them."""
+    if width is None:
+        return
+    if width > encoder.dimension:
+        raise ValueError(
+            f"--truncate-dim {width}: the model's embeddings have {encoder.dimension} dimensions"
+        )
+    trained = encoder.matryoshka_dims
+    if trained and width not in trained:
+        print(
+            f"{prog}: warning: --truncate-dim {width}: the model was trained with "
+            f"matryoshka_dims {trained}, not this width",
+            file=sys.stderr,
+        )
+    encoder.truncate_dim = width
 
 
 def check_base_model_option(model: str) -> None:

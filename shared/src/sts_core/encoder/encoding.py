@@ -144,21 +144,37 @@ def encode(
     normalize: bool | None,
     token_budget: int | None,
     progress_desc: str = "Encoding",
+    truncate_dim: int | None = None,
 ) -> np.ndarray:
     """:meth:`SentenceEncoder.encode`."""
     _check_positive("batch_size", batch_size)
     if token_budget is not None:
         _check_positive("token_budget", token_budget)
+    check_truncate_dim(truncate_dim, encoder.dimension)
     single = isinstance(sentences, str)
     items = [sentences] if single else list(sentences)
     distinct = list(dict.fromkeys(items))
     progress = progress_desc if show_progress_bar else None
     vectors = _encode_distinct(encoder, distinct, batch_size, progress, token_budget)
-    if normalize:
+    if truncate_dim is not None:
+        vectors = vectors[:, :truncate_dim]
+    if normalize or (truncate_dim is not None and encoder.normalize):
         vectors = nn.functional.normalize(vectors, p=2, dim=-1)
     position = {sentence: i for i, sentence in enumerate(distinct)}
     result = vectors[[position[s] for s in items]].numpy()
     return result[0] if single else result
+
+
+def check_truncate_dim(truncate_dim: int | None, dimension: int) -> None:
+    """ValueError unless ``truncate_dim`` is None or a whole number in 1 … ``dimension``."""
+    if truncate_dim is None:
+        return
+    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int):
+        raise ValueError(f"truncate_dim: {truncate_dim!r} is not a whole number")
+    if not 1 <= truncate_dim <= dimension:
+        raise ValueError(
+            f"truncate_dim: {truncate_dim} is outside 1 … {dimension} (the model's dimensions)"
+        )
 
 
 def _encode_distinct(

@@ -128,7 +128,8 @@ def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
         return {}
     ours = read_json(path / ENCODER_CONFIG_NAME)
     if ours is not None:
-        return {k: ours[k] for k in (*SETTING_NAMES, *PROMPT_SETTING_NAMES) if k in ours}
+        kept = (*SETTING_NAMES, *PROMPT_SETTING_NAMES, "matryoshka_dims")
+        return {k: ours[k] for k in kept if k in ours}
     return _settings_from_sentence_transformers(path)
 
 
@@ -165,6 +166,8 @@ def _write_folder(
     }
     extra_state = {k: v for k, v in state.items() if not k.startswith("backbone.")}
     config = {**encoder.settings(), "save_marker": SAVE_MARKER, "versions": library_versions()}
+    if encoder.matryoshka_dims:
+        config["matryoshka_dims"] = list(encoder.matryoshka_dims)
     if is_lora_model(encoder.backbone):
         config.update(
             write_lora(encoder.backbone, folder, backbone_state, safe_serialization, merge_lora)

@@ -65,6 +65,10 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         self.name_or_path: str | None = None
         # a LoRA encoder's save: merged full weights (True) or the adapter (False)
         self.merge_lora = False
+        # encode()'s width (None: the whole embedding) and the widths a Matryoshka
+        # training recorded (saved in sts_encoder_config.json)
+        self.truncate_dim: int | None = None
+        self.matryoshka_dims: list[int] | None = None
         self._head_names: list[str] = []
         self._pair_scorer: str | None = None
         # a peft backbone passes its keyword arguments on to the model it wraps
@@ -119,6 +123,7 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         encoder = cls(backbone, tokenizer, **settings, padding_free=padding_free)
         encoder.set_prompts(stored.get("prompts") or {}, stored.get("default_prompt_name"))
         encoder.name_or_path = absolute_location(location)
+        encoder.matryoshka_dims = stored.get("matryoshka_dims")
         if Path(location).is_dir():
             head_set.load_heads(encoder, Path(location))
         return encoder
@@ -239,11 +244,15 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         token_budget: int | None = None,
         prompt_name: str | None = None,
         progress_desc: str = "Encoding",
+        truncate_dim: int | None = None,
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
         ``prompt_name``: a named prompt before each sentence (default: the default's);
         ``progress_desc`` names the progress bar (e.g. the task being scored).
+        ``truncate_dim``: the first D dimensions of each embedding (default
+        :attr:`truncate_dim`, None: all), normalised again when the embeddings are (a
+        Matryoshka model's smaller embedding).
 
         Each distinct sentence is encoded once; sentences are tokenized once and sorted by
         token length (longest first) so each batch is padded only to its own longest
@@ -255,9 +264,11 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         end, so the host prepares the next batch while the device computes.
         """
         sentences = self.prompted(sentences, prompt_name)  # (NamedPrompts)
+        width = truncate_dim if truncate_dim is not None else self.truncate_dim
         return encoding.encode(
-            self, sentences, batch_size, show_progress_bar, normalize, token_budget, progress_desc
-        )
+            self, sentences, batch_size, show_progress_bar, normalize, token_budget,
+            progress_desc, width,
+        )  # fmt: skip
 
     def save_pretrained(
         self,

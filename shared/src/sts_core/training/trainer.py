@@ -339,6 +339,8 @@ class BaseTrainer(AnyModelTrainer):
             modules[name] = loss_type.from_config(args, model)
             check_gradient_cache(args, modules[name], name)
         attach_loss_modules(model, modules)
+        if getattr(args, "matryoshka_dims", None):  # every save records the widths
+            model.matryoshka_dims = list(args.matryoshka_dims)
         require_trainable_parameters(model, " and ".join(modules))
         super().__init__(model, args, evaluator=evaluator, method=method, **kwargs)
         self.loss_modules: dict[str, EmbeddingLoss] = modules  # by loss name
