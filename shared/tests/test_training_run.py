@@ -294,3 +294,45 @@ def test_main_returns_2_on_a_missing_model_folder(tmp_path: Path, capsys) -> Non
     assert main(["--config", str(recipe)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(missing) in err
+
+
+def test_a_run_draws_its_learning_curves_from_the_series_it_records(finished_run: dict) -> None:
+    """``metrics.json`` keeps the series of the log history (the loss per logged step, the
+    learning rate, the dev Spearman per evaluation); the chart is drawn from them beside it
+    and the model card shows it."""
+    output_dir = finished_run["output_dir"]
+    written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    history = state["log_history"]
+    curves = written["curves"]
+    assert curves["loss"] == [[e["step"], e["loss"]] for e in history if "loss" in e]
+    assert curves["eval_dev_spearman"] == [
+        [e["step"], e["eval_dev_spearman"]] for e in history if "eval_dev_spearman" in e
+    ]
+    assert len(curves["learning_rate"]) == 4
+    assert "eval_runtime" not in curves and "epoch" not in curves
+    image = (output_dir / "learning_curves.png").read_bytes()
+    assert image.startswith(b"\x89PNG") and len(image) > 5000
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "![learning curves](learning_curves.png)" in card
+    checkpoint_card = (output_dir / "checkpoint-4" / "README.md").read_text(encoding="utf-8")
+    assert "learning_curves.png" not in checkpoint_card  # drawn after training
+
+
+def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping() -> None:
+    from sts_core.training.curves import draw_learning_curves, learning_curve_series
+
+    history = [
+        {"step": 1, "loss": 0.5, "loss_cosine_mse": 0.4, "matryoshka_8": 0.7, "grad_norm": 2.0},
+        {"step": 1, "learning_rate": 1e-5, "epoch": 0.5},
+        {"step": 2, "eval_spearman": 80.0, "eval_runtime": 3.0, "eval_loss": 0.1},
+        {"step": 3, "loss": float("nan"), "eval_spearman": 81.0},
+    ]
+    assert learning_curve_series(history) == {
+        "loss": [[1, 0.5]],
+        "loss_cosine_mse": [[1, 0.4]],
+        "matryoshka_8": [[1, 0.7]],
+        "learning_rate": [[1, 1e-5]],
+        "eval_spearman": [[2, 80.0], [3, 81.0]],
+    }
+    assert draw_learning_curves({}, Path("/nonexistent/never.png")) is False  # nothing to draw

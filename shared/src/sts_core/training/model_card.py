@@ -15,6 +15,19 @@ def _dev_score_lines(log_history: list[dict[str, Any]]) -> list[str]:
     return lines or ["(none recorded)"]
 
 
+def _curves_lines(image: str | None) -> list[str]:
+    if not image:
+        return []
+    return [
+        "## Learning curves",
+        "",
+        f"![learning curves]({image})",
+        "",
+        "The series are in the run's `metrics.json` (`curves`).",
+        "",
+    ]
+
+
 def render_model_card(
     method: str,
     trainer_name: str,
@@ -22,8 +35,10 @@ def render_model_card(
     encoder: Any,
     card_data: dict[str, Any],
     state: Any,
+    curves_image: str | None = None,
 ) -> str:
-    """Markdown with front matter: method and citation, base model, settings, data, dev scores."""
+    """Markdown with front matter: method and citation, base model, settings, data, dev
+    scores, and the learning curves' chart when ``curves_image`` (a file beside it) is given."""
     base_model = card_data.get("base_model") or getattr(encoder.config, "_name_or_path", "unknown")
     settings = encoder.settings()
     lines = [
@@ -48,6 +63,7 @@ def render_model_card(
         "",
         *_dev_score_lines(state.log_history),
         "",
+        *_curves_lines(curves_image),
         "## Citation",
         "",
         "```bibtex",

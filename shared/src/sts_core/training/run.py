@@ -24,6 +24,7 @@ from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.curves import CURVES_IMAGE, draw_learning_curves, learning_curve_series
 from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.encoder_setup import build_encoder
 from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
@@ -42,7 +43,7 @@ from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, t
 logger = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
 # what a run writes about its final model beside it: removed before a new model is published
-RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md")
+RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
 
 
 @dataclass
@@ -313,6 +314,11 @@ class TrainingRun:
         if trainer.is_world_process_zero():
             for name in RESULT_FILES:
                 remove_path(output_dir / name)
+        curves = learning_curve_series(trainer.state.log_history)
+        if trainer.is_world_process_zero() and draw_learning_curves(
+            curves, output_dir / CURVES_IMAGE
+        ):
+            trainer.curves_image = CURVES_IMAGE  # the final model card shows it
         trainer.save_model(self.config.output_dir)
         metrics = {
             "model": saved_model_identity(output_dir),
@@ -324,6 +330,7 @@ class TrainingRun:
             },
             "data": self.inputs.data_summary,
             "dev": trainer.evaluate(),
+            "curves": curves,
         }
         metrics.update(trainer.final_evaluation(self.data_args))
         if trainer.is_world_process_zero():

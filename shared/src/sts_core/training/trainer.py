@@ -303,6 +303,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
             encoder=self.accelerator.unwrap_model(self.model),
             card_data=self.model_card_data,
             state=self.state,
+            curves_image=getattr(self, "curves_image", None),  # set by the run's last save
         )
 
 
