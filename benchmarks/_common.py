@@ -182,7 +182,9 @@ def save_runs_so_far(path: Path, key: str, results: dict[str, list[dict]]) -> No
         side: [{k: r[k] for k in RUN_SUMMARY_KEYS if k in r} for r in runs]
         for side, runs in results.items()
     }
-    path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+    partial = path.with_name(f".{path.name}.partial")  # a kill mid-write leaves the old file
+    partial.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, path)
 
 
 def add_runs_file_argument(parser: argparse.ArgumentParser) -> None:

@@ -5,8 +5,9 @@ check's budget (``--budget``: 510 s on a GPU, so one call fits the 15-minute win
 recorded as passed, failed or skipped (with the reason), so one broken or slow path does
 not hide the others. The most valuable numbers come first:
 
-1. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto, padded and packed
-   (varlen where the backbone allows) side by side with sentence-transformers;
+1. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto and packed (varlen
+   where the backbone allows) side by side with sentence-transformers (on a GPU ``auto``
+   pads, so ours is the padded side; the CPU run-through adds a separate padded side);
 2. ``encode``: ``benchmarks/encode.py``, ours against sentence-transformers;
 3. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
    built from a config, or ``--decoder`` under ``STS_MODELS_DIR``), bf16 on a GPU, through a
@@ -36,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,9 +57,10 @@ BENCHMARKS = REPO / "benchmarks"
 VARLEN_MARGIN = 1.05
 #: seconds each step may take on a GPU, in the order the steps run (510 in all). Sized from
 #: the H200 calls of 2026-11-27: lora-bf16 took 26.5 s, qlora-4bit 24.0, cuda-tests 21.9;
-#: a benchmark's fresh process took about 30 s there (imports, CUDA, data; 8–23 s of it
-#: training), so train (a parent and 3 sides × 2 rounds) needs about 220 s and encode (a
-#: parent and 2 sides × 2 rounds) about 100; both ran past 150 / 75 and 200 / 85 s.
+#: a fresh process of train.py took about 33 s there (imports, CUDA, data; 8–23 s of it
+#: training) and one of encode.py about 21 s, so train (a parent and 3 sides × 2 rounds)
+#: needs about 220 s and encode (a parent and 2 sides × 2 rounds) about 100; in call 2 they
+#: ran past 200 and 85 s (call 1's train past 150; its encode was refused at once).
 STEP_LIMITS = {
     "train": 260,
     "encode": 130,
@@ -200,21 +204,25 @@ def run(command: list[str], args: argparse.Namespace) -> dict[str, Any]:
     status, seconds and output tail (what it printed before a timeout too)."""
     start = time.perf_counter()
     shown = " ".join(Path(c).name if c == sys.executable else c for c in command)
+    # one stream, so the tail keeps the order things happened in; a session of its own, so
+    # a step cut off takes its workers with it (they would go on using the GPU)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(  # one stream, so the tail keeps the order things happened in
-            command,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=args.limit,
-            check=False,
-        )
-        status = "passed" if done.returncode == 0 else "failed"
-        output = done.stdout.strip().splitlines()
-    except subprocess.TimeoutExpired as timeout:
+        stdout, _ = process.communicate(timeout=args.limit)
+        status = "passed" if process.returncode == 0 else "failed"
+        output = stdout.strip().splitlines()
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, _ = process.communicate()
         status = "failed"
-        output = [*printed(timeout.stdout), f"timed out after {args.limit} s"]
+        output = [*printed(stdout), f"timed out after {args.limit} s"]
     return {
         "command": shown.replace(str(REPO) + "/", ""),
         "status": status,
@@ -229,7 +237,7 @@ def run_keeping_runs(command: list[str], args: argparse.Namespace) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="sts-gpu-check-runs-") as scratch:
         runs_file = Path(scratch) / "runs.json"
         result = run([*command, "--runs-file", str(runs_file)], args)
-        if runs_file.is_file():
+        if runs_file.is_file():  # written whole or not at all (common.save_runs_so_far)
             result["runs"] = json.loads(runs_file.read_text(encoding="utf-8"))
     result["command"] = result["command"].replace(f" --runs-file {runs_file}", "")
     return result

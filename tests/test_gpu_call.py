@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -232,3 +234,56 @@ def test_the_budget_is_510_seconds_on_a_gpu_unless_given(check) -> None:
     assert check.parse_args([]).budget == 510
     assert check.parse_args(["--device", "cpu", "--smoke"]).budget == 1800
     assert check.parse_args(["--budget", "90"]).budget == 90
+
+
+def test_a_step_cut_off_takes_its_workers_with_it(check, tmp_path: Path) -> None:
+    """The first H200 call's train step was cut off while its worker process trained on: the
+    worker (a child of the step's script) is ended with the step."""
+    pid_file = tmp_path / "worker.pid"
+    script = (
+        "import subprocess, sys, time; "
+        "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        f"open({str(pid_file)!r}, 'w').write(str(w.pid)); print('started', flush=True); "
+        "time.sleep(120)"
+    )
+    result = check.run([sys.executable, "-c", script], argparse.Namespace(limit=3))
+    assert result["status"] == "failed" and "started" in result["output_tail"]
+    pid = int(pid_file.read_text())
+    worker = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and alive(worker):
+        time.sleep(0.1)
+    left = alive(worker)
+    if left:
+        os.kill(pid, signal.SIGKILL)  # not left behind by a failing test
+    assert not left
+
+
+def alive(stat: Path) -> bool:
+    """Whether the process of ``/proc/<pid>/stat`` runs (an ended one may stay a zombie)."""
+    try:
+        return stat.read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_runs_file_is_replaced_whole(tmp_path: Path, monkeypatch) -> None:
+    """A run's summary is written to a file beside it and moved over the runs file, so a kill
+    mid-write leaves the runs before it readable."""
+    common = load_benchmark_script("_common")
+    runs_file = tmp_path / "runs.json"
+    common.save_runs_so_far(runs_file, "runs", {"ours": [{"throughput": 1.0}]})
+    written: list[str] = []
+
+    def replace(source, target):
+        written.append(json.loads(Path(source).read_text(encoding="utf-8"))["runs"]["ours"])
+        raise KeyboardInterrupt  # killed before the move
+
+    monkeypatch.setattr(common.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        common.save_runs_so_far(runs_file, "runs", {"ours": [{"throughput": 1.0}, {"x": 2}]})
+    assert json.loads(runs_file.read_text(encoding="utf-8"))["runs"]["ours"] == [
+        {"throughput": 1.0}
+    ]
+    assert written == [[{"throughput": 1.0}, {}]]  # the new content went to the side file

@@ -6,15 +6,17 @@ checks and the refusals (a loss with a head, a width wider than the model)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 import torch
 from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
-from sts_core.losses import WeightedLossSum, loss_class, weighted_loss_class
+from sts_core.losses import EmbeddingLoss, WeightedLossSum, loss_class, weighted_loss_class
 from sts_core.losses.matryoshka import matryoshka_loss_class, parse_matryoshka, with_matryoshka
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
@@ -247,3 +249,62 @@ def test_sts_eval_scores_at_the_width_it_is_given(
     assert "warning" not in capsys.readouterr().err
     assert eval_main([*argv, "--truncate-dim", "64"]) == 2
     assert "--truncate-dim 64: the model's embeddings have 32 dimensions" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- guards
+class NotingLoss(EmbeddingLoss):
+    """A stand-in base loss: notes every batch as degenerate, logs a part of its own and
+    reads the text ids it is given."""
+
+    text_id_columns = ("sentence1",)
+
+    def forward(self, embeddings, labels, text_ids=None):
+        self.note_degenerate("no two distinct labels")
+        width = next(iter(embeddings.values())).shape[-1]
+        self.seen_ids = text_ids
+        return {"loss": torch.tensor(float(width)), "spread": torch.tensor(width * 10.0)}
+
+
+def test_a_batch_is_degenerate_once_and_the_widest_widths_parts_are_logged() -> None:
+    loss = matryoshka_loss_class(NotingLoss, (16, 8), (1.0, 1.0))(NotingLoss())
+    ids = {"sentence1": torch.tensor([0, 1])}
+    output = loss({"sentence1": torch.ones(2, 32), "sentence2": torch.ones(2, 32)}, None, ids)
+    assert loss.pop_degenerate() == [("no two distinct labels", True)]  # not once per width
+    assert float(output["spread"]) == 160.0  # the widest width's part
+    assert float(output["loss"]) == 24.0 and loss.base.seen_ids is ids
+
+
+@dataclass
+class WithLoss(BaseConfig):
+    """A method's config: one with a ``loss`` field."""
+
+    declared_losses: ClassVar[tuple[str, ...]] = ("cosine_mse", "softmax", "infonce")
+    loss: str = "cosine_mse"
+
+
+def test_the_settings_refuse_bools_infinities_and_a_head_at_parse_time() -> None:
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_matryoshka([True], None)
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_matryoshka([float("inf")], None)
+    with pytest.raises(ValueError, match="finite and ≥ 0"):
+        parse_matryoshka([8], [float("inf")])
+    with pytest.raises(ValueError, match="finite and ≥ 0"):
+        parse_matryoshka([8], [float("nan")])
+    with pytest.raises(ValueError, match="reads the pooled embeddings with a head"):
+        WithLoss(output_dir="/tmp/m", loss="softmax", matryoshka_dims=[8])
+    with pytest.raises(ValueError, match="reads the pooled embeddings with a head"):
+        BaseConfig(output_dir="/tmp/m", loss_weights={"softmax": 1}, matryoshka_dims=[8])
+    assert WithLoss(output_dir="/tmp/m", loss="infonce", matryoshka_dims=[8]).matryoshka_dims
+
+
+def test_leaving_out_the_models_width_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    cut = matryoshka_loss_class(loss_class("cosine_mse"), (16, 8), (1.0, 1.0))
+    with caplog.at_level("WARNING", logger="sts_core.losses.matryoshka"):
+        cut.from_config(BaseConfig(output_dir="/tmp/m"), SimpleNamespace(dimension=32))
+    assert "leave out the model's whole width (32)" in caplog.text
+    caplog.clear()
+    whole = matryoshka_loss_class(loss_class("cosine_mse"), (32, 8), (1.0, 1.0))
+    with caplog.at_level("WARNING", logger="sts_core.losses.matryoshka"):
+        whole.from_config(BaseConfig(output_dir="/tmp/m"), SimpleNamespace(dimension=32))
+    assert caplog.text == ""

@@ -9,7 +9,7 @@ base loss (``loss``, or the ``loss_weights`` sum) on the embeddings cut to each 
 are an embedding on their own. It is sentence-transformers' ``MatryoshkaLoss`` with every
 width trained at every step (its ``n_dims_per_step=-1``; ``shrink``: cut, then normalise).
 Each width's loss is logged unweighted as ``matryoshka_<d>``; the base loss's own logged
-parts are those of the full width.
+parts, and the batches it found degenerate, are those of the widest width listed.
 
 A loss with a head (it reads the pooled embeddings at the encoder's width) cannot be cut:
 :func:`matryoshka_loss_class` refuses it.
@@ -17,12 +17,16 @@ A loss with a head (it reads the pooled embeddings at the encoder's width) canno
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
 from sts_core.losses.registry import EmbeddingLoss, HeadLoss
+
+logger = logging.getLogger(__name__)
 
 MATRYOSHKA_CITATION = """@inproceedings{kusupati2022matryoshka,
   title={Matryoshka Representation Learning},
@@ -46,7 +50,8 @@ def parse_matryoshka(
         return None
     widths = []
     for dim in dims:
-        if isinstance(dim, bool) or not isinstance(dim, int | float) or dim != int(dim):
+        whole = isinstance(dim, int | float) and math.isfinite(dim) and dim == int(dim)
+        if isinstance(dim, bool) or not whole:
             raise ValueError(f"matryoshka_dims: {dim!r} is not a whole number")
         if dim < 1:
             raise ValueError(f"matryoshka_dims: {dim!r} must be at least 1")
@@ -59,7 +64,7 @@ def parse_matryoshka(
             f"matryoshka_weights: {len(given)} weights for {len(widths)} matryoshka_dims"
         )
     for weight in given:
-        if not weight >= 0 or weight == float("inf"):
+        if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"matryoshka_weights: {weight!r} must be finite and ≥ 0")
     if not any(given):
         raise ValueError("matryoshka_weights: every weight is 0, so nothing would train")
@@ -99,6 +104,14 @@ class MatryoshkaLoss(EmbeddingLoss):
                 f"matryoshka_dims {list(cls.dims)}: {max(cls.dims)} is wider than the model's "
                 f"embeddings ({dimension} dimensions)"
             )
+        if isinstance(dimension, int) and dimension not in cls.dims:
+            logger.warning(
+                "matryoshka_dims %s leave out the model's whole width (%d): its full "
+                "embedding is not trained, only its first %d dimensions",
+                list(cls.dims),
+                dimension,
+                max(cls.dims),
+            )
         return cls(cls.base_class.from_config(config, model))
 
     @classmethod
@@ -120,9 +133,6 @@ class MatryoshkaLoss(EmbeddingLoss):
             "base": self.base.config_dict(),
         }
 
-    def pop_degenerate(self) -> list[tuple[str, Tensor | bool]]:
-        return self.base.pop_degenerate()
-
     def forward(
         self,
         embeddings: Mapping[str, Tensor],
@@ -137,6 +147,10 @@ class MatryoshkaLoss(EmbeddingLoss):
                 output = self.base(cut, labels, text_ids=text_ids or {})
             else:
                 output = self.base(cut, labels)
+            # the widest width's degenerate batches, once: the others are the same batches
+            for event in self.base.pop_degenerate():
+                if index == 0:
+                    self.note_degenerate(*event)
             if isinstance(output, dict):
                 if index == 0:  # the widest: the base loss's own parts, as without Matryoshka
                     logged.update({k: v for k, v in output.items() if k != "loss"})
