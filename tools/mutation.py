@@ -106,6 +106,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_loss_packages.py",
             "shared/tests/test_single_sentence_training.py",
             "shared/tests/test_head_losses_and_backbone_options.py",
+            "shared/tests/test_checks_found_by_mutation.py",
             _WIRING,
         ],
     ),
@@ -123,6 +124,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_distillation.py",
             "shared/tests/test_distill_checks_and_neighbours.py",
+            "shared/tests/test_checks_found_by_mutation.py",
             _WIRING,
         ],
     ),
@@ -137,7 +139,11 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/training/sampler.py",
-        ["shared/tests/test_sampler.py", "shared/tests/test_epoch_batches_and_grad_cache.py"],
+        [
+            "shared/tests/test_sampler.py",
+            "shared/tests/test_epoch_batches_and_grad_cache.py",
+            "shared/tests/test_checks_found_by_mutation.py",
+        ],
     ),
     (
         "shared/src/sts_core/training/optimization.py",

@@ -1,0 +1,122 @@
+"""Checks whose tests the mutation pass of 2026-11-27 found missing (``tools/mutation.py``,
+commit 707087f): a loss built from the config fields named like its arguments, the shape
+check of ``pairwise_cosine``, the teacher's run-time check and its whole messages, and the
+epoch sampler's check of the rows a method's batches use."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from datasets import Dataset
+
+from sts_core.losses import EmbeddingLoss, loss_class, pairwise_cosine
+from sts_core.training.distill import check_teacher
+from sts_core.training.multi_dataset import TrainDatasets, TrainSet
+from sts_core.training.sampler import EpochBatchSampler
+
+
+# ----------------------------------------------------------------- from_config
+class ArgumentsLoss(EmbeddingLoss):
+    def __init__(self, margin: float = 0.1, *parts: float, scale: float = 2.0, **rest) -> None:
+        super().__init__()
+        self.margin, self.scale, self.parts, self.rest = margin, scale, parts, rest
+
+    def forward(self, embeddings, labels):
+        return torch.tensor(0.0)
+
+
+def test_a_loss_reads_the_config_fields_named_like_its_arguments() -> None:
+    loss = ArgumentsLoss.from_config(SimpleNamespace(margin=0.3, scale=5.0, parts=(9.0,)))
+    assert (loss.margin, loss.scale, loss.parts, loss.rest) == (0.3, 5.0, (), {})
+    kept = ArgumentsLoss.from_config(SimpleNamespace(scale=7.0))  # a field the config lacks
+    assert (kept.margin, kept.scale) == (0.1, 7.0)
+
+
+# ----------------------------------------------------------------- pairwise_cosine
+def test_pairwise_cosine_refuses_other_shapes_naming_both() -> None:
+    message = "expected two (N, d) embedding tensors of the same shape, got (2, 3, 4) and (2, 3, 4)"
+    with pytest.raises(ValueError) as three_d:
+        pairwise_cosine(torch.ones(2, 3, 4), torch.ones(2, 3, 4))
+    assert str(three_d.value) == message
+    with pytest.raises(ValueError) as mismatched:
+        pairwise_cosine(torch.ones(2, 3), torch.ones(2, 4))
+    assert str(mismatched.value) == message.replace("(2, 3, 4) and (2, 3, 4)", "(2, 3) and (2, 4)")
+    assert pairwise_cosine(torch.ones(2, 3), torch.ones(2, 3)).tolist() == pytest.approx([1, 1])
+
+
+# ----------------------------------------------------------------- the teacher's check
+PAIRS = Dataset.from_dict({"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [0.5, 2.0]})
+
+
+def teacher_config(folder, weight: float = 1.0) -> SimpleNamespace:
+    return SimpleNamespace(teacher_model=str(folder), teacher_weight=weight)
+
+
+def test_the_teacher_check_refuses_a_mapping_and_a_loss_without_scores(tiny_bert_dir) -> None:
+    sets = TrainDatasets([TrainSet("a", PAIRS, "cosine_mse")])
+    with pytest.raises(ValueError) as mapping:
+        check_teacher(teacher_config(tiny_bert_dir), loss_class("cosine_mse"), "score", sets)
+    assert str(mapping.value) == (
+        "teacher_model with train_datasets as a mapping: distillation relabels one "
+        "training set; give train_datasets as a list"
+    )
+    with pytest.raises(ValueError) as classes:
+        check_teacher(teacher_config(tiny_bert_dir), loss_class("softmax"), "label", PAIRS)
+    assert str(classes.value) == (
+        "teacher_model gives each pair a similarity score, but loss softmax reads class "
+        "labels: use a loss over scores (cosine_mse, cosent, pearson, …)"
+    )
+    with pytest.raises(ValueError, match="reads no labels"):
+        check_teacher(teacher_config(tiny_bert_dir), loss_class("infonce"), "score", PAIRS)
+
+
+def test_the_teacher_check_reads_the_label_kind_under_the_config_and_passes_the_weight(
+    tiny_bert_dir,
+) -> None:
+    seen = []
+
+    class ScoresUnderThisConfig(EmbeddingLoss):
+        label_kind = None
+
+        @classmethod
+        def required_label_kind(cls, config):
+            seen.append(config)
+            return "score" if config is not None else None
+
+        def forward(self, embeddings, labels):
+            return torch.tensor(0.0)
+
+    config = teacher_config(tiny_bert_dir, weight=0.5)
+    with pytest.raises(ValueError) as outside:
+        check_teacher(config, ScoresUnderThisConfig, "score", PAIRS)
+    assert seen == [config]
+    assert str(outside.value).startswith("teacher_weight 0.5 < 1 mixes the teacher's cosine")
+    check_teacher(teacher_config(tiny_bert_dir), ScoresUnderThisConfig, "score", PAIRS)
+
+
+# ----------------------------------------------------------------- the epoch sampler
+def rows_used(batches: list[list[int]], dataset_size: int = 4) -> str:
+    sampler = EpochBatchSampler(
+        lambda epoch: batches, dataset_size, per_device=2, processes=1, num_batches=2,
+        every_row=False,
+    )  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        list(sampler)
+    return str(refused.value)
+
+
+def test_the_sampler_refuses_rows_outside_the_dataset_or_used_twice() -> None:
+    message = (
+        "the epoch's batches must use each of the 4 rows at most once "
+        "({} indices given, {} distinct)"
+    )
+    assert rows_used([[0, 1], [2, 4]]) == message.format(4, 4)  # the last row past the end
+    assert rows_used([[-1, 1], [2, 3]]) == message.format(4, 4)  # the first before the start
+    assert rows_used([[3, 1], [2, 3]]) == message.format(4, 3)  # a row twice, all in range
+    sampler = EpochBatchSampler(
+        lambda epoch: [[0, 1], [3]], 4, per_device=2, processes=1, num_batches=2,
+        every_row=False,
+    )  # fmt: skip
+    assert [list(b) for b in sampler] == [[0, 1], [3]]  # a row left out is allowed here
