@@ -167,6 +167,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_sts_report.py",
             "shared/tests/test_pair_tasks_refusals_and_cutoffs.py",
             "shared/tests/test_pair_scorers.py",
+            "shared/tests/test_checks_found_by_mutation.py",
             _WIRING,
         ],
     ),
@@ -176,6 +177,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_soup.py",
             "shared/tests/test_soup_command.py",
             "shared/tests/test_averaging.py",
+            "shared/tests/test_checks_found_by_mutation.py",
         ],
     ),
     (

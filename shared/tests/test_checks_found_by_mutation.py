@@ -5,6 +5,7 @@ epoch sampler's check of the rows a method's batches use."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -120,3 +121,106 @@ def test_the_sampler_refuses_rows_outside_the_dataset_or_used_twice() -> None:
         every_row=False,
     )  # fmt: skip
     assert [list(b) for b in sampler] == [[0, 1], [3]]  # a row left out is allowed here
+
+
+# ----------------------------------------------------------------- sts-soup's input checks
+def test_a_vocabulary_difference_names_the_first_token_by_id() -> None:
+    from sts_core.soup import _vocabulary_difference, check_vocabulary
+
+    reference = {"[PAD]": 0, "a": 1, "b": 2, "c": 3}
+    assert _vocabulary_difference(reference, dict(reference)) == ""
+    swapped = {"[PAD]": 0, "a": 1, "b": 3, "c": 2}  # "b" is the first id that differs
+    assert _vocabulary_difference(reference, swapped) == (
+        "token 'b' has id 3, the first model's has id 2"
+    )
+    missing = {"[PAD]": 0, "a": 1, "c": 3}
+    assert _vocabulary_difference(reference, missing) == (
+        "token 'b' has no id, the first model's has id 2"
+    )
+    extra = {**reference, "z": 9, "y": 8}  # the smallest token of those added
+    assert _vocabulary_difference(reference, extra) == (
+        "token 'y' has id 8, the first model has no such token"
+    )
+    with pytest.raises(ValueError) as refused:
+        check_vocabulary(reference, "/runs/seed0", swapped, "/runs/seed1")
+    assert str(refused.value) == (
+        "/runs/seed1: its tokenizer differs from /runs/seed0's (token 'b' has id 3, the first "
+        "model's has id 2): a soup averages runs of one base model and tokenizer"
+    )
+    check_vocabulary(reference, "/runs/seed0", dict(reference), "/runs/seed1")
+
+
+def test_the_tokenizers_of_every_model_are_compared_with_the_first(tiny_bert_dir, tmp_path) -> None:
+    import shutil
+
+    from sts_core.soup import check_tokenizers
+
+    folders = []
+    for name in ("seed0", "seed1", "seed2"):
+        shutil.copytree(tiny_bert_dir, tmp_path / name)
+        folders.append(str(tmp_path / name))
+    check_tokenizers(folders)
+    tokenizer = tmp_path / "seed1" / "tokenizer.json"
+    config = json.loads(tokenizer.read_text(encoding="utf-8"))
+    vocab = config["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[5:7]
+    vocab[first], vocab[second] = vocab[second], vocab[first]  # the second model's only
+    tokenizer.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        check_tokenizers(folders)
+    message = str(refused.value)
+    assert message.startswith(f"{folders[1]}: its tokenizer differs from {folders[0]}'s (")
+    (tmp_path / "seed2" / "tokenizer.json").write_text("{", encoding="utf-8")
+    with pytest.raises(OSError, match=f"^{folders[2]}: could not load its tokenizer: "):
+        check_tokenizers(folders)
+
+
+def test_the_soups_output_may_not_hold_a_model_or_other_files(tiny_bert_dir, tmp_path) -> None:
+    import shutil
+
+    from sts_core.soup import check_inputs
+
+    output = tmp_path / "soup"
+    inside = output / "seed0"
+    shutil.copytree(tiny_bert_dir, inside)
+    shutil.copytree(tiny_bert_dir, tmp_path / "seed1")
+    with pytest.raises(ValueError) as holds:
+        check_inputs([str(tmp_path / "seed1"), str(inside)], str(output), overwrite=True)
+    assert str(holds.value) == (
+        f"--output {output} holds the model {inside}: a soup saved there would replace files "
+        "beside it; write the soup elsewhere (nothing was removed)"
+    )
+    shutil.rmtree(inside)
+    shutil.copytree(tiny_bert_dir, tmp_path / "seed0")
+    for name in ("e.txt", "d.txt", "c.txt", "b.txt", "a.txt"):
+        (output / name).write_text("mine", encoding="utf-8")
+    models = [str(tmp_path / "seed0"), str(tmp_path / "seed1")]
+    with pytest.raises(FileExistsError) as others:
+        check_inputs(models, str(output), overwrite=True)
+    assert str(others.value) == (
+        f"--output {output} holds files that are not a model saved by sts-core (a.txt, b.txt, "
+        "c.txt, d.txt): --overwrite replaces a saved model only; choose a new folder"
+    )
+    assert check_inputs([*models, "no/such-hub-id"][:2], str(tmp_path / "new"), False) == models
+
+
+# ----------------------------------------------------------------- the STS evaluator's encode
+def test_the_evaluator_names_the_progress_bar_by_task_where_encode_takes_it() -> None:
+    from sts_core.evaluation.sts import _as_encode_fn
+
+    calls = []
+
+    class Named:
+        def encode(self, sentences, batch_size, show_progress_bar, progress_desc="Encoding"):
+            calls.append((batch_size, show_progress_bar, progress_desc))
+            return [[1.0]] * len(sentences)
+
+    class Plain:
+        def encode(self, sentences, batch_size, show_progress_bar):
+            calls.append((batch_size, show_progress_bar))
+            return [[1.0]] * len(sentences)
+
+    assert _as_encode_fn(Named(), 8, True)(["a", "b"], "sts12").shape == (2, 1)
+    _as_encode_fn(Named(), 8, False)(["a"], "sts13")  # no bar: no name either
+    _as_encode_fn(Plain(), 4, True)(["a"], "sts14")
+    assert calls == [(8, True, "sts12"), (8, False, "Encoding"), (4, True)]

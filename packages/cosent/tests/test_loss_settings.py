@@ -171,3 +171,19 @@ def test_gather_ranks_every_processs_pairs(monkeypatch) -> None:
     local = CoSENTRankingLoss(scale=5.0)
     local({"sentence1": u, "sentence2": v}, labels)
     assert bool(local.pop_degenerate()[0][1])
+
+
+def test_the_contrastive_loss_refuses_other_shapes_naming_both() -> None:
+    """Found by the mutation pass of 2026-11-27: the whole message of each shape refusal."""
+    import torch
+
+    from sts_cosent.loss import contrastive_threshold_loss
+
+    message = "expected two (N, d) embedding tensors of the same shape, got {} and {}"
+    labels = torch.tensor([1.0, 0.0])
+    with pytest.raises(ValueError) as three_d:
+        contrastive_threshold_loss(torch.ones(2, 3, 4), torch.ones(2, 3, 4), labels)
+    assert str(three_d.value) == message.format((2, 3, 4), (2, 3, 4))
+    with pytest.raises(ValueError) as mismatched:
+        contrastive_threshold_loss(torch.ones(2, 3), torch.ones(2, 4), labels)
+    assert str(mismatched.value) == message.format((2, 3), (2, 4))
