@@ -224,3 +224,28 @@ def test_the_evaluator_names_the_progress_bar_by_task_where_encode_takes_it() ->
     _as_encode_fn(Named(), 8, False)(["a"], "sts13")  # no bar: no name either
     _as_encode_fn(Plain(), 4, True)(["a"], "sts14")
     assert calls == [(8, True, "sts12"), (8, False, "Encoding"), (4, True)]
+
+
+def test_a_loss_is_described_by_its_title_else_its_name() -> None:
+    assert ArgumentsLoss.describe() == "ArgumentsLoss"
+    titled = type("Titled", (ArgumentsLoss,), {"title": "margin loss (eq. 3)"})
+    assert titled.describe() == "margin loss (eq. 3)"
+
+
+def test_the_sampler_keeps_the_number_of_batches_it_is_given() -> None:
+    sampler = EpochBatchSampler(
+        lambda epoch: [[0], [1], [2]], 4, per_device=2, processes=1, num_batches=3,
+        every_row=False,
+    )  # fmt: skip
+    assert len(sampler) == 3 and [list(b) for b in sampler] == [[0], [1], [2]]
+
+
+def test_a_hub_id_before_a_local_model_does_not_end_the_check(tiny_bert_dir, tmp_path) -> None:
+    import shutil
+
+    from sts_core.soup import check_models_outside
+
+    inside = tmp_path / "soup" / "seed0"
+    shutil.copytree(tiny_bert_dir, inside)
+    with pytest.raises(ValueError, match="holds the model"):
+        check_models_outside(tmp_path / "soup", ["some-user/some-model", str(inside)])
