@@ -319,7 +319,7 @@ def test_a_run_draws_its_learning_curves_from_the_series_it_records(finished_run
     assert "learning_curves.png" not in checkpoint_card  # drawn after training
 
 
-def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping() -> None:
+def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping(caplog) -> None:
     from sts_core.training.curves import draw_learning_curves, learning_curve_series
 
     history = [
@@ -335,4 +335,6 @@ def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping() ->
         "learning_rate": [[1, 1e-5]],
         "eval_spearman": [[2, 80.0], [3, 81.0]],
     }
-    assert draw_learning_curves({}, Path("/nonexistent/never.png")) is False  # nothing to draw
+    with caplog.at_level("INFO", logger="sts_core.training.curves"):
+        assert draw_learning_curves({}, Path("/nonexistent/never.png")) is False
+    assert "not drawn: the run logged no loss" in caplog.text  # said, not silently left out

@@ -47,6 +47,11 @@ def draw_learning_curves(series: Mapping[str, list[list]], path: Path) -> bool:
     there is nothing to draw."""
     panels = _panels(series)
     if not panels:
+        logger.info(
+            "%s not drawn: the run logged no loss, learning rate or dev score (it ran fewer "
+            "steps than logging_steps: lower logging_steps to draw one)",
+            CURVES_IMAGE,
+        )
         return False
     try:
         import matplotlib
