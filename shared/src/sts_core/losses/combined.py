@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from sts_core.losses.registry import EmbeddingLoss, loss_class
+from sts_core.losses.registry import EmbeddingLoss, loss_and_parts, loss_class
 from sts_core.options import NON_NEGATIVE, check_number, parse_json_mapping
 
 
@@ -115,13 +115,8 @@ class WeightedLossSum(EmbeddingLoss):
             if self.normalize_for_others and not part.reads_pooled:
                 unit = unit or {k: nn.functional.normalize(v, dim=-1) for k, v in seen.items()}
                 seen = unit
-            if part.text_id_columns:
-                output = part(seen, labels, text_ids=text_ids or {})
-            else:
-                output = part(seen, labels)
-            if isinstance(output, dict):
-                logged.update({f"{name}/{k}": v for k, v in output.items() if k != "loss"})
-                output = output["loss"]
+            output, parts = loss_and_parts(part, seen, labels, text_ids)
+            logged.update({f"{name}/{k}": v for k, v in parts.items()})
             logged[f"loss_{name}"] = output.detach()
             total = total + self.weights[name] * output
         return {"loss": total, **logged}  # type: ignore[dict-item]

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from sts_core.losses.registry import EmbeddingLoss, HeadLoss
+from sts_core.losses.registry import EmbeddingLoss, HeadLoss, loss_and_parts
 
 logger = logging.getLogger(__name__)
 
@@ -143,18 +143,13 @@ class MatryoshkaLoss(EmbeddingLoss):
         logged: dict[str, Tensor] = {}
         for index, (dim, weight) in enumerate(zip(self.dims, self.weights, strict=True)):
             cut = {k: nn.functional.normalize(v[..., :dim], dim=-1) for k, v in embeddings.items()}
-            if self.base.text_id_columns:
-                output = self.base(cut, labels, text_ids=text_ids or {})
-            else:
-                output = self.base(cut, labels)
+            output, parts = loss_and_parts(self.base, cut, labels, text_ids)
             # the widest width's degenerate batches, once: the others are the same batches
             for event in self.base.pop_degenerate():
                 if index == 0:
                     self.note_degenerate(*event)
-            if isinstance(output, dict):
-                if index == 0:  # the widest: the base loss's own parts, as without Matryoshka
-                    logged.update({k: v for k, v in output.items() if k != "loss"})
-                output = output["loss"]
+            if index == 0:  # the widest: the base loss's own parts, as without Matryoshka
+                logged.update(parts)
             logged[f"matryoshka_{dim}"] = output.detach()
             total = total + weight * output
         return {"loss": total, **logged}  # type: ignore[dict-item]

@@ -207,6 +207,24 @@ def register_loss(name: str) -> Callable[[type[EmbeddingLoss]], type[EmbeddingLo
 ENTRY_POINT_GROUP = "sts_core.methods"  # a method's declaration imports its losses
 
 
+def loss_and_parts(
+    loss: EmbeddingLoss,
+    embeddings: Mapping[str, Tensor],
+    labels: Tensor | None,
+    text_ids: Mapping[str, Tensor] | None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Call a loss that is part of another (a ``loss_weights`` sum, Matryoshka): with the
+    batch's text ids when it reads them; its total and its own logged parts (none for a
+    scalar)."""
+    if loss.text_id_columns:
+        output = loss(embeddings, labels, text_ids=text_ids or {})
+    else:
+        output = loss(embeddings, labels)
+    if isinstance(output, dict):
+        return output["loss"], {k: v for k, v in output.items() if k != "loss"}
+    return output, {}
+
+
 @dataclass(frozen=True)
 class BrokenLossPackage:
     """An entry point of ``sts_core.methods`` whose module failed to import."""
