@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,8 @@ SMOKE_STEP_LIMIT = 600  # seconds a step may take in the CPU run-through (a load
 BUDGET = {"full": 510, "smoke": 1800}  # seconds the whole check may take (--budget)
 #: a step is skipped when less than this is left of the budget
 MIN_STEP_SECONDS = 5
+# the line a run logs once: which training forward it took, and why
+TRAINING_FORWARD = re.compile(r"training forward: (\w+ \(.*\))")
 
 
 # ----------------------------------------------------------------------------- steps
@@ -145,6 +148,9 @@ def lora_step(args: argparse.Namespace, four_bit: bool = False) -> dict[str, Any
         if result["status"] == "passed":
             trained = json.loads(metrics.read_text(encoding="utf-8"))["train"]
             result["train_loss"] = trained.get("train_loss")
+    found = TRAINING_FORWARD.search(result.get("output_tail", ""))
+    if found:
+        result["path"] = found.group(1)  # the path ``padding_free: auto`` took, and why
     return result
 
 
@@ -315,7 +321,9 @@ def report_markdown(steps: dict[str, dict], auto: dict[str, Any], info: dict) ->
     ]  # fmt: skip
     from sts_core.encoder.packing import AUTO_TAKES_VARLEN
 
-    now = "varlen" if AUTO_TAKES_VARLEN else "padded"
+    now = (
+        "varlen (where its kernel applies the attention dropout)" if AUTO_TAKES_VARLEN else "padded"
+    )
     return "\n".join(
         [
             "# GPU check",
@@ -330,8 +338,17 @@ def report_markdown(steps: dict[str, dict], auto: dict[str, Any], info: dict) ->
             "Reports of the speed steps: "
             + ", ".join(f"[{s['report']}]({s['report']})" for s in steps.values() if "report" in s),
             *runs_markdown(steps),
+            *paths_markdown(steps),
         ]
     )
+
+
+def paths_markdown(steps: dict[str, dict]) -> list[str]:
+    """The training forward each decoder step took (as its run logged it)."""
+    lines = [f"- {name}: {step['path']}" for name, step in steps.items() if step.get("path")]
+    if not lines:
+        return []
+    return ["", "Training forward of the decoder steps (`padding_free: auto`):", *lines]
 
 
 def runs_markdown(steps: dict[str, dict]) -> list[str]:

@@ -169,10 +169,13 @@ def measure_training(
 
 
 def packing_path_of(trainer: Any) -> list[str] | None:
-    """Our encoder's training path after the run (varlen, block_mask or padded) and why."""
+    """Our encoder's training path (varlen, block_mask or padded) and why: the last one its
+    training forward took (under the run's autocast), else the one it would take now."""
     model = trainer.model
     if not hasattr(model, "packing_path"):
         return None
+    if getattr(model, "training_paths", None):
+        return list(list(model.training_paths)[-1])
     training = model.training
     path = list(model.train().packing_path())
     model.train(training)

@@ -287,3 +287,18 @@ def test_the_runs_file_is_replaced_whole(tmp_path: Path, monkeypatch) -> None:
         {"throughput": 1.0}
     ]
     assert written == [[{"throughput": 1.0}, {}]]  # the new content went to the side file
+
+
+def test_a_decoder_step_reports_the_training_forward_its_run_logged(check) -> None:
+    # the second H200 call: auto took varlen for the decoder and the kernel refused float32
+    logged = (
+        "INFO sts_core.encoder: training forward: padded (the torch varlen kernel computes in "
+        "fp16 or bf16 only (bf16: true))\n{'loss': '3.431'}"
+    )
+    found = check.TRAINING_FORWARD.search(logged)
+    step = {"status": "passed", "path": found.group(1)}
+    lines = check.paths_markdown({"lora-bf16": step, "cuda-tests": {"status": "passed"}})
+    assert lines[-1] == (
+        "- lora-bf16: padded (the torch varlen kernel computes in fp16 or bf16 only (bf16: true))"
+    )
+    assert check.paths_markdown({"cuda-tests": {"status": "passed"}}) == []

@@ -272,6 +272,8 @@ def test_auto_chooses_by_device_and_kernel(
 
     cuda = property(lambda self: torch.device("cuda"))
     monkeypatch.setattr(SentenceEncoder, "device", cuda)
+    for encoder in (bert, llama):  # the fused kernels compute in bf16 (tested below in fp32)
+        encoder.backbone.to(torch.bfloat16)
     monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: None)
     path, reason = bert.packing_path()
     assert path == "padded" and "padding is faster than a dense block mask" in reason
@@ -279,16 +281,108 @@ def test_auto_chooses_by_device_and_kernel(
     assert bert.packing_path()[0] == "block_mask"  # true: pack wherever possible
     bert.padding_free = "auto"
     monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "torch")
-    path, reason = bert.packing_path()  # a CUDA-only path stays opt-in until measured
-    assert path == "padded" and "not yet measured on a GPU" in reason
+    path, reason = bert.packing_path()  # torch's kernel would drop BERT's attention dropout
+    assert path == "padded" and "no attention dropout, and the model's is 0.1" in reason
+    assert llama.packing_path()[0] == "varlen"  # a decoder without attention dropout: auto packs
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "flash_attn")
+    assert bert.packing_path()[0] == "varlen"  # a kernel that applies the dropout: auto packs
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "torch")
     for encoder in (bert, llama):
         encoder.padding_free = "true"
         path, reason = encoder.packing_path()
         assert path == "varlen" and "torch varlen kernel" in reason  # decoders: varlen only
     assert "no attention dropout: 0.1 is not applied" in bert.packing_path()[1]  # said
-    monkeypatch.setattr(packing_module, "AUTO_TAKES_VARLEN", True)
-    bert.padding_free = "auto"
-    assert bert.packing_path()[0] == "varlen"
+    monkeypatch.setattr(packing_module, "AUTO_TAKES_VARLEN", False)  # before the GPU measure
+    llama.padding_free = "auto"
+    path, reason = llama.packing_path()
+    assert path == "padded" and "not yet measured on a GPU" in reason
+
+
+def test_float32_on_a_gpu_takes_no_fused_kernel(
+    tiny_bert_dir: Path, tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fused varlen kernels take fp16 or bf16 only: a float32 forward outside autocast
+    packs by the block mask (BERT, ``true``) or pads, saying why."""
+    bert = SentenceEncoder.from_pretrained(tiny_bert_dir, padding_free="true").train()
+    llama = SentenceEncoder.from_pretrained(tiny_llama_dir, pooling="last_token").train()
+    monkeypatch.setattr(SentenceEncoder, "device", property(lambda self: torch.device("cuda")))
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "torch")
+    assert bert.packing_path() == (
+        "block_mask",
+        "padding_free: true on cuda without a varlen kernel: packed rows, block mask",
+    )
+    path, reason = llama.packing_path()
+    assert path == "padded" and "torch varlen kernel computes in fp16 or bf16 only" in reason
+    llama.backbone.to(torch.bfloat16)
+    assert llama.packing_path()[0] == "varlen"
+
+
+def test_half_precision_is_read_from_autocast_or_the_weights(tiny_llama_dir: Path) -> None:
+    llama = SentenceEncoder.from_pretrained(tiny_llama_dir, pooling="last_token")
+    assert not packing_module.computes_in_half(llama)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert packing_module.computes_in_half(llama)
+    llama.backbone.to(torch.float16)
+    assert packing_module.computes_in_half(llama)
+
+
+def test_a_float32_query_reaches_a_fused_kernel_in_the_autocast_dtype(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under bf16 autocast a decoder's query comes out float32 (its rotary tables are
+    float32): it is cast to bf16 for the kernel, which takes no float32 (an H200 raised
+    "FlashAttention only support fp16 and bf16"). Outside autocast the reference runs."""
+    torch.manual_seed(0)
+    mask = (torch.arange(5)[None] < torch.tensor([3, 5])[:, None]).long()
+    packing = VarlenPacking(mask)
+    query, key, value = (torch.randn(8, 2, 16) for _ in "qkv")
+    seen: list[torch.dtype] = []
+
+    def fake_kernel(query, key, value, cu_seq_lens, max_length, causal, scale):
+        seen.append(query.dtype)
+        if query.dtype not in (torch.float16, torch.bfloat16):
+            raise RuntimeError("FlashAttention only support fp16 and bf16 data type")
+        return reference_varlen_attention(query, key, value, cu_seq_lens, causal=causal)
+
+    monkeypatch.setattr(packing_module, "torch_varlen_attention", fake_kernel)
+    args = (query, key, value, packing.cu_seq_lens, packing.max_length)
+    reference = reference_varlen_attention(query, key, value, packing.cu_seq_lens)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = varlen_attention(*args, kernel="torch")
+    assert seen == [torch.bfloat16] and fused.dtype == torch.bfloat16
+    torch.testing.assert_close(fused.float(), reference, atol=3e-2, rtol=3e-2)
+    assert torch.equal(varlen_attention(*args, kernel="torch"), reference)  # float32: reference
+    assert seen == [torch.bfloat16]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's varlen_attn is CUDA-only")
+def test_decoder_trains_on_the_fused_kernel_under_bf16_autocast(tiny_llama_dir: Path) -> None:
+    """A float32 decoder under bf16 autocast (the Trainer's ``bf16: true``) on the GPU: the
+    varlen path's embeddings equal the padded forward's, within bf16's precision."""
+    packed, padded = (
+        SentenceEncoder.from_pretrained(tiny_llama_dir, pooling="last_token", padding_free=mode)
+        .cuda()
+        .train()
+        for mode in ("true", "false")
+    )
+    features = {k: v.cuda() for k, v in packed.tokenize(SENTENCES).items()}
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert packed.packing_path()[0] == "varlen"
+        outputs = [encoder(**features).float() for encoder in (packed, padded)]
+    outputs[0].sum().backward()
+    torch.testing.assert_close(outputs[0], outputs[1], atol=5e-2, rtol=5e-2)
+
+
+def test_auto_takes_varlen_on_a_gpu_for_a_bert_without_attention_dropout(
+    tiny_bert_nodropout_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bert = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir).train()
+    bert.backbone.to(torch.bfloat16)
+    monkeypatch.setattr(SentenceEncoder, "device", property(lambda self: torch.device("cuda")))
+    monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: "torch")
+    path, reason = bert.packing_path()
+    assert path == "varlen" and "not applied" not in reason
 
 
 def test_unsupported_forced_path_is_refused_before_training(tiny_llama_dir: Path) -> None:

@@ -57,7 +57,8 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         self.max_length = encoding.checked_max_length(max_length, tokenizer, backbone)
         self.normalize = normalize
         self.padding_free = packing.padding_free_mode(padding_free)
-        self._paths_logged: set[tuple[str, str]] = set()
+        # the training forwards taken, (path, why), in the order first taken (each logged once)
+        self.training_paths: dict[tuple[str, str], None] = {}
         if getattr(tokenizer, "pad_token", None) is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         # where the weights came from (set by from_pretrained): a LoRA save records it as
@@ -228,10 +229,11 @@ class SentenceEncoder(NamedPrompts, nn.Module):
     def packing_path(self) -> tuple[str, str]:
         """How :meth:`forward` runs now, and why: ``varlen``, ``block_mask`` or ``padded``.
 
-        ``padding_free: auto``: ``block_mask`` on a CPU; ``padded`` on a GPU (a dense block
-        mask keeps SDPA off its fast kernels; the varlen path is not measured on a GPU yet,
-        ``AUTO_TAKES_VARLEN``). ``true``: ``varlen`` where the backbone allows it and a fused
-        kernel exists on the module's device, else ``block_mask``. Evaluation always pads.
+        ``padding_free: auto``: ``block_mask`` on a CPU; on a GPU in fp16/bf16 ``varlen``
+        where a kernel applies the backbone's attention dropout (or it has none), else
+        ``padded`` (a dense block mask keeps SDPA off its fast kernels). ``true``: ``varlen``
+        where the backbone allows it and a fused kernel runs on the module's device and
+        dtype, else ``block_mask``. Evaluation always pads.
         """
         return packing.choose_path(self)
 
