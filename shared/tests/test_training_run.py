@@ -338,3 +338,55 @@ def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping(capl
     with caplog.at_level("INFO", logger="sts_core.training.curves"):
         assert draw_learning_curves({}, Path("/nonexistent/never.png")) is False
     assert "not drawn: the run logged no loss" in caplog.text  # said, not silently left out
+
+
+def test_report_to_tensorboard_writes_the_loss_and_dev_spearman_by_step(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """``report_to: tensorboard`` (``sts-core[tensorboard]``), offline: the event file in
+    ``output_dir/runs/`` holds each logged step's training loss and each evaluation's dev
+    Spearman, the values of the run's own log history."""
+    pytest.importorskip("tensorboard", reason="report_to: tensorboard needs sts-core[tensorboard]")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    output_dir = tmp_path / "out"
+    recipe = write_recipe(
+        tmp_path / "recipe.yaml", tiny_bert_nodropout_dir, output_dir, report_to="tensorboard"
+    )
+    metrics = TrainingRun(["--config", str(recipe)], method=CORE_METHOD).run()
+    (run_folder,) = (output_dir / "runs").iterdir()  # its event files (the final evaluation's too)
+    accumulator = EventAccumulator(str(run_folder))
+    accumulator.Reload()
+    history = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())[
+        "log_history"
+    ]
+
+    def same(key: str, expected: list[tuple[int, float]]) -> None:
+        events = accumulator.Scalars(key)  # float32 values
+        assert [e.step for e in events] == [step for step, _ in expected]
+        assert [e.value for e in events] == pytest.approx([v for _, v in expected], rel=1e-6)
+
+    losses = [(e["step"], e["loss"]) for e in history if "loss" in e]
+    spearman = [(e["step"], e["eval_dev_spearman"]) for e in history if "eval_dev_spearman" in e]
+    assert len(losses) == 4 and len(spearman) == 2
+    same("train/loss", losses)
+    final = (4, metrics["dev"]["eval_dev_spearman"])  # the final model's, after training
+    same("eval/dev_spearman", [*spearman, final])
+
+
+def test_report_to_tensorboard_without_the_package_is_one_line_before_weights_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from sts_core.training import BaseConfig
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("tensorboard", "tensorboardX") else found(name, *a),
+    )
+    with pytest.raises(ValueError, match=r"pip install 'sts-core\[tensorboard\]'"):
+        BaseConfig(output_dir=str(tmp_path), report_to="tensorboard")
+    BaseConfig(output_dir=str(tmp_path), report_to="none")  # nothing asked, nothing needed

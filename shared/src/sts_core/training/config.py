@@ -7,6 +7,7 @@ A method package subclasses ``BaseConfig`` with only its own fields (each with
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
@@ -668,6 +669,7 @@ class BaseConfig(TrainingArguments):
             # without blocking the host; a no-op on a CPU
             self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
+        check_reporting_packages(self.report_to)
 
     def _check_numbers(self) -> None:
         """Every numeric option in its range (ValueError naming the first that is not)."""
@@ -839,3 +841,16 @@ def accelerator_available() -> bool:
     if accelerator is not None and hasattr(accelerator, "is_available"):
         return accelerator.is_available()
     return torch.cuda.is_available()
+
+
+def check_reporting_packages(report_to: list[str] | str | None) -> None:
+    """``report_to: tensorboard`` without its package: one line before any weights load
+    (transformers finds out only when the Trainer is built)."""
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    if "tensorboard" in names and not any(
+        importlib.util.find_spec(module) for module in ("tensorboard", "tensorboardX")
+    ):
+        raise ValueError(
+            "report_to: tensorboard needs the optional package 'tensorboard': install it with "
+            "`pip install 'sts-core[tensorboard]'` (or `uv sync --extra tensorboard`)"
+        )
