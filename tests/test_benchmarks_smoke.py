@@ -609,3 +609,18 @@ def test_quality_search_trains_two_stages_and_measures_the_cost_of_an_old_cell(
     record = json.loads(path.read_text("utf-8"))["cells"][key]
     assert record["dev"] == trained["dev"] and record["steps"] == 4
     assert record["cost_measured_by"].endswith(f"(its dev reproduced: {trained['dev']:.4f})")
+
+
+@needs_benchmark_data
+def test_mining_benchmark_writes_the_same_triplets_as_the_peer(tmp_path: Path) -> None:
+    """``mine.py --smoke``: both sides in fresh processes on the same NLI pairs and
+    candidates; the report compares their peak memory and says the triplets are the same."""
+    run_script("mine", "--smoke", "--output-dir", str(tmp_path))
+    result = json.loads((tmp_path / "mine_smoke.json").read_text(encoding="utf-8"))
+    ours, peer = result["results"]["ours"], result["results"]["peer"]
+    assert ours["corpus"] == peer["corpus"] == 300 and result["spec"]["pairs"] == 100
+    assert ours["triplets"] == 300 and ours["triplets_sha256"] == peer["triplets_sha256"]
+    assert ours["peak_rss_mb"] > 100 and peer["peak_rss_mb"] > 100
+    markdown = (tmp_path / "mine_smoke.md").read_text(encoding="utf-8")
+    assert "The same triplets on both sides: **yes**" in markdown
+    assert not list(tmp_path.glob("*_inputs.json"))  # the scratch inputs are removed

@@ -82,6 +82,7 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/training/optimization.py",
     "shared/src/sts_core/evaluation",
     "shared/src/sts_core/soup.py",
+    "shared/src/sts_core/mining.py",
     *(f"packages/{m}/src/sts_{m}/{f}.py" for m in PACKAGES for f in ("loss", "config")),
     *PACKAGE_MODULES,
 ]
@@ -179,6 +180,10 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_averaging.py",
             "shared/tests/test_checks_found_by_mutation.py",
         ],
+    ),
+    (
+        "shared/src/sts_core/mining.py",
+        ["shared/tests/test_mining.py"],
     ),
     (
         "packages/*/src/*/loss.py",

@@ -203,3 +203,41 @@ def test_a_trainable_temperature_in_a_loss_sum_gets_its_own_rate(
     with caplog.at_level(logging.INFO, logger="sts_core.training.optimization"):
         assert main(["--config", str(recipe)]) == 0
     assert "(lr 0.05): 1 parameter(s): sts_loss.parts.bsc.inverse_temperature" in caplog.text
+
+
+def test_bsc_trains_on_the_triplets_sts_mine_writes(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sts-mine``'s output (anchor, positive, negative) is BSC's hard-negative training set
+    as it is: the loss gets the mined ``hard_negative`` embeddings in every batch."""
+    from sts_bsc.loss import BSCLoss
+    from sts_core.mining_cli import main as mine
+
+    pairs = tmp_path / "pairs.csv"
+    rows = [f"a man plays a guitar {i},a man plays music {i}" for i in range(12)]
+    pairs.write_text("anchor,positive\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    mined = tmp_path / "mined.csv"
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(pairs), "--output", str(mined)]
+    assert mine([*argv, "--num-negatives", "1", "--device", "cpu"]) == 0
+    seen: list[int] = []
+    batch = BSCLoss._batch
+
+    def recording(self, embeddings, labels, text_ids):
+        found = batch(self, embeddings, labels, text_ids)
+        seen.append(len(found["hard_negatives"]))
+        return found
+
+    monkeypatch.setattr(BSCLoss, "_batch", recording)
+    recipe = write_recipe(
+        tmp_path / "bsc.yaml",
+        tiny_bert_dir,
+        tmp_path / "out",
+        train_datasets=f"[{mined}]",
+        score_range="null",
+        eval_dataset="none",
+        save_strategy="no",
+        per_device_train_batch_size="4",
+        max_steps="2",
+    )
+    assert main(["--config", str(recipe)]) == 0
+    assert seen[:2] == [4, 4]

@@ -228,3 +228,35 @@ def test_promptsth_last_token_is_the_templates_last_word_on_both_padding_sides(
         assert text.replace(" ", "").endswith('sentence:"adog"meanssomething')
         vectors[side] = encoder.encode(sentences, show_progress_bar=False)
     assert vectors["left"] == pytest.approx(vectors["right"], abs=1e-5)
+
+
+def test_stage_1_trains_on_the_triplets_sts_mine_writes(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sts-mine``'s output (anchor, positive, negative) is stage 1's training set as it
+    is: every batch's rows carry the mined ``hard_negative``."""
+    from sts_core.mining_cli import main as mine
+
+    pairs = tmp_path / "pairs.csv"
+    rows = [f"a man plays a guitar {i},a man plays music {i}" for i in range(12)]
+    pairs.write_text("anchor,positive\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    mined = tmp_path / "mined.csv"
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(pairs), "--output", str(mined)]
+    assert mine([*argv, "--num-negatives", "1", "--device", "cpu"]) == 0
+    recipe = write_recipe(
+        tmp_path / "s1.yaml",
+        tiny_bert_dir,
+        tmp_path / "stage1",
+        mined,
+        loss="infonce",
+        eval_dataset="none",
+        save_strategy="no",
+        per_device_train_batch_size="4",
+        max_steps="2",
+    )
+    batches, _ = record_batches_and_losses(monkeypatch)
+    assert main(["--config", str(recipe)]) == 0
+    rows = [row for batch in batches for row in batch]
+    assert len(rows) >= 8 and all(row["hard_negative"].startswith("a man plays") for row in rows)
+    assert all(row["hard_negative"] != row["sentence2"] for row in rows)
+    assert read_metrics(tmp_path / "stage1")["data"]["train_pairs"] == 12

@@ -1,0 +1,225 @@
+"""Hard-negative mining: peak memory and seconds of ``sts-mine``'s function against
+sentence-transformers' ``mine_hard_negatives`` on the same pairs, candidates and model.
+
+The pairs are the NLI triplets' (premise, entailed hypothesis) rows of ``STS_DATA_DIR``
+(11,789); the candidates are their hypotheses and further distinct sentences of the data
+folder (the contradicting hypotheses, SNLI and MultiNLI dev/test, the Wikipedia sentences,
+WikiQA's candidates, Quora and MRPC) up to ``--corpus-size`` (100,000 in full mode). Each
+side runs in a fresh process and reports its peak RSS (``ru_maxrss``), its seconds and
+the triplets it wrote; both use the exact search (``--faiss`` for faiss on both) with the
+peer's default settings (3 negatives, sampling top). The triplets of the two sides are
+compared (same anchors, positives and negatives).
+
+    uv run python benchmarks/mine.py              # 100,000 candidates, all-MiniLM-L6-v2
+    uv run python benchmarks/mine.py --quick      # 20,000 candidates
+    uv run python benchmarks/mine.py --smoke      # 300 candidates (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+MODES = {
+    "full": {"corpus_size": 100_000, "pairs": 11_789},
+    "quick": {"corpus_size": 20_000, "pairs": 4_000},
+    "smoke": {"corpus_size": 300, "pairs": 100},
+}
+SIDES = ("ours", "peer")
+
+
+# ----------------------------------------------------------------------------- data
+def nli_rows(data: Path) -> list[dict[str, str]]:
+    with (data / "nli" / "triplets" / "nli_triplets.csv").open(encoding="utf-8") as file:
+        return list(csv.DictReader(file))
+
+
+def more_sentences(data: Path):
+    """Distinct sentences of the data folder beyond the triplets, in a fixed order."""
+    for name in ("snli-devtest-raw/snli_1.0_dev.csv", "snli-devtest-raw/snli_1.0_test.csv"):
+        yield from _csv_columns(data / "nli" / name, ("sentence1", "sentence2"))
+    for path in sorted((data / "nli" / "mnli-dev").glob("*.csv")):
+        yield from _csv_columns(path, ("sentence1", "sentence2"))
+    for path in sorted((data / "wiki").glob("*.txt")):
+        yield from path.read_text(encoding="utf-8").splitlines()
+    for path in sorted((data / "pairwise").glob("*/*.txt")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            yield from line.split("\t")
+
+
+def _csv_columns(path: Path, columns: tuple[str, ...]):
+    with path.open(encoding="utf-8") as file:
+        for row in csv.DictReader(file):
+            yield from (row.get(column) or "" for column in columns)
+
+
+def build_inputs(data: Path, pairs: int, corpus_size: int) -> dict[str, list[str]]:
+    """The pairs (anchors, positives) and the extra candidates: ``corpus_size`` distinct
+    texts in all (positives included), fewer if the folder has fewer."""
+    rows = nli_rows(data)[:pairs]
+    anchors = [row["sent0"].strip() for row in rows]
+    positives = [row["sent1"].strip() for row in rows]
+    taken = set(positives) | set(anchors)  # an anchor is never a candidate here
+    count = len(set(positives))
+    extra: list[str] = []
+    candidates = [row["hard_neg"] for row in nli_rows(data)]
+    for text in (*candidates, *more_sentences(data)):
+        if count >= corpus_size:
+            break
+        text = text.strip()
+        if len(text) > 3 and text not in taken and not text.isdigit():
+            taken.add(text)
+            extra.append(text)
+            count += 1
+    return {"anchors": anchors, "positives": positives, "corpus": extra}
+
+
+# ----------------------------------------------------------------------------- workers
+def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
+    common.set_threads(spec["threads"])
+    inputs = json.loads(Path(spec["inputs"]).read_text(encoding="utf-8"))
+    from datasets import Dataset
+
+    start = time.perf_counter()
+    if side == "ours":
+        from sts_core.encoder import SentenceEncoder
+        from sts_core.mining import MiningSettings, mine_hard_negatives
+
+        encoder = SentenceEncoder.from_pretrained(spec["model"]).eval()
+        pairs = Dataset.from_dict(
+            {"sentence1": inputs["anchors"], "sentence2": inputs["positives"]}
+        )
+        loaded = time.perf_counter()
+        mined, report = mine_hard_negatives(
+            pairs,
+            encoder,
+            MiningSettings(num_negatives=3),
+            corpus=inputs["corpus"],
+            batch_size=spec["batch_size"],
+            use_faiss=spec["faiss"],
+        )
+        corpus_size = report.corpus
+    else:
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.util import mine_hard_negatives as peer_mine
+
+        model = SentenceTransformer(spec["model"], device="cpu")
+        table = Dataset.from_dict({"anchor": inputs["anchors"], "positive": inputs["positives"]})
+        loaded = time.perf_counter()
+        mined = peer_mine(
+            table,
+            model,
+            corpus=inputs["corpus"],
+            num_negatives=3,
+            batch_size=spec["batch_size"],
+            use_faiss=spec["faiss"],
+            verbose=False,
+        )
+        corpus_size = len(dict.fromkeys(inputs["corpus"] + inputs["positives"]))
+    seconds = time.perf_counter() - loaded
+    triplets = list(zip(mined["anchor"], mined["positive"], mined["negative"], strict=True))
+    digest = hashlib.sha256(json.dumps(triplets).encode("utf-8")).hexdigest()
+    return {
+        "seconds": round(seconds, 2),
+        "load_seconds": round(loaded - start, 2),
+        "triplets": len(triplets),
+        "triplets_sha256": digest,
+        "corpus": corpus_size,
+        "peak_rss_mb": round(common.peak_rss_mb(), 1),
+    }
+
+
+# ----------------------------------------------------------------------------- report
+def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) -> str:
+    ours, peer = results["ours"], results["peer"]
+    same = ours["triplets_sha256"] == peer["triplets_sha256"]
+    rows = [
+        ("peak RSS, MiB", ours["peak_rss_mb"], peer["peak_rss_mb"]),
+        ("seconds (embedding, search, selection)", ours["seconds"], peer["seconds"]),
+        ("triplets written", ours["triplets"], peer["triplets"]),
+    ]
+    search = "faiss IndexFlatIP" if spec["faiss"] else "exact"
+    return "\n".join(
+        [
+            "# Hard-negative mining: `sts_core.mining` vs `sentence_transformers.util."
+            "mine_hard_negatives`",
+            "",
+            f"Mode `{spec['mode']}`: {spec['pairs']:,} NLI (premise, entailed hypothesis) "
+            f"pairs, {ours['corpus']:,} distinct candidates (the positives included), "
+            f"{spec['model_name']}, batch {spec['batch_size']}, {spec['threads']} thread(s), "
+            f"CPU, {search} search, 3 negatives (top); each side a fresh process.",
+            "",
+            common.machine_markdown(info),
+            "",
+            common.markdown_table(
+                ["", "ours", "sentence-transformers"],
+                [(label, common.fmt(a), common.fmt(b)) for label, a, b in rows],
+            ),
+            "",
+            f"The same triplets on both sides: **{'yes' if same else 'no'}** (SHA-256 of the "
+            "(anchor, positive, negative) list).",
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    parser = common.benchmark_parser(
+        __doc__, quick="20,000 candidates", smoke="300 candidates (CI)"
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--corpus-size", type=int, default=None)
+    parser.add_argument("--pairs", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--faiss", action="store_true", help="faiss search on both sides")
+    parser.add_argument("--output-dir", default=None)
+    parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        common.emit_result(worker(args.worker, json.loads(args.spec)))
+        return 0
+    args = common.apply_mode(args, MODES)
+    common.check_environment([args.model])
+    out = common.check_output_dir(args.output_dir)
+    stem = common.output_stem("mine", out, args.mode)
+    inputs = build_inputs(common.data_dir(), args.pairs, args.corpus_size)
+    inputs_path = stem.with_name(stem.name + "_inputs.json")
+    inputs_path.write_text(json.dumps(inputs), encoding="utf-8")
+    spec = {
+        "mode": args.mode,
+        "model": str(common.model_path(args.model)),
+        "model_name": args.model,
+        "pairs": len(inputs["anchors"]),
+        "batch_size": args.batch_size,
+        "threads": args.threads or common.default_threads(),
+        "faiss": args.faiss,
+        "inputs": str(inputs_path),
+    }
+    info = common.machine_info()
+    results = {}
+    try:
+        for side in SIDES:
+            print(f"  {side} …", flush=True)
+            results[side] = common.run_worker(__file__, side, spec)
+            print(f"    {common.summary_line(results[side])}", flush=True)
+    finally:
+        inputs_path.unlink()
+    common.write_json(stem, {"spec": spec, "machine": info, "results": results})
+    path = common.write_markdown(stem, report_markdown(results, spec, info))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    common.main_guard(main)

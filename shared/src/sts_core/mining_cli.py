@@ -1,0 +1,178 @@
+"""``sts-mine``: hard negatives for a table of (anchor, positive) pairs
+(:mod:`sts_core.mining`), written as a table ``train_datasets`` reads (anchor, positive,
+negative) with a report beside it.
+
+Every input is checked before the model loads: the settings, the output (never written
+over: an existing file is refused), the device and the pairs; a problem is one line on
+stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sts_core.cli import add_encoder_arguments, check_device, check_output_path, fail, load_encoder
+from sts_core.cli import positive_int as _positive_int
+from sts_core.mining import SAMPLING, MiningSettings, mine_hard_negatives
+
+#: the output formats, by the output's suffix
+WRITERS = {".csv": "to_csv", ".jsonl": "to_json", ".json": "to_json", ".parquet": "to_parquet"}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sts-mine",
+        description="Mine hard negatives for (anchor, positive) pairs with a sentence "
+        "encoder and write (anchor, positive, negative) triplets: the selection of "
+        "sentence-transformers' mine_hard_negatives, memory bounded.",
+    )
+    add_encoder_arguments(parser)
+    parser.add_argument(
+        "--pairs",
+        required=True,
+        metavar="NAME:SPLIT|PATH",
+        help="the pairs: a registry set (e.g. snli-entailment:train), a .csv/.tsv/.json/"
+        ".jsonl/.parquet file with a header, a save_to_disk folder or a hub id; the first "
+        "text column is the anchor, the second its positive",
+    )
+    parser.add_argument(
+        "--columns",
+        metavar="JSON",
+        default=None,
+        help="the table's columns, project column: table column, e.g. "
+        '\'{"sentence1": "question", "sentence2": "answer"}\'',
+    )
+    parser.add_argument(
+        "--corpus",
+        metavar="PATH",
+        default=None,
+        help="a text file of more candidate negatives, one per line (besides the positives)",
+    )
+    parser.add_argument("--output", required=True, help="the triplets: .csv, .jsonl or .parquet")
+    parser.add_argument(
+        "--data-dir", default=None, help="benchmark data folder (default: $STS_DATA_DIR)"
+    )
+    parser.add_argument("--num-negatives", type=_positive_int, default=3)
+    parser.add_argument("--range-min", type=int, default=0, help="skip the N best candidates")
+    parser.add_argument(
+        "--range-max", type=int, default=None, help="consider the best N candidates only"
+    )
+    parser.add_argument("--max-score", type=float, default=None)
+    parser.add_argument("--min-score", type=float, default=None)
+    parser.add_argument(
+        "--absolute-margin",
+        type=float,
+        default=None,
+        help="keep a negative only if its cosine + M ≤ the anchor's lowest positive cosine",
+    )
+    parser.add_argument(
+        "--relative-margin",
+        type=float,
+        default=None,
+        help="keep a negative only if its cosine ≤ p − |p|·R (p: the lowest positive cosine)",
+    )
+    parser.add_argument("--sampling", choices=SAMPLING, default="top")
+    parser.add_argument("--seed", type=int, default=0, help="for --sampling random")
+    parser.add_argument("--batch-size", type=_positive_int, default=64)
+    parser.add_argument(
+        "--memory-mb",
+        type=float,
+        default=256,
+        help="memory for the search's score blocks (default 256 MiB)",
+    )
+    parser.add_argument(
+        "--faiss",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="search with faiss (default: when installed)",
+    )
+    parser.add_argument(
+        "--scores", action="store_true", help="add positive_score and negative_score columns"
+    )
+    return parser
+
+
+def check_output(path: str) -> Path:
+    """The output file: a known suffix, not there yet, writable."""
+    target = Path(path).expanduser()
+    if target.suffix.lower() not in WRITERS:
+        raise ValueError(f"--output {target}: the name ends in one of {', '.join(WRITERS)}")
+    if target.exists():
+        raise ValueError(f"--output {target} exists: sts-mine writes a new file only")
+    report = report_path(target)
+    if report.exists():
+        raise ValueError(f"--output {target}: its report {report} exists")
+    return check_output_path(target)
+
+
+def report_path(output: Path) -> Path:
+    return output.with_name(output.name + ".report.json")
+
+
+def read_corpus(path: str | None) -> list[str]:
+    """The extra candidates, one per line (blank lines skipped, counted)."""
+    if path is None:
+        return []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    texts = [line.strip() for line in lines if line.strip()]
+    if not texts:
+        raise ValueError(f"--corpus {path}: no text in it")
+    return texts
+
+
+def write_table(dataset, path: Path) -> None:
+    """The triplets at ``path`` by its suffix (JSON: one object per line)."""
+    writer = WRITERS[path.suffix.lower()]
+    options = {"lines": True, "force_ascii": False} if writer == "to_json" else {}
+    options |= {"index": False} if writer == "to_csv" else {}
+    getattr(dataset, writer)(str(path), **options)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``sts-mine``."""
+    args = make_parser().parse_args(argv)
+    try:
+        settings = MiningSettings(
+            num_negatives=args.num_negatives,
+            range_min=args.range_min,
+            range_max=args.range_max,
+            max_score=args.max_score,
+            min_score=args.min_score,
+            absolute_margin=args.absolute_margin,
+            relative_margin=args.relative_margin,
+            sampling=args.sampling,
+            seed=args.seed,
+        )
+        output = check_output(args.output)
+        check_device(args.device)
+        from sts_core.data import check_columns_mapping, load_reference
+        from sts_core.options import parse_json_mapping
+
+        columns = parse_json_mapping(args.columns, "--columns")
+        check_columns_mapping(columns, "--columns")
+        _, pairs = load_reference(args.pairs, "train", data_dir=args.data_dir, columns=columns)
+        corpus = read_corpus(args.corpus)
+        encoder = load_encoder(args, "sts-mine")
+        triplets, report = mine_hard_negatives(
+            pairs,
+            encoder,
+            settings,
+            corpus=corpus,
+            batch_size=args.batch_size,
+            memory_mb=args.memory_mb,
+            use_faiss=args.faiss,
+            scores=args.scores,
+        )
+        write_table(triplets, output)
+        summary = {"pairs": args.pairs, "model": args.model, **report.as_dict()}
+        report_path(output).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    except (OSError, ValueError, ImportError) as error:
+        return fail("sts-mine", error)
+    for line in report.lines():
+        print(line)
+    print(f"wrote {output} and {report_path(output)}", file=sys.stdout)
+    return 0

@@ -1,0 +1,219 @@
+"""Hard-negative mining (``sts_core.mining``, ``sts-mine``): the peer's selection, ties by
+the lower corpus position, a bounded search, what is removed and reported."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from sts_core.data import load_reference
+from sts_core.encoder import SentenceEncoder
+from sts_core.mining import (
+    MiningSettings,
+    Pairs,
+    choose_negatives,
+    chunk_rows,
+    mine_hard_negatives,
+    top_candidates,
+)
+from sts_core.mining_cli import main
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+WORDS = (
+    "man woman dog cat plays guitar runs field eats apple reads book car drives red blue "
+    "small large child river boat sings song"
+).split()
+
+
+def made_up_pairs(count: int = 40, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Anchors and positives that share most of their words (so positives score high)."""
+    rng = random.Random(seed)
+    first, second = [], []
+    for i in range(count):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 8))]
+        first.append(f"anchor {i} " + " ".join(words))
+        words[rng.randrange(len(words))] = rng.choice(WORDS)
+        second.append(" ".join(words))
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert_dir: Path) -> SentenceEncoder:
+    return SentenceEncoder.from_pretrained(tiny_bert_dir).eval()
+
+
+@pytest.fixture(scope="module")
+def pairs() -> Dataset:
+    first, second = made_up_pairs()
+    return Dataset.from_dict({"sentence1": first, "sentence2": second})
+
+
+def triples(dataset: Dataset) -> list[tuple[str, str, str]]:
+    return list(zip(dataset["anchor"], dataset["positive"], dataset["negative"], strict=True))
+
+
+PEER_SETTINGS = [
+    {"num_negatives": 3},
+    {"num_negatives": 2, "range_min": 2, "range_max": 12},
+    {"num_negatives": 3, "relative_margin": 0.05},
+    {"num_negatives": 2, "absolute_margin": 0.02, "max_score": 0.995, "min_score": 0.2},
+]
+CHANGED = {"num_negatives": 1, "range_min": 3, "relative_margin": 0.2, "absolute_margin": 0.1}
+
+
+@pytest.mark.parametrize("settings", PEER_SETTINGS, ids=lambda s: ",".join(s))
+@pytest.mark.parametrize("use_faiss", [False, True], ids=["exact", "faiss"])
+def test_the_negatives_equal_the_peers_mine_hard_negatives(
+    tiny_bert_dir: Path, encoder, pairs: Dataset, settings: dict, use_faiss: bool
+) -> None:
+    """sentence-transformers' ``mine_hard_negatives`` (triplets, ``sampling_strategy
+    top``) on the same pairs and model: the same triplets in the same order; and a changed
+    setting changes ours (the comparison can fail)."""
+    pytest.importorskip("sentence_transformers")
+    if use_faiss:
+        pytest.importorskip("faiss", reason="the faiss search needs sts-core[faiss]")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import mine_hard_negatives as peer_mine
+
+    peer_model = SentenceTransformer(str(tiny_bert_dir), device="cpu")  # mean pooling
+    table = Dataset.from_dict({"anchor": pairs["sentence1"], "positive": pairs["sentence2"]})
+    theirs = triples(peer_mine(table, peer_model, verbose=False, **settings))
+    ours, report = mine_hard_negatives(
+        pairs, encoder, MiningSettings(**settings), use_faiss=use_faiss
+    )
+    assert len(theirs) >= 10 and triples(ours) == theirs
+    assert report.triplets == len(theirs) and sum(report.pairs_by_negatives.values()) == 40
+    key = [k for k in settings if k in CHANGED][-1]
+    changed, _ = mine_hard_negatives(
+        pairs, encoder, MiningSettings(**{**settings, key: CHANGED[key]}), use_faiss=use_faiss
+    )
+    assert triples(changed) != theirs
+
+
+def test_top_candidates_break_ties_by_the_lower_column_also_at_the_kth_place() -> None:
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 4, size=(50, 30)).astype(np.float32)  # many ties
+    scores[3] = -np.inf
+    scores[4, :5] = -np.inf
+    for k in (1, 7, 30, 40):
+        values, columns = top_candidates(scores, k)
+        for row in range(len(scores)):
+            expected = sorted(range(30), key=lambda c: (-scores[row, c], c))[:k]
+            assert columns[row].tolist() == expected
+            assert values[row].tolist() == [scores[row, c] for c in expected]
+
+
+def test_a_small_memory_bound_searches_in_chunks_with_the_same_result(encoder, pairs) -> None:
+    assert chunk_rows(100_000, 256) == 111  # 24 bytes per score cell
+    assert chunk_rows(10**9, 1) == 1
+    settings = MiningSettings(num_negatives=3, relative_margin=0.01)
+    whole, report = mine_hard_negatives(pairs, encoder, settings, use_faiss=False)
+    chunked, small = mine_hard_negatives(
+        pairs, encoder, settings, use_faiss=False, memory_mb=0.0001
+    )
+    assert report.chunk_rows == chunk_rows(report.corpus, 256) and small.chunk_rows == 1
+    assert triples(chunked) == triples(whole)
+
+
+def test_random_sampling_draws_among_the_candidates_left_and_keeps_them_best_first() -> None:
+    scores = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, -np.inf], [0.4, -np.inf, 0.3, 0.2, 0.1, 0.0]])
+    indices = np.array([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
+    settings = MiningSettings(num_negatives=2, range_min=1, sampling="random", seed=3)
+    drawn = [choose_negatives(scores, indices, settings, 6) for _ in range(2)]
+    assert np.array_equal(drawn[0][1], drawn[1][1])  # seeded
+    best, chosen = drawn[0]
+    assert set(chosen[0]) <= {11, 12, 13, 14} and set(chosen[1]) <= {22, 23, 24, 25}
+    assert (np.diff(best, axis=1) <= 0).all()  # best first
+    seen = set()
+    for seed in range(20):
+        other = MiningSettings(num_negatives=2, range_min=1, sampling="random", seed=seed)
+        seen.add(tuple(choose_negatives(scores, indices, other, 6)[1][0]))
+    assert len(seen) > 2  # the seed matters
+    top = choose_negatives(scores, indices, MiningSettings(num_negatives=2, range_min=1), 6)
+    assert top[1].tolist() == [[11, 12], [22, 23]]
+    few = choose_negatives(scores, indices, MiningSettings(num_negatives=5, range_min=1), 6)
+    assert few[1][0].tolist() == [11, 12, 13, 14, -1]  # fewer found: -1, counted by the caller
+
+
+def test_the_anchor_its_positives_and_duplicate_rows_are_never_negatives(encoder) -> None:
+    first, second = made_up_pairs(12, seed=1)
+    first = [*first, first[0], first[0], second[3]]  # a repeated pair, a second positive,
+    second = [*second, second[0], second[5], second[4]]  # and an anchor that is a positive
+    dataset = Dataset.from_dict({"sentence1": first, "sentence2": second})
+    mined, report = mine_hard_negatives(dataset, encoder, MiningSettings(num_negatives=4))
+    assert report.pairs == 14 and report.duplicate_pairs == 1 and report.anchors == 13
+    positives: dict[str, set[str]] = {}
+    for anchor, positive in zip(first, second, strict=True):
+        positives.setdefault(anchor, set()).add(positive)
+    for anchor, _, negative in triples(mined):
+        assert negative not in positives[anchor] and negative != anchor
+    assert report.removed["positive"] >= 13 and report.removed["anchor itself"] == 1
+    assert report.pairs_by_negatives == {4: 14}
+
+
+def test_pairs_build_the_corpus_from_extra_texts_then_positives_each_once() -> None:
+    table = Pairs.build(["a", "b", "a"], ["x", "y", "z"], ["y", "w"])
+    assert table.corpus == ["y", "w", "x", "z"]
+    assert table.anchors == ["a", "b"] and table.positives_of == [[2, 3], [0]]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"num_negatives": 0}, "num_negatives must be at least 1"),
+        ({"range_min": -1}, "range_min must be 0 or more"),
+        ({"range_min": 5, "range_max": 6, "num_negatives": 2}, "leaves 1 candidates"),
+        ({"sampling": "hardest"}, "sampling must be one of top, random"),
+        ({"max_score": float("nan")}, "max_score must be a finite number"),
+        ({"relative_margin": -0.1}, "relative_margin must be 0 or more"),
+        ({"min_score": 0.9, "max_score": 0.5}, "min_score 0.9 is above max_score 0.5"),
+    ],
+)
+def test_settings_are_checked_in_one_place(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MiningSettings(**settings)
+
+
+def test_the_default_window_is_the_peers() -> None:
+    assert MiningSettings(num_negatives=3, range_min=2).window(max_positives=2) == 7
+    assert MiningSettings(num_negatives=3, max_score=0.9).window(max_positives=1) == 31
+    assert MiningSettings(num_negatives=3, range_max=9).window(max_positives=4) == 9
+
+
+def test_sts_mine_writes_triplets_that_train_datasets_reads_and_a_report(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    first, second = made_up_pairs(20, seed=2)
+    source = tmp_path / "pairs.csv"
+    Dataset.from_dict({"question": first, "answer": second}).to_csv(str(source), index=False)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a red boat on the river\n\nthe child sings a song\n", encoding="utf-8")
+    output = tmp_path / "out" / "mined.csv"
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(source), "--output", str(output)]
+    argv += ["--corpus", str(corpus), "--num-negatives", "2", "--scores", "--device", "cpu"]
+    assert main(argv) == 0
+    assert f"wrote {output}" in capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "mined.csv.report.json").read_text())
+    assert report["corpus"] == 22 and report["pairs_by_negatives"] == {"2": 20}
+    _, read = load_reference(str(output), "train")
+    assert read.column_names[:3] == ["sentence1", "sentence2", "hard_negative"]
+    assert len(read) == 40 and read["sentence1"][0] == first[0]
+    assert main(argv) == 2  # never written over
+    assert "exists: sts-mine writes a new file only" in capsys.readouterr().err
+
+
+def test_sts_mine_refuses_bad_input_before_the_model_loads(tmp_path: Path, capsys) -> None:
+    missing = ["--model", str(tmp_path / "no-model"), "--pairs", str(tmp_path / "none.csv")]
+    assert main([*missing, "--output", str(tmp_path / "x.txt")]) == 2
+    assert "ends in one of .csv, .jsonl, .json, .parquet" in capsys.readouterr().err
+    assert main([*missing, "--output", str(tmp_path / "x.csv"), "--num-negatives", "2",
+                 "--range-max", "1"]) == 2  # fmt: skip
+    assert "fewer than num_negatives 2" in capsys.readouterr().err
+    assert main([*missing, "--output", str(tmp_path / "x.csv")]) == 2
+    assert "none.csv" in capsys.readouterr().err
