@@ -19,7 +19,12 @@ from sts_core.evaluation.sts import STSEvaluator
 from sts_core.testing import quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer, DataArguments
 from sts_core.training.data import build_train_dataset
-from sts_core.training.grad_cache import RandomState, mini_batches, slice_columns
+from sts_core.training.grad_cache import (
+    RandomState,
+    mini_batches,
+    slice_columns,
+    token_mini_batches,
+)
 from sts_core.training.trainer import check_gradient_cache
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -82,14 +87,30 @@ def test_replayed_random_state_draws_the_same_dropout_mask() -> None:
 
 
 def test_mini_batches_cover_the_batch_and_slices_drop_shared_padding() -> None:
-    assert mini_batches(7, 3) == [(0, 3), (3, 6), (6, 7)]
+    assert [c.tolist() for c in mini_batches(7, 3)] == [[0, 1, 2], [3, 4, 5], [6]]
     with pytest.raises(ValueError, match="at least 1"):
         mini_batches(4, 0)
     mask = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]])  # left padding
     columns = {"sentence1": {"input_ids": mask * 7, "attention_mask": mask}}
-    piece = slice_columns(columns, 1, 3)["sentence1"]
+    piece = slice_columns(columns, torch.tensor([1, 2]))["sentence1"]
     assert piece["attention_mask"].tolist() == [[1, 1], [0, 1]]
     assert piece["input_ids"].tolist() == [[7, 7], [0, 7]]
+
+
+def test_token_mini_batches_sort_rows_by_length_and_fill_the_budget() -> None:
+    """Rows by their real tokens over all text columns, longest first (ties in batch
+    order); a mini-batch takes rows while their tokens fit the budget, a longer row alone."""
+    first = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 1, 0, 0]])
+    second = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 0, 0]])
+    columns = {"sentence1": {"attention_mask": first}, "sentence2": {"attention_mask": second}}
+    # tokens per row: 5, 6, 3, 4
+    assert [c.tolist() for c in token_mini_batches(columns, 11)] == [[1, 0], [3, 2]]
+    assert [c.tolist() for c in token_mini_batches(columns, 5)] == [[1], [0], [3], [2]]
+    assert [c.tolist() for c in token_mini_batches(columns, 100)] == [[1, 0, 3, 2]]
+    ties = {"sentence1": {"attention_mask": torch.ones(4, 2, dtype=torch.long)}}
+    assert [c.tolist() for c in token_mini_batches(ties, 4)] == [[0, 1], [2, 3]]
+    with pytest.raises(ValueError, match="token budget must be at least 1"):
+        token_mini_batches(columns, 0)
 
 
 def test_gradient_cache_refuses_deepspeed_and_losses_with_parameters(
@@ -106,6 +127,24 @@ def test_gradient_cache_refuses_deepspeed_and_losses_with_parameters(
     with pytest.raises(ValueError, match="has a head or parameters of its own"):
         check_gradient_cache(args, nn.Linear(2, 1), "softmax")
     check_gradient_cache(args, nn.Module(), "infonce")  # no parameters: fine
+
+
+def test_a_token_budget_for_the_gradient_cache_is_checked_as_the_row_count_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match="gradient_cache_tokens must be at least 1"):
+        quick_training_args(BaseConfig, tmp_path, gradient_cache_tokens=0)
+    with pytest.raises(ValueError, match="both size the gradient cache's mini-batches"):
+        quick_training_args(
+            BaseConfig, tmp_path, gradient_cache_tokens=512, gradient_cache_batch_size=4
+        )
+    args = quick_training_args(BaseConfig, tmp_path, gradient_cache_tokens=512)
+    with pytest.raises(ValueError, match="gradient_cache_tokens with loss softmax, which has"):
+        check_gradient_cache(args, nn.Linear(2, 1), "softmax")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: sts-core[deepspeed]")
+    with pytest.raises(ValueError, match="gradient_cache_tokens with DeepSpeed"):
+        quick_training_args(BaseConfig, tmp_path, gradient_cache_tokens=512)
 
 
 # ----------------------------------------------------------------- prompts and truncation

@@ -234,12 +234,22 @@ CACHE_PAIRS = Dataset.from_dict(
 )
 
 
-def dropout_gradients(model_dir: Path, tmp_path: Path, cache: int | None, seed: int = 1):
-    """Loss and gradients of one training step of cosine MSE on the 8 pairs, dropout ON,
-    from the random state of ``seed``."""
-    encoder = SentenceEncoder.from_pretrained(model_dir)
+def dropout_gradients(
+    model_dir: Path,
+    tmp_path: Path,
+    cache: int | None,
+    seed: int = 1,
+    padding_free: str = "auto",
+    **settings: int,
+):
+    """Loss and gradients of one training step of cosine MSE on the 8 pairs (dropout as
+    the model has it) from the random state of ``seed``; ``settings``: more options."""
+    encoder = SentenceEncoder.from_pretrained(model_dir, padding_free=padding_free)
     args = quick_training_args(
-        BaseConfig, tmp_path / f"out-{cache}", gradient_cache_batch_size=cache
+        BaseConfig,
+        tmp_path / f"out-{cache}-{padding_free}-{len(settings)}",
+        gradient_cache_batch_size=cache,
+        **settings,
     )
     trainer = BaseTrainer(encoder, args, train_dataset=CACHE_PAIRS)
     batch = trainer.data_collator([CACHE_PAIRS[i] for i in range(len(CACHE_PAIRS))])
@@ -266,12 +276,12 @@ def test_a_gradient_cached_step_with_dropout_equals_the_uncached_step(
     assert abs(float(other_seed - whole_loss)) > 1e-4  # dropout is on: the seed matters
 
 
-def rows_of(columns: dict, start: int, stop: int) -> dict:
-    """Rows ``start:stop`` of each column, cut to the positions some of them use."""
+def rows_at(columns: dict, rows: list[int]) -> dict:
+    """Rows ``rows`` of each column, cut to the positions some of them use."""
     pieces = {}
     for name, features in columns.items():
-        used = features["attention_mask"][start:stop].bool().any(dim=0)
-        pieces[name] = {key: value[start:stop][:, used] for key, value in features.items()}
+        used = features["attention_mask"][rows].bool().any(dim=0)
+        pieces[name] = {key: value[rows][:, used] for key, value in features.items()}
     return pieces
 
 
@@ -285,7 +295,8 @@ def test_gradient_cached_mini_batches_with_dropout_get_the_gradient_of_their_own
     encoder = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
     columns = split_features(batch, ("sentence1", "sentence2"))
     torch.manual_seed(1)
-    pieces = [encoder(columns=rows_of(columns, a, b)) for a, b in ((0, 3), (3, 6), (6, 8))]
+    chunks = ([0, 1, 2], [3, 4, 5], [6, 7])
+    pieces = [encoder(columns=rows_at(columns, rows)) for rows in chunks]
     u = torch.cat([p["sentence1"] for p in pieces])
     v = torch.cat([p["sentence2"] for p in pieces])
     loss = cosine_mse_loss(u, v, batch["labels"])
@@ -296,3 +307,79 @@ def test_gradient_cached_mini_batches_with_dropout_get_the_gradient_of_their_own
             torch.testing.assert_close(
                 cached[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=about(name)
             )
+
+
+# tokens per row of CACHE_PAIRS (both columns, the tiny tokenizer): 12 to 16; a budget of
+# 40 makes mini-batches of two or three rows, not in batch order
+TOKEN_BUDGET = 40
+
+
+def rows_by_tokens(columns: dict, budget: int) -> list[list[int]]:
+    """The token mini-batches computed here: rows by their real tokens, longest first
+    (ties: batch order), packed while the budget holds."""
+    tokens = [sum(int(f["attention_mask"][row].sum()) for f in columns.values())
+              for row in range(8)]  # fmt: skip
+    chunks, used = [[]], 0
+    for row in sorted(range(8), key=lambda r: (-tokens[r], r)):
+        if chunks[-1] and used + tokens[row] > budget:
+            chunks, used = [*chunks, []], 0
+        chunks[-1].append(row)
+        used += tokens[row]
+    return chunks
+
+
+@pytest.mark.parametrize("padding_free", ["auto", "false"])
+def test_a_step_cached_by_tokens_without_dropout_equals_the_uncached_step(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, padding_free: str
+) -> None:
+    """``gradient_cache_tokens``: mini-batches by tokens, sorted by length; the loss and
+    gradients are the whole batch's (dropout off), packed (auto: the block mask on a CPU)
+    or padded."""
+    whole_loss, whole, batch = dropout_gradients(
+        tiny_bert_nodropout_dir, tmp_path, None, padding_free=padding_free
+    )
+    columns = split_features(batch, ("sentence1", "sentence2"))
+    chunks = rows_by_tokens(columns, TOKEN_BUDGET)
+    assert len(chunks) >= 3 and sum(chunks, []) != list(range(8))  # reordered
+    loss, cached, _ = dropout_gradients(
+        tiny_bert_nodropout_dir,
+        tmp_path,
+        None,
+        padding_free=padding_free,
+        gradient_cache_tokens=TOKEN_BUDGET,
+    )
+    torch.testing.assert_close(loss, whole_loss, rtol=1e-5, atol=1e-6)
+    assert cached.keys() == whole.keys() and len(whole) > 4
+    for name, grad in whole.items():
+        torch.testing.assert_close(cached[name], grad, rtol=1e-4, atol=1e-6, msg=about(name))
+
+
+def test_token_mini_batches_with_dropout_get_the_gradient_of_their_own_masks(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """Dropout on: the loss and gradients of the embeddings drawn mini-batch by mini-batch
+    (rows sorted by tokens, packed to the budget) with gradient from the same seed, put
+    back in batch order; a different budget draws other masks (the setting is used)."""
+    cached_loss, cached, batch = dropout_gradients(
+        tiny_bert_dir, tmp_path, None, gradient_cache_tokens=TOKEN_BUDGET
+    )
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
+    columns = split_features(batch, ("sentence1", "sentence2"))
+    torch.manual_seed(1)
+    embedded: dict[int, dict] = {}
+    for chunk in rows_by_tokens(columns, TOKEN_BUDGET):
+        piece = encoder(columns=rows_at(columns, chunk))
+        for i, row in enumerate(chunk):
+            embedded[row] = {name: vectors[i] for name, vectors in piece.items()}
+    u = torch.stack([embedded[row]["sentence1"] for row in range(8)])
+    v = torch.stack([embedded[row]["sentence2"] for row in range(8)])
+    loss = cosine_mse_loss(u, v, batch["labels"])
+    loss.backward()
+    torch.testing.assert_close(cached_loss, loss.detach(), rtol=1e-5, atol=1e-6)
+    for name, parameter in encoder.named_parameters():
+        if parameter.grad is not None:
+            torch.testing.assert_close(
+                cached[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=about(name)
+            )
+    other, _, _ = dropout_gradients(tiny_bert_dir, tmp_path, None, gradient_cache_tokens=1000)
+    assert abs(float(other - cached_loss)) > 1e-5

@@ -29,6 +29,7 @@ from sts_core.options import (
 )
 from sts_core.training.averaging import check_weight_averaging
 from sts_core.training.distill import check_teacher_settings
+from sts_core.training.grad_cache import gradient_cache_option
 
 
 @dataclass
@@ -618,6 +619,14 @@ class BaseConfig(TrainingArguments):
         "second forward). none: off. Not with DeepSpeed, nor with a loss that has a head or "
         "parameters of its own.",
     )
+    gradient_cache_tokens: int | None = _default(
+        None,
+        "Gradient caching with mini-batches by tokens instead of rows: the batch's rows "
+        "sorted by their real tokens (all text columns, longest first), each mini-batch as "
+        "many as fit in this many tokens (a longer row alone), so each holds about the same "
+        "work (sentence-transformers' mini_batch_num_tokens). Turns gradient caching on; "
+        "not with gradient_cache_batch_size. none: off.",
+    )
     batch_sampler: str = _default(
         "default",
         "How rows make a batch: default (random batches) or no_duplicates (no text appears "
@@ -741,12 +750,19 @@ class BaseConfig(TrainingArguments):
 
     def _check_gradient_cache(self) -> None:
         require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)
-        if self.gradient_cache_batch_size is not None and deepspeed_requested(self):
+        require_at_least(1, gradient_cache_tokens=self.gradient_cache_tokens)
+        option = gradient_cache_option(self)
+        if self.gradient_cache_batch_size is not None and self.gradient_cache_tokens is not None:
             raise ValueError(
-                "gradient_cache_batch_size with DeepSpeed: the engine owns the backward pass "
+                "gradient_cache_batch_size and gradient_cache_tokens both size the gradient "
+                "cache's mini-batches (by rows, by tokens): set one"
+            )
+        if option is not None and deepspeed_requested(self):
+            raise ValueError(
+                f"{option} with DeepSpeed: the engine owns the backward pass "
                 "and steps once per backward, so the mini-batch backward passes of gradient "
                 "caching cannot run under it; launch with accelerate_configs/cpu.yaml or "
-                "multi_gpu.yaml (DDP), or drop gradient_cache_batch_size"
+                f"multi_gpu.yaml (DDP), or drop {option}"
             )
 
 

@@ -56,6 +56,15 @@ class RandomState:
         self._fork = None
 
 
+def gradient_cache_option(config: object) -> str | None:
+    """The option that turns gradient caching on (``gradient_cache_batch_size`` or
+    ``gradient_cache_tokens``), or None."""
+    for option in ("gradient_cache_batch_size", "gradient_cache_tokens"):
+        if getattr(config, option, None) is not None:
+            return option
+    return None
+
+
 def batch_rows(columns: Columns) -> int:
     """Rows of the batch (every column has the same number)."""
     sizes = {features["input_ids"].shape[0] for features in columns.values()}
@@ -64,12 +73,12 @@ def batch_rows(columns: Columns) -> int:
     return sizes.pop()
 
 
-def slice_columns(columns: Columns, start: int, stop: int) -> dict[str, dict[str, Tensor]]:
-    """Rows ``start:stop`` of every column, without the token positions that are padding in
-    all of them (either padding side)."""
+def slice_columns(columns: Columns, rows_taken: Tensor) -> dict[str, dict[str, Tensor]]:
+    """Rows ``rows_taken`` (indices) of every column, without the token positions that are
+    padding in all of them (either padding side)."""
     pieces = {}
     for name, features in columns.items():
-        rows = {key: value[start:stop] for key, value in features.items()}
+        rows = {key: value[rows_taken.to(value.device)] for key, value in features.items()}
         used = rows["attention_mask"].bool().any(dim=0)
         if not bool(used.all()):
             width = rows["attention_mask"].shape[1]
@@ -81,36 +90,66 @@ def slice_columns(columns: Columns, start: int, stop: int) -> dict[str, dict[str
     return pieces
 
 
-def mini_batches(rows: int, size: int) -> list[tuple[int, int]]:
-    """``(start, stop)`` of consecutive mini-batches of at most ``size`` rows."""
+def mini_batches(rows: int, size: int) -> list[Tensor]:
+    """The row indices of consecutive mini-batches of at most ``size`` rows."""
     if size < 1:
         raise ValueError(f"the mini-batch size must be at least 1, got {size}")
-    return [(start, min(start + size, rows)) for start in range(0, rows, size)]
+    return [torch.arange(start, min(start + size, rows)) for start in range(0, rows, size)]
+
+
+def token_mini_batches(columns: Columns, budget: int) -> list[Tensor]:
+    """The row indices of mini-batches by tokens: rows sorted by their real tokens (all text
+    columns together, longest first, ties in batch order), each mini-batch as many rows as
+    fit in ``budget`` tokens (a longer row alone), so each is padded to rows of like length
+    and holds about the same work."""
+    if budget < 1:
+        raise ValueError(f"the mini-batch token budget must be at least 1, got {budget}")
+    tokens = sum(features["attention_mask"].sum(dim=1).cpu() for features in columns.values())
+    order = sorted(range(len(tokens)), key=lambda row: -int(tokens[row]))
+    chunks: list[list[int]] = [[]]
+    used = 0
+    for row in order:
+        if chunks[-1] and used + int(tokens[row]) > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(row)
+        used += int(tokens[row])
+    return [torch.tensor(chunk) for chunk in chunks]
 
 
 def cached_loss(
     model: Any,
     columns: Columns,
     loss_of: Callable[[dict[str, Tensor]], Tensor],
-    mini_batch_size: int,
+    mini_batch_size: int | None,
+    token_budget: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The loss ``loss_of(embeddings by column)`` of the whole batch, computed with gradient
     caching; its backward pass back-propagates into ``model`` mini-batch by mini-batch.
 
+    Mini-batches of ``mini_batch_size`` consecutive rows, or with ``token_budget`` by
+    tokens (:func:`token_mini_batches`; the embeddings are put back in batch order).
     ``model`` is called as ``model(columns=…)`` (a ``SentenceEncoder``, wrapped or not) and
     returns ``{column: (rows, d)}``. Returns the loss (a leaf whose backward hook does step
     3) and the detached embeddings.
     """
-    chunks = mini_batches(batch_rows(columns), mini_batch_size)
+    if token_budget is not None:
+        chunks = token_mini_batches(columns, token_budget)
+    else:
+        chunks = mini_batches(batch_rows(columns), mini_batch_size or 0)
     states: list[RandomState] = []
     parts: dict[str, list[Tensor]] = {}
     with torch.no_grad():
-        for start, stop in chunks:
-            piece = slice_columns(columns, start, stop)
+        for rows in chunks:
+            piece = slice_columns(columns, rows)
             states.append(RandomState(*[f["input_ids"] for f in piece.values()]))
             for name, embedding in model(columns=piece).items():
                 parts.setdefault(name, []).append(embedding)
-    embeddings = {name: torch.cat(chunk).requires_grad_() for name, chunk in parts.items()}
+    back = torch.argsort(torch.cat(chunks))  # batch order from the mini-batches' order
+    embeddings = {
+        name: torch.cat(chunk)[back.to(chunk[0].device)].requires_grad_()
+        for name, chunk in parts.items()
+    }
     with torch.enable_grad():
         loss = loss_of(embeddings)
         names = list(embeddings)
@@ -126,7 +165,7 @@ def cached_loss(
 def _replay(
     model: Any,
     columns: Columns,
-    chunks: list[tuple[int, int]],
+    chunks: list[Tensor],
     states: list[RandomState],
     cached: dict[str, Tensor],
     grad_output: Tensor,
@@ -134,14 +173,17 @@ def _replay(
     """Step 3: every mini-batch again with gradient, back-propagating ``e · g · grad_output``."""
     last = len(chunks) - 1
     with torch.enable_grad():
-        for index, ((start, stop), state) in enumerate(zip(chunks, states, strict=True)):
-            piece = slice_columns(columns, start, stop)
+        for index, (rows, state) in enumerate(zip(chunks, states, strict=True)):
+            piece = slice_columns(columns, rows)
             no_sync = getattr(model, "no_sync", None)
             sync = no_sync() if no_sync is not None and index < last else contextlib.nullcontext()
             with state, sync:
                 embeddings = model(columns=piece)
                 surrogate = sum(
-                    (embeddings[name] * cached[name][start:stop].to(embeddings[name].dtype)).sum()
+                    (
+                        embeddings[name]
+                        * cached[name][rows.to(cached[name].device)].to(embeddings[name].dtype)
+                    ).sum()
                     for name in embeddings
                 )
                 (surrogate * grad_output.to(surrogate.dtype)).backward()

@@ -41,6 +41,7 @@ from sts_core.training.collator import (
 from sts_core.training.divergence import DivergenceGuard
 from sts_core.training.epoch_batches import EpochBatches
 from sts_core.training.evaluating import Evaluating
+from sts_core.training.grad_cache import gradient_cache_option
 from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.model_card import render_model_card
 from sts_core.training.multi_dataset import (
@@ -119,16 +120,18 @@ def require_trainable_parameters(model: Any, loss_name: str) -> None:
 
 
 def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
-    """ValueError for ``gradient_cache_batch_size`` with a loss that has parameters (a head,
-    a trainable temperature): gradient caching computes the loss outside the model's
-    forward, where DDP would not reduce their gradients."""
-    if getattr(args, "gradient_cache_batch_size", None) is None:
+    """ValueError for gradient caching (``gradient_cache_batch_size`` or
+    ``gradient_cache_tokens``) with a loss that has parameters (a head, a trainable
+    temperature): gradient caching computes the loss outside the model's forward, where
+    DDP would not reduce their gradients."""
+    option = gradient_cache_option(args)
+    if option is None:
         return
     if any(True for _ in loss_module.parameters()):
         raise ValueError(
-            f"gradient_cache_batch_size with loss {loss_name}, which has a head or parameters "
-            "of its own: gradient caching supports losses over the embeddings alone; drop "
-            "gradient_cache_batch_size (or use gradient_accumulation_steps)"
+            f"{option} with loss {loss_name}, which has a head or parameters "
+            f"of its own: gradient caching supports losses over the embeddings alone; drop "
+            f"{option} (or use gradient_accumulation_steps)"
         )
 
 
@@ -468,12 +471,16 @@ class BaseTrainer(AnyModelTrainer):
                 return self.apply_loss(by_column, labels, ids)
             return self.apply_set_loss(train_set, by_column, labels, ids)
 
-        cache = getattr(self.args, "gradient_cache_batch_size", None)
-        if cache is not None and model.training and torch.is_grad_enabled():
+        cached = gradient_cache_option(self.args) is not None
+        if cached and model.training and torch.is_grad_enabled():
             from sts_core.training.grad_cache import cached_loss
 
             loss, embeddings = cached_loss(
-                model, split_features(inputs, self.text_columns), loss_of, cache
+                model,
+                split_features(inputs, self.text_columns),
+                loss_of,
+                getattr(self.args, "gradient_cache_batch_size", None),
+                token_budget=getattr(self.args, "gradient_cache_tokens", None),
             )
         else:
             loss = self.embed(model, inputs, then=loss_of)
