@@ -54,10 +54,18 @@ LABELS = {
     "peer": "sentence-transformers (CoSENTLoss)",
     "ours-padded": "ours, padding_free=False",
     "ours-packed": "ours, padding_free=True",
+    "ours-cached": "ours, infonce + gradient_cache_tokens",
+    "peer-cached": "sentence-transformers (CachedMultipleNegativesRankingLoss, "
+    "mini_batch_num_tokens)",
 }
 #: each of our sides' ``padding_free``: auto (what a recipe gets), false (padded), true
 #: (packed: varlen where the backbone and device allow, else the block mask)
-PADDING_FREE = {"ours": "auto", "ours-padded": "false", "ours-packed": "true"}
+PADDING_FREE = {
+    "ours": "auto",
+    "ours-padded": "false",
+    "ours-packed": "true",
+    "ours-cached": "auto",
+}
 
 
 # ----------------------------------------------------------------------------- workers
@@ -115,7 +123,9 @@ def step_timer() -> Any:
     return StepTimer()
 
 
-def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str) -> Any:
+def build_ours(
+    spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str, cached: bool = False
+) -> Any:
     """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
     with the CoSENT method (``sts_cosent.METHOD``), the step timer as a callback, no dev
     set and no final evaluation. ``run()`` trains (timed: ``trainer.train()`` alone, see
@@ -135,7 +145,11 @@ def build_ours(spec: dict[str, Any], output_dir: str, callback: Any, padding_fre
             output, self.measured = measure_training(trainer, partial(super().train, trainer), spec)
             return output
 
-    config = METHOD.config(**training_arguments(spec, output_dir), load_best_model_at_end=False)
+    # cached: in-batch InfoNCE (τ 0.05, the peer's scale 20) under the token-budget cache
+    loss = {"loss": "infonce", "gradient_cache_tokens": spec["cached"]} if cached else {}
+    config = METHOD.config(
+        **training_arguments(spec, output_dir), load_best_model_at_end=False, **loss
+    )
     model_args = ModelArguments(
         model_name_or_path=spec["model"],
         max_seq_length=spec["max_length"],
@@ -182,13 +196,16 @@ def packing_path_of(trainer: Any) -> list[str] | None:
     return path
 
 
-def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
+def build_peer(spec: dict[str, Any], output_dir: str, callback: Any, cached: bool = False) -> Any:
     from sentence_transformers import (
         SentenceTransformer,
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.sentence_transformer.losses import CoSENTLoss
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        CoSENTLoss,
+    )
     from transformers import set_seed
 
     set_seed(spec["seed"])
@@ -200,7 +217,11 @@ def build_peer(spec: dict[str, Any], output_dir: str, callback: Any) -> Any:
         model=model,
         args=args,
         train_dataset=load_train_pairs(),
-        loss=CoSENTLoss(model, scale=20.0),
+        loss=CachedMultipleNegativesRankingLoss(
+            model, scale=20.0, mini_batch_num_tokens=spec["cached"]
+        )
+        if cached
+        else CoSENTLoss(model, scale=20.0),
         callbacks=[callback],
     )
     return trainer, {"max_length": model.max_seq_length}
@@ -210,12 +231,12 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     common.set_threads(spec["threads"])
     timer = step_timer()
     with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
-        if side == "peer":
-            trainer, info = build_peer(spec, output_dir, timer)
+        if side.startswith("peer"):
+            trainer, info = build_peer(spec, output_dir, timer, side == "peer-cached")
             _, measured = measure_training(trainer, trainer.train, spec)
         else:
             padding_free = PADDING_FREE[side]
-            run = build_ours(spec, output_dir, timer, padding_free)
+            run = build_ours(spec, output_dir, timer, padding_free, side == "ours-cached")
             run.run()
             trainer, measured = run.trainer, run.measured
             encoder = trainer.accelerator.unwrap_model(trainer.model)
@@ -263,9 +284,11 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
         "seed": args.seed,
         "max_length": args.max_length,
         "threads": args.threads,
+        "cached": args.cached,
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
+    sides += ["ours-cached", "peer-cached"] if args.cached else []
     print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
     return common.alternate(
         sides,
@@ -292,6 +315,15 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "ours-packed" in runs:
         summary["packed_throughput"] = metric("throughput", "ours-packed").to_dict()
         summary["packed_path"] = runs["ours-packed"][0]["packing_path"]
+    if "ours-cached" in runs:
+        summary["cached_throughput"] = common.Comparison(
+            [r["throughput"] for r in runs["ours-cached"]],
+            [r["throughput"] for r in runs["peer-cached"]],
+        ).to_dict()
+        summary["cached_peak_rss_mb"] = common.Comparison(
+            [r["peak_rss_mb"] for r in runs["ours-cached"]],
+            [r["peak_rss_mb"] for r in runs["peer-cached"]],
+        ).to_dict()
     summary["ours_path"] = runs["ours"][0].get("packing_path")
     summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
@@ -430,6 +462,22 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
             f"{common.fmt(packed['ours_median'])} pairs/s ({packed['ratio_median']:.2f}× the "
             "peer).",
         ]
+    if "cached_throughput" in summary:
+        cached, memory = summary["cached_throughput"], summary["cached_peak_rss_mb"]
+        lines += [
+            "",
+            f"Gradient caching by a budget of {args.cached} tokens, in-batch InfoNCE (τ 0.05) "
+            f"against the peer's `CachedMultipleNegativesRankingLoss` (scale 20, "
+            f"`mini_batch_num_tokens={args.cached}`), batch {args.batch_size}:",
+            "",
+            common.markdown_table(
+                ["", LABELS["ours-cached"], LABELS["peer-cached"], "ours / peer"],
+                [
+                    *common.throughput_rows("pairs / s (median)", "pairs / s per round", cached),
+                    common.peak_rss_row(memory),
+                ],
+            ),
+        ]
     stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     lines += [
         "",
@@ -502,6 +550,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--packed",
         action="store_true",
         help="also run ours with padding_free=True (varlen on a GPU where the backbone allows)",
+    )
+    parser.add_argument(
+        "--cached",
+        type=int,
+        metavar="TOKENS",
+        default=None,
+        help="also run gradient caching by this token budget: ours (infonce + "
+        "gradient_cache_tokens) beside the peer's CachedMultipleNegativesRankingLoss "
+        "(mini_batch_num_tokens)",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     common.add_runs_file_argument(parser)

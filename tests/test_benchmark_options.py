@@ -366,3 +366,25 @@ def test_the_cells_file_is_written_without_replacing_a_file_beside_it(
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".cells.json.lock", "cells.json", "cells.tmp", "weights",
     ]  # fmt: skip
+
+
+def test_the_cached_sides_are_compared_with_each_other(tmp_path: Path) -> None:
+    """``train.py --cached N``: the two gradient-cache sides get their own comparison (ours
+    cached against the peer's cached loss, round by round), apart from the main one."""
+    train = load_benchmark_script("train")
+    run = {"losses": [[1, 0.5]], "packing_path": ["block_mask", "auto"]}
+    runs = {
+        "ours": [{**run, "throughput": 10.0, "peak_rss_mb": 900, "median_step_throughput": 1}],
+        "peer": [{**run, "throughput": 5.0, "peak_rss_mb": 1000, "median_step_throughput": 1}],
+        "ours-cached": [{**run, "throughput": 6.0, "peak_rss_mb": 800},
+                        {**run, "throughput": 9.0, "peak_rss_mb": 810}],
+        "peer-cached": [{**run, "throughput": 4.0, "peak_rss_mb": 1000},
+                        {**run, "throughput": 3.0, "peak_rss_mb": 1000}],
+    }  # fmt: skip
+    summary = train.summarize(runs)
+    assert summary["cached_throughput"]["ratio_per_round"] == [1.5, 3.0]
+    assert summary["cached_throughput"]["ratio_median"] == pytest.approx(2.25)
+    assert summary["cached_peak_rss_mb"]["ours_median"] == 805
+    assert summary["throughput"]["ratio_median"] == 2.0  # the main comparison is apart
+    args = train.parse_args(["--smoke", "--cached", "512", "--output-dir", str(tmp_path)])
+    assert args.cached == 512
