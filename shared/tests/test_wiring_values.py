@@ -292,21 +292,36 @@ def test_gradient_cached_mini_batches_with_dropout_get_the_gradient_of_their_own
     mini-batch by mini-batch with gradient from the same seed (each replay under its own
     mini-batch's saved random state)."""
     cached_loss, cached, batch = dropout_gradients(tiny_bert_dir, tmp_path, 3)
-    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
     columns = split_features(batch, ("sentence1", "sentence2"))
+    by_hand = step_by_hand(tiny_bert_dir, columns, [[0, 1, 2], [3, 4, 5], [6, 7]], batch)
+    assert_same_step((cached_loss, cached), by_hand)
+
+
+def step_by_hand(model_dir: Path, columns: dict, chunks: list[list[int]], batch: dict):
+    """Cosine MSE's loss and gradients over embeddings drawn chunk by chunk (in the order
+    given) with gradient from seed 1, put back in batch order."""
+    encoder = SentenceEncoder.from_pretrained(model_dir).train()
     torch.manual_seed(1)
-    chunks = ([0, 1, 2], [3, 4, 5], [6, 7])
-    pieces = [encoder(columns=rows_at(columns, rows)) for rows in chunks]
-    u = torch.cat([p["sentence1"] for p in pieces])
-    v = torch.cat([p["sentence2"] for p in pieces])
+    embedded: dict[int, dict] = {}
+    for chunk in chunks:
+        piece = encoder(columns=rows_at(columns, chunk))
+        for i, row in enumerate(chunk):
+            embedded[row] = {name: vectors[i] for name, vectors in piece.items()}
+    rows = range(len(embedded))
+    u = torch.stack([embedded[row]["sentence1"] for row in rows])
+    v = torch.stack([embedded[row]["sentence2"] for row in rows])
     loss = cosine_mse_loss(u, v, batch["labels"])
     loss.backward()
-    torch.testing.assert_close(cached_loss, loss.detach(), rtol=1e-5, atol=1e-6)
-    for name, parameter in encoder.named_parameters():
-        if parameter.grad is not None:
-            torch.testing.assert_close(
-                cached[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=about(name)
-            )
+    grads = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+def assert_same_step(cached: tuple, by_hand: tuple) -> None:
+    (cached_loss, cached_grads), (loss, grads) = cached, by_hand
+    torch.testing.assert_close(cached_loss, loss, rtol=1e-5, atol=1e-6)
+    assert cached_grads.keys() == grads.keys() and len(grads) > 4
+    for name, grad in grads.items():
+        torch.testing.assert_close(cached_grads[name], grad, rtol=1e-4, atol=1e-6, msg=about(name))
 
 
 # tokens per row of CACHE_PAIRS (both columns, the tiny tokenizer): 12 to 16; a budget of
@@ -348,10 +363,7 @@ def test_a_step_cached_by_tokens_without_dropout_equals_the_uncached_step(
         padding_free=padding_free,
         gradient_cache_tokens=TOKEN_BUDGET,
     )
-    torch.testing.assert_close(loss, whole_loss, rtol=1e-5, atol=1e-6)
-    assert cached.keys() == whole.keys() and len(whole) > 4
-    for name, grad in whole.items():
-        torch.testing.assert_close(cached[name], grad, rtol=1e-4, atol=1e-6, msg=about(name))
+    assert_same_step((loss, cached), (whole_loss, whole))
 
 
 def test_token_mini_batches_with_dropout_get_the_gradient_of_their_own_masks(
@@ -363,23 +375,8 @@ def test_token_mini_batches_with_dropout_get_the_gradient_of_their_own_masks(
     cached_loss, cached, batch = dropout_gradients(
         tiny_bert_dir, tmp_path, None, gradient_cache_tokens=TOKEN_BUDGET
     )
-    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir).train()
     columns = split_features(batch, ("sentence1", "sentence2"))
-    torch.manual_seed(1)
-    embedded: dict[int, dict] = {}
-    for chunk in rows_by_tokens(columns, TOKEN_BUDGET):
-        piece = encoder(columns=rows_at(columns, chunk))
-        for i, row in enumerate(chunk):
-            embedded[row] = {name: vectors[i] for name, vectors in piece.items()}
-    u = torch.stack([embedded[row]["sentence1"] for row in range(8)])
-    v = torch.stack([embedded[row]["sentence2"] for row in range(8)])
-    loss = cosine_mse_loss(u, v, batch["labels"])
-    loss.backward()
-    torch.testing.assert_close(cached_loss, loss.detach(), rtol=1e-5, atol=1e-6)
-    for name, parameter in encoder.named_parameters():
-        if parameter.grad is not None:
-            torch.testing.assert_close(
-                cached[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=about(name)
-            )
+    chunks = rows_by_tokens(columns, TOKEN_BUDGET)
+    assert_same_step((cached_loss, cached), step_by_hand(tiny_bert_dir, columns, chunks, batch))
     other, _, _ = dropout_gradients(tiny_bert_dir, tmp_path, None, gradient_cache_tokens=1000)
     assert abs(float(other - cached_loss)) > 1e-5

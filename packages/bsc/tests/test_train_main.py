@@ -20,6 +20,7 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.testing import (
     PackageFiles,
     bad_recipe_tests,
+    mined_triplets,
     quick_training_args,
     read_metrics,
     spearman_of_saved_model,
@@ -211,14 +212,8 @@ def test_bsc_trains_on_the_triplets_sts_mine_writes(
     """``sts-mine``'s output (anchor, positive, negative) is BSC's hard-negative training set
     as it is: the loss gets the mined ``hard_negative`` embeddings in every batch."""
     from sts_bsc.loss import BSCLoss
-    from sts_core.mining_cli import main as mine
 
-    pairs = tmp_path / "pairs.csv"
-    rows = [f"a man plays a guitar {i},a man plays music {i}" for i in range(12)]
-    pairs.write_text("anchor,positive\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    mined = tmp_path / "mined.csv"
-    argv = ["--model", str(tiny_bert_dir), "--pairs", str(pairs), "--output", str(mined)]
-    assert mine([*argv, "--num-negatives", "1", "--device", "cpu"]) == 0
+    mined = mined_triplets(tiny_bert_dir, tmp_path)
     seen: list[int] = []
     batch = BSCLoss._batch
 

@@ -17,6 +17,7 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.testing import (
     PackageFiles,
     bad_recipe_tests,
+    mined_triplets,
     one_line_error,
     quick_training_args,
     read_metrics,
@@ -235,14 +236,7 @@ def test_stage_1_trains_on_the_triplets_sts_mine_writes(
 ) -> None:
     """``sts-mine``'s output (anchor, positive, negative) is stage 1's training set as it
     is: every batch's rows carry the mined ``hard_negative``."""
-    from sts_core.mining_cli import main as mine
-
-    pairs = tmp_path / "pairs.csv"
-    rows = [f"a man plays a guitar {i},a man plays music {i}" for i in range(12)]
-    pairs.write_text("anchor,positive\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    mined = tmp_path / "mined.csv"
-    argv = ["--model", str(tiny_bert_dir), "--pairs", str(pairs), "--output", str(mined)]
-    assert mine([*argv, "--num-negatives", "1", "--device", "cpu"]) == 0
+    mined = mined_triplets(tiny_bert_dir, tmp_path)
     recipe = write_recipe(
         tmp_path / "s1.yaml",
         tiny_bert_dir,

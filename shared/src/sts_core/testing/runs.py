@@ -277,3 +277,17 @@ def spearman_of_saved_model(folder: str | os.PathLike, pairs_file: Path) -> floa
     v = encoder.encode([r[6] for r in rows], show_progress_bar=False)
     cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
     return 100 * spearmanr(cosine, [float(r[4]) for r in rows]).statistic
+
+
+def mined_triplets(model: str | os.PathLike, folder: Path, rows: int = 12) -> Path:
+    """``sts-mine``'s output (one negative per pair) for ``rows`` made-up (anchor, positive)
+    pairs, written in ``folder``: the CSV a recipe trains on as it is."""
+    from sts_core.mining_cli import main as mine
+
+    pairs = folder / "pairs.csv"
+    lines = [f"a man plays a guitar {i},a man plays music {i}" for i in range(rows)]
+    pairs.write_text("anchor,positive\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    mined = folder / "mined.csv"
+    argv = ["--model", str(model), "--pairs", str(pairs), "--output", str(mined)]
+    assert mine([*argv, "--num-negatives", "1", "--device", "cpu"]) == 0
+    return mined
