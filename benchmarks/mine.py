@@ -105,8 +105,10 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
             corpus=inputs["corpus"],
             batch_size=spec["batch_size"],
             use_faiss=spec["faiss"],
+            scores=True,
         )
         corpus_size = report.corpus
+        negative_scores = mined["negative_score"]
     else:
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.util import mine_hard_negatives as peer_mine
@@ -122,11 +124,15 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
             batch_size=spec["batch_size"],
             use_faiss=spec["faiss"],
             verbose=False,
+            output_scores=True,
         )
         corpus_size = len(dict.fromkeys(inputs["corpus"] + inputs["positives"]))
+        negative_scores = [pair[1] for pair in mined["scores"]]
     seconds = time.perf_counter() - loaded
     triplets = list(zip(mined["anchor"], mined["positive"], mined["negative"], strict=True))
     digest = hashlib.sha256(json.dumps(triplets).encode("utf-8")).hexdigest()
+    rows = [[*triplet, score] for triplet, score in zip(triplets, negative_scores, strict=True)]
+    Path(f"{spec['inputs']}.{side}.json").write_text(json.dumps(rows), encoding="utf-8")
     return {
         "seconds": round(seconds, 2),
         "load_seconds": round(loaded - start, 2),
@@ -137,10 +143,22 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def compare_triplets(ours: list[list], peer: list[list], tolerance: float = 1e-5) -> dict:
+    """How the two lists of (anchor, positive, negative, negative cosine) differ: the rows
+    whose triplet differs, and of those the ones whose negatives score the same on both
+    sides (within ``tolerance``): a tie broken the other way."""
+    if len(ours) != len(peer):
+        return {"rows_differ": None, "ties": None, "lengths": [len(ours), len(peer)]}
+    differ = [(a, b) for a, b in zip(ours, peer, strict=True) if a[:3] != b[:3]]
+    ties = sum(abs(a[3] - b[3]) <= tolerance for a, b in differ)
+    return {"rows_differ": len(differ), "ties": ties, "lengths": [len(ours), len(peer)]}
+
+
 # ----------------------------------------------------------------------------- report
 def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) -> str:
     ours, peer = results["ours"], results["peer"]
     same = ours["triplets_sha256"] == peer["triplets_sha256"]
+    diff = spec.get("difference") or {}
     rows = [
         ("peak RSS, MiB", ours["peak_rss_mb"], peer["peak_rss_mb"]),
         ("seconds (embedding, search, selection)", ours["seconds"], peer["seconds"]),
@@ -165,7 +183,14 @@ def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) 
             ),
             "",
             f"The same triplets on both sides: **{'yes' if same else 'no'}** (SHA-256 of the "
-            "(anchor, positive, negative) list).",
+            "(anchor, positive, negative) list)"
+            + (
+                f"; {diff['rows_differ']:,} of {ours['triplets']:,} rows differ, {diff['ties']:,} "
+                "of them with negatives of equal cosine on both sides (to 1e-5: ties broken "
+                "the other way)."
+                if not same and diff.get("rows_differ") is not None
+                else "."
+            ),
             "",
         ]
     )
@@ -207,13 +232,18 @@ def main() -> int:
     }
     info = common.machine_info()
     results = {}
+    rows = {side: Path(f"{inputs_path}.{side}.json") for side in SIDES}
     try:
         for side in SIDES:
             print(f"  {side} …", flush=True)
             results[side] = common.run_worker(__file__, side, spec)
             print(f"    {common.summary_line(results[side])}", flush=True)
+        spec["difference"] = compare_triplets(
+            *(json.loads(rows[side].read_text(encoding="utf-8")) for side in SIDES)
+        )
     finally:
-        inputs_path.unlink()
+        for path in (inputs_path, *rows.values()):
+            path.unlink(missing_ok=True)
     common.write_json(stem, {"spec": spec, "machine": info, "results": results})
     path = common.write_markdown(stem, report_markdown(results, spec, info))
     print(f"wrote {path}")

@@ -388,3 +388,14 @@ def test_the_cached_sides_are_compared_with_each_other(tmp_path: Path) -> None:
     assert summary["throughput"]["ratio_median"] == 2.0  # the main comparison is apart
     args = train.parse_args(["--smoke", "--cached", "512", "--output-dir", str(tmp_path)])
     assert args.cached == 512
+
+
+def test_the_mining_benchmark_tells_ties_from_other_differences() -> None:
+    """Rows whose negatives differ but score the same on both sides are ties broken the
+    other way; a different negative at another cosine is not."""
+    mine = load_benchmark_script("mine")
+    ours = [["a", "p", "n1", 0.5], ["a", "p", "n2", 0.5], ["b", "q", "n3", 0.3]]
+    peer = [["a", "p", "n2", 0.5], ["a", "p", "n1", 0.5], ["b", "q", "n4", 0.2]]
+    assert mine.compare_triplets(ours, peer) == {"rows_differ": 3, "ties": 2, "lengths": [3, 3]}
+    assert mine.compare_triplets(ours, ours) == {"rows_differ": 0, "ties": 0, "lengths": [3, 3]}
+    assert mine.compare_triplets(ours, peer[:2])["rows_differ"] is None

@@ -623,4 +623,5 @@ def test_mining_benchmark_writes_the_same_triplets_as_the_peer(tmp_path: Path) -
     assert ours["peak_rss_mb"] > 100 and peer["peak_rss_mb"] > 100
     markdown = (tmp_path / "mine_smoke.md").read_text(encoding="utf-8")
     assert "The same triplets on both sides: **yes**" in markdown
-    assert not list(tmp_path.glob("*_inputs.json"))  # the scratch inputs are removed
+    assert not list(tmp_path.glob("*_inputs.json*"))  # the scratch files are removed
+    assert result["spec"]["difference"] == {"rows_differ": 0, "ties": 0, "lengths": [300, 300]}
