@@ -277,6 +277,7 @@ def test_auto_chooses_by_device_and_kernel(
     monkeypatch.setattr(packing_module, "varlen_kernel", lambda device: None)
     path, reason = bert.packing_path()
     assert path == "padded" and "padding is faster than a dense block mask" in reason
+    assert reason.startswith("no varlen kernel on cuda (install flash-attn")
     bert.padding_free = "true"
     assert bert.packing_path()[0] == "block_mask"  # true: pack wherever possible
     bert.padding_free = "auto"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -158,9 +159,10 @@ def test_the_anchor_its_positives_and_duplicate_rows_are_never_negatives(encoder
 
 
 def test_pairs_build_the_corpus_from_extra_texts_then_positives_each_once() -> None:
-    table = Pairs.build(["a", "b", "a"], ["x", "y", "z"], ["y", "w"])
-    assert table.corpus == ["y", "w", "x", "z"]
-    assert table.anchors == ["a", "b"] and table.positives_of == [[2, 3], [0]]
+    table = Pairs.build(["a", "b", "a"], ["x", "y", "z"], ["y", "w", "b"])
+    assert table.corpus == ["y", "w", "b", "x", "z"]
+    assert table.anchors == ["a", "b"] and table.positives_of == [[3, 4], [0]]
+    assert table.own == [-2, 2]  # "b" is also a candidate: never its own negative
 
 
 @pytest.mark.parametrize(
@@ -217,3 +219,42 @@ def test_sts_mine_refuses_bad_input_before_the_model_loads(tmp_path: Path, capsy
     assert "fewer than num_negatives 2" in capsys.readouterr().err
     assert main([*missing, "--output", str(tmp_path / "x.csv")]) == 2
     assert "none.csv" in capsys.readouterr().err
+
+
+def test_bad_search_settings_and_empty_input_stop_before_any_encoding(encoder, monkeypatch) -> None:
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("encoded before the check")
+
+    monkeypatch.setattr(encoder, "encode", no_encoding)
+    pairs = Dataset.from_dict({"sentence1": ["a man"], "sentence2": ["a dog"]})
+    with pytest.raises(ValueError, match="memory_mb must be above 0, got 0"):
+        mine_hard_negatives(pairs, encoder, memory_mb=0)
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss fails
+    with pytest.raises(ImportError, match=r"pip install 'sts-core\[faiss\]'"):
+        mine_hard_negatives(pairs, encoder, use_faiss=True)
+    empty = Dataset.from_dict({"sentence1": [], "sentence2": []})
+    with pytest.raises(ValueError, match="no pairs to mine hard negatives for"):
+        mine_hard_negatives(empty, encoder, use_faiss=False)
+
+
+def test_sts_mine_refuses_a_report_it_would_write_over_an_empty_corpus_and_no_faiss(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    source = tmp_path / "pairs.csv"
+    source.write_text("anchor,positive\na man,a dog\n", encoding="utf-8")
+    output = tmp_path / "mined.jsonl"
+    (tmp_path / "mined.jsonl.report.json").write_text("{}", encoding="utf-8")  # the user's
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(source), "--device", "cpu"]
+    assert main([*argv, "--output", str(output)]) == 2
+    assert "its report" in capsys.readouterr().err and not output.exists()
+    assert (tmp_path / "mined.jsonl.report.json").read_text(encoding="utf-8") == "{}"
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    other = str(tmp_path / "other.csv")
+    assert main([*argv, "--output", other, "--corpus", str(blank)]) == 2
+    assert "no text in it" in capsys.readouterr().err
+    assert main([*argv, "--output", other, "--memory-mb", "0"]) == 2
+    assert "memory_mb must be above 0" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    assert main([*argv, "--output", other, "--faiss"]) == 2
+    assert "sts-core[faiss]" in capsys.readouterr().err and not Path(other).exists()

@@ -175,8 +175,7 @@ def search(
     k = min(k, len(corpus))
     index = None
     if use_faiss:
-        faiss = require("faiss", feature="hard-negative mining with faiss")
-        index = faiss.IndexFlatIP(corpus.shape[1])
+        index = faiss_module().IndexFlatIP(corpus.shape[1])
         index.add(np.ascontiguousarray(corpus, dtype=np.float32))
     scores, indices = [], []
     for start in range(0, len(queries), rows):
@@ -194,6 +193,20 @@ def faiss_installed() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
+def faiss_module() -> Any:
+    """faiss, or ImportError naming sts-core's ``faiss`` extra."""
+    return require("faiss", feature="hard-negative mining with faiss")
+
+
+def check_search_settings(memory_mb: float, use_faiss: bool | None) -> None:
+    """Before anything loads: ValueError for ``memory_mb`` ≤ 0, ImportError (naming the
+    extra) for ``use_faiss`` without faiss."""
+    if not memory_mb > 0:
+        raise ValueError(f"memory_mb must be above 0, got {memory_mb}")
+    if use_faiss:
+        faiss_module()
+
+
 # ----------------------------------------------------------------------------- selection
 @dataclass
 class Pairs:
@@ -204,6 +217,7 @@ class Pairs:
     corpus: list[str]
     pairs: list[tuple[int, int]]  # (anchor, corpus position) per distinct pair, in order
     duplicates: int
+    own: list[int]  # per anchor: the corpus position of its own text, -2 when not there
 
     @classmethod
     def build(cls, first: Sequence[str], second: Sequence[str], extra: Sequence[str]) -> Pairs:
@@ -216,7 +230,8 @@ class Pairs:
         positives_of: list[list[int]] = [[] for _ in anchors]
         for anchor, positive in pairs:
             positives_of[anchor].append(positive)
-        return cls(anchors, positives_of, corpus, pairs, len(first) - len(distinct))
+        own = [position.get(anchor, -2) for anchor in anchors]
+        return cls(anchors, positives_of, corpus, pairs, len(first) - len(distinct), own)
 
 
 def remove_candidates(
@@ -236,8 +251,7 @@ def remove_candidates(
         scores[mask] = -np.inf
 
     scores[indices < 0] = -np.inf  # faiss pads a short result with -1
-    anchor_position = {text: i for i, text in enumerate(pairs.corpus)}
-    own = np.array([anchor_position.get(a, -2) for a in pairs.anchors], dtype=np.int64)[:, None]
+    own = np.array(pairs.own, dtype=np.int64)[:, None]
     positive = np.zeros(scores.shape, dtype=bool)
     for row, positives in enumerate(pairs.positives_of):
         positive[row] = np.isin(indices[row], positives)
@@ -298,8 +312,7 @@ def mine_hard_negatives(
     from datasets import Dataset
 
     settings = settings or MiningSettings()
-    if memory_mb <= 0:
-        raise ValueError(f"memory_mb must be above 0, got {memory_mb}")
+    check_search_settings(memory_mb, use_faiss)
     started = time.perf_counter()
     table = Pairs.build(list(pairs["sentence1"]), list(pairs["sentence2"]), list(corpus or []))
     if not table.pairs:

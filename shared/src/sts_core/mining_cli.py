@@ -17,7 +17,12 @@ from pathlib import Path
 
 from sts_core.cli import add_encoder_arguments, check_device, check_output_path, fail, load_encoder
 from sts_core.cli import positive_int as _positive_int
-from sts_core.mining import SAMPLING, MiningSettings, mine_hard_negatives
+from sts_core.mining import (
+    SAMPLING,
+    MiningSettings,
+    check_search_settings,
+    mine_hard_negatives,
+)
 
 #: the output formats, by the output's suffix
 WRITERS = {".csv": "to_csv", ".jsonl": "to_json", ".json": "to_json", ".parquet": "to_parquet"}
@@ -148,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
         )
         output = check_output(args.output)
+        check_search_settings(args.memory_mb, args.faiss)
         check_device(args.device)
         from sts_core.data import check_columns_mapping, load_reference
         from sts_core.options import parse_json_mapping

@@ -431,6 +431,8 @@ def choose_path(encoder: SentenceEncoder) -> tuple[str, str]:
     device = encoder.device
     kernel = varlen_kernel(device)
     no_kernel = f"no varlen kernel on {device.type}"
+    if device.type == "cuda" and not kernel:
+        no_kernel += " (install flash-attn, or a torch with torch.nn.attention.varlen)"
     if kernel and not computes_in_half(encoder):
         no_kernel = f"the {kernel} varlen kernel computes in fp16 or bf16 only (bf16: true)"
         kernel = None
@@ -459,8 +461,6 @@ def choose_path(encoder: SentenceEncoder) -> tuple[str, str]:
         return "block_mask", f"padding_free: {mode} on {where}: packed rows, block mask"
     if varlen_obstacle is None:  # the backbone allows varlen; no kernel here
         reason = no_kernel
-        if device.type == "cuda" and no_kernel.startswith("no varlen kernel"):
-            reason += " (install flash-attn, or a torch with torch.nn.attention.varlen)"
         if block_obstacle is None:
             return "padded", reason + (
                 ": on a GPU padding is faster than a dense block mask "
