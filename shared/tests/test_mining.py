@@ -76,7 +76,7 @@ def test_the_negatives_equal_the_peers_mine_hard_negatives(
     """sentence-transformers' ``mine_hard_negatives`` (triplets, ``sampling_strategy
     top``) on the same pairs and model: the same triplets in the same order; and a changed
     setting changes ours (the comparison can fail)."""
-    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("sentence_transformers", reason="the peer to compare with")
     if use_faiss:
         pytest.importorskip("faiss", reason="the faiss search needs sts-core[faiss]")
     from sentence_transformers import SentenceTransformer
