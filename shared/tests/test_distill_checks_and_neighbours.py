@@ -203,6 +203,7 @@ def test_the_summary_and_the_log_line(caplog) -> None:
 
     gold = np.asarray(data["score"])
     assert summary == {
+        "teacher_kind": "bi-encoder",
         "teacher_weight": 0.5,
         "pairs": 9,
         "teacher_mean": round(float(similarities.mean()), 4),
@@ -213,7 +214,7 @@ def test_the_summary_and_the_log_line(caplog) -> None:
     assert len(str(summary["teacher_mean"]).split(".")[1]) == 4  # four decimals kept
     np.testing.assert_allclose(relabelled["score"], 0.5 * similarities + 0.5 * gold)
     assert caplog.messages == [
-        f"teacher: 9 pairs rescored (α 0.50, mean teacher cosine {summary['teacher_mean']:.3f})"
+        f"teacher: 9 pairs rescored (α 0.50, mean teacher score {summary['teacher_mean']:.3f})"
     ]
 
 

@@ -4,12 +4,18 @@ The pair is encoded jointly (``[CLS] s1 [SEP] s2 [SEP]``) and the single logit i
 similarity score. This module holds what any method needs to train one with the core's
 Trainer: loading, a collator and batched scoring. Its dev evaluator is
 ``PairEvaluator(dataset, name, cross_encoder_scorer(), batch_size)`` (``sts_core.evaluation``).
+
+A cross-encoder is also a teacher (``teacher_model``, :mod:`sts_core.training.distill`):
+:func:`cross_encoder_activation` tells one from a bi-encoder by its folder and reads the
+activation its scores take, and :class:`CrossEncoderScorer` scores pairs with it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -83,3 +89,122 @@ def predict_pair_scores(
             scores.append(model(**batch).logits.float().reshape(-1).cpu())
     model.train(was_training)
     return torch.cat(scores).double().numpy() if scores else np.zeros(0)
+
+
+ST_SETTINGS_FILE = "config_sentence_transformers.json"
+# sentence-transformers' activations by the dotted name its CrossEncoder saves
+ACTIVATIONS = {
+    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    "torch.nn.modules.linear.Identity": "identity",
+    "torch.nn.modules.activation.Tanh": "tanh",
+}
+ACTIVATION_FUNCTIONS = {
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "identity": lambda x: x,
+    "tanh": np.tanh,
+}
+
+
+def _read_json(location: str, name: str) -> dict[str, Any] | None:
+    """``name`` of a local folder or a hub model (its cached copy when offline), or None
+    when the model has no such file."""
+    folder = Path(location).expanduser()
+    if folder.is_dir():
+        path = folder / name
+    else:
+        from transformers.utils import cached_file
+
+        found = cached_file(
+            location,
+            name,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
+        path = Path(found) if found else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    return content if isinstance(content, dict) else None
+
+
+def cross_encoder_activation(location: str | os.PathLike) -> str | None:
+    """None for a model that is not a cross-encoder (its ``config.json`` names no
+    ``*ForSequenceClassification`` architecture); for one, the activation its scores take:
+
+    - a sentence-transformers ``CrossEncoder`` folder: the ``activation_fn`` it saved
+      (``config_sentence_transformers.json``; before v6 ``config.json``'s
+      ``sentence_transformers.activation_fn``; before v4 ``sbert_ce_default_activation_function``),
+      else sigmoid, its default for one output — what ``CrossEncoder.predict`` applies;
+    - any other sequence classifier (``sts-cosent``'s cross-encoder): ``identity``, the raw
+      logit it was trained on.
+
+    ValueError naming the file for a classifier with more than one output or an activation
+    other than sigmoid, identity or tanh."""
+    location = str(location)
+    config = _read_json(location, "config.json") or {}
+    architectures = config.get("architectures") or []
+    if not any(str(name).endswith("ForSequenceClassification") for name in architectures):
+        return None
+    labels = len(config.get("id2label") or {}) or int(config.get("num_labels", 1))
+    if labels != 1:
+        raise ValueError(
+            f"{location}/config.json: a sequence classifier with {labels} outputs; a "
+            "cross-encoder teacher gives one score per pair (num_labels 1)"
+        )
+    settings = _read_json(location, ST_SETTINGS_FILE)
+    saved = [
+        (ST_SETTINGS_FILE, (settings or {}).get("activation_fn")),
+        ("config.json", (config.get("sentence_transformers") or {}).get("activation_fn")),
+        ("config.json", config.get("sbert_ce_default_activation_function")),
+    ]
+    for file_name, name in saved:
+        if name is None:
+            continue
+        if name not in ACTIVATIONS:
+            raise ValueError(
+                f"{location}/{file_name}: activation_fn {name!r} is not one the teacher "
+                f"applies ({', '.join(sorted(ACTIVATIONS))})"
+            )
+        return ACTIVATIONS[name]
+    is_sentence_transformers = (settings or {}).get("model_type") == "CrossEncoder" or (
+        "sentence_transformers" in config
+    )
+    return "sigmoid" if is_sentence_transformers else "identity"
+
+
+class CrossEncoderScorer:
+    """A cross-encoder as a teacher: activation(logit) of every pair, float64, in order
+    (what sentence-transformers' ``CrossEncoder.predict`` returns for the same folder)."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_length: int, activation: str) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.activation = activation
+
+    @classmethod
+    def load(
+        cls,
+        location: str | os.PathLike,
+        device: Any = "cpu",
+        max_length: int | None = None,
+        trust_remote_code: bool = False,
+    ) -> CrossEncoderScorer:
+        """The folder's model in evaluation mode on ``device`` and its activation
+        (:func:`cross_encoder_activation`; ValueError for a model that is no cross-encoder)."""
+        activation = cross_encoder_activation(location)
+        if activation is None:
+            raise ValueError(f"{location}: not a cross-encoder (no *ForSequenceClassification)")
+        model, tokenizer, limit = load_cross_encoder(location, max_length, trust_remote_code)
+        return cls(model.to(device).eval(), tokenizer, limit, activation)
+
+    def score_pairs(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], batch_size: int = 64
+    ) -> np.ndarray:
+        logits = predict_pair_scores(
+            self.model, self.tokenizer, sentences1, sentences2, batch_size, self.max_length
+        )
+        return ACTIVATION_FUNCTIONS[self.activation](logits)

@@ -38,6 +38,7 @@ from sts_core.testing.models import (
     TOY_STS_PAIRS,
     WORDS,
     make_tiny_bert,
+    make_tiny_cross_encoder,
     make_tiny_llama,
     mean_pooled,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "load_train_script",
     "mined_triplets",
     "make_tiny_bert",
+    "make_tiny_cross_encoder",
     "make_tiny_llama",
     "mean_pooled",
     "one_line_error",

@@ -118,6 +118,31 @@ def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+def make_tiny_cross_encoder(folder: Path, seed: int = 0, num_labels: int = 1) -> Path:
+    """The tiny BERT as a sequence classifier (``BertForSequenceClassification``, one output
+    by default: a cross-encoder as ``sts-cosent`` saves one), seeded, saved to ``folder``;
+    weights drawn wide enough that pairs get clearly different scores."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=num_labels,
+        initializer_range=0.3,  # scores that differ between pairs (0.02 gives near-equal ones)
+    )
+    torch.manual_seed(seed)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def make_tiny_llama(folder: Path, seed: int = 0) -> Path:
     """A 2-layer Llama decoder (hidden 32) with a word-level tokenizer and no pad token."""
     import torch

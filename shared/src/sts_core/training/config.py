@@ -587,9 +587,10 @@ class BaseConfig(TrainingArguments):
     ema_decay: float = _default(0.999, "Decay of weight_averaging: ema, in (0, 1).")
     teacher_model: str | None = _default(
         None,
-        "Distil a teacher's similarities: a model folder (or hub id) whose cosine of each "
+        "Distil a teacher's similarities: a model folder (or hub id) whose score of each "
         "training pair, α·teacher + (1 − α)·label, becomes the pair's label before training "
-        "(α = teacher_weight). For losses over scores.",
+        "(α = teacher_weight): a bi-encoder's cosine, or a cross-encoder's score (a "
+        "sentence-transformers CrossEncoder folder or sts-cosent's). For losses over scores.",
     )
     teacher_weight: float = _default(
         1.0,
@@ -600,7 +601,8 @@ class BaseConfig(TrainingArguments):
         0,
         "With teacher_model: also pair each distinct training sentence with its k nearest "
         "other training sentences by the teacher's cosine (Augmented SBERT's semantic-search "
-        "sampling), labelled by that cosine alone; 0: the training pairs only.",
+        "sampling; a cross-encoder teacher scores the neighbours the student, as it starts, "
+        "finds), labelled by the teacher alone; 0: the training pairs only.",
     )
     layer_lr_decay: float | None = _default(
         None,

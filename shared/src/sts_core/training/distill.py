@@ -19,6 +19,15 @@ rescales 0–5 scores to 0–1); a training set without labels needs α = 1. The
 ``metrics.json`` records the teacher, α and how the teacher's similarities agree with the
 gold labels (Spearman). Encoding runs on the training device, on every process (the same
 numbers: the teacher is deterministic in evaluation mode).
+
+The teacher may also be a cross-encoder (:mod:`sts_core.cross_encoder`: a
+sentence-transformers ``CrossEncoder`` folder, whose saved activation — sigmoid by default —
+is applied as ``CrossEncoder.predict`` does, or ``sts-cosent``'s, whose raw logit is used):
+it scores each training pair jointly, t(s₁, s₂) in place of the cosine, as Augmented SBERT
+labels its silver pairs with a cross-encoder. A cross-encoder has no embeddings to search,
+so with ``teacher_neighbours`` the student as it starts (the run's encoder before training)
+proposes each sentence's k nearest sentences by the same rule, and the cross-encoder scores
+them. With α < 1 its scores must lie in −1 … 1 (checked once they are computed).
 """
 
 from __future__ import annotations
@@ -63,6 +72,10 @@ def check_teacher(config: Any, loss_class: Any, label_column: str, train_dataset
         check_model_location(config.teacher_model)
     except OSError as error:
         raise ValueError(f"teacher_model: the teacher's {error}") from error
+    try:
+        teacher_kind(config.teacher_model)  # a cross-encoder's outputs and activation
+    except ValueError as error:
+        raise ValueError(f"teacher_model: {error}") from error
     if isinstance(train_dataset, TrainDatasets):
         raise ValueError(
             "teacher_model with train_datasets as a mapping: distillation relabels one "
@@ -102,6 +115,38 @@ def check_teacher_data(dataset: Any, label_column: str, weight: float) -> None:
             f"labels, but {outside} of {len(labels)} labels in {label_column!r} lie outside "
             f"it (range {labels.min():g} … {labels.max():g}): rescale them (score_range)"
         )
+
+
+def teacher_kind(location: str) -> str:
+    """``cross-encoder`` for a sequence classifier with one output, else ``bi-encoder``
+    (ValueError naming the file for a classifier a teacher cannot be)."""
+    from sts_core.cross_encoder import cross_encoder_activation
+
+    activation = cross_encoder_activation(location)
+    return "bi-encoder" if activation is None else "cross-encoder"
+
+
+def check_cross_encoder_scores(scores: np.ndarray, weight: float) -> None:
+    """With α < 1 a cross-encoder's scores are mixed with labels on the cosine's scale, so
+    they must lie in −1 … 1 (a raw logit may not): ValueError saying how many do not."""
+    if weight == 1 or len(scores) == 0:
+        return
+    outside = int(((scores < -1) | (scores > 1)).sum())
+    if outside:
+        raise ValueError(
+            f"teacher_weight {weight} < 1 mixes the cross-encoder's scores with the labels "
+            f"(−1 … 1), but {outside} of {len(scores)} scores lie outside it (range "
+            f"{scores.min():g} … {scores.max():g}): use teacher_weight 1, or a cross-encoder "
+            "whose activation bounds its scores (a sentence-transformers CrossEncoder's sigmoid)"
+        )
+
+
+def is_cross_encoder(teacher: Any) -> bool:
+    """A loaded teacher that scores pairs jointly (a
+    :class:`~sts_core.cross_encoder.CrossEncoderScorer`) rather than encoding sentences."""
+    from sts_core.cross_encoder import CrossEncoderScorer
+
+    return isinstance(teacher, CrossEncoderScorer)
 
 
 class SentenceVectors:
@@ -178,14 +223,22 @@ def teacher_similarities(teacher: Any, dataset: Any, batch_size: int) -> np.ndar
 
 
 def add_neighbour_pairs(
-    dataset: Any, vectors: SentenceVectors, label_column: str, neighbours: int
+    dataset: Any,
+    vectors: SentenceVectors,
+    label_column: str,
+    neighbours: int,
+    scorer: Any = None,
+    batch_size: int = 64,
 ) -> tuple[Any, int]:
-    """``dataset`` followed by the teacher-labelled neighbour pairs (Augmented SBERT's
-    semantic-search sampling, Thakur et al., 2021), its other columns empty (None) on them;
-    how many were added."""
+    """``dataset`` followed by the neighbour pairs ``vectors`` proposes (Augmented SBERT's
+    semantic-search sampling, Thakur et al., 2021), labelled by their cosine or, given a
+    cross-encoder ``scorer``, by its scores; the other columns empty (None) on them; how
+    many were added."""
     from datasets import Dataset, concatenate_datasets
 
     firsts, seconds, cosines = vectors.neighbour_pairs(neighbours)
+    if scorer is not None:
+        cosines = scorer.score_pairs(firsts, seconds, batch_size).tolist()
     columns = {name: [None] * len(cosines) for name in dataset.column_names}
     columns.update({PAIR_COLUMNS[0]: firsts, PAIR_COLUMNS[1]: seconds, label_column: cosines})
     extra = Dataset.from_dict(columns, features=dataset.features)
@@ -199,16 +252,29 @@ def apply_teacher(
     weight: float,
     batch_size: int,
     neighbours: int = 0,
+    proposer: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The training set with labels α·teacher + (1 − α)·gold (and, with ``neighbours`` k,
     each sentence's k nearest other sentences as new pairs labelled by the teacher alone),
-    and a summary of it. The run has checked ``dataset`` (:func:`check_teacher`); a caller
-    of its own checks it with :func:`check_teacher_data` first."""
+    and a summary of it. ``teacher``: a bi-encoder (``encode``) or a cross-encoder
+    (:class:`~sts_core.cross_encoder.CrossEncoderScorer`), which needs a
+    bi-encoder ``proposer`` for the neighbours. The run has checked ``dataset``
+    (:func:`check_teacher`); a caller of its own checks it with :func:`check_teacher_data`
+    first. ValueError for a cross-encoder's scores that α < 1 cannot mix."""
     from scipy.stats import spearmanr
 
-    vectors = SentenceVectors(teacher, dataset, batch_size)
-    similarities = vectors.pair_similarities()
+    cross = is_cross_encoder(teacher)
+    if cross and neighbours and proposer is None:
+        raise ValueError("teacher_neighbours with a cross-encoder teacher needs a proposer")
+    if cross:
+        similarities = teacher.score_pairs(*(list(dataset[c]) for c in PAIR_COLUMNS), batch_size)
+        check_cross_encoder_scores(similarities, weight)
+        vectors = SentenceVectors(proposer, dataset, batch_size) if neighbours else None
+    else:
+        vectors = SentenceVectors(teacher, dataset, batch_size)
+        similarities = vectors.pair_similarities()
     summary: dict[str, Any] = {
+        "teacher_kind": "cross-encoder" if cross else "bi-encoder",
         "teacher_weight": weight,
         "pairs": len(similarities),
         "teacher_mean": round(float(similarities.mean()), 4),
@@ -224,10 +290,10 @@ def apply_teacher(
     dataset = dataset.add_column(label_column, targets.tolist())
     if neighbours:
         dataset, summary["neighbour_pairs"] = add_neighbour_pairs(
-            dataset, vectors, label_column, neighbours
+            dataset, vectors, label_column, neighbours, teacher if cross else None, batch_size
         )
     logger.info(
-        "teacher: %d pairs rescored (α %.2f, mean teacher cosine %.3f)",
+        "teacher: %d pairs rescored (α %.2f, mean teacher score %.3f)",
         summary["pairs"],
         weight,
         summary["teacher_mean"],
@@ -235,9 +301,16 @@ def apply_teacher(
     return dataset, summary
 
 
-def load_teacher(location: str, device: Any, max_length: int | None = None) -> Any:
-    """The teacher in evaluation mode on ``device``."""
+def load_teacher(
+    location: str, device: Any, max_length: int | None = None, trust_remote_code: bool = False
+) -> Any:
+    """The teacher in evaluation mode on ``device``: a
+    :class:`~sts_core.cross_encoder.CrossEncoderScorer` for a cross-encoder folder
+    (:func:`teacher_kind`), else a ``SentenceEncoder``."""
+    from sts_core.cross_encoder import CrossEncoderScorer
     from sts_core.encoder import SentenceEncoder
 
+    if teacher_kind(location) == "cross-encoder":
+        return CrossEncoderScorer.load(location, device, max_length, trust_remote_code)
     teacher = SentenceEncoder.from_pretrained(location, max_length=max_length)
     return teacher.to(device).eval()

@@ -188,20 +188,32 @@ class TrainingRun:
     def apply_teacher(self) -> None:
         """Relabel the training pairs with the teacher's similarities (:mod:`.distill`)."""
 
-        from sts_core.training.distill import apply_teacher, load_teacher
+        from sts_core.training.distill import apply_teacher, is_cross_encoder, load_teacher
 
         if not self.config.teacher_model:
             return
-        teacher = load_teacher(self.config.teacher_model, self.config.device)
-        dataset, summary = apply_teacher(
-            self.inputs.train_dataset,
-            teacher,
-            self.method.label_column(self.config),
-            self.config.teacher_weight,
-            self.config.per_device_eval_batch_size,
-            self.config.teacher_neighbours,
+        teacher = load_teacher(
+            self.config.teacher_model,
+            self.config.device,
+            trust_remote_code=self.model_args.trust_remote_code,
         )
-        del teacher
+        proposer = None
+        if is_cross_encoder(teacher) and self.config.teacher_neighbours:
+            # a cross-encoder cannot search: the student as it starts proposes the neighbours
+            proposer = build_encoder(self.model_args).to(self.config.device).eval()
+        try:
+            dataset, summary = apply_teacher(
+                self.inputs.train_dataset,
+                teacher,
+                self.method.label_column(self.config),
+                self.config.teacher_weight,
+                self.config.per_device_eval_batch_size,
+                self.config.teacher_neighbours,
+                proposer,
+            )
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
+        del teacher, proposer
         gc.collect()
         self.inputs.train_dataset = dataset
         self.inputs.data_summary["teacher"] = {"model": self.config.teacher_model, **summary}

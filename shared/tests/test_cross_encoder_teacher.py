@@ -1,0 +1,260 @@
+"""A cross-encoder as ``teacher_model``: which folders are one and the activation their
+scores take; the labels it gives equal sentence-transformers' ``CrossEncoder.predict`` (a
+sentence-transformers folder) or the raw logit computed here with transformers (a plain
+sequence classifier); the neighbour pairs are the student's proposals, scored by the
+cross-encoder; the refusals; a run end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+
+from sts_core.cross_encoder import CrossEncoderScorer, cross_encoder_activation
+from sts_core.encoder import SentenceEncoder
+from sts_core.testing import make_tiny_bert, make_tiny_cross_encoder, write_fixture_recipe
+from sts_core.training.distill import apply_teacher, check_cross_encoder_scores, load_teacher
+from sts_core.training.run import main
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+FIXTURES = Path(__file__).parent / "fixtures" / "training"
+PAIRS = {
+    "sentence1": ["a man plays", "the dog runs", "a cat eats", "a man plays", "a girl sits"],
+    "sentence2": ["a man plays a guitar", "a dog runs", "a cat", "the girl sits", "a boy"],
+    "score": [0.9, 0.8, 0.5, 0.2, 0.1],
+}
+SIGMOID = "torch.nn.modules.activation.Sigmoid"
+IDENTITY = "torch.nn.modules.linear.Identity"
+TANH = "torch.nn.modules.activation.Tanh"
+
+
+@pytest.fixture(scope="module")
+def cross_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_cross_encoder(tmp_path_factory.mktemp("cross"), seed=3)
+
+
+def copy_with(source: Path, target: Path, config: dict | None = None, **files: dict) -> Path:
+    """``source`` copied to ``target`` with config.json updated by ``config`` and extra
+    JSON files (name without .json → content)."""
+    import shutil
+
+    shutil.copytree(source, target)
+    settings = json.loads((target / "config.json").read_text())
+    settings.update(config or {})
+    (target / "config.json").write_text(json.dumps(settings))
+    for name, content in files.items():
+        (target / f"{name}.json").write_text(json.dumps(content))
+    return target
+
+
+def raw_logits(folder: Path, first: list[str], second: list[str]) -> np.ndarray:
+    """The classifier's logit of each pair, one pair at a time, with transformers alone."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return np.array(
+            [
+                model(**tokenizer(a, b, return_tensors="pt")).logits.item()
+                for a, b in zip(first, second, strict=True)
+            ]
+        )
+
+
+def test_which_folders_are_cross_encoders_and_their_activation(
+    cross_dir: Path, tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    assert cross_encoder_activation(tiny_bert_dir) is None  # a bi-encoder
+    assert cross_encoder_activation(cross_dir) == "identity"  # sts-cosent's: the raw logit
+    st6 = copy_with(
+        cross_dir,
+        tmp_path / "st6",
+        config_sentence_transformers={"model_type": "CrossEncoder", "activation_fn": TANH},
+    )
+    assert cross_encoder_activation(st6) == "tanh"
+    default = copy_with(
+        cross_dir, tmp_path / "default", config_sentence_transformers={"model_type": "CrossEncoder"}
+    )
+    assert cross_encoder_activation(default) == "sigmoid"  # CrossEncoder's default for 1 label
+    st4 = copy_with(
+        cross_dir, tmp_path / "st4", {"sentence_transformers": {"activation_fn": IDENTITY}}
+    )
+    assert cross_encoder_activation(st4) == "identity"
+    st4_default = copy_with(cross_dir, tmp_path / "st4d", {"sentence_transformers": {}})
+    assert cross_encoder_activation(st4_default) == "sigmoid"
+    old = copy_with(cross_dir, tmp_path / "old", {"sbert_ce_default_activation_function": TANH})
+    assert cross_encoder_activation(old) == "tanh"
+
+
+def test_classifiers_the_teacher_cannot_use_are_refused(cross_dir: Path, tmp_path: Path) -> None:
+    three = make_tiny_cross_encoder(tmp_path / "three", num_labels=3)
+    with pytest.raises(
+        ValueError, match=r"three/config.json: a sequence classifier with 3 outputs"
+    ):
+        cross_encoder_activation(three)
+    relu = copy_with(
+        cross_dir,
+        tmp_path / "relu",
+        config_sentence_transformers={"activation_fn": "torch.nn.modules.activation.ReLU"},
+    )
+    with pytest.raises(ValueError, match=r"relu/config_sentence_transformers.json: activation_fn"):
+        cross_encoder_activation(relu)
+    with pytest.raises(ValueError, match="not a cross-encoder"):
+        CrossEncoderScorer.load(make_tiny_bert(tmp_path / "bi"))
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.25])
+def test_labels_equal_the_peers_cross_encoder_predict(
+    cross_dir: Path, tmp_path: Path, weight: float
+) -> None:
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    peer = sentence_transformers.CrossEncoder(str(cross_dir), device="cpu")
+    peer.save(str(tmp_path / "st"))  # a sentence-transformers folder: sigmoid saved
+    peer = sentence_transformers.CrossEncoder(str(tmp_path / "st"), device="cpu")
+    pairs = list(zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True))
+    expected = weight * peer.predict(pairs, batch_size=2) + (1 - weight) * np.array(PAIRS["score"])
+    teacher = load_teacher(str(tmp_path / "st"), "cpu")
+    data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", weight, 2)
+    np.testing.assert_allclose(data["score"], expected, rtol=1e-6, atol=1e-6)
+    assert summary["teacher_kind"] == "cross-encoder" and summary["pairs"] == 5
+
+
+def test_a_plain_sequence_classifier_teaches_its_raw_logit(cross_dir: Path) -> None:
+    teacher = load_teacher(str(cross_dir), "cpu")
+    data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", 1.0, 3)
+    logits = raw_logits(cross_dir, PAIRS["sentence1"], PAIRS["sentence2"])
+    assert np.ptp(logits) > 1e-3  # the pairs are told apart, so an order error shows
+    np.testing.assert_allclose(data["score"], logits, rtol=1e-5, atol=1e-6)
+    assert summary["teacher_mean"] == pytest.approx(logits.mean(), abs=1e-4)
+
+
+def test_mixing_refuses_scores_off_the_cosine_scale_and_takes_its_bounds() -> None:
+    with pytest.raises(ValueError, match=r"1 of 3 scores lie outside it \(range -1 … 1.2\)"):
+        check_cross_encoder_scores(np.array([-1.0, 0.3, 1.2]), 0.5)
+    check_cross_encoder_scores(np.array([-1.0, 0.3, 1.0]), 0.5)  # the bounds are in
+    check_cross_encoder_scores(np.array([-3.0, 4.0]), 1.0)  # the teacher alone: any scale
+
+
+def proposals(proposer: SentenceEncoder, k: int) -> list[tuple[str, str]]:
+    """Each distinct sentence's k nearest other sentences by the proposer's cosine, best
+    first, skipping training pairs and pairs already chosen (brute force)."""
+    sentences = list(dict.fromkeys(PAIRS["sentence1"] + PAIRS["sentence2"]))
+    vectors = proposer.encode(sentences, show_progress_bar=False).astype(np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    taken = {frozenset(p) for p in zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True)}
+    chosen = []
+    for i, sentence in enumerate(sentences):
+        others = sorted(
+            (j for j in range(len(sentences)) if j != i), key=lambda j: -vectors[i] @ vectors[j]
+        )
+        found = 0
+        for j in others:
+            pair = frozenset((sentence, sentences[j]))
+            if found == k or pair in taken:
+                continue
+            taken.add(pair)
+            chosen.append((sentence, sentences[j]))
+            found += 1
+    return chosen
+
+
+def test_neighbours_are_the_students_proposals_scored_by_the_cross_encoder(
+    cross_dir: Path, tiny_bert_dir: Path
+) -> None:
+    proposer = SentenceEncoder.from_pretrained(tiny_bert_dir).eval()
+    teacher = load_teacher(str(cross_dir), "cpu")
+    data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", 1.0, 4, 1, proposer)
+    new = list(zip(data["sentence1"][5:], data["sentence2"][5:], strict=True))
+    assert new == proposals(proposer, 1) and summary["neighbour_pairs"] == len(new) > 0
+    first, second = (list(column) for column in zip(*new, strict=True))
+    np.testing.assert_allclose(
+        data["score"][5:], raw_logits(cross_dir, first, second), rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(ValueError, match="needs a proposer"):
+        apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", 1.0, 4, 1)
+
+
+def recipe(tmp_path: Path, student: Path, **settings: str) -> Path:
+    settings = {"score_range": "[0, 5]", "max_steps": "2", "save_strategy": "no", **settings}
+    tmp_path.mkdir(exist_ok=True)
+    return write_fixture_recipe(
+        tmp_path / "r.yaml",
+        "distillation",
+        student,
+        FIXTURES / "sts-train.csv",
+        FIXTURES / "sts-dev.csv",
+        tmp_path / "out",
+        **settings,
+    )
+
+
+def test_a_run_learns_from_a_cross_encoder_and_its_neighbours(
+    tiny_bert_nodropout_dir: Path, cross_dir: Path, tmp_path: Path
+) -> None:
+    path = recipe(tmp_path, tiny_bert_nodropout_dir, teacher_model=str(cross_dir))
+    assert main(["--config", str(path), "--teacher_neighbours", "1"]) == 0
+    teacher = json.loads((tmp_path / "out" / "metrics.json").read_text())["data"]["teacher"]
+    assert teacher["teacher_kind"] == "cross-encoder" and teacher["pairs"] == 16
+    assert teacher["neighbour_pairs"] > 0
+
+
+def test_a_run_refuses_what_the_cross_encoder_cannot_teach(
+    tiny_bert_nodropout_dir: Path,
+    cross_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    three = make_tiny_cross_encoder(tmp_path / "three", num_labels=3)
+    path = recipe(tmp_path / "a", tiny_bert_nodropout_dir, teacher_model=str(three))
+    capsys.readouterr()  # the saves' progress bars
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "teacher_model:" in err and "3 outputs" in err
+    assert not (tmp_path / "a" / "out").exists()  # before any weights load
+
+    from transformers import AutoModelForSequenceClassification
+
+    loud = AutoModelForSequenceClassification.from_pretrained(cross_dir)
+    with torch.no_grad():
+        loud.classifier.bias.fill_(5.0)  # every logit near 5: off the cosine's scale
+    loud.save_pretrained(tmp_path / "loud")
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (cross_dir / name).exists():
+            (tmp_path / "loud" / name).write_bytes((cross_dir / name).read_bytes())
+    path = recipe(tmp_path / "b", tiny_bert_nodropout_dir, teacher_model=str(tmp_path / "loud"))
+    capsys.readouterr()
+    assert main(["--config", str(path), "--teacher_weight", "0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "16 of 16 scores lie outside it" in err.splitlines()[-1]  # after the teacher loads
+
+
+def test_a_hub_id_is_read_from_its_cached_files_and_bad_json_is_named(
+    cross_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transformers.utils
+
+    st = copy_with(
+        cross_dir,
+        tmp_path / "cached",
+        config_sentence_transformers={"model_type": "CrossEncoder", "activation_fn": TANH},
+    )
+    asked = []
+
+    def cached_file(repo: str, name: str, **_: object) -> str | None:
+        asked.append((repo, name))
+        return str(st / name) if (st / name).is_file() else None
+
+    monkeypatch.setattr(transformers.utils, "cached_file", cached_file)
+    assert cross_encoder_activation("someone/cross-encoder") == "tanh"
+    assert ("someone/cross-encoder", "config_sentence_transformers.json") in asked
+    (st / "config_sentence_transformers.json").write_text("{not json")
+    with pytest.raises(
+        ValueError, match=r"cached/config_sentence_transformers.json: not valid JSON"
+    ):
+        cross_encoder_activation(st)
