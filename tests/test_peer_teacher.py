@@ -54,3 +54,42 @@ def test_the_distillation_targets_are_the_teachers_embeddings(tiny_bert_dir) -> 
     expected = teacher.encode(sentences, convert_to_numpy=True)
     np.testing.assert_allclose(np.array(targets["label"]), expected, rtol=0, atol=1e-6)
     assert peer_teacher.teacher_width(teacher) == expected.shape[1]
+
+
+@pytest.mark.parametrize(("weight", "neighbours"), [(1.0, 0), (0.5, 1), (1.0, 2)])
+def test_the_peer_gets_a_cross_encoders_pairs_and_labels_as_ours(
+    tiny_bert_dir, tmp_path, weight: float, neighbours: int
+) -> None:
+    from sentence_transformers import CrossEncoder
+
+    from sts_core.testing import make_tiny_cross_encoder
+
+    CrossEncoder(str(make_tiny_cross_encoder(tmp_path / "plain", seed=4))).save(
+        str(tmp_path / "ce")
+    )
+    location = str(tmp_path / "ce")  # a sentence-transformers folder: sigmoid scores
+    assert peer_teacher.is_cross_encoder(location)
+    assert not peer_teacher.is_cross_encoder(str(tiny_bert_dir))
+    data = unit_pairs()
+    proposer = load_teacher(str(tiny_bert_dir), "cpu")  # the student as it starts
+    ours, summary = apply_teacher(
+        data, load_teacher(location, "cpu"), "score", weight, 64, neighbours, proposer
+    )
+    theirs = peer_teacher.relabelled_pairs(
+        peer_teacher.load_peer_teacher(str(tiny_bert_dir)),
+        data,
+        "score",
+        weight,
+        neighbours,
+        cross_encoder=peer_teacher.load_peer_cross_encoder(location),
+    )
+    assert summary["teacher_kind"] == "cross-encoder"
+    if neighbours:
+        assert len(ours) > len(data)
+    assert theirs["sentence1"] == ours["sentence1"]
+    assert theirs["sentence2"] == ours["sentence2"]
+    np.testing.assert_allclose(theirs["score"], ours["score"], rtol=0, atol=1e-5)
+    plain = peer_teacher.relabelled_pairs(  # the proposer's cosines instead: not the same
+        peer_teacher.load_peer_teacher(str(tiny_bert_dir)), data, "score", weight, neighbours
+    )
+    assert not np.allclose(plain["score"], ours["score"], atol=1e-3)

@@ -85,23 +85,31 @@ class Trainer:
                     data,
                 )
         elif cell.settings:
-            data = self.peer_pairs(dict(cell.settings))
+            data = self.peer_pairs(dict(cell.settings), recipe)
             encoder = train(recipe, cell.seed, data)
             added = len(data) - len(self.unit_data)
             encoder.teacher_summary = {"pairs": len(self.unit_data), "neighbour_pairs": added}
             return encoder
         return train(recipe, cell.seed, data)
 
-    def peer_pairs(self, settings: dict[str, str]) -> Any:
-        """The 0–1 pairs relabelled by the teacher, with its neighbour pairs."""
+    def peer_pairs(self, settings: dict[str, str], recipe: quality.Recipe) -> Any:
+        """The 0–1 pairs relabelled by the teacher, with its neighbour pairs; a cross-encoder
+        teacher scores them and the student as it starts proposes the neighbours."""
         values = config_values(tuple(settings.items()))
-        teacher = peer_teacher.load_peer_teacher(values["teacher_model"])
+        location = values["teacher_model"]
+        cross_encoder = None
+        if peer_teacher.is_cross_encoder(location):
+            cross_encoder = peer_teacher.load_peer_cross_encoder(location)
+            teacher = quality.load_peer(recipe)
+        else:
+            teacher = peer_teacher.load_peer_teacher(location)
         return peer_teacher.relabelled_pairs(
             teacher,
             self.unit_data,
             "score",
             float(values.get("teacher_weight", 1.0)),
             int(values.get("teacher_neighbours", 0)),
+            cross_encoder=cross_encoder,
         )
 
     def distill(self, cell: Cell, recipe: quality.Recipe) -> Any:
@@ -111,6 +119,10 @@ class Trainer:
         from transformers import set_seed
 
         values = config_values(cell.settings)
+        if peer_teacher.is_cross_encoder(values["teacher_model"]):
+            raise common.BenchmarkError(
+                f"{cell.method} distils a teacher's embeddings; a cross-encoder has none"
+            )
         teacher = peer_teacher.load_peer_teacher(values["teacher_model"])
         targets = peer_teacher.embedding_targets(teacher, self.data)
         width = peer_teacher.teacher_width(teacher)
