@@ -10,12 +10,20 @@ benchmark's, one larger model. The training's wall seconds, steps and peak memor
 written to ``sts_teacher_cost.json`` in the folder: the search counts them once in the cost
 of every recipe that uses the teacher.
 
+``--cross-encoder`` trains a cross-encoder teacher instead, the way Augmented SBERT
+(Thakur et al., 2021) and sentence-transformers' example train one: ``CrossEncoder(model,
+num_labels=1)`` with ``BinaryCrossEntropyLoss`` on the same 0–1 pairs and budget, saved as a
+sentence-transformers folder (its sigmoid recorded), so ours and the peer read the same
+scores; its dev Spearman is that of ``CrossEncoder.predict`` on the STS-B dev pairs.
+
 Command (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 
     uv run python benchmarks/quality_teacher.py --model all-mpnet-base-v2 --epochs 1 \\
         --learning-rate 2e-5 --output "$STS_MODELS_DIR/mpnet-sts-teacher" --threads 2
     uv run python benchmarks/quality_teacher.py --model all-MiniLM-L6-v2 --smoke \
         --output /tmp/teacher  # CI
+    uv run python benchmarks/quality_teacher.py --cross-encoder --model all-mpnet-base-v2 \
+        --output "$STS_MODELS_DIR/mpnet-sts-cross-encoder" --threads 2
 """
 
 from __future__ import annotations
@@ -40,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--test", action="store_true", help="also score the seven test tasks")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--smoke", action="store_true", help="2 steps, 40 dev pairs (CI)")
+    parser.add_argument(
+        "--cross-encoder",
+        action="store_true",
+        help="train a sentence-transformers CrossEncoder (binary cross-entropy) instead",
+    )
     return parser.parse_args(argv)
 
 
@@ -63,20 +76,66 @@ def main(argv: list[str] | None = None) -> int:
     )
     _, unit_data = quality.load_training_data()
     start = time.perf_counter()
-    teacher = quality.train_ours(*quality_rows()["ours-cosine_mse"])(recipe, args.seed, unit_data)
+    if args.cross_encoder:
+        teacher = train_cross_encoder(recipe, args.seed, unit_data)
+    else:
+        train = quality.train_ours(*quality_rows()["ours-cosine_mse"])
+        teacher = train(recipe, args.seed, unit_data)
     seconds = round(time.perf_counter() - start, 1)
     print(f"trained in {seconds:.0f} s", flush=True)
-    teacher.save_pretrained(str(output))
+    (teacher.save if args.cross_encoder else teacher.save_pretrained)(str(output))
     cost = {"train_seconds": seconds, "steps": teacher.trained_steps, "model": args.model}
     cost["peak_rss_mb"] = round(common.peak_rss_mb(), 1)
     (output / TEACHER_COST_FILE).write_text(json.dumps(cost, indent=1) + "\n", encoding="utf-8")
     scorer = Scorer(argparse.Namespace(eval_pairs=40 if args.smoke else 0))
+    if args.cross_encoder:
+        print(f"STS-B dev Spearman: {cross_encoder_dev(teacher, scorer.dev):.2f}", flush=True)
+        print(f"wrote {output}")
+        return 0
     print(f"STS-B dev Spearman: {scorer.dev_spearman(teacher):.2f}", flush=True)
     if args.test:
         scores = scorer.test_scores(teacher)
         print("test: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()), flush=True)
     print(f"wrote {output}")
     return 0
+
+
+def train_cross_encoder(recipe: quality.Recipe, seed: int, data: object) -> object:
+    """sentence-transformers' cross-encoder recipe (its STS example, Augmented SBERT's
+    teacher): ``CrossEncoder(model, num_labels=1)``, ``BinaryCrossEntropyLoss`` on the 0–1
+    scores, the budget's arguments (``trained_steps``: its optimizer steps)."""
+    import tempfile
+
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.cross_encoder import (
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+    )
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+    from transformers import set_seed
+
+    set_seed(seed)
+    model = CrossEncoder(recipe.model, num_labels=1, device="cpu")
+    pairs = data.select_columns(["sentence1", "sentence2", "score"])
+    with tempfile.TemporaryDirectory(prefix="sts-bench-teacher-") as output_dir:
+        arguments = CrossEncoderTrainingArguments(
+            **quality.training_arguments(recipe, seed, output_dir)
+        )
+        trainer = CrossEncoderTrainer(
+            model=model, args=arguments, train_dataset=pairs, loss=BinaryCrossEntropyLoss(model)
+        )
+        trainer.train()
+    model.trained_steps = trainer.state.global_step
+    return model
+
+
+def cross_encoder_dev(model: object, dev: object) -> float:
+    """Spearman × 100 of ``CrossEncoder.predict`` against the dev scores."""
+    from scipy.stats import spearmanr
+
+    pairs = list(zip(dev["sentence1"], dev["sentence2"], strict=True))
+    scores = model.predict(pairs, batch_size=64, show_progress_bar=False)
+    return round(float(spearmanr(scores, dev["score"]).statistic) * 100, 4)
 
 
 if __name__ == "__main__":

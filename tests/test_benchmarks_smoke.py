@@ -581,6 +581,47 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
 
 
 @needs_benchmark_data
+def test_a_cross_encoder_teacher_feeds_ours_and_the_peer_the_same_pairs(tmp_path: Path) -> None:
+    teacher = tmp_path / "cross-encoder"
+    made = run_script(
+        "quality_teacher",
+        "--cross-encoder",
+        "--smoke",
+        "--model",
+        "all-MiniLM-L6-v2",
+        "--output",
+        str(teacher),
+    )
+    assert "STS-B dev Spearman" in made
+    settings = json.loads((teacher / "config_sentence_transformers.json").read_text("utf-8"))
+    assert settings["model_type"] == "CrossEncoder"  # the peer's folder: sigmoid scores
+    run_script(
+        "quality_search",
+        "--smoke",
+        "--grid-only",
+        "--in-process",
+        "--methods",
+        "ours-cosine_mse",
+        "st-cosine",
+        "--output-dir",
+        str(tmp_path),
+        "--weights-dir",
+        str(tmp_path / "weights"),
+        "--set",
+        f"teacher_model={teacher}",
+        "--set",
+        "teacher_neighbours=1",
+        "--set",
+        "teacher_weight=0.5",
+    )
+    cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
+    cells = {c["method"]: c for c in cells["cells"].values()}
+    ours, peer = cells["ours-cosine_mse"]["teacher"], cells["st-cosine"]["teacher"]
+    assert ours["teacher_kind"] == "cross-encoder" and ours["teacher_weight"] == 0.5
+    assert ours["neighbour_pairs"] == peer["neighbour_pairs"] > 0  # the student proposed them
+
+
+@needs_benchmark_data
 def test_quality_search_trains_two_stages_and_measures_the_cost_of_an_old_cell(
     tmp_path: Path,
 ) -> None:
