@@ -581,6 +581,33 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
 
 
 @needs_benchmark_data
+def test_matryoshka_rows_score_each_width_and_ours_records_its_dims(tmp_path: Path) -> None:
+    rows = ["ours-cosent-matryoshka", "st-cosent-matryoshka"]
+    run_script(
+        "matryoshka",
+        "--smoke",
+        "--rows",
+        *rows,
+        "--dims",
+        "384",
+        "64",
+        "--output-dir",
+        str(tmp_path),
+    )
+    result = json.loads((tmp_path / "matryoshka_smoke.json").read_text("utf-8"))
+    assert sorted(result["summary"]) == sorted(rows)
+    for row in rows:
+        run = result["runs"][row]["0"]
+        assert sorted(run["scores"], key=int) == ["64", "128", "384"]
+        averages = [run["scores"][w]["avg"] for w in ("384", "128", "64")]
+        assert all(0 < a <= 100 for a in averages) and len(set(averages)) == 3  # truncated
+        assert result["summary"][row]["64"][0] == pytest.approx(averages[2])
+    assert result["runs"]["ours-cosent-matryoshka"]["0"]["saved_matryoshka_dims"] == [384, 64]
+    table = [line for line in (tmp_path / "matryoshka_smoke.md").read_text("utf-8").splitlines()]
+    assert sum(line.startswith("|") and line.count(" ± ") == 3 for line in table) == 2
+
+
+@needs_benchmark_data
 def test_a_cross_encoder_teacher_feeds_ours_and_the_peer_the_same_pairs(tmp_path: Path) -> None:
     teacher = tmp_path / "cross-encoder"
     made = run_script(
