@@ -108,6 +108,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_single_sentence_training.py",
             "shared/tests/test_head_losses_and_backbone_options.py",
             "shared/tests/test_checks_found_by_mutation.py",
+            "shared/tests/test_matryoshka.py",
             _WIRING,
         ],
     ),
@@ -134,6 +135,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_grad_cache_prompts_and_test_pairs.py",
             "shared/tests/test_epoch_batches_and_grad_cache.py",
+            "shared/tests/test_checks_found_by_mutation.py",
             "packages/pcctuning/tests/test_loss.py",
             _WIRING,
         ],
@@ -183,7 +185,7 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/mining.py",
-        ["shared/tests/test_mining.py"],
+        ["shared/tests/test_mining.py", "shared/tests/test_mining_values.py"],
     ),
     (
         "packages/*/src/*/loss.py",

@@ -249,3 +249,80 @@ def test_a_hub_id_before_a_local_model_does_not_end_the_check(tiny_bert_dir, tmp
     shutil.copytree(tiny_bert_dir, inside)
     with pytest.raises(ValueError, match="holds the model"):
         check_models_outside(tmp_path / "soup", ["some-user/some-model", str(inside)])
+
+
+# ----------------------------------------------------------------- the pass of 2026-11-28
+# (commit 3651ea2): what its survivors showed untested outside mining.py
+def test_a_token_budget_of_one_is_each_row_alone() -> None:
+    from sts_core.training.grad_cache import token_mini_batches
+
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    columns = {"sentence1": {"input_ids": mask, "attention_mask": mask}}
+    assert [c.tolist() for c in token_mini_batches(columns, 1)] == [[2], [0], [1]]
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        token_mini_batches(columns, 0)
+
+
+def test_a_half_precision_cosine_is_computed_in_float32() -> None:
+    generator = torch.Generator().manual_seed(0)
+    u, v = (torch.randn(5, 8, generator=generator).to(torch.bfloat16) for _ in range(2))
+    cosine = pairwise_cosine(u, v)
+    assert cosine.dtype == torch.float32
+    expected = torch.nn.functional.cosine_similarity(u.float(), v.float(), dim=-1)
+    torch.testing.assert_close(cosine, expected)
+
+
+def test_the_first_vocabulary_difference_is_by_id_not_by_token() -> None:
+    from sts_core.soup import _vocabulary_difference
+
+    reference = {"[PAD]": 0, "zebra": 1, "apple": 2}  # id order is not the tokens' order
+    other = {"[PAD]": 0, "zebra": 5, "apple": 6}
+    assert _vocabulary_difference(reference, other) == (
+        "token 'zebra' has id 5, the first model's has id 1"
+    )
+
+
+def test_soup_in_python_names_the_first_model_as_the_reference(tiny_bert_dir, tmp_path) -> None:
+    import shutil
+
+    from sts_core.soup import soup
+
+    folders = []
+    for name in ("seed0", "seed1", "seed2"):
+        shutil.copytree(tiny_bert_dir, tmp_path / name)
+        folders.append(str(tmp_path / name))
+    tokenizer = tmp_path / "seed2" / "tokenizer.json"  # the third model's alone differs
+    config = json.loads(tokenizer.read_text(encoding="utf-8"))
+    vocab = config["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[5:7]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    tokenizer.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        soup(folders, str(tmp_path / "soup"))
+    assert str(refused.value).startswith(
+        f"{folders[2]}: its tokenizer differs from {folders[0]}'s ("
+    )
+
+
+def test_the_progress_bar_of_each_task_is_named_by_the_task() -> None:
+    import numpy as np
+
+    from sts_core.evaluation import STSEvaluator
+
+    named = []
+
+    class Encoder:
+        def encode(self, sentences, batch_size, show_progress_bar, progress_desc=None):
+            named.append(progress_desc)
+            return np.array([[len(s), 1.0 + s.count("a")] for s in sentences])
+
+    data = Dataset.from_dict(
+        {
+            "sentence1": ["a b", "a a", "b"],
+            "sentence2": ["a", "b b", "a b a"],
+            "score": [1.0, 2.0, 3.0],
+        }
+    )
+    evaluator = STSEvaluator(tasks=["stsb"], datasets={"stsb": data}, show_progress_bar=True)
+    evaluator.evaluate(Encoder())
+    assert named == ["stsb"]

@@ -187,3 +187,11 @@ def test_the_contrastive_loss_refuses_other_shapes_naming_both() -> None:
     with pytest.raises(ValueError) as mismatched:
         contrastive_threshold_loss(torch.ones(2, 3), torch.ones(2, 4), labels)
     assert str(mismatched.value) == message.format((2, 3), (2, 4))
+
+
+def test_embeddings_of_three_dimensions_are_refused_even_of_the_same_shape() -> None:
+    from sts_cosent.loss import _check_pairs
+
+    u = torch.zeros(2, 3, 4)
+    with pytest.raises(ValueError, match=r"expected two \(N, d\) embedding tensors"):
+        _check_pairs(u, u.clone())
