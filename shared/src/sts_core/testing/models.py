@@ -100,7 +100,18 @@ def _vocab() -> dict[str, int]:
 def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
     """A 2-layer BERT (hidden 32) with a WordPiece tokenizer, saved to ``folder``."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel
+
+    tokenizer, config = _tiny_bert_parts(folder)
+    torch.manual_seed(seed)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _tiny_bert_parts(folder: Path, **settings: Any) -> tuple[Any, Any]:
+    """The tiny BERT's tokenizer and config (``settings`` added to it); ``folder`` made."""
+    from transformers import BertConfig, BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)
@@ -111,11 +122,9 @@ def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
+        **settings,
     )
-    torch.manual_seed(seed)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return tokenizer, config
 
 
 def make_tiny_cross_encoder(folder: Path, seed: int = 0, num_labels: int = 1) -> Path:
@@ -123,20 +132,10 @@ def make_tiny_cross_encoder(folder: Path, seed: int = 0, num_labels: int = 1) ->
     by default: a cross-encoder as ``sts-cosent`` saves one), seeded, saved to ``folder``;
     weights drawn wide enough that pairs get clearly different scores."""
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertForSequenceClassification
 
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=num_labels,
-        initializer_range=0.3,  # scores that differ between pairs (0.02 gives near-equal ones)
-    )
+    # initializer_range 0.3: scores that differ between pairs (0.02 gives near-equal ones)
+    tokenizer, config = _tiny_bert_parts(folder, num_labels=num_labels, initializer_range=0.3)
     torch.manual_seed(seed)
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -108,13 +108,19 @@ def check_teacher_data(dataset: Any, label_column: str, weight: float) -> None:
             f"training set has no label column {label_column!r}: use teacher_weight 1"
         )
     labels = np.asarray(dataset[label_column], dtype=float)
-    outside = int(((labels < -1) | (labels > 1)).sum())
+    outside, found = off_cosine_scale(labels)
     if outside:
         raise ValueError(
             f"teacher_weight {weight} < 1 mixes the teacher's cosine (−1 … 1) with the "
             f"labels, but {outside} of {len(labels)} labels in {label_column!r} lie outside "
-            f"it (range {labels.min():g} … {labels.max():g}): rescale them (score_range)"
+            f"it ({found}): rescale them (score_range)"
         )
+
+
+def off_cosine_scale(values: np.ndarray) -> tuple[int, str]:
+    """How many ``values`` lie outside −1 … 1, and their range in words."""
+    outside = int(((values < -1) | (values > 1)).sum())
+    return outside, f"range {values.min():g} … {values.max():g}"
 
 
 def teacher_kind(location: str) -> str:
@@ -131,13 +137,13 @@ def check_cross_encoder_scores(scores: np.ndarray, weight: float) -> None:
     they must lie in −1 … 1 (a raw logit may not): ValueError saying how many do not."""
     if weight == 1 or len(scores) == 0:
         return
-    outside = int(((scores < -1) | (scores > 1)).sum())
+    outside, found = off_cosine_scale(scores)
     if outside:
         raise ValueError(
             f"teacher_weight {weight} < 1 mixes the cross-encoder's scores with the labels "
-            f"(−1 … 1), but {outside} of {len(scores)} scores lie outside it (range "
-            f"{scores.min():g} … {scores.max():g}): use teacher_weight 1, or a cross-encoder "
-            "whose activation bounds its scores (a sentence-transformers CrossEncoder's sigmoid)"
+            f"(−1 … 1), but {outside} of {len(scores)} scores lie outside it ({found}): use "
+            "teacher_weight 1, or a cross-encoder whose activation bounds its scores (a "
+            "sentence-transformers CrossEncoder's sigmoid)"
         )
 
 
