@@ -109,6 +109,7 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_head_losses_and_backbone_options.py",
             "shared/tests/test_checks_found_by_mutation.py",
             "shared/tests/test_matryoshka.py",
+            "shared/tests/test_matryoshka_wrapper.py",
             _WIRING,
         ],
     ),
