@@ -145,3 +145,15 @@ def test_a_loss_with_a_head_is_refused_in_words() -> None:
         "the encoder's width: Matryoshka cuts the embeddings the loss compares, so it needs a "
         "loss over the embeddings alone"
     )
+
+
+def test_a_degenerate_batch_is_noted_once_from_the_widest_width() -> None:
+    class Degenerate(RecordingLoss):
+        def forward(self, embeddings, labels, text_ids=None):
+            width = next(iter(embeddings.values())).shape[-1]
+            self.note_degenerate(f"no pair at width {width}")
+            return super().forward(embeddings, labels, text_ids)
+
+    loss = matryoshka_loss_class(Degenerate, (8, 4, 2), (1.0, 1.0, 1.0))(Degenerate())
+    loss({"anchor": torch.ones(2, 8)}, None)
+    assert loss.pop_degenerate() == [("no pair at width 8", True)]
