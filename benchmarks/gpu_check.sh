@@ -29,6 +29,7 @@ tar xzf "$bundle/data.tar.gz" -C "$scratch/data"
 export STS_DATA_DIR=${STS_DATA_DIR:-$scratch/data}
 export STS_MODELS_DIR=${STS_MODELS_DIR:-$bundle/models}
 export PYTHONUNBUFFERED=1
+unset PYTHONDONTWRITEBYTECODE  # keep compiled modules: each process after the first starts faster
 # the install as the project sees it: versions, the methods' entry points, the test support
 "$python" - <<'PY'
 import importlib.metadata as metadata

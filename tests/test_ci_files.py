@@ -21,6 +21,8 @@ def test_ci_test_runs_each_suite_and_installs_each_package_from_the_wheels() -> 
     assert 'bash .ci/wheels build "$dist"' in script
     assert 'bash .ci/wheels install "$dist" "$package"' in script
     assert 'bash benchmarks/gpu_call_smoke.sh "$dist"' in script
+    # every process after the first reads compiled modules instead of compiling torch again
+    assert "\nunset PYTHONDONTWRITEBYTECODE\n" in script
     wheels = (REPO / ".ci" / "wheels").read_text(encoding="utf-8")
     assert "uv venv" in wheels and '"$core" "$wheel[test]"' in wheels
     assert "twine check --strict" in wheels
