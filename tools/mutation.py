@@ -72,7 +72,7 @@ PACKAGE_MODULES = {
     for module, tests in package_mutation_modules(package).items()
 }
 
-#: The modules of issue 31; a folder stands for the ``*.py`` files in it.
+#: The modules of issue 31 and those added since; a folder stands for the ``*.py`` files in it.
 DEFAULT_MODULES = [
     "shared/src/sts_core/losses",
     "shared/src/sts_core/training/averaging.py",
@@ -83,6 +83,7 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/evaluation",
     "shared/src/sts_core/soup.py",
     "shared/src/sts_core/mining.py",
+    "shared/src/sts_core/cross_encoder.py",
     *(f"packages/{m}/src/sts_{m}/{f}.py" for m in PACKAGES for f in ("loss", "config")),
     *PACKAGE_MODULES,
 ]
@@ -127,6 +128,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_distillation.py",
             "shared/tests/test_distill_checks_and_neighbours.py",
+            "shared/tests/test_cross_encoder_teacher.py",
             "shared/tests/test_checks_found_by_mutation.py",
             _WIRING,
         ],
@@ -187,6 +189,10 @@ TESTS: list[tuple[str, list[str]]] = [
     (
         "shared/src/sts_core/mining.py",
         ["shared/tests/test_mining.py", "shared/tests/test_mining_values.py"],
+    ),
+    (
+        "shared/src/sts_core/cross_encoder.py",
+        ["shared/tests/test_cross_encoder_teacher.py"],
     ),
     (
         "packages/*/src/*/loss.py",
