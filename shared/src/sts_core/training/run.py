@@ -337,6 +337,7 @@ class TrainingRun:
             "launch": launch_summary(trainer),
             "train": {
                 **train_output.metrics,
+                "global_step": trainer.state.global_step,
                 "batches": trainer.degenerate_batch_report(),
                 **trainer.batch_plan_report(),
             },

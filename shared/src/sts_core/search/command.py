@@ -1,0 +1,362 @@
+"""``sts-search``: which loss, at which rate and length, for the user's pairs.
+
+Trains every method (an installed method's quality rows by default) over a grid of epochs,
+learning rates and optional recipe keys on the first seed, scores each on the dev table,
+picks each method's best recipe and the best overall by dev alone, trains the picks again
+on the other seeds, scores them on the test table when one is named (never used to
+choose), and writes a folder that explains itself (:mod:`sts_core.search.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sts_core.search.cells import Cell
+from sts_core.search.report import write_report
+from sts_core.search.schedule import Scheduler, finished, score_tests, slots, train_cells
+from sts_core.search.select import headline, method_picks, overall_pick, recipes_of
+from sts_core.search.spec import (
+    TASK_METRICS,
+    SearchError,
+    SearchSpec,
+    check_identity,
+    grid_cells,
+    seed_cells,
+)
+
+CELLS_FOLDER = "cells"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sts-search",
+        description="Compare the installed methods' losses on your pairs: a grid of epochs "
+        "and learning rates (and recipe keys) per method, chosen by the dev table alone, "
+        "the picks trained again on more seeds, a test table scored only after (docs/search.md).",
+    )
+    add = parser.add_argument
+    add(
+        "--train",
+        nargs="+",
+        required=True,
+        metavar="TABLE",
+        help="training tables: files (.csv/.tsv/.jsonl/.parquet…), save_to_disk folders, "
+        "registry names or hub ids, as train_datasets takes them",
+    )
+    add("--dev", required=True, metavar="TABLE", help="the dev table: chooses everything")
+    add("--test", metavar="TABLE", help="a test table, scored for the picks only, after selection")
+    add("--model", required=True, help="the model to start from (a folder or a hub id)")
+    add(
+        "--output-dir", required=True, type=Path, help="the search's folder (new, empty or its own)"
+    )
+    add(
+        "--methods",
+        nargs="+",
+        default=None,
+        metavar="METHOD[:ROW]",
+        help="what to compare: an installed method (its default loss) or method:row (one of "
+        "its quality rows); default: every installed method's quality rows",
+    )
+    add("--epochs", nargs="+", type=float, default=[1.0])
+    add("--learning-rate", nargs="+", type=float, default=[2e-5], dest="learning_rates")
+    add(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls",
+    )
+    add(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a recipe key to search over (comma-separated values, or a YAML list)",
+    )
+    add(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=[0],
+        help="the first chooses; the picks are trained on all of them (default 0)",
+    )
+    add(
+        "--task",
+        choices=tuple(TASK_METRICS),
+        default="sts",
+        help="the dev and test scorer: sts (scored pairs), classification (0/1 labels: "
+        "thresholds chosen on dev), ranking (query_id groups)",
+    )
+    add(
+        "--metric",
+        default=None,
+        help="the metric that chooses: "
+        + "; ".join(
+            f"{task}: {', '.join(m)} (default {d})" for task, (m, d) in TASK_METRICS.items()
+        ),
+    )
+    add("--columns", default=None, metavar="JSON", help="the training tables' columns")
+    add("--eval-columns", default=None, metavar="JSON", help="the dev and test tables' columns")
+    add(
+        "--score-range",
+        nargs=2,
+        type=float,
+        default=None,
+        metavar=("LOW", "HIGH"),
+        help="the scale of the scores, for methods that train on scores scaled to 0–1",
+    )
+    add("--batch-size", type=int, default=16)
+    add("--max-steps", type=int, default=-1, help="a step budget per cell (default: epochs)")
+    add(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no cell after this many seconds (the rest when started again)",
+    )
+    add(
+        "--jobs",
+        type=int,
+        default=None,
+        help="cells at a time (default: one per --devices, else 1); CPU threads are split",
+    )
+    add(
+        "--devices",
+        nargs="+",
+        default=[],
+        metavar="GPU",
+        help="GPU ids (CUDA_VISIBLE_DEVICES values), one cell on each at a time",
+    )
+    add(
+        "--retrain",
+        choices=("picks", "best"),
+        default="picks",
+        help="train every method's pick on the seeds (default), or the overall pick only",
+    )
+    add("--data-dir", default=None, help="the registry datasets' folder ($STS_DATA_DIR)")
+    add("--list", action="store_true", help="print the grid's cells and stop")
+    return parser
+
+
+def parse_value(text: str) -> Any:
+    return yaml.safe_load(text) if text.strip() else text
+
+
+def parse_settings(items: Sequence[str], option: str) -> dict[str, str]:
+    settings = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise SearchError(f"{option} {item!r}: expected KEY=VALUE")
+        settings[key.strip()] = value
+    return settings
+
+
+def grid_values(text: str) -> list[Any]:
+    """``a,b`` → ``[a, b]``; a YAML list as written."""
+    value = parse_value(text)
+    if isinstance(value, list):
+        return value
+    return [parse_value(part) for part in text.split(",")]
+
+
+def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
+    from sts_core.options import parse_json_mapping
+
+    try:
+        columns = parse_json_mapping(args.columns, "--columns")
+        eval_columns = parse_json_mapping(args.eval_columns, "--eval-columns")
+    except ValueError as error:
+        raise SearchError(str(error)) from None
+    return SearchSpec(
+        train=args.train,
+        dev=args.dev,
+        test=args.test,
+        model=args.model,
+        output_dir=args.output_dir,
+        methods=args.methods or [],
+        epochs=args.epochs,
+        learning_rates=args.learning_rates,
+        settings={k: parse_value(v) for k, v in parse_settings(args.set, "--set").items()},
+        grid={k: grid_values(v) for k, v in parse_settings(args.grid, "--grid").items()},
+        seeds=args.seeds,
+        task=args.task,
+        metric=args.metric,
+        columns=columns,
+        eval_columns=eval_columns,
+        score_range=args.score_range,
+        batch_size=args.batch_size,
+        max_steps=args.max_steps,
+        time_limit=args.time_limit,
+        jobs=args.jobs or max(1, len(args.devices)),
+        devices=args.devices,
+        retrain=args.retrain,
+        data_dir=args.data_dir,
+    )
+
+
+def method_rows(spec: SearchSpec) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each ``--methods`` entry → (installed method, the row's settings); fills the default
+    (every installed method's quality rows, else the core's cosine MSE)."""
+    from sts_core.training.method_registry import installed_method_names, load_methods
+
+    methods = load_methods()
+    if not spec.methods:
+        spec.methods = [f"{m.name}:{r.name}" for m in methods.values() for r in m.quality_rows]
+        spec.methods = spec.methods or ["core"]
+    rows = {}
+    for entry in spec.methods:
+        name, _, row_name = entry.partition(":")
+        method = methods.get(name) if name != "core" else _core()
+        if method is None:
+            raise SearchError(
+                f"--methods {entry!r}: no installed method {name!r} "
+                f"(installed: {', '.join(installed_method_names())})"
+            )
+        rows[entry] = (method.name, _row_settings(spec, entry, method, row_name))
+    return rows
+
+
+def _core() -> Any:
+    from sts_core.training.method_registry import CORE_METHOD
+
+    return CORE_METHOD
+
+
+def _row_settings(spec: SearchSpec, entry: str, method: Any, row_name: str) -> dict[str, Any]:
+    if not row_name:
+        return {}
+    found = [row for row in method.quality_rows if row.name == row_name]
+    if not found:
+        names = ", ".join(row.name for row in method.quality_rows) or "none"
+        raise SearchError(f"--methods {entry!r}: {method.name} has no row {row_name!r} ({names})")
+    row = found[0]
+    settings = dict(row.settings)
+    if row.unit_labels:
+        if spec.score_range is None:
+            raise SearchError(
+                f"--methods {entry!r} trains on scores scaled to 0–1: give --score-range LOW "
+                "HIGH, the scale of your scores (e.g. 0 5)"
+            )
+        settings["score_range"] = list(spec.score_range)
+    return settings
+
+
+def scoring_of(spec: SearchSpec) -> dict[str, Any]:
+    return {
+        "task": spec.task,
+        "metric": spec.metric,
+        "dev": spec.dev,
+        "test": spec.test,
+        "eval_columns": spec.eval_columns,
+        "data_dir": spec.data_dir,
+    }
+
+
+def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
+    """Before any training: the dev (and test) table loads under the scorer, and each
+    method's first cell passes ``sts-train --check_only`` (recipe keys, training tables,
+    model): the first problem is one line."""
+    from sts_core.search.worker import table_evaluator
+    from sts_core.training.run import main as sts_train
+
+    scoring = scoring_of(spec)
+    for table, name in ((spec.dev, "dev"), (spec.test, "test")):
+        if table is not None:
+            try:
+                table_evaluator(scoring, table, name, name)
+            except (ValueError, OSError) as error:
+                raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
+    firsts = {cell.method: cell for cell in reversed(cells)}
+    with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
+        for method, cell in firsts.items():
+            recipe = Path(scratch) / "recipe.yaml"
+            content = cell.recipe(spec.base_recipe(), Path(scratch) / "model")
+            recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
+            argv = ["--method", cell.method_name, "--config", str(recipe), "--check_only", "true"]
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = sts_train(argv)
+            if status != 0:
+                lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
+                reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
+                raise SearchError(f"--methods {method}: {reason}")
+
+
+def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
+    """Run (or resume) the search; write its folder; return its summary."""
+    rows = method_rows(spec)
+    grid = grid_cells(spec, rows)
+    check_identity(spec)
+    check_inputs(spec, grid)
+    deadline = None if spec.time_limit is None else time.monotonic() + spec.time_limit
+    scheduler = Scheduler(slots(spec.jobs, spec.devices), deadline)
+    root = spec.output_dir / CELLS_FOLDER
+    base, scoring = spec.base_recipe(), scoring_of(spec)
+    records = train_cells(scheduler, grid, root, base, scoring, log)
+    picks = method_picks(records, spec.selection_seed)
+    best = overall_pick(records, picks, spec.selection_seed)
+    retrained = [best] if spec.retrain == "best" and best else list(picks.values())
+    by_recipe = {cell.recipe_key: cell for cell in grid}
+    extra = [c for key in retrained for c in seed_cells(by_recipe[key], spec.seeds[1:])]
+    records += train_cells(scheduler, extra, root, base, scoring, log)
+    if spec.test:
+        runs = recipes_of(records)
+        score_tests(scheduler, [r for key in retrained for r in runs[key]], spec.test, log)
+        records = finished(grid + extra, root)  # with their test scores
+    return summarise(spec, records, picks, best, scheduler)
+
+
+def summarise(
+    spec: SearchSpec, records: list[dict[str, Any]], picks: dict, best: str | None, scheduler: Any
+) -> dict[str, Any]:
+    best_record = next(
+        (r for r in records if r["recipe"] == best and r["seed"] == spec.selection_seed), None
+    )
+    summary = {
+        "headline": headline(records, spec.selection_seed, spec.seeds, spec.metric),
+        "task": spec.task,
+        "metric": spec.metric,
+        "dev": spec.dev,
+        "test": spec.test,
+        "selection_seed": spec.selection_seed,
+        "seeds": spec.seeds,
+        "picks": picks,
+        "best": best,
+        "best_record": best_record,
+        "cells": records,
+        "not_run": scheduler.skipped,
+        "failures": scheduler.failures,
+    }
+    write_report(spec.output_dir, summary)
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        spec = spec_from_arguments(args)
+        if args.list:
+            for cell in grid_cells(spec, method_rows(spec)):
+                print(cell.key)
+            return 0
+        summary = run_search(spec)
+    except SearchError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(summary["headline"])
+    print(f"sts-search: the report is {spec.output_dir / 'search.md'}")
+    if summary["failures"]:
+        print("error: " + "; ".join(summary["failures"]), file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,151 @@
+"""What a search's folder says of it: ``results.json`` (every cell, the picks, the
+headline), ``search.md`` (the same as tables, and the command that trains the pick again),
+``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for ``sts-train``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sts_core.search.cells import RECIPE_FILE
+from sts_core.search.select import format_score, recipes_of, seed_summary
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "search.md"
+CHART_FILE = "search.png"
+PICK_FILE = "pick.yaml"
+
+_CELL_COLUMNS = ("dev", "seconds", "steps", "peak_rss_mib", "peak_gpu_mib")
+
+
+def pick_recipe(record: dict[str, Any]) -> dict[str, Any]:
+    """The pick's ``sts-train`` recipe: its cell's, without the cell's output folder and
+    seed (the command line gives them)."""
+    recipe = yaml.safe_load((Path(record["folder"]) / RECIPE_FILE).read_text(encoding="utf-8"))
+    recipe.pop("output_dir", None)
+    return recipe
+
+
+def retrain_command(record: dict[str, Any], folder: Path) -> str:
+    return (
+        f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
+        f"--seed {record['seed']} --output_dir <your model folder>"
+    )
+
+
+def cell_rows(records: Sequence[dict[str, Any]]) -> list[str]:
+    header = "| cell | " + " | ".join(_CELL_COLUMNS) + " | test |"
+    lines = [header, "|" + "---|" * (len(_CELL_COLUMNS) + 2)]
+    for record in records:
+        values = [_value(record.get(column)) for column in _CELL_COLUMNS]
+        test = _value(record.get("test"))
+        lines.append(f"| {_escaped(record['key'])} | " + " | ".join(values) + f" | {test} |")
+    return lines
+
+
+def _escaped(text: str) -> str:
+    """A key's ``|`` inside a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def pick_rows(
+    records: Sequence[dict[str, Any]], picks: dict[str, str], best: str | None, seeds: list[int]
+) -> list[str]:
+    runs = recipes_of(records)
+    lines = [
+        "| method | pick (by dev) | seeds | dev | test |",
+        "|---|---|---|---|---|",
+    ]
+    for method, key in picks.items():
+        summary = seed_summary(runs[key], seeds)
+        mark = " **(overall pick)**" if key == best else ""
+        lines.append(
+            f"| {method}{mark} | {_escaped(key)} | {summary['seeds']} | "
+            f"{format_score(summary.get('dev'))} | {format_score(summary.get('test'))} |"
+        )
+    return lines
+
+
+def write_chart(records: Sequence[dict[str, Any]], best: str | None, path: Path) -> bool:
+    """Each cell's dev score as a bar (the overall pick's darker); False without
+    matplotlib (``sts-core[plots]``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    labels = [r["key"] for r in records]
+    figure, axes = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.5))
+    colours = ["tab:blue" if r["recipe"] == best else "tab:gray" for r in records]
+    axes.barh(range(len(labels)), [r["dev"] for r in records], color=colours)
+    axes.set_yticks(range(len(labels)), labels, fontsize=7)
+    axes.invert_yaxis()
+    low = min(r["dev"] for r in records)
+    axes.set_xlim(left=low - max(1.0, 0.05 * abs(low)))
+    axes.set_xlabel("dev score (the overall pick's recipe in blue)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def write_report(folder: Path, summary: dict[str, Any]) -> None:
+    """``results.json``, ``search.md``, ``search.png`` and ``pick.yaml``."""
+    records = summary["cells"]
+    best_record = summary.get("best_record")
+    if best_record is not None:
+        (folder / PICK_FILE).write_text(
+            yaml.safe_dump(pick_recipe(best_record), sort_keys=False), encoding="utf-8"
+        )
+    chart = bool(records) and write_chart(records, summary.get("best"), folder / CHART_FILE)
+    (folder / RESULTS_FILE).write_text(
+        json.dumps({k: v for k, v in summary.items() if k != "best_record"}, indent=2),
+        encoding="utf-8",
+    )
+    lines = [f"# sts-search: {folder}", "", summary["headline"], ""]
+    if best_record is not None:
+        lines += [
+            "Train the pick again:",
+            "",
+            "```bash",
+            retrain_command(best_record, folder),
+            "```",
+            "",
+        ]
+    lines += [
+        f"Scorer: {summary['task']} {summary['metric']} on {summary['dev']} (selection, at "
+        f"seed {summary['selection_seed']}); test: {summary.get('test') or 'none'} (never "
+        "used to choose).",
+        "",
+        "## The picks",
+        "",
+        *pick_rows(records, summary["picks"], summary.get("best"), summary["seeds"]),
+        "",
+        "## Every cell",
+        "",
+        *cell_rows(records),
+        "",
+    ]
+    if chart:
+        lines += [f"![dev score of every cell]({CHART_FILE})", ""]
+    else:
+        lines += ["No chart: matplotlib is not installed (`pip install sts-core[plots]`).", ""]
+    for title, items in (
+        ("Not run (started again, the search trains them)", summary["not_run"]),
+        ("Failed", summary["failures"]),
+    ):
+        if items:
+            lines += [f"## {title}", "", *(f"- {item}" for item in items), ""]
+    (folder / REPORT_FILE).write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,189 @@
+"""Running cells: one worker process per cell, ``jobs`` at a time, each on its share of
+the CPU threads or on its own GPU; finished cells are never trained again.
+
+A cell is finished when its ``result.json`` exists (the worker writes it last), so a
+search killed at any point resumes where it stopped: the cells that were running start
+again from scratch in their own folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sts_core.search.cells import CELL_FILE, LOG_FILE, RECIPE_FILE, Cell, done_record
+
+
+class CellFailed(RuntimeError):
+    """A cell's worker exited non-zero; the message has its ``error:`` line and log."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a worker runs: its threads and, on GPUs, its device."""
+
+    threads: int
+    device: str | None = None
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            OMP_NUM_THREADS=str(self.threads),
+            STS_SEARCH_THREADS=str(self.threads),
+            TOKENIZERS_PARALLELISM="false",
+        )
+        if self.device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.device
+        return env
+
+
+def slots(jobs: int, devices: Sequence[str], cpus: int | None = None) -> list[Slot]:
+    """``jobs`` slots: on GPUs (``devices``), one device each (jobs ≤ devices); on the
+    CPU, the cores split evenly (at least one thread each)."""
+    cpus = cpus or os.cpu_count() or 1
+    threads = max(1, cpus // jobs)
+    if devices:
+        if jobs > len(devices):
+            raise ValueError(f"--jobs {jobs} needs as many --devices, got {list(devices)}")
+        return [Slot(threads, device) for device in devices[:jobs]]
+    return [Slot(threads) for _ in range(jobs)]
+
+
+def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
+    """Write the cell's description and recipe (before its worker starts)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    recipe = cell.recipe(base, folder / "model")
+    (folder / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    description = {**cell.describe(), "scoring": scoring}
+    (folder / CELL_FILE).write_text(json.dumps(description, indent=2), encoding="utf-8")
+
+
+def run_worker(verb: str, folder: Path, slot: Slot) -> None:
+    """``python -m sts_core.search.worker VERB FOLDER`` with its output in ``log.txt``;
+    :class:`CellFailed` when it fails."""
+    command = [sys.executable, "-m", "sts_core.search.worker", verb, str(folder)]
+    with open(folder / LOG_FILE, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        status = subprocess.run(
+            command, env=slot.environment(), stdout=log, stderr=subprocess.STDOUT, check=False
+        ).returncode
+    if status != 0:
+        lines = (folder / LOG_FILE).read_text(encoding="utf-8").splitlines()
+        errors = [line for line in lines if line.startswith("error: ")]
+        reason = errors[-1] if errors else (lines[-1] if lines else "no output")
+        raise CellFailed(f"{folder.name}: exit {status}: {reason} (log: {folder / LOG_FILE})")
+
+
+class Scheduler:
+    """Runs work items (cells to train, models to score) on the slots, in order; stops
+    starting new ones after ``deadline`` (a ``time.monotonic()`` value) or a failure."""
+
+    def __init__(self, slots: list[Slot], deadline: float | None = None) -> None:
+        self.slots = slots
+        self.deadline = deadline
+        self.skipped: list[str] = []
+        self.failures: list[str] = []
+        self._free = list(slots)
+        self._lock = threading.Lock()
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def run(self, items: Sequence[tuple[str, Callable[[Slot], None]]]) -> None:
+        """Run each ``(name, work)``: ``work(slot)`` on a free slot."""
+        with ThreadPoolExecutor(max_workers=len(self.slots)) as pool:
+            list(pool.map(self._one, items))
+
+    def _one(self, item: tuple[str, Callable[[Slot], None]]) -> None:
+        name, work = item
+        if self.failures or self.out_of_time():
+            reason = "after a failure" if self.failures else "time limit"
+            self.skipped.append(f"{name} ({reason})")
+            return
+        with self._lock:
+            slot = self._free.pop()
+        try:
+            work(slot)
+        except CellFailed as error:
+            self.failures.append(str(error))
+        finally:
+            with self._lock:
+                self._free.append(slot)
+
+
+def train_cells(
+    scheduler: Scheduler,
+    cells: Sequence[Cell],
+    root: Path,
+    base: dict[str, Any],
+    scoring: dict[str, Any],
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Train every cell not yet finished; return the records of the finished ones."""
+    todo = []
+    for cell in cells:
+        folder = root / cell.folder_name
+        if done_record(folder, cell) is None:
+            todo.append((cell.key, _trainer(cell, folder, base, scoring, log)))
+    if todo:
+        log(f"sts-search: {len(todo)} cell(s) to train, {len(cells) - len(todo)} done before")
+    scheduler.run(todo)
+    return finished(cells, root)
+
+
+def finished(cells: Sequence[Cell], root: Path) -> list[dict[str, Any]]:
+    """The records of the finished ones of ``cells``, in their order."""
+    return [r for r in (done_record(root / c.folder_name, c) for c in cells) if r is not None]
+
+
+def _trainer(
+    cell: Cell, folder: Path, base: dict[str, Any], scoring: dict[str, Any], log: Callable
+) -> Callable[[Slot], None]:
+    def work(slot: Slot) -> None:
+        prepare(folder, cell, base, scoring)
+        log(f"  training {cell.key}")
+        run_worker("train", folder, slot)
+        record = done_record(folder, cell)
+        log(f"  done {cell.key}: dev {record['dev']:.2f}, {record['seconds']:.0f} s")
+
+    return work
+
+
+def score_tests(
+    scheduler: Scheduler, records: Sequence[dict[str, Any]], test: str, log: Callable = print
+) -> None:
+    """Score each record's model on ``test`` unless it already was (on that table)."""
+    todo = []
+    for record in records:
+        if record.get("test_table") == test:
+            continue
+        folder = Path(record["folder"])
+        _set_test(folder, test)
+        todo.append((record["key"], _scorer(folder, record["key"], log)))
+    scheduler.run(todo)
+
+
+def _set_test(folder: Path, test: str) -> None:
+    described = json.loads((folder / CELL_FILE).read_text(encoding="utf-8"))
+    described["scoring"]["test"] = test
+    (folder / CELL_FILE).write_text(json.dumps(described, indent=2), encoding="utf-8")
+
+
+def _scorer(folder: Path, key: str, log: Callable) -> Callable[[Slot], None]:
+    def work(slot: Slot) -> None:
+        log(f"  scoring the test table: {key}")
+        run_worker("score", folder, slot)
+
+    return work

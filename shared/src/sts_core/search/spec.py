@@ -1,0 +1,215 @@
+"""What a search is: its data, model, scorer and grid (:class:`SearchSpec`), the cells the
+grid makes, and the identity its folder records (``search.json``).
+
+The identity is what makes two searches' cells comparable: the model, the training and
+dev tables (paths and a SHA-256 of each file's content), the scorer, the columns, the
+fixed ``--set`` keys, the batch size and the step budget. A search started again in its
+folder with the same identity reuses every finished cell; one with another identity is
+refused. The grid (methods, epochs, rates, ``--grid`` values), the seeds, the test table
+and the parallelism are not part of it: a search may be extended, or given a test table,
+in the same folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sts_core.search.cells import OWNED_KEYS, Cell
+
+#: dev / test scorers: task → (metrics it can select on, default metric)
+TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sts": (("spearman", "pearson"), "spearman"),
+    "classification": (("accuracy", "f1", "average_precision", "precision", "recall"), "accuracy"),
+    "ranking": (("map", "mrr", "p@1", "ndcg@10", "has_positive@5"), "map"),
+}
+
+IDENTITY_FILE = "search.json"
+
+
+class SearchError(ValueError):
+    """A search that cannot run as asked (one line, exit status 2)."""
+
+
+@dataclass
+class SearchSpec:
+    """A search: see ``sts-search --help`` for each field."""
+
+    train: list[str]
+    dev: str
+    model: str
+    output_dir: Path
+    methods: list[str] = field(default_factory=list)
+    epochs: list[float] = field(default_factory=lambda: [1.0])
+    learning_rates: list[float] = field(default_factory=lambda: [2e-5])
+    settings: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    test: str | None = None
+    task: str = "sts"
+    metric: str | None = None
+    columns: dict[str, str] | None = None
+    eval_columns: dict[str, str] | None = None
+    score_range: list[float] | None = None
+    batch_size: int = 16
+    max_steps: int = -1
+    time_limit: float | None = None
+    jobs: int = 1
+    devices: list[str] = field(default_factory=list)
+    retrain: str = "picks"
+    data_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        """Every check of the search's own options, in one place."""
+        if self.task not in TASK_METRICS:
+            raise SearchError(f"--task {self.task!r} is not one of {', '.join(TASK_METRICS)}")
+        metrics, default = TASK_METRICS[self.task]
+        self.metric = self.metric or default
+        if self.metric not in metrics:
+            raise SearchError(
+                f"--metric {self.metric!r} is not a {self.task} metric ({', '.join(metrics)})"
+            )
+        for name, values in (("--epochs", self.epochs), ("--learning-rate", self.learning_rates)):
+            if not values or any(not v > 0 for v in values):
+                raise SearchError(f"{name} needs positive values, got {values}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise SearchError(f"--seeds needs distinct seeds, got {self.seeds}")
+        owned = sorted(OWNED_KEYS & (set(self.settings) | set(self.grid)))
+        if owned:
+            raise SearchError(
+                f"--set / --grid may not name {', '.join(owned)}: the search sets them "
+                "(--model, --train, --dev, --epochs, --learning-rate, --seeds, --max-steps)"
+            )
+        both = sorted(set(self.settings) & set(self.grid))
+        if both:
+            raise SearchError(f"{', '.join(both)}: given both to --set and --grid")
+        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
+            raise SearchError(f"--score-range needs LOW < HIGH, got {self.score_range}")
+        if self.jobs < 1:
+            raise SearchError(f"--jobs needs a positive number, got {self.jobs}")
+        if self.retrain not in ("picks", "best"):
+            raise SearchError(f"--retrain is picks or best, got {self.retrain!r}")
+        if self.batch_size < 1:
+            raise SearchError(f"--batch-size needs a positive number, got {self.batch_size}")
+
+    @property
+    def selection_seed(self) -> int:
+        """The grid is trained and selected on the first seed."""
+        return self.seeds[0]
+
+    def base_recipe(self) -> dict[str, Any]:
+        """What every cell's recipe starts from: the model, the data, the batch, the step
+        budget, the user's fixed settings."""
+        recipe: dict[str, Any] = {
+            "model_name_or_path": self.model,
+            "train_datasets": list(self.train),
+            "per_device_train_batch_size": self.batch_size,
+            "max_steps": self.max_steps,
+        }
+        if self.columns:
+            recipe["columns"] = self.columns
+        if self.data_dir:
+            recipe["data_dir"] = self.data_dir
+        return recipe
+
+    def identity(self) -> dict[str, Any]:
+        """What ``search.json`` records and a resumed search must match."""
+        return {
+            "model": self.model,
+            "train": [fingerprint(t) for t in self.train],
+            "dev": fingerprint(self.dev),
+            "task": self.task,
+            "metric": self.metric,
+            "columns": self.columns,
+            "eval_columns": self.eval_columns,
+            "score_range": self.score_range,
+            "settings": self.settings,
+            "batch_size": self.batch_size,
+            "max_steps": self.max_steps,
+        }
+
+
+def fingerprint(reference: str) -> dict[str, str]:
+    """A data reference and, for a local file or folder, a SHA-256 of its content."""
+    path = Path(reference)
+    if path.is_file():
+        return {"reference": reference, "sha256": _file_digest(path)}
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for item in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(str(item.relative_to(path)).encode("utf-8"))
+            digest.update(_file_digest(item).encode("ascii"))
+        return {"reference": reference, "sha256": digest.hexdigest()}
+    return {"reference": reference}
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_identity(spec: SearchSpec) -> None:
+    """Refuse a folder that holds another search's cells, or files no search wrote; record
+    the identity in a new or empty folder."""
+    folder = spec.output_dir
+    path = folder / IDENTITY_FILE
+    identity = spec.identity()
+    if path.is_file():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if recorded != identity:
+            changed = sorted(k for k in identity if recorded.get(k) != identity.get(k))
+            raise SearchError(
+                f"{folder} holds another search's cells ({path} differs in "
+                f"{', '.join(changed) or 'its keys'}): name a new --output-dir"
+            )
+        return
+    if folder.exists() and any(folder.iterdir()):
+        raise SearchError(
+            f"{folder} is not empty and holds no {IDENTITY_FILE}: a search writes only into "
+            "a new or empty folder, or its own"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(identity, indent=2), encoding="utf-8")
+
+
+def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) -> list[Cell]:
+    """The grid at the selection seed: every method × ``--grid`` combination × epochs ×
+    learning rate, in that order. ``rows``: method spec → (installed method, its settings)."""
+    keys = sorted(spec.grid)
+    combos = [
+        dict(zip(keys, values, strict=True))
+        for values in itertools.product(*(spec.grid[k] for k in keys))
+    ]
+    cells = []
+    for method in spec.methods:
+        method_name, row_settings = rows[method]
+        for combo, epochs, rate in itertools.product(combos, spec.epochs, spec.learning_rates):
+            settings = {**row_settings, **spec.settings, **combo}
+            cells.append(
+                Cell(method, method_name, settings, combo, epochs, rate, spec.selection_seed)
+            )
+    return cells
+
+
+def seed_cells(cell: Cell, seeds: Sequence[int]) -> list[Cell]:
+    """``cell``'s recipe on each of ``seeds``."""
+    return [
+        Cell(
+            cell.method,
+            cell.method_name,
+            cell.settings,
+            cell.grid,
+            cell.epochs,
+            cell.learning_rate,
+            seed,
+        )
+        for seed in seeds
+    ]

@@ -1,0 +1,140 @@
+"""One process per cell: ``python -m sts_core.search.worker train CELL_FOLDER`` trains the
+cell's recipe with ``sts-train``'s own path (every check, the method's data preparation,
+the save), scores the saved model on the dev table and writes ``result.json`` last;
+``... score CELL_FOLDER`` scores a finished cell's model on the test table
+(``test.json``). The search starts these (:mod:`sts_core.search.run`); the exit status is
+``sts-train``'s (2: a bad input, named on stderr's ``error:`` line).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sts_core.saving import remove_path, write_json_atomic
+from sts_core.search.cells import (
+    CELL_FILE,
+    MODEL_FOLDER,
+    RECIPE_FILE,
+    RESULT_FILE,
+    TEST_FILE,
+    read_json,
+)
+
+
+def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_split: str) -> Any:
+    """The evaluator of ``reference`` under the search's scorer (``scoring``: task,
+    eval_columns, data_dir, and for classification the dev table the thresholds are chosen
+    on: test accuracy and F1 use the dev set's thresholds; the dev set's own are chosen on
+    itself)."""
+    from sts_core.data import load_reference
+    from sts_core.evaluation import PairEvaluator, cosine_scorer
+    from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+
+    def load(table: str, split: str) -> Any:
+        return load_reference(
+            table, split, data_dir=scoring.get("data_dir"), columns=scoring.get("eval_columns")
+        )[1]
+
+    dataset = load(reference, default_split)
+    task = scoring["task"]
+    if task == "classification":
+        thresholds = None if name == "dev" else load(scoring["dev"], "dev")
+        return PairClassificationEvaluator(dataset, thresholds, name=name, source=reference)
+    if task == "ranking":
+        return RankingEvaluator(dataset, name=name, source=reference)
+    return PairEvaluator(dataset, name, cosine_scorer, source=reference)
+
+
+def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, dict[str, float]]:
+    """The saved model's ``metric`` on the evaluator's table, and all its metrics."""
+    import torch
+
+    from sts_core.encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(str(model_dir))
+    encoder = encoder.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+    metrics = {k: float(v) for k, v in evaluator(encoder).items()}
+    return metrics[f"{evaluator.name}_{metric}"], metrics
+
+
+def peak_memory() -> dict[str, float]:
+    """This process's peak resident memory (MiB) and, on a GPU, its peak allocated."""
+    import torch
+
+    peak = {"peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return peak
+
+
+def train(folder: Path) -> int:
+    """Train the cell in ``folder``, score its dev table, write ``result.json``."""
+    from sts_core.training.run import main as sts_train
+
+    cell = read_json(folder / CELL_FILE)
+    if cell is None:
+        print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
+        return 2
+    threads = os.environ.get("STS_SEARCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    remove_path(folder / MODEL_FOLDER)  # an interrupted run of this cell (its own folder)
+    argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
+    start = time.perf_counter()
+    status = sts_train(argv)
+    seconds = time.perf_counter() - start
+    if status != 0:
+        return status
+    model = folder / MODEL_FOLDER
+    metrics = read_json(model / "metrics.json") or {}
+    scoring = cell["scoring"]
+    evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
+    dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
+    result = {
+        "dev": dev,
+        "dev_metrics": dev_metrics,
+        "seconds": round(seconds, 1),
+        "steps": metrics.get("train", {}).get("global_step"),
+        **peak_memory(),
+    }
+    write_json_atomic(folder / RESULT_FILE, result)
+    return 0
+
+
+def score_test(folder: Path) -> int:
+    """Score a finished cell's model on the test table, write ``test.json``."""
+    cell = read_json(folder / CELL_FILE)
+    if cell is None or read_json(folder / RESULT_FILE) is None:
+        print(f"error: {folder} holds no finished cell", file=sys.stderr)
+        return 2
+    scoring = cell["scoring"]
+    evaluator = table_evaluator(scoring, scoring["test"], "test", "test")
+    score, metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
+    write_json_atomic(
+        folder / TEST_FILE, {"table": scoring["test"], "score": score, "metrics": metrics}
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in ("train", "score"):
+        print("usage: python -m sts_core.search.worker train|score CELL_FOLDER", file=sys.stderr)
+        return 2
+    folder = Path(args[1])
+    try:
+        return train(folder) if args[0] == "train" else score_test(folder)
+    except (ValueError, OSError) as error:  # a table the scorer cannot read
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

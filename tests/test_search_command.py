@@ -1,0 +1,121 @@
+"""sts-search end to end on tables the test writes: two methods (the core's cosine MSE and
+sts-cosent's CoSENT) × two learning rates on a tiny BERT, two cells at a time; the pick by
+dev, its second seed, its test score, the folder's files; resumed without training again;
+a killed cell trained again alone; another search's folder refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.stats import spearmanr
+
+from sts_core.search import main
+from sts_core.testing import WORDS
+
+TRAIN_PAIRS, BATCH = 48, 8
+
+
+def write_table(path: Path, rows: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["sentence1", "sentence2", "score"])
+        for _ in range(rows):
+            a, b = (" ".join(rng.choice(WORDS) for _ in range(5)) for _ in range(2))
+            writer.writerow([a, b, round(rng.uniform(0, 5), 2)])
+    return path
+
+
+def cosine_spearman(model: Path, table: Path) -> float:
+    """Spearman × 100 of the saved model's cosine on the table, computed afresh."""
+    from sts_core.encoder import SentenceEncoder
+
+    with open(table, encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    encoder = SentenceEncoder.from_pretrained(str(model))
+    u = encoder.encode([r["sentence1"] for r in rows], show_progress_bar=False)
+    v = encoder.encode([r["sentence2"] for r in rows], show_progress_bar=False)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    return 100 * spearmanr(cosine, [float(r["score"]) for r in rows]).statistic
+
+
+def trained_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.strip().startswith("training ")]
+
+
+def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    train = write_table(tmp_path / "train.csv", TRAIN_PAIRS, 0)
+    dev = write_table(tmp_path / "dev.csv", 24, 1)
+    test = write_table(tmp_path / "test.csv", 24, 2)
+    out = tmp_path / "search"
+    argv = [
+        "--train", str(train), "--dev", str(dev), "--test", str(test),
+        "--model", str(tiny_bert_dir), "--output-dir", str(out),
+        "--methods", "core", "cosent", "--learning-rate", "1e-4", "1e-3",
+        "--seeds", "0", "1", "--batch-size", str(BATCH), "--jobs", "2", "--retrain", "best",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert len(trained_lines(capsys.readouterr().out)) == 5  # 4 grid cells, the pick's seed 1
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    cells = results["cells"]
+    grid = [c for c in cells if c["seed"] == 0]
+    assert {(c["method"], c["learning_rate"]) for c in grid} == {
+        (m, r) for m in ("core", "cosent") for r in (1e-4, 1e-3)
+    }
+    for cell in cells:  # every item of a cell, checked afresh
+        assert cell["steps"] == math.ceil(TRAIN_PAIRS / BATCH)
+        assert cell["seconds"] > 0 and cell["peak_rss_mib"] > 100
+        model = Path(cell["folder"]) / "model"
+        assert abs(cell["dev"] - cosine_spearman(model, dev)) < 1e-6
+
+    # the picks: each method's dev argmax at seed 0, and the argmax of those
+    picks = {}
+    for method in ("core", "cosent"):
+        mine = [c for c in grid if c["method"] == method]
+        picks[method] = max(mine, key=lambda c: c["dev"])["recipe"]
+    best = max(picks.values(), key=lambda key: next(c["dev"] for c in grid if c["recipe"] == key))
+    assert results["picks"] == picks and results["best"] == best
+
+    # the pick alone is trained on seed 1 and scored on the test table
+    runs = [c for c in cells if c["recipe"] == best]
+    assert sorted(c["seed"] for c in runs) == [0, 1]
+    assert [c for c in cells if "test" in c] == runs
+    for run in runs:
+        assert abs(run["test"] - cosine_spearman(Path(run["folder"]) / "model", test)) < 1e-6
+    dev_mean = statistics.fmean(c["dev"] for c in runs)
+    dev_sd = statistics.stdev(c["dev"] for c in runs)
+    assert f"dev {dev_mean:.2f} ± {dev_sd:.2f}" in results["headline"]
+
+    report = (out / "search.md").read_text(encoding="utf-8")
+    assert results["headline"] in report and "sts-train --method" in report
+    assert (out / "search.png").stat().st_size > 0
+    pick = yaml.safe_load((out / "pick.yaml").read_text(encoding="utf-8"))
+    best_cell = next(c for c in grid if c["recipe"] == best)
+    assert pick["learning_rate"] == best_cell["learning_rate"] and "output_dir" not in pick
+
+    # started again: nothing is trained, nothing rewritten
+    stamps = {c["key"]: (Path(c["folder"]) / "result.json").stat().st_mtime_ns for c in cells}
+    assert main(argv) == 0
+    assert trained_lines(capsys.readouterr().out) == []
+    # a cell killed before its result: trained again, alone
+    killed = grid[1]
+    (Path(killed["folder"]) / "result.json").unlink()
+    assert main(argv) == 0
+    assert trained_lines(capsys.readouterr().out) == [f"  training {killed['key']}"]
+    for cell in cells:
+        if cell["key"] != killed["key"]:
+            assert (Path(cell["folder"]) / "result.json").stat().st_mtime_ns == stamps[cell["key"]]
+
+    # another dev table in this folder: another search, refused in one line
+    assert main([*argv[:3], str(test), *argv[4:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds another search's cells" in err[0] and "dev" in err[0]
