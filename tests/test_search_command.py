@@ -119,3 +119,55 @@ def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
     assert main([*argv[:3], str(test), *argv[4:]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds another search's cells" in err[0] and "dev" in err[0]
+
+
+def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """st:cosine's cell against SentenceTransformerTrainer run here on the same table (scores
+    scaled to 0–1 by --score-range), batch, rate, epochs and seed: the same weights."""
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer import losses
+    from transformers import set_seed
+
+    train = write_table(tmp_path / "train.csv", 16, 0)
+    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    out = tmp_path / "search"
+    argv = [
+        "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
+        "--output-dir", str(out), "--methods", "st:cosine", "--learning-rate", "1e-3",
+        "--batch-size", "4", "--seeds", "3",
+    ]  # fmt: skip
+    assert main(argv) == 2  # a 0–1 loss without the scores' scale
+    assert "give --score-range LOW HIGH" in capsys.readouterr().err
+    assert main([*argv, "--score-range", "0", "5"]) == 0
+    cell = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"][0]
+    assert cell["steps"] == 4
+
+    with open(train, encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    data = Dataset.from_dict(
+        {
+            "sentence1": [r["sentence1"] for r in rows],
+            "sentence2": [r["sentence2"] for r in rows],
+            "score": [float(r["score"]) / 5 for r in rows],
+        }
+    )
+    set_seed(3)
+    model = SentenceTransformer(str(tiny_bert_dir))
+    arguments = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "scratch"), per_device_train_batch_size=4, learning_rate=1e-3,
+        num_train_epochs=1, seed=3, report_to="none", save_strategy="no", logging_steps=10,
+        disable_tqdm=True,
+    )  # fmt: skip
+    loss = losses.CosineSimilarityLoss(model)
+    SentenceTransformerTrainer(model=model, args=arguments, train_dataset=data, loss=loss).train()
+    expected = model.encode([r["sentence1"] for r in rows])
+    saved = SentenceTransformer(str(Path(cell["folder"]) / "model"))
+    assert np.abs(saved.encode([r["sentence1"] for r in rows]) - expected).max() < 1e-6
+    assert abs(cell["dev"] - cosine_spearman(Path(cell["folder"]) / "model", dev)) < 1e-6

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from sts_core.search.cells import Cell
+from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
 from sts_core.search.report import write_report
 from sts_core.search.schedule import Scheduler, finished, score_tests, slots, train_cells
 from sts_core.search.select import headline, method_picks, overall_pick, recipes_of
@@ -213,10 +214,13 @@ def method_rows(spec: SearchSpec) -> dict[str, tuple[str, dict[str, Any]]]:
     methods = load_methods()
     if not spec.methods:
         spec.methods = [f"{m.name}:{r.name}" for m in methods.values() for r in m.quality_rows]
-        spec.methods = spec.methods or ["core"]
+        spec.methods = (spec.methods or ["core"]) + default_peer_rows()
     rows = {}
     for entry in spec.methods:
         name, _, row_name = entry.partition(":")
+        if name == "st":
+            rows[entry] = (PEER_METHOD, peer_settings(entry, row_name, spec.score_range))
+            continue
         method = methods.get(name) if name != "core" else _core()
         if method is None:
             raise SearchError(
@@ -282,6 +286,9 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
         for method, cell in firsts.items():
             recipe = Path(scratch) / "recipe.yaml"
             content = cell.recipe(spec.base_recipe(), Path(scratch) / "model")
+            if cell.method_name == PEER_METHOD:
+                check_peer_recipe(content, method)
+                continue
             recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
             argv = ["--method", cell.method_name, "--config", str(recipe), "--check_only", "true"]
             out, err = io.StringIO(), io.StringIO()

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from sts_core.search.cells import RECIPE_FILE
+from sts_core.search.peers import PEER_METHOD
 from sts_core.search.select import format_score, recipes_of, seed_summary
 
 RESULTS_FILE = "results.json"
@@ -31,6 +32,12 @@ def pick_recipe(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def retrain_command(record: dict[str, Any], folder: Path) -> str:
+    """The command that trains the pick again (for a peer row, what to train it with)."""
+    if record["method_name"] == PEER_METHOD:
+        return (
+            f"# sentence-transformers' {record['settings']['loss']}: "
+            f"SentenceTransformerTrainer with the training arguments of {folder / PICK_FILE}"
+        )
     return (
         f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
         f"--seed {record['seed']} --output_dir <your model folder>"

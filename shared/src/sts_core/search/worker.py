@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from sts_core.saving import remove_path, write_json_atomic
 from sts_core.search.cells import (
     CELL_FILE,
@@ -24,6 +26,7 @@ from sts_core.search.cells import (
     TEST_FILE,
     read_json,
 )
+from sts_core.search.peers import PEER_METHOD, train_peer
 
 
 def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_split: str) -> Any:
@@ -86,14 +89,18 @@ def train(folder: Path) -> int:
 
         torch.set_num_threads(int(threads))
     remove_path(folder / MODEL_FOLDER)  # an interrupted run of this cell (its own folder)
-    argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
-    start = time.perf_counter()
-    status = sts_train(argv)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        return status
     model = folder / MODEL_FOLDER
-    metrics = read_json(model / "metrics.json") or {}
+    start = time.perf_counter()
+    if cell["method_name"] == PEER_METHOD:
+        recipe = yaml.safe_load((folder / RECIPE_FILE).read_text(encoding="utf-8"))
+        steps = train_peer(recipe, model)
+    else:
+        argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
+        status = sts_train(argv)
+        if status != 0:
+            return status
+        steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
+    seconds = time.perf_counter() - start
     scoring = cell["scoring"]
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
     dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
@@ -101,7 +108,7 @@ def train(folder: Path) -> int:
         "dev": dev,
         "dev_metrics": dev_metrics,
         "seconds": round(seconds, 1),
-        "steps": metrics.get("train", {}).get("global_step"),
+        "steps": steps,
         **peak_memory(),
     }
     write_json_atomic(folder / RESULT_FILE, result)
