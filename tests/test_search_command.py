@@ -145,6 +145,11 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     ]  # fmt: skip
     assert main(argv) == 2  # a 0–1 loss without the scores' scale
     assert "give --score-range LOW HIGH" in capsys.readouterr().err
+    # a recipe key the method does not have: found by sts-train's check, before any folder
+    assert main([*argv[:8], "--methods", "core", "--set", "lerning_rate=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--methods core" in err[0] and "lerning_rate" in err[0], err
+    assert not out.exists()
     assert main([*argv, "--score-range", "0", "5"]) == 0
     cell = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"][0]
     assert cell["steps"] == 4

@@ -11,7 +11,15 @@ import pytest
 from sts_core.search.cells import Cell, done_record
 from sts_core.search.command import grid_values, main, parse_settings
 from sts_core.search.schedule import Scheduler, Slot, slots
-from sts_core.search.spec import SearchError, SearchSpec, check_identity, grid_cells, seed_cells
+from sts_core.search.spec import (
+    SearchError,
+    SearchSpec,
+    check_folder,
+    folder_lock,
+    grid_cells,
+    record_identity,
+    seed_cells,
+)
 
 
 def spec(tmp_path: Path, **changes) -> SearchSpec:
@@ -101,20 +109,34 @@ def test_a_cell_recipe_puts_the_cell_over_the_fixed_settings(tmp_path: Path) -> 
 
 def test_a_folder_of_another_search_or_of_other_files_is_refused(tmp_path: Path) -> None:
     first = spec(tmp_path)
-    check_identity(first)
-    check_identity(spec(tmp_path, epochs=[1, 2], seeds=[0, 1]))  # the same search, extended
-    with pytest.raises(SearchError, match=r"another search's cells \(.* differs in metric, task\)"):
-        check_identity(spec(tmp_path, task="classification"))
+    check_folder(first)  # a new folder: nothing to refuse, nothing written
+    assert not first.output_dir.exists()
+    record_identity(first)
+    check_folder(spec(tmp_path, epochs=[1, 2], seeds=[0, 1]))  # the same search, extended
+    with pytest.raises(SearchError, match=r"another search's cells \(.* differs in metric, task"):
+        check_folder(spec(tmp_path, task="classification"))
     # the same path, another content: the dev table's SHA-256 differs
     (tmp_path / "dev.csv").write_text("sentence1,sentence2,score\na b,c d,2\n", encoding="utf-8")
     with pytest.raises(SearchError, match="differs in dev"):
-        check_identity(spec(tmp_path))
+        check_folder(spec(tmp_path))
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(SearchError, match="is not empty and holds no search.json"):
-        check_identity(spec(tmp_path, output_dir=other))
+        check_folder(spec(tmp_path, output_dir=other))
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_a_second_search_in_a_folder_in_use_is_refused(tmp_path: Path) -> None:
+    search = spec(tmp_path)
+    held = folder_lock(search)
+    try:
+        with pytest.raises(SearchError, match="is in use by another sts-search"):
+            folder_lock(spec(tmp_path))
+    finally:
+        held.release()
+    folder_lock(search).release()  # free again
+    check_folder(search)  # the lock file alone is not a foreign file
 
 
 def test_a_cell_folder_describing_another_cell_is_an_error(tmp_path: Path) -> None:

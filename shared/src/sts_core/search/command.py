@@ -30,8 +30,10 @@ from sts_core.search.spec import (
     TASK_METRICS,
     SearchError,
     SearchSpec,
-    check_identity,
+    check_folder,
+    folder_lock,
     grid_cells,
+    record_identity,
     seed_cells,
 )
 
@@ -304,8 +306,17 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
     """Run (or resume) the search; write its folder; return its summary."""
     rows = method_rows(spec)
     grid = grid_cells(spec, rows)
-    check_identity(spec)
+    check_folder(spec)
     check_inputs(spec, grid)
+    lock = folder_lock(spec)
+    try:
+        record_identity(spec)
+        return _search(spec, grid, log)
+    finally:
+        lock.release()
+
+
+def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     deadline = None if spec.time_limit is None else time.monotonic() + spec.time_limit
     scheduler = Scheduler(slots(spec.jobs, spec.devices), deadline)
     root = spec.output_dir / CELLS_FOLDER

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from sts_core.search.cells import OWNED_KEYS, Cell
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
@@ -156,28 +158,49 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_identity(spec: SearchSpec) -> None:
-    """Refuse a folder that holds another search's cells, or files no search wrote; record
-    the identity in a new or empty folder."""
+LOCK_FILE = "search.lock"
+
+
+def check_folder(spec: SearchSpec) -> None:
+    """Refuse a folder that holds another search's cells, or files no search wrote (reads
+    only: :func:`record_identity` writes the identity once the inputs are checked)."""
     folder = spec.output_dir
     path = folder / IDENTITY_FILE
-    identity = spec.identity()
     if path.is_file():
         recorded = json.loads(path.read_text(encoding="utf-8"))
+        identity = spec.identity()
         if recorded != identity:
             changed = sorted(k for k in identity if recorded.get(k) != identity.get(k))
             raise SearchError(
                 f"{folder} holds another search's cells ({path} differs in "
                 f"{', '.join(changed) or 'its keys'}): name a new --output-dir"
             )
-        return
-    if folder.exists() and any(folder.iterdir()):
+    elif folder.exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
         raise SearchError(
             f"{folder} is not empty and holds no {IDENTITY_FILE}: a search writes only into "
             "a new or empty folder, or its own"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(identity, indent=2), encoding="utf-8")
+
+
+def record_identity(spec: SearchSpec) -> None:
+    spec.output_dir.mkdir(parents=True, exist_ok=True)
+    path = spec.output_dir / IDENTITY_FILE
+    path.write_text(json.dumps(spec.identity(), indent=2), encoding="utf-8")
+
+
+def folder_lock(spec: SearchSpec) -> Any:
+    """The search folder's lock (held while the search runs): a second search in the same
+    folder at the same time is refused."""
+    spec.output_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(spec.output_dir / LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SearchError(
+            f"{spec.output_dir} is in use by another sts-search (it holds "
+            f"{spec.output_dir / LOCK_FILE})"
+        ) from None
+    return lock
 
 
 def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) -> list[Cell]:
