@@ -84,6 +84,8 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/soup.py",
     "shared/src/sts_core/mining.py",
     "shared/src/sts_core/cross_encoder.py",
+    "shared/src/sts_core/search/select.py",
+    "shared/src/sts_core/search/spec.py",
     *(f"packages/{m}/src/sts_{m}/{f}.py" for m in PACKAGES for f in ("loss", "config")),
     *PACKAGE_MODULES,
 ]
@@ -193,6 +195,10 @@ TESTS: list[tuple[str, list[str]]] = [
     (
         "shared/src/sts_core/cross_encoder.py",
         ["shared/tests/test_cross_encoder_teacher.py"],
+    ),
+    (
+        "shared/src/sts_core/search/*",
+        ["shared/tests/test_search_selection.py", "shared/tests/test_search_spec.py"],
     ),
     (
         "packages/*/src/*/loss.py",
