@@ -176,3 +176,27 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     saved = SentenceTransformer(str(Path(cell["folder"]) / "model"))
     assert np.abs(saved.encode([r["sentence1"] for r in rows]) - expected).max() < 1e-6
     assert abs(cell["dev"] - cosine_spearman(Path(cell["folder"]) / "model", dev)) < 1e-6
+
+
+def test_bad_inputs_stop_in_one_line_before_any_folder_is_written(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    train = write_table(tmp_path / "train.csv", 8, 0)
+    out = tmp_path / "search"
+    base = ["--train", str(train), "--model", str(tiny_bert_dir), "--output-dir", str(out)]
+    cases = [
+        (["--dev", str(tmp_path / "nope.csv"), "--methods", "core"], "--dev", "nope.csv"),
+        (["--dev", str(train), "--methods", "cosent:cosine_mse"], "cosent:cosine_mse", "0–1"),
+        (["--dev", str(train), "--methods", "cosent:nope"], "no row 'nope'", "cosine_mse"),
+        (["--dev", str(train), "--methods", "nope"], "no installed method 'nope'", "cosent"),
+        (
+            ["--dev", str(train), "--methods", "st:cosent", "--set", "lerning_rate=1"],
+            "st:cosent",
+            "lerning_rate is not a sentence-transformers training argument",
+        ),
+    ]
+    for extra, *expected in cases:
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(text in err[0] for text in expected), err
+        assert not out.exists()

@@ -627,3 +627,31 @@ def test_spaces_around_the_header_names_of_a_csv_are_not_part_of_them(tmp_path):
     path.write_text("sentence1, sentence2, score\na b,c d,4.5\n", encoding="utf-8")
     read = load_pairs(path)
     assert read["sentence2"] == ["c d"] and read["score"] == [4.5]
+
+
+def test_a_query_id_column_is_kept_as_group_numbers_for_ranking_sets(tmp_path):
+    """A ranking set from a table: its query ids (any values) become 0, 1, … in order of
+    first appearance, by name or by the columns mapping; an empty id names its row."""
+    path = write_table(
+        tmp_path / "r.csv",
+        {
+            "query_id": ["Q7", "Q7", "Q2", "Q7"],
+            "sentence1": ["q", "q", "r", "q"],
+            "sentence2": ["a", "b", "c", "d"],
+            "label": [1, 0, 1, 0],
+        },
+    )
+    table = read_table(path)
+    assert table["query_id"] == [0, 0, 1, 0]
+    assert table["label"] == [1, 0, 1, 0]
+    renamed = write_table(
+        tmp_path / "m.csv", {"qid": ["x", "y"], "sentence1": ["q", "r"], "sentence2": ["a", "b"]}
+    )
+    assert read_table(renamed, {"query_id": "qid"})["query_id"] == [0, 1]
+    assert "query_id" not in read_table(renamed).column_names  # not named: not read
+    empty = write_table(
+        tmp_path / "e.csv",
+        {"query_id": ["Q1", " "], "sentence1": ["q", "r"], "sentence2": ["a", "b"]},
+    )
+    with pytest.raises(DataFormatError, match="row 2.*query_id.*an empty query id"):
+        read_table(empty)

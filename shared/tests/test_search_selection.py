@@ -112,3 +112,19 @@ def test_the_headline_names_the_pick_its_seeds_and_the_margin_over_the_runner_up
         "Runner-up: a2 — dev 81.00 (+1.00)."
     )
     assert headline([], 0, [0], "spearman").startswith("No cell has a dev score")
+
+
+def test_a_run_without_a_dev_score_is_never_picked_and_is_counted_apart() -> None:
+    """A diverged run (or one whose embeddings the scorer cannot score) is a finished cell
+    with ``dev`` None: the next recipe is picked, and the seeds say which run failed."""
+    rows = [*records(), {"method": "B", "recipe": "b3", "seed": 0, "dev": None}]
+    assert method_picks(rows, 0) == {"A": "a2", "B": "b1"}
+    only_failed = [{"method": "C", "recipe": "c1", "seed": 0, "dev": None}]
+    assert method_picks(only_failed, 0) == {}
+    runs = [r for r in records() if r["recipe"] == "b1"]
+    summary = seed_summary(
+        [*runs, {"method": "B", "recipe": "b1", "seed": 2, "dev": None}], [0, 1, 2]
+    )
+    assert summary["seeds"] == [0, 1] and summary["failed_seeds"] == [2]
+    assert summary["missing_seeds"] == []
+    assert summary["dev"][0] == pytest.approx(80.5)

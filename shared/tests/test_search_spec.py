@@ -10,11 +10,12 @@ import pytest
 
 from sts_core.search.cells import Cell, done_record
 from sts_core.search.command import grid_values, main, parse_settings
-from sts_core.search.schedule import Scheduler, Slot, slots
+from sts_core.search.schedule import Scheduler, Slot, score_tests, slots
 from sts_core.search.spec import (
     SearchError,
     SearchSpec,
     check_folder,
+    fingerprint,
     folder_lock,
     grid_cells,
     record_identity,
@@ -40,7 +41,13 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"task": "ranking", "metric": "spearman"}, "not a ranking metric (map, mrr"),
         ({"epochs": [1, 0]}, "--epochs needs positive values"),
         ({"learning_rates": []}, "--learning-rate needs positive values"),
-        ({"seeds": [0, 0]}, "--seeds needs distinct seeds"),
+        ({"seeds": [0, 0]}, "--seeds names a value twice"),
+        ({"seeds": []}, "--seeds needs at least one seed"),
+        ({"learning_rates": [2e-5, 2.0e-5]}, "--learning-rate names a value twice"),
+        ({"epochs": [1, 1.0000001]}, "--epochs names a value twice"),
+        ({"methods": ["core", "core"]}, "--methods names a value twice"),
+        ({"grid": {"pooling": ["cls", "cls"]}}, "--grid pooling names a value twice"),
+        ({"jobs": 3, "devices": ["0", "1"]}, "--jobs 3 needs as many --devices"),
         ({"settings": {"seed": 3}}, "may not name seed"),
         ({"grid": {"learning_rate": [1, 2]}}, "may not name learning_rate"),
         ({"settings": {"pooling": "cls"}, "grid": {"pooling": ["mean"]}}, "pooling: given both"),
@@ -127,6 +134,106 @@ def test_a_folder_of_another_search_or_of_other_files_is_refused(tmp_path: Path)
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"model": "another"},
+        {"columns": {"score": "sim"}},
+        {"eval_columns": {"score": "sim"}},
+        {"settings": {"pooling": "cls"}},
+        {"batch_size": 32},
+        {"max_steps": 10},
+        {"score_range": [0, 5]},
+        {"data_dir": "elsewhere"},
+        {"metric": "pearson"},
+    ],
+    ids=lambda changes: next(iter(changes)),
+)
+def test_each_part_of_the_identity_refuses_a_changed_search(tmp_path: Path, changes) -> None:
+    record_identity(spec(tmp_path))
+    with pytest.raises(SearchError, match="holds another search's cells"):
+        check_folder(spec(tmp_path, **changes))
+
+
+def test_the_training_table_is_known_by_its_content_and_its_absolute_path(
+    tmp_path: Path, monkeypatch
+) -> None:
+    record_identity(spec(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    check_folder(spec(tmp_path, train=["train.csv"]))  # the same file, written relatively
+    (tmp_path / "train.csv").write_text("sentence1,sentence2,score\nx,y,3\n", encoding="utf-8")
+    with pytest.raises(SearchError, match="differs in train"):
+        check_folder(spec(tmp_path))
+    folder = tmp_path / "saved"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "data.arrow").write_bytes(b"1")
+    first = fingerprint(str(folder))
+    (folder / "sub" / "data.arrow").write_bytes(b"2")
+    assert fingerprint(str(folder)) != first  # a save_to_disk folder: its files' content
+    assert fingerprint("stsb:train") == {"reference": "stsb:train"}
+
+
+def test_a_damaged_identity_file_is_one_line(tmp_path: Path) -> None:
+    search = spec(tmp_path)
+    search.output_dir.mkdir()
+    (search.output_dir / "search.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(SearchError, match="is not a search's identity"):
+        check_folder(search)
+    (search.output_dir / "search.json").write_text("[1]", encoding="utf-8")
+    with pytest.raises(SearchError, match="not a mapping"):
+        check_folder(search)
+
+
+def test_a_test_score_counts_only_for_the_table_it_was_made_on(tmp_path: Path) -> None:
+    cell = Cell("a", "a", {}, {}, 1.0, 1e-5, 0)
+    (tmp_path / "cell.json").write_text(json.dumps({"key": cell.key}), encoding="utf-8")
+    (tmp_path / "result.json").write_text(json.dumps({"dev": 70.0}), encoding="utf-8")
+    test = {"reference": "/t.csv", "sha256": "1"}
+    scored = {"table": "/t.csv", "fingerprint": test, "score": 60.0, "metrics": {}}
+    (tmp_path / "test.json").write_text(json.dumps(scored), encoding="utf-8")
+    assert done_record(tmp_path, cell, test)["test"] == 60.0
+    assert "test" not in done_record(tmp_path, cell, {**test, "sha256": "2"})
+    assert "test" not in done_record(tmp_path, cell, None)
+
+
+def test_a_failing_work_item_stops_the_rest_and_is_recorded(tmp_path: Path) -> None:
+    ran = []
+
+    def broken(slot: Slot) -> None:
+        raise KeyError("boom")
+
+    scheduler = Scheduler([Slot(1)])
+    scheduler.run([("a", broken), ("b", lambda slot: ran.append("b"))])
+    assert scheduler.failures == ["a: KeyError: 'boom'"]
+    assert ran == [] and scheduler.skipped == ["b (after a failure)"]
+
+
+def test_only_unscored_models_are_scored_on_the_test_table(tmp_path: Path) -> None:
+    folders = {}
+    for name in ("scored", "fresh", "diverged"):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        content = {"key": name, "scoring": {"test": None}}
+        (folders[name] / "cell.json").write_text(json.dumps(content), encoding="utf-8")
+    records = [
+        {"key": "scored", "folder": str(folders["scored"]), "dev": 1.0, "test": 2.0},
+        {"key": "fresh", "folder": str(folders["fresh"]), "dev": 1.0},
+        {"key": "diverged", "folder": str(folders["diverged"]), "dev": None},
+    ]
+    (folders["fresh"] / "test.json").write_text("{}", encoding="utf-8")  # another table's
+
+    class Recorder:
+        def run(self, items):
+            self.names = [name for name, _ in items]
+
+    recorder = Recorder()
+    score_tests(recorder, records, "t.csv")
+    assert recorder.names == ["fresh"]
+    assert not (folders["fresh"] / "test.json").exists()  # the earlier table's score went
+    described = json.loads((folders["fresh"] / "cell.json").read_text(encoding="utf-8"))
+    assert described["scoring"]["test"] == "t.csv"
+
+
 def test_a_second_search_in_a_folder_in_use_is_refused(tmp_path: Path) -> None:
     search = spec(tmp_path)
     held = folder_lock(search)
@@ -152,8 +259,6 @@ def test_cpu_slots_split_the_threads_and_gpu_slots_take_a_device_each() -> None:
     assert slots(2, ["0", "1", "2"], cpus=8) == [Slot(4, "0"), Slot(4, "1")]
     assert Slot(4, "1").environment()["CUDA_VISIBLE_DEVICES"] == "1"
     assert Slot(3).environment()["OMP_NUM_THREADS"] == "3"
-    with pytest.raises(ValueError, match="--jobs 3 needs as many --devices"):
-        slots(3, ["0", "1"])
 
 
 def test_the_scheduler_starts_nothing_after_its_deadline() -> None:
@@ -174,3 +279,31 @@ def test_the_command_refuses_a_bad_option_in_one_line(tmp_path: Path, capsys) ->
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --set / --grid may not name seed")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_scorer_of_each_task_reads_the_table_and_takes_thresholds_from_dev(
+    tmp_path: Path,
+) -> None:
+    from sts_core.evaluation import PairEvaluator
+    from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+    from sts_core.search.worker import table_evaluator
+
+    def table(name: str, labels: list[int]) -> str:
+        lines = ["query_id,sentence1,sentence2,label"]
+        lines += [f"q{i // 2},a {i},b {i},{y}" for i, y in enumerate(labels)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return str(tmp_path / name)
+
+    dev, test = table("dev.csv", [1, 0, 0, 1]), table("test.csv", [0, 1, 1, 0, 1, 0])
+    scoring = {"task": "classification", "dev": dev}
+    on_dev = table_evaluator(scoring, dev, "dev", "dev")
+    on_test = table_evaluator(scoring, test, "test", "test")
+    assert isinstance(on_test, PairClassificationEvaluator)
+    assert on_dev.name == "dev_oracle" and on_dev.threshold_labels is None
+    assert on_test.name == "test" and list(on_test.threshold_labels) == [1, 0, 0, 1]
+    ranking = table_evaluator({"task": "ranking", "dev": dev}, test, "test", "test")
+    assert isinstance(ranking, RankingEvaluator) and ranking.query_ids == [0, 0, 1, 1, 2, 2]
+    scored = tmp_path / "scored.csv"
+    scored.write_text("sentence1,sentence2,score\na,b,1\nc,d,4\ne,f,2\n", encoding="utf-8")
+    sts = table_evaluator({"task": "sts", "dev": str(scored)}, str(scored), "dev", "dev")
+    assert isinstance(sts, PairEvaluator) and list(sts.gold) == [1.0, 4.0, 2.0]

@@ -69,7 +69,9 @@ TABLE_SUFFIXES: Mapping[str, str] = {
 }
 TEXT_COLUMNS = ("sentence1", "sentence2", "hard_negative", "sentence")
 LABEL_COLUMNS = ("score", "label")
-PROJECT_COLUMNS = TEXT_COLUMNS + LABEL_COLUMNS
+#: the column that groups a ranking set's candidates by their query (kept when present)
+GROUP_COLUMN = "query_id"
+PROJECT_COLUMNS = TEXT_COLUMNS + LABEL_COLUMNS + (GROUP_COLUMN,)
 #: text columns found by name, the largest layout first: file column -> project column
 NAMED_LAYOUTS: tuple[Mapping[str, str], ...] = (
     {"anchor": "sentence1", "positive": "sentence2", "negative": "hard_negative"},
@@ -161,7 +163,7 @@ def find_columns(
             f"(its columns: {', '.join(names)})",
         )
     rest = [name for name in names if name not in found.values()]
-    for label in LABEL_COLUMNS:
+    for label in (*LABEL_COLUMNS, GROUP_COLUMN):
         if label not in found and label in rest:
             found[label] = label
             rest.remove(label)
@@ -276,7 +278,21 @@ def normalise_table(
         out["score"] = scores
         if all(float(x).is_integer() for x in scores):
             out["label"] = [int(x) for x in scores]
+    if GROUP_COLUMN in found:
+        out[GROUP_COLUMN] = _group_ids(table, found[GROUP_COLUMN], source)
     return to_dataset(out)
+
+
+def _group_ids(table: Dataset, column: str, source: str | PathLike) -> list[int]:
+    """A ranking set's query ids (any values) as 0, 1, …, in order of first appearance;
+    an empty id is a DataFormatError naming the row."""
+    ids: dict[str, int] = {}
+    out = []
+    for n, value in _rows(table, column):
+        if value is None or not str(value).strip():
+            raise DataFormatError(source, f"{_where(n, column)}: an empty query id")
+        out.append(ids.setdefault(str(value).strip(), len(ids)))
+    return out
 
 
 def _rows(table: Dataset, column: str):

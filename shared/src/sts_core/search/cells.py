@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+
+class SearchError(ValueError):
+    """A search that cannot run as asked (one line, exit status 2)."""
+
+
 #: the recipe keys the search sets itself; ``--set`` / ``--grid`` may not name them
 OWNED_KEYS = frozenset(
     {
@@ -136,22 +141,24 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def done_record(folder: Path, cell: Cell) -> dict[str, Any] | None:
-    """The record of a finished cell: its description, result and (when scored) test
-    score; None when it has not finished. A folder whose ``cell.json`` describes another
-    cell is an error (it is not this search's)."""
+def done_record(
+    folder: Path, cell: Cell, test: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The record of a finished cell: its description, result and, when ``test`` (the test
+    table's fingerprint) is the table its ``test.json`` scored, the test score; None when
+    it has not finished. A folder whose ``cell.json`` describes another cell is refused
+    (it is not this search's)."""
     described = read_json(folder / CELL_FILE)
     if described is not None and described.get("key") != cell.key:
-        raise ValueError(
+        raise SearchError(
             f"{folder / CELL_FILE} describes {described.get('key')!r}, not {cell.key!r}"
         )
     result = read_json(folder / RESULT_FILE)
     if described is None or result is None:
         return None
     record = {**cell.describe(), **result, "folder": str(folder)}
-    test = read_json(folder / TEST_FILE)
-    if test is not None:
-        record["test"] = test["score"]
-        record["test_metrics"] = test["metrics"]
-        record["test_table"] = test["table"]
+    scored = read_json(folder / TEST_FILE)
+    if test is not None and scored is not None and scored.get("fingerprint") == test:
+        record["test"] = scored["score"]
+        record["test_metrics"] = scored["metrics"]
     return record

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import sys
 import tempfile
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from sts_core.saving import remove_path
 from sts_core.search.cells import Cell
 from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
 from sts_core.search.report import write_report
@@ -31,6 +33,7 @@ from sts_core.search.spec import (
     SearchError,
     SearchSpec,
     check_folder,
+    fingerprint,
     folder_lock,
     grid_cells,
     record_identity,
@@ -201,7 +204,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         batch_size=args.batch_size,
         max_steps=args.max_steps,
         time_limit=args.time_limit,
-        jobs=args.jobs or max(1, len(args.devices)),
+        jobs=args.jobs if args.jobs is not None else max(1, len(args.devices)),
         devices=args.devices,
         retrain=args.retrain,
         data_dir=args.data_dir,
@@ -264,6 +267,7 @@ def scoring_of(spec: SearchSpec) -> dict[str, Any]:
         "metric": spec.metric,
         "dev": spec.dev,
         "test": spec.test,
+        "test_fingerprint": fingerprint(spec.test) if spec.test else None,
         "eval_columns": spec.eval_columns,
         "data_dir": spec.data_dir,
     }
@@ -283,9 +287,10 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
                 table_evaluator(scoring, table, name, name)
             except (ValueError, OSError) as error:
                 raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
-    firsts = {cell.method: cell for cell in reversed(cells)}
+    # one cell for each method and settings (a --grid value may be a recipe key's problem)
+    distinct = {(cell.method, json.dumps(cell.settings, sort_keys=True)): cell for cell in cells}
     with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
-        for method, cell in firsts.items():
+        for (method, _), cell in distinct.items():
             recipe = Path(scratch) / "recipe.yaml"
             content = cell.recipe(spec.base_recipe(), Path(scratch) / "model")
             if cell.method_name == PEER_METHOD:
@@ -306,11 +311,18 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
     """Run (or resume) the search; write its folder; return its summary."""
     rows = method_rows(spec)
     grid = grid_cells(spec, rows)
-    check_folder(spec)
-    check_inputs(spec, grid)
+    new_folder = not spec.output_dir.exists()
     lock = folder_lock(spec)
     try:
+        check_folder(spec)
+        check_inputs(spec, grid)
         record_identity(spec)
+    except BaseException:
+        lock.release()
+        if new_folder:  # made for the lock alone: nothing of the user's is in it
+            remove_path(spec.output_dir)
+        raise
+    try:
         return _search(spec, grid, log)
     finally:
         lock.release()
@@ -331,7 +343,7 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     if spec.test:
         runs = recipes_of(records)
         score_tests(scheduler, [r for key in retrained for r in runs[key]], spec.test, log)
-        records = finished(grid + extra, root)  # with their test scores
+        records = finished(grid + extra, root, scoring["test_fingerprint"])  # their test scores
     return summarise(spec, records, picks, best, scheduler)
 
 

@@ -24,8 +24,8 @@ _CELL_COLUMNS = ("dev", "seconds", "steps", "peak_rss_mib", "peak_gpu_mib")
 
 
 def pick_recipe(record: dict[str, Any]) -> dict[str, Any]:
-    """The pick's ``sts-train`` recipe: its cell's, without the cell's output folder and
-    seed (the command line gives them)."""
+    """The pick's recipe: its cell's, without the cell's output folder (the command line
+    gives it)."""
     recipe = yaml.safe_load((Path(record["folder"]) / RECIPE_FILE).read_text(encoding="utf-8"))
     recipe.pop("output_dir", None)
     return recipe
@@ -45,12 +45,13 @@ def retrain_command(record: dict[str, Any], folder: Path) -> str:
 
 
 def cell_rows(records: Sequence[dict[str, Any]]) -> list[str]:
-    header = "| cell | " + " | ".join(_CELL_COLUMNS) + " | test |"
-    lines = [header, "|" + "---|" * (len(_CELL_COLUMNS) + 2)]
+    header = "| cell | " + " | ".join(_CELL_COLUMNS) + " | test | note |"
+    lines = [header, "|" + "---|" * (len(_CELL_COLUMNS) + 3)]
     for record in records:
         values = [_value(record.get(column)) for column in _CELL_COLUMNS]
-        test = _value(record.get("test"))
-        lines.append(f"| {_escaped(record['key'])} | " + " | ".join(values) + f" | {test} |")
+        test, note = _value(record.get("test")), _escaped(record.get("error", ""))
+        cells = " | ".join(values)
+        lines.append(f"| {_escaped(record['key'])} | {cells} | {test} | {note} |")
     return lines
 
 
@@ -84,14 +85,17 @@ def pick_rows(
 
 
 def write_chart(records: Sequence[dict[str, Any]], best: str | None, path: Path) -> bool:
-    """Each cell's dev score as a bar (the overall pick's darker); False without
-    matplotlib (``sts-core[plots]``)."""
+    """Each scored cell's dev score as a bar (the overall pick's recipe in blue); False
+    without matplotlib (``sts-core[plots]``) or without a scored cell."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return False
+    records = [r for r in records if r["dev"] is not None]
+    if not records:
         return False
     labels = [r["key"] for r in records]
     figure, axes = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.5))
@@ -148,7 +152,11 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
     if chart:
         lines += [f"![dev score of every cell]({CHART_FILE})", ""]
     else:
-        lines += ["No chart: matplotlib is not installed (`pip install sts-core[plots]`).", ""]
+        lines += [
+            "No chart: no cell has a dev score, or matplotlib is not installed "
+            "(`pip install sts-core[plots]`).",
+            "",
+        ]
     for title, items in (
         ("Not run (started again, the search trains them)", summary["not_run"]),
         ("Failed", summary["failures"]),

@@ -22,7 +22,15 @@ from typing import Any
 
 import yaml
 
-from sts_core.search.cells import CELL_FILE, LOG_FILE, RECIPE_FILE, Cell, done_record
+from sts_core.saving import remove_path
+from sts_core.search.cells import (
+    CELL_FILE,
+    LOG_FILE,
+    RECIPE_FILE,
+    TEST_FILE,
+    Cell,
+    done_record,
+)
 
 
 class CellFailed(RuntimeError):
@@ -53,9 +61,7 @@ def slots(jobs: int, devices: Sequence[str], cpus: int | None = None) -> list[Sl
     CPU, the cores split evenly (at least one thread each)."""
     cpus = cpus or os.cpu_count() or 1
     threads = max(1, cpus // jobs)
-    if devices:
-        if jobs > len(devices):
-            raise ValueError(f"--jobs {jobs} needs as many --devices, got {list(devices)}")
+    if devices:  # jobs <= len(devices): SearchSpec checks it
         return [Slot(threads, device) for device in devices[:jobs]]
     return [Slot(threads) for _ in range(jobs)]
 
@@ -73,17 +79,21 @@ def run_worker(verb: str, folder: Path, slot: Slot) -> None:
     """``python -m sts_core.search.worker VERB FOLDER`` with its output in ``log.txt``;
     :class:`CellFailed` when it fails."""
     command = [sys.executable, "-m", "sts_core.search.worker", verb, str(folder)]
-    with open(folder / LOG_FILE, "a", encoding="utf-8") as log:
+    log_file = folder / LOG_FILE
+    earlier = log_file.stat().st_size if log_file.exists() else 0
+    with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         status = subprocess.run(
             command, env=slot.environment(), stdout=log, stderr=subprocess.STDOUT, check=False
         ).returncode
     if status != 0:
-        lines = (folder / LOG_FILE).read_text(encoding="utf-8").splitlines()
+        with open(log_file, encoding="utf-8") as log:
+            log.seek(earlier)
+            lines = log.read().splitlines()  # this attempt's lines only
         errors = [line for line in lines if line.startswith("error: ")]
         reason = errors[-1] if errors else (lines[-1] if lines else "no output")
-        raise CellFailed(f"{folder.name}: exit {status}: {reason} (log: {folder / LOG_FILE})")
+        raise CellFailed(f"{folder.name}: exit {status}: {reason} (log: {log_file})")
 
 
 class Scheduler:
@@ -118,6 +128,8 @@ class Scheduler:
             work(slot)
         except CellFailed as error:
             self.failures.append(str(error))
+        except Exception as error:  # noqa: BLE001 - recorded, and no new cell starts
+            self.failures.append(f"{name}: {type(error).__name__}: {error}")
         finally:
             with self._lock:
                 self._free.append(slot)
@@ -140,12 +152,16 @@ def train_cells(
     if todo:
         log(f"sts-search: {len(todo)} cell(s) to train, {len(cells) - len(todo)} done before")
     scheduler.run(todo)
-    return finished(cells, root)
+    return finished(cells, root, scoring.get("test_fingerprint"))
 
 
-def finished(cells: Sequence[Cell], root: Path) -> list[dict[str, Any]]:
-    """The records of the finished ones of ``cells``, in their order."""
-    return [r for r in (done_record(root / c.folder_name, c) for c in cells) if r is not None]
+def finished(
+    cells: Sequence[Cell], root: Path, test: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The records of the finished ones of ``cells``, in their order (with the score on
+    the test table ``test`` fingerprints, where one was made)."""
+    records = (done_record(root / c.folder_name, c, test) for c in cells)
+    return [r for r in records if r is not None]
 
 
 def _trainer(
@@ -156,7 +172,8 @@ def _trainer(
         log(f"  training {cell.key}")
         run_worker("train", folder, slot)
         record = done_record(folder, cell)
-        log(f"  done {cell.key}: dev {record['dev']:.2f}, {record['seconds']:.0f} s")
+        dev = "none (" + record["error"] + ")" if record["dev"] is None else f"{record['dev']:.2f}"
+        log(f"  done {cell.key}: dev {dev}, {record['seconds']:.0f} s")
 
     return work
 
@@ -164,10 +181,11 @@ def _trainer(
 def score_tests(
     scheduler: Scheduler, records: Sequence[dict[str, Any]], test: str, log: Callable = print
 ) -> None:
-    """Score each record's model on ``test`` unless it already was (on that table)."""
+    """Score each record's model on ``test`` unless it already was (on that table: its
+    ``test`` is set) or has no model to score (a diverged run)."""
     todo = []
     for record in records:
-        if record.get("test_table") == test:
+        if "test" in record or record["dev"] is None:
             continue
         folder = Path(record["folder"])
         _set_test(folder, test)
@@ -176,6 +194,8 @@ def score_tests(
 
 
 def _set_test(folder: Path, test: str) -> None:
+    """Name ``test`` in the cell's scoring; an earlier table's score goes (the search's)."""
+    remove_path(folder / TEST_FILE)
     described = json.loads((folder / CELL_FILE).read_text(encoding="utf-8"))
     described["scoring"]["test"] = test
     (folder / CELL_FILE).write_text(json.dumps(described, indent=2), encoding="utf-8")

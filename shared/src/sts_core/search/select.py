@@ -25,9 +25,10 @@ def recipes_of(records: Iterable[Record]) -> dict[str, list[Record]]:
 
 
 def dev_at(records: Sequence[Record], seed: int) -> float | None:
-    """The dev score of the record trained with ``seed`` (None when there is none)."""
+    """The dev score of the record trained with ``seed`` (None when there is none, or when
+    that run has none: it diverged)."""
     for record in records:
-        if record["seed"] == seed:
+        if record["seed"] == seed and record["dev"] is not None:
             return float(record["dev"])
     return None
 
@@ -69,11 +70,14 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
 
 def seed_summary(runs: Sequence[Record], seeds: Sequence[int]) -> dict[str, Any]:
     """A recipe's runs on ``seeds``: dev (and test, where every one of them has it) as
-    mean ± sd, and the seeds still missing."""
-    done = [r for r in runs if r["seed"] in seeds]
+    mean ± sd over the runs with a dev score, the seeds whose run has none (diverged) and
+    the seeds not trained yet."""
+    finished = [r for r in runs if r["seed"] in seeds]
+    done = [r for r in finished if r["dev"] is not None]
     summary: dict[str, Any] = {
         "seeds": sorted(r["seed"] for r in done),
-        "missing_seeds": [s for s in seeds if s not in {r["seed"] for r in done}],
+        "failed_seeds": sorted(r["seed"] for r in finished if r["dev"] is None),
+        "missing_seeds": [s for s in seeds if s not in {r["seed"] for r in finished}],
     }
     if done:
         summary["dev"] = mean_sd([float(r["dev"]) for r in done])

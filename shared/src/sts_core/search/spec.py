@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from sts_core.search.cells import OWNED_KEYS, Cell
+from sts_core.search.cells import OWNED_KEYS, Cell, SearchError
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
 TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -32,10 +32,6 @@ TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 IDENTITY_FILE = "search.json"
-
-
-class SearchError(ValueError):
-    """A search that cannot run as asked (one line, exit status 2)."""
 
 
 @dataclass
@@ -68,6 +64,11 @@ class SearchSpec:
 
     def __post_init__(self) -> None:
         """Every check of the search's own options, in one place."""
+        self._check_scorer()
+        self._check_grid()
+        self._check_resources()
+
+    def _check_scorer(self) -> None:
         if self.task not in TASK_METRICS:
             raise SearchError(f"--task {self.task!r} is not one of {', '.join(TASK_METRICS)}")
         metrics, default = TASK_METRICS[self.task]
@@ -76,11 +77,22 @@ class SearchSpec:
             raise SearchError(
                 f"--metric {self.metric!r} is not a {self.task} metric ({', '.join(metrics)})"
             )
+        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
+            raise SearchError(f"--score-range needs LOW < HIGH, got {self.score_range}")
+
+    def _check_grid(self) -> None:
         for name, values in (("--epochs", self.epochs), ("--learning-rate", self.learning_rates)):
             if not values or any(not v > 0 for v in values):
                 raise SearchError(f"{name} needs positive values, got {values}")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise SearchError(f"--seeds needs distinct seeds, got {self.seeds}")
+        if not self.seeds:
+            raise SearchError("--seeds needs at least one seed")
+        lists = {"--epochs": self.epochs, "--learning-rate": self.learning_rates,
+                 "--seeds": self.seeds, "--methods": self.methods,
+                 **{f"--grid {k}": v for k, v in self.grid.items()}}  # fmt: skip
+        for name, values in lists.items():
+            texts = [f"{v:g}" if isinstance(v, float) else json.dumps(v) for v in values]
+            if len(set(texts)) != len(texts):
+                raise SearchError(f"{name} names a value twice (the same cell twice): {values}")
         owned = sorted(OWNED_KEYS & (set(self.settings) | set(self.grid)))
         if owned:
             raise SearchError(
@@ -90,10 +102,12 @@ class SearchSpec:
         both = sorted(set(self.settings) & set(self.grid))
         if both:
             raise SearchError(f"{', '.join(both)}: given both to --set and --grid")
-        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
-            raise SearchError(f"--score-range needs LOW < HIGH, got {self.score_range}")
+
+    def _check_resources(self) -> None:
         if self.jobs < 1:
             raise SearchError(f"--jobs needs a positive number, got {self.jobs}")
+        if self.devices and self.jobs > len(self.devices):
+            raise SearchError(f"--jobs {self.jobs} needs as many --devices, got {self.devices}")
         if self.retrain not in ("picks", "best"):
             raise SearchError(f"--retrain is picks or best, got {self.retrain!r}")
         if self.batch_size < 1:
@@ -133,24 +147,26 @@ class SearchSpec:
             "settings": self.settings,
             "batch_size": self.batch_size,
             "max_steps": self.max_steps,
+            "data_dir": self.data_dir,
         }
 
 
 def fingerprint(reference: str) -> dict[str, str]:
-    """A data reference and, for a local file or folder, a SHA-256 of its content."""
+    """A data reference and, for a local file or folder, its absolute path and a SHA-256 of
+    its content (a registry name or hub id as written: its content is not hashed)."""
     path = Path(reference)
     if path.is_file():
-        return {"reference": reference, "sha256": _file_digest(path)}
+        return {"reference": str(path.resolve()), "sha256": file_digest(path)}
     if path.is_dir():
         digest = hashlib.sha256()
         for item in sorted(p for p in path.rglob("*") if p.is_file()):
             digest.update(str(item.relative_to(path)).encode("utf-8"))
-            digest.update(_file_digest(item).encode("ascii"))
-        return {"reference": reference, "sha256": digest.hexdigest()}
+            digest.update(file_digest(item).encode("ascii"))
+        return {"reference": str(path.resolve()), "sha256": digest.hexdigest()}
     return {"reference": reference}
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -167,7 +183,12 @@ def check_folder(spec: SearchSpec) -> None:
     folder = spec.output_dir
     path = folder / IDENTITY_FILE
     if path.is_file():
-        recorded = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise SearchError(f"{path} is not a search's identity: {error}") from None
+        if not isinstance(recorded, dict):
+            raise SearchError(f"{path} is not a search's identity: not a mapping")
         identity = spec.identity()
         if recorded != identity:
             changed = sorted(k for k in identity if recorded.get(k) != identity.get(k))

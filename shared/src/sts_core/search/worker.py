@@ -27,6 +27,10 @@ from sts_core.search.cells import (
     read_json,
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
+from sts_core.search.spec import fingerprint
+
+#: ``sts-train``'s exit status for a run that diverged (2: a bad input)
+DIVERGED = 1
 
 
 def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_split: str) -> Any:
@@ -97,20 +101,39 @@ def train(folder: Path) -> int:
     else:
         argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
         status = sts_train(argv)
+        if status == DIVERGED:  # a result of the recipe, not a bad input: recorded
+            return finish(folder, start, None, {}, error="training diverged (log.txt)")
         if status != 0:
             return status
         steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
-    seconds = time.perf_counter() - start
     scoring = cell["scoring"]
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
-    dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
-    result = {
+    try:
+        dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
+    except ValueError as error:  # e.g. embeddings that collapsed to one point
+        return finish(folder, start, steps, {}, error=" ".join(str(error).split()))
+    return finish(folder, start, steps, dev_metrics, dev=dev)
+
+
+def finish(
+    folder: Path,
+    start: float,
+    steps: int | None,
+    dev_metrics: dict[str, float],
+    dev: float | None = None,
+    error: str | None = None,
+) -> int:
+    """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
+    model the scorer cannot score is a finished cell that is never picked)."""
+    result: dict[str, Any] = {
         "dev": dev,
         "dev_metrics": dev_metrics,
-        "seconds": round(seconds, 1),
+        "seconds": round(time.perf_counter() - start, 1),
         "steps": steps,
         **peak_memory(),
     }
+    if error is not None:
+        result["error"] = error
     write_json_atomic(folder / RESULT_FILE, result)
     return 0
 
@@ -124,9 +147,8 @@ def score_test(folder: Path) -> int:
     scoring = cell["scoring"]
     evaluator = table_evaluator(scoring, scoring["test"], "test", "test")
     score, metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
-    write_json_atomic(
-        folder / TEST_FILE, {"table": scoring["test"], "score": score, "metrics": metrics}
-    )
+    content = {"table": scoring["test"], "fingerprint": fingerprint(scoring["test"])}
+    write_json_atomic(folder / TEST_FILE, {**content, "score": score, "metrics": metrics})
     return 0
 
 
