@@ -169,10 +169,12 @@ def repository_files() -> list[str]:
 
 
 def file_digests(root: Path) -> dict[str, str]:
+    """Each file's SHA-256, less Python's compiled modules (``__pycache__``: what running
+    the tools there writes, which git ignores)."""
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in root.rglob("*")
-        if path.is_file()
+        if path.is_file() and "__pycache__" not in path.parts
     }
 
 
