@@ -128,3 +128,23 @@ def test_a_run_without_a_dev_score_is_never_picked_and_is_counted_apart() -> Non
     assert summary["seeds"] == [0, 1] and summary["failed_seeds"] == [2]
     assert summary["missing_seeds"] == []
     assert summary["dev"][0] == pytest.approx(80.5)
+
+
+def test_found_by_mutation_single_runs_late_seeds_and_the_runner_up_among_ties() -> None:
+    # one run: its mean and no sd (a sample sd of one value does not exist)
+    one = seed_summary([{"method": "A", "recipe": "a", "seed": 0, "dev": 70.0}], [0])
+    assert one["dev"] == (70.0, None)
+    assert format_score(None) == "–"
+    # a recipe without a run at the selection seed, met first, does not end the search
+    rows = [
+        {"method": "A", "recipe": "late", "seed": 1, "dev": 99.0},
+        {"method": "A", "recipe": "early", "seed": 0, "dev": 50.0},
+    ]
+    assert method_picks(rows, 0) == {"A": "early"}
+    # the runner-up is the best other pick by dev; a tie goes to the method listed first
+    tied = [
+        *records(),
+        {"method": "C", "recipe": "c9", "seed": 0, "dev": 81.0},
+        {"method": "D", "recipe": "d0", "seed": 0, "dev": 60.0},
+    ]
+    assert headline(tied, 0, [0], "spearman").endswith("Runner-up: a2 — dev 81.00 (+1.00).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -36,9 +37,9 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"task": "regression"}, "--task 'regression' is not one of sts"),
+        ({"task": "regression"}, "--task 'regression' is not one of sts, classification, ranking"),
         ({"metric": "accuracy"}, "--metric 'accuracy' is not a sts metric"),
-        ({"task": "ranking", "metric": "spearman"}, "not a ranking metric (map, mrr"),
+        ({"task": "ranking", "metric": "spearman"}, "--metric 'spearman' is not a ranking metric"),
         ({"epochs": [1, 0]}, "--epochs needs positive values"),
         ({"learning_rates": []}, "--learning-rate needs positive values"),
         ({"seeds": [0, 0]}, "--seeds names a value twice"),
@@ -48,18 +49,29 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"methods": ["core", "core"]}, "--methods names a value twice"),
         ({"grid": {"pooling": ["cls", "cls"]}}, "--grid pooling names a value twice"),
         ({"jobs": 3, "devices": ["0", "1"]}, "--jobs 3 needs as many --devices"),
-        ({"settings": {"seed": 3}}, "may not name seed"),
-        ({"grid": {"learning_rate": [1, 2]}}, "may not name learning_rate"),
-        ({"settings": {"pooling": "cls"}, "grid": {"pooling": ["mean"]}}, "pooling: given both"),
+        ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
+        (
+            {"settings": {"seed": 3}, "grid": {"learning_rate": [1, 2]}},
+            "--set / --grid may not name learning_rate, seed: the search sets them (--model, "
+            "--train, --dev, --epochs, --learning-rate, --seeds, --max-steps)",
+        ),
+        (
+            {"settings": {"pooling": "cls", "k": 1}, "grid": {"pooling": ["mean"], "k": [2]}},
+            "k, pooling: given both to --set and --grid",
+        ),
         ({"score_range": [5, 0]}, "--score-range needs LOW < HIGH"),
+        ({"score_range": [5, 5]}, "--score-range needs LOW < HIGH"),
         ({"jobs": 0}, "--jobs needs a positive number"),
         ({"retrain": "all"}, "--retrain is picks or best"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
     ],
 )
 def test_each_bad_option_is_refused_with_its_name(tmp_path: Path, changes, message) -> None:
-    with pytest.raises(SearchError, match=message.replace("(", r"\(")):
+    with pytest.raises(SearchError) as refused:
         spec(tmp_path, **changes)
+    assert str(refused.value).startswith(message)
+    if message.endswith(")"):  # the whole message
+        assert str(refused.value) == message
 
 
 def test_the_default_metric_follows_the_task(tmp_path: Path) -> None:
@@ -307,3 +319,104 @@ def test_the_scorer_of_each_task_reads_the_table_and_takes_thresholds_from_dev(
     scored.write_text("sentence1,sentence2,score\na,b,1\nc,d,4\ne,f,2\n", encoding="utf-8")
     sts = table_evaluator({"task": "sts", "dev": str(scored)}, str(scored), "dev", "dev")
     assert isinstance(sts, PairEvaluator) and list(sts.gold) == [1.0, 4.0, 2.0]
+
+
+def test_found_by_mutation_edges_of_the_options_and_the_identity(tmp_path: Path) -> None:
+    # at the edges: as many jobs as devices, retrain best, a batch of one
+    assert spec(tmp_path, jobs=2, devices=["0", "1"]).jobs == 2
+    assert spec(tmp_path, retrain="best").retrain == "best"
+    assert spec(tmp_path, batch_size=1).batch_size == 1
+    search = spec(
+        tmp_path,
+        columns={"score": "sim"},
+        eval_columns={"score": "s"},
+        score_range=[0, 5],
+        settings={"pooling": "cls"},
+        batch_size=8,
+        max_steps=3,
+        data_dir="d",
+    )
+    digest = hashlib.sha256((tmp_path / "train.csv").read_bytes()).hexdigest()
+    dev_digest = hashlib.sha256((tmp_path / "dev.csv").read_bytes()).hexdigest()
+    assert search.identity() == {
+        "model": "m",
+        "train": [{"reference": str((tmp_path / "train.csv").resolve()), "sha256": digest}],
+        "dev": {"reference": str((tmp_path / "dev.csv").resolve()), "sha256": dev_digest},
+        "task": "sts",
+        "metric": "spearman",
+        "columns": {"score": "sim"},
+        "eval_columns": {"score": "s"},
+        "score_range": [0, 5],
+        "settings": {"pooling": "cls"},
+        "batch_size": 8,
+        "max_steps": 3,
+        "data_dir": "d",
+    }
+    folder = tmp_path / "saved"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "x.arrow").write_bytes(b"xyz")
+    by_hand = hashlib.sha256()
+    by_hand.update(b"a/x.arrow")
+    by_hand.update(hashlib.sha256(b"xyz").hexdigest().encode("ascii"))
+    assert fingerprint(str(folder)) == {
+        "reference": str(folder.resolve()),
+        "sha256": by_hand.hexdigest(),
+    }
+
+
+def test_found_by_mutation_the_folder_its_identity_file_and_its_lock(tmp_path: Path) -> None:
+    nested = spec(tmp_path, output_dir=tmp_path / "a" / "b" / "c")
+    lock = folder_lock(nested)  # makes the folders above it
+    assert (nested.output_dir / "search.lock").exists()
+    record_identity(nested)  # into the folder the lock made
+    text = (nested.output_dir / "search.json").read_text(encoding="utf-8")
+    assert text == json.dumps(nested.identity(), indent=2)  # readable: one key a line
+    start = time.monotonic()
+    with pytest.raises(SearchError, match="in use by another sts-search"):
+        folder_lock(spec(tmp_path, output_dir=nested.output_dir))
+    assert time.monotonic() - start < 0.5  # refused at once, not after a wait
+    lock.release()
+    record_identity(spec(tmp_path, output_dir=tmp_path / "x" / "y"))  # nested, no lock first
+    # an identity file of an older format (a key this version does not write)
+    older = spec(tmp_path)
+    record_identity(older)
+    path = older.output_dir / "search.json"
+    path.write_text(json.dumps({**older.identity(), "old": 1}), encoding="utf-8")
+    with pytest.raises(SearchError, match=r"differs in its keys\): name a new --output-dir$"):
+        check_folder(older)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x").write_text("x", encoding="utf-8")
+    with pytest.raises(SearchError) as refused:
+        check_folder(spec(tmp_path, output_dir=other))
+    assert str(refused.value).endswith("a new or empty folder, or its own")
+
+
+def test_found_by_mutation_cells_keep_their_method_and_settings() -> None:
+    search = SearchSpec(train=["t"], dev="d", model="m", output_dir=Path("o"), methods=["b:row"])
+    cells = grid_cells(search, {"b:row": ("b", {"loss": "x"})})
+    assert cells[0].method_name == "b" and cells[0].settings == {"loss": "x"}
+    again = seed_cells(cells[0], [5])[0]
+    assert (again.method_name, again.settings, again.seed) == ("b", {"loss": "x"}, 5)
+
+
+def test_every_cell_starts_from_the_model_the_data_the_batch_and_the_budget(
+    tmp_path: Path,
+) -> None:
+    plain = spec(tmp_path)
+    assert plain.base_recipe() == {
+        "model_name_or_path": "m",
+        "train_datasets": plain.train,
+        "per_device_train_batch_size": 16,
+        "max_steps": -1,
+    }
+    full = spec(tmp_path, columns={"score": "sim"}, data_dir="d", batch_size=4, max_steps=7)
+    assert full.base_recipe() == {
+        "model_name_or_path": "m",
+        "train_datasets": full.train,
+        "per_device_train_batch_size": 4,
+        "max_steps": 7,
+        "columns": {"score": "sim"},
+        "data_dir": "d",
+    }
+    assert full.base_recipe()["train_datasets"] is not full.train  # a copy per cell
