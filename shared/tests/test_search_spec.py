@@ -39,7 +39,10 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
     [
         ({"task": "regression"}, "--task 'regression' is not one of sts, classification, ranking"),
         ({"metric": "accuracy"}, "--metric 'accuracy' is not a sts metric"),
-        ({"task": "ranking", "metric": "spearman"}, "--metric 'spearman' is not a ranking metric"),
+        (
+            {"task": "ranking", "metric": "spearman"},
+            "--metric 'spearman' is not a ranking metric (map, mrr, p@1, ndcg@10, has_positive@5)",
+        ),
         ({"epochs": [1, 0]}, "--epochs needs positive values"),
         ({"learning_rates": []}, "--learning-rate needs positive values"),
         ({"seeds": [0, 0]}, "--seeds names a value twice"),
