@@ -258,3 +258,60 @@ def test_a_hub_id_is_read_from_its_cached_files_and_bad_json_is_named(
         ValueError, match=r"cached/config_sentence_transformers.json: not valid JSON"
     ):
         cross_encoder_activation(st)
+
+
+class RecordingScorer(CrossEncoderScorer):
+    """A cross-encoder teacher that scores every pair 0.5 and records each call's pair
+    count and batch size."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def score_pairs(self, firsts, seconds, batch_size=64):  # type: ignore[override]
+        self.calls.append((len(firsts), batch_size))
+        return np.full(len(firsts), 0.5)
+
+
+def test_found_by_mutation_the_batch_size_reaches_every_scoring_call(tiny_bert_dir: Path) -> None:
+    from sts_core.training.distill import SentenceVectors, add_neighbour_pairs
+
+    proposer = SentenceEncoder.from_pretrained(tiny_bert_dir).eval()
+    scorer = RecordingScorer()
+    data, summary = apply_teacher(Dataset.from_dict(PAIRS), scorer, "score", 1.0, 7, 1, proposer)
+    added = summary["neighbour_pairs"]
+    assert scorer.calls == [(5, 7), (added, 7)]  # the gold pairs, then the neighbours
+    scorer.calls.clear()
+    vectors = SentenceVectors(proposer, Dataset.from_dict(PAIRS), 4)
+    add_neighbour_pairs(Dataset.from_dict(PAIRS), vectors, "score", 1, scorer)
+    assert [size for _, size in scorer.calls] == [64]  # the default batch
+    with pytest.raises(ValueError) as refused:
+        apply_teacher(Dataset.from_dict(PAIRS), scorer, "score", 1.0, 4, 1)
+    assert str(refused.value) == "teacher_neighbours with a cross-encoder teacher needs a proposer"
+
+
+def test_found_by_mutation_one_score_off_the_scale_and_the_whole_message() -> None:
+    with pytest.raises(ValueError) as refused:
+        check_cross_encoder_scores(np.array([3.0]), 0.5)
+    assert str(refused.value) == (
+        "teacher_weight 0.5 < 1 mixes the cross-encoder's scores with the labels (−1 … 1), but "
+        "1 of 1 scores lie outside it (range 3 … 3): use teacher_weight 1, or a cross-encoder "
+        "whose activation bounds its scores (a sentence-transformers CrossEncoder's sigmoid)"
+    )
+    check_cross_encoder_scores(np.array([3.0]), 1.0)  # α 1: the scores are the labels
+    check_cross_encoder_scores(np.array([]), 0.5)  # nothing to mix
+
+
+def test_found_by_mutation_the_teacher_kind_and_what_loading_passes_on(
+    cross_dir: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sts_core.training.distill import teacher_kind
+
+    assert teacher_kind(str(tiny_bert_dir)) == "bi-encoder"
+    assert teacher_kind(str(cross_dir)) == "cross-encoder"
+    seen = []
+    monkeypatch.setattr(
+        CrossEncoderScorer, "load", classmethod(lambda cls, *args: seen.append(args) or "ok")
+    )
+    assert load_teacher(str(cross_dir), "meta", 17, True) == "ok"
+    assert load_teacher(str(cross_dir), "cpu") == "ok"
+    assert seen == [(str(cross_dir), "meta", 17, True), (str(cross_dir), "cpu", None, False)]
