@@ -70,11 +70,19 @@ def make_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="METHOD[:ROW]",
-        help="what to compare: an installed method (its default loss) or method:row (one of "
-        "its quality rows); default: every installed method's quality rows",
+        help="what to compare: an installed method (its default loss), method:row (one of "
+        "its quality rows) or st:cosent, st:angle, st:cosine (sentence-transformers' losses); "
+        "default: every installed method's quality rows and, when installed, the peer's",
     )
-    add("--epochs", nargs="+", type=float, default=[1.0])
-    add("--learning-rate", nargs="+", type=float, default=[2e-5], dest="learning_rates")
+    add("--epochs", nargs="+", type=float, default=[1.0], help="the grid's epochs (default 1)")
+    add(
+        "--learning-rate",
+        nargs="+",
+        type=float,
+        default=[2e-5],
+        dest="learning_rates",
+        help="the grid's learning rates (default 2e-5)",
+    )
     add(
         "--set",
         action="append",
@@ -121,7 +129,7 @@ def make_parser() -> argparse.ArgumentParser:
         metavar=("LOW", "HIGH"),
         help="the scale of the scores, for methods that train on scores scaled to 0–1",
     )
-    add("--batch-size", type=int, default=16)
+    add("--batch-size", type=int, default=16, help="per-device training batch (default 16)")
     add("--max-steps", type=int, default=-1, help="a step budget per cell (default: epochs)")
     add(
         "--time-limit",
