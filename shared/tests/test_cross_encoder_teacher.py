@@ -315,3 +315,107 @@ def test_found_by_mutation_the_teacher_kind_and_what_loading_passes_on(
     assert load_teacher(str(cross_dir), "meta", 17, True) == "ok"
     assert load_teacher(str(cross_dir), "cpu") == "ok"
     assert seen == [(str(cross_dir), "meta", 17, True), (str(cross_dir), "cpu", None, False)]
+
+
+def test_found_by_mutation_a_length_limit_reaches_the_scores(cross_dir: Path) -> None:
+    """``max_length`` 4 truncates every pair (each is longer): the scores equal the logits
+    transformers gives for the pairs truncated to 4 tokens, not the untruncated ones."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cross_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(cross_dir).eval()
+
+    def logits(limit: int) -> np.ndarray:
+        tokens = tokenizer(
+            PAIRS["sentence1"], PAIRS["sentence2"], padding=True, truncation=True,
+            max_length=limit, return_tensors="pt",
+        )  # fmt: skip
+        with torch.no_grad():
+            return model(**tokens).logits.reshape(-1).double().numpy()
+
+    scorer = CrossEncoderScorer.load(cross_dir, max_length=4)
+    assert scorer.max_length == 4
+    scores = scorer.score_pairs(PAIRS["sentence1"], PAIRS["sentence2"])
+    np.testing.assert_allclose(scores, logits(4), atol=1e-5)  # identity: the raw logit
+    assert np.abs(scores - logits(512)).max() > 1e-3
+
+
+def test_found_by_mutation_outputs_counted_without_id2label_and_whole_messages(
+    tmp_path: Path,
+) -> None:
+    def folder(name: str, **config) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        content = {"architectures": ["BertForSequenceClassification"], **config}
+        (path / "config.json").write_text(json.dumps(content), encoding="utf-8")
+        return str(path)
+
+    assert cross_encoder_activation(folder("one")) == "identity"  # num_labels unset: 1
+    three = folder("three", num_labels=3)
+    with pytest.raises(ValueError) as refused:
+        cross_encoder_activation(three)
+    assert str(refused.value) == (
+        f"{three}/config.json: a sequence classifier with 3 outputs; a cross-encoder teacher "
+        "gives one score per pair (num_labels 1)"
+    )
+    for name, config in (
+        ("v45", {"sentence_transformers": {"activation_fn": "relu"}}),
+        ("v3", {"sbert_ce_default_activation_function": "relu"}),
+    ):
+        location = folder(name, **config)
+        with pytest.raises(ValueError) as refused:
+            cross_encoder_activation(location)
+        assert str(refused.value) == (
+            f"{location}/config.json: activation_fn 'relu' is not one the teacher applies "
+            "(torch.nn.modules.activation.Sigmoid, torch.nn.modules.activation.Tanh, "
+            "torch.nn.modules.linear.Identity)"
+        )
+
+
+def test_found_by_mutation_a_hub_file_that_is_missing_or_not_a_mapping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transformers.utils
+
+    from sts_core.cross_encoder import _read_json
+
+    calls = []
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]", encoding="utf-8")
+
+    def cached_file(location, name, **flags):
+        calls.append(flags)
+        return str(listed) if name == "list.json" else None
+
+    monkeypatch.setattr(transformers.utils, "cached_file", cached_file)
+    assert _read_json("owner/model", "config.json") is None  # not in the hub's cache
+    assert _read_json("owner/model", "list.json") is None  # JSON, but not a mapping
+    assert calls[0] == {
+        "_raise_exceptions_for_missing_entries": False,
+        "_raise_exceptions_for_connection_errors": False,
+    }
+
+
+def test_found_by_mutation_what_loading_a_scorer_passes_on(
+    cross_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sts_core.cross_encoder as module
+
+    seen = {}
+
+    class Model:
+        def to(self, device):
+            seen["device"] = device
+            return self
+
+        def eval(self):
+            return self
+
+    def load(location, max_length, trust_remote_code):
+        seen["load"] = (location, max_length, trust_remote_code)
+        return Model(), "tokenizer", 99
+
+    monkeypatch.setattr(module, "load_cross_encoder", load)
+    scorer = CrossEncoderScorer.load(cross_dir)
+    assert seen == {"load": (cross_dir, None, False), "device": "cpu"}
+    assert (scorer.tokenizer, scorer.max_length, scorer.activation) == ("tokenizer", 99, "identity")
