@@ -423,3 +423,33 @@ def test_every_cell_starts_from_the_model_the_data_the_batch_and_the_budget(
         "data_dir": "d",
     }
     assert full.base_recipe()["train_datasets"] is not full.train  # a copy per cell
+
+
+def test_the_scorer_reads_renamed_columns_and_selects_the_named_metric(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """``--eval-columns`` renames the dev table's columns; ``--metric pearson`` selects the
+    Pearson of the saved model's cosine, computed here with numpy and scipy."""
+    import numpy as np
+    from scipy.stats import pearsonr
+
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.search.worker import score_model, table_evaluator
+
+    rows = [("a b c", "a b d", 4.0), ("c d e", "f g h", 1.0), ("a a b", "a b b", 3.0)]
+    table = tmp_path / "dev.csv"
+    lines = ["left,right,sim"] + [f"{a},{b},{s}" for a, b, s in rows]
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    scoring = {
+        "task": "sts",
+        "eval_columns": {"sentence1": "left", "sentence2": "right", "score": "sim"},
+    }
+    evaluator = table_evaluator(scoring, str(table), "dev", "dev")
+    assert list(evaluator.gold) == [4.0, 1.0, 3.0]
+    score, metrics = score_model(tiny_bert_dir, evaluator, "pearson")
+    encoder = SentenceEncoder.from_pretrained(str(tiny_bert_dir))
+    u = encoder.encode([r[0] for r in rows], show_progress_bar=False)
+    v = encoder.encode([r[1] for r in rows], show_progress_bar=False)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    assert score == pytest.approx(100 * pearsonr(cosine, [4.0, 1.0, 3.0]).statistic, abs=1e-4)
+    assert score == metrics["dev_pearson"] != metrics["dev_spearman"]
