@@ -195,6 +195,7 @@ TESTS: list[tuple[str, list[str]]] = [
     (
         "shared/src/sts_core/cross_encoder.py",
         [
+            "shared/tests/test_cross_encoder.py",
             "shared/tests/test_cross_encoder_teacher.py",
             "shared/tests/test_pair_scorers.py",
             "shared/tests/test_pair_evaluator.py",

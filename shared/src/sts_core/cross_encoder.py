@@ -23,11 +23,16 @@ import torch
 
 from sts_core.encoder import check_model_location
 
+# the longest joint input when neither the caller nor the tokenizer says less (BERT's limit)
+LONGEST_PAIR = 512
+
 
 def load_cross_encoder(
     name_or_path: str | os.PathLike, max_length: int | None = None, trust_remote_code: bool = False
 ) -> tuple[Any, Any, int]:
-    """``AutoModelForSequenceClassification`` with ``num_labels=1``, its tokenizer, max length
+    """``AutoModelForSequenceClassification`` with ``num_labels=1`` in float32, its tokenizer
+    (the end-of-sequence token pads when it has no padding token) and the max length:
+    ``max_length``, else the tokenizer's ``model_max_length`` capped at 512
     (``trust_remote_code``: run the modelling code the model ships)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -40,8 +45,23 @@ def load_cross_encoder(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
-    limit = max_length or min(512, int(getattr(tokenizer, "model_max_length", 512) or 512))
-    return model, tokenizer, limit
+    declared = getattr(tokenizer, "model_max_length", None) or LONGEST_PAIR
+    return model, tokenizer, max_length or min(LONGEST_PAIR, int(declared))
+
+
+def tokenize_pairs(
+    tokenizer: Any, first: Sequence[str], second: Sequence[str], max_length: int
+) -> dict[str, torch.Tensor]:
+    """The pairs tokenized jointly, truncated to ``max_length``, padded to the longest."""
+    encoded = tokenizer(
+        list(first),
+        list(second),
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
+    return dict(encoded)
 
 
 class PairCrossCollator:
@@ -53,15 +73,11 @@ class PairCrossCollator:
         self.label_column = label_column
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        batch = dict(
-            self.tokenizer(
-                [row["sentence1"] for row in rows],
-                [row["sentence2"] for row in rows],
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            )
+        batch = tokenize_pairs(
+            self.tokenizer,
+            [row["sentence1"] for row in rows],
+            [row["sentence2"] for row in rows],
+            self.max_length,
         )
         if self.label_column in rows[0]:
             batch["labels"] = torch.tensor([float(row[self.label_column]) for row in rows])
@@ -74,21 +90,29 @@ def predict_pair_scores(
     sentences1: Sequence[str],
     sentences2: Sequence[str],
     batch_size: int = 64,
-    max_length: int = 512,
+    max_length: int = LONGEST_PAIR,
 ) -> np.ndarray:
-    """The model's single logit for every pair, float64, in input order."""
-    collate = PairCrossCollator(tokenizer, max_length, label_column="")
-    rows = [{"sentence1": a, "sentence2": b} for a, b in zip(sentences1, sentences2, strict=True)]
+    """The model's single logit for every pair, float64, in input order (``batch_size``
+    pairs a forward pass, on the model's device)."""
+    if len(sentences1) != len(sentences2):
+        raise ValueError(
+            f"{len(sentences1)} first sentences but {len(sentences2)} second sentences: "
+            "a cross-encoder scores pairs"
+        )
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    scores = []
+    scores = [torch.zeros(0)]
     with torch.inference_mode():
-        for start in range(0, len(rows), batch_size):
-            batch = {k: v.to(device) for k, v in collate(rows[start : start + batch_size]).items()}
+        for start in range(0, len(sentences1), batch_size):
+            end = start + batch_size
+            encoded = tokenize_pairs(
+                tokenizer, sentences1[start:end], sentences2[start:end], max_length
+            )
+            batch = {key: value.to(device) for key, value in encoded.items()}
             scores.append(model(**batch).logits.float().reshape(-1).cpu())
     model.train(was_training)
-    return torch.cat(scores).double().numpy() if scores else np.zeros(0)
+    return torch.cat(scores).double().numpy()
 
 
 ST_SETTINGS_FILE = "config_sentence_transformers.json"
@@ -124,7 +148,7 @@ def _read_json(location: str, name: str) -> dict[str, Any] | None:
     if path is None or not path.is_file():
         return None
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = json.loads(path.read_bytes())  # JSON text is UTF-8 (or -16/-32, detected)
     except ValueError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from error
     return content if isinstance(content, dict) else None
