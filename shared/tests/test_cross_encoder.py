@@ -131,6 +131,8 @@ def test_the_collator_takes_labels_from_the_score_column_by_default(tokenizer) -
     assert "labels" not in unlabelled
     renamed = PairCrossCollator(tokenizer, 32, "gold")([{**rows[0], "gold": 0.5}])
     assert renamed["labels"].tolist() == [0.5]
+    assert batch["input_ids"].shape[1] > 6
+    assert PairCrossCollator(tokenizer, 6)(rows)["input_ids"].shape == (2, 6)
 
 
 class CountingModel(torch.nn.Module):
