@@ -14,6 +14,7 @@ import quality
 
 from grid_search import levers
 from grid_search.cells import COST_KEYS, SEARCH_METHODS
+from sts_core.search.select import method_picks, selection_dev
 
 
 def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
@@ -91,18 +92,26 @@ def split_unidentified(recipes: dict[str, dict]) -> tuple[dict[str, dict], dict[
     return known, unidentified
 
 
+def dev_records(recipes: dict[str, dict]) -> list[dict[str, Any]]:
+    """The recipes' dev scores as ``sts-search``'s cell records (:mod:`sts_core.search.select`),
+    a variant standing for a method."""
+    return [
+        {"method": recipe["variant"], "recipe": key, "seed": seed, "dev": dev}
+        for key, recipe in recipes.items()
+        for seed, dev in recipe["dev"].items()
+    ]
+
+
 def selected_recipes(recipes: dict[str, dict], selection_seeds: list[int]) -> dict[str, dict]:
-    """Per variant, the recipe with the best mean dev over the selection seeds (recipes
-    lacking one of those seeds are not candidates), among those tested on ≥ 1 seed."""
-    best: dict[str, dict] = {}
-    for recipe in recipes.values():
-        if not all(seed in recipe["dev"] for seed in selection_seeds):
-            continue
-        score = sum(recipe["dev"][s] for s in selection_seeds) / len(selection_seeds)
-        current = best.get(recipe["variant"])
-        if current is None or score > current["selection_dev"]:
-            best[recipe["variant"]] = {**recipe, "selection_dev": score}
-    return best
+    """Per variant, the recipe ``sts-search`` picks: the best mean dev over the selection
+    seeds (recipes lacking one of those seeds are not candidates; a tie goes to the recipe
+    met first), with that mean as ``selection_dev``."""
+    records = dev_records(recipes)
+    runs = {key: [r for r in records if r["recipe"] == key] for key in recipes}
+    return {
+        variant: {**recipes[key], "selection_dev": selection_dev(runs[key], selection_seeds)}
+        for variant, key in method_picks(records, selection_seeds).items()
+    }
 
 
 def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, list]:

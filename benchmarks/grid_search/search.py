@@ -28,6 +28,7 @@ from grid_search.cells import (
     describe,
     first_stage,
 )
+from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
 
 #: the script whose ``--worker cell`` trains one cell in a fresh process
@@ -386,10 +387,14 @@ def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     selections = []
     for method in args.methods:
         grid = grid_cells(args, method, args.select_seeds)
-        dev = {recipe[0].recipe_key: [search.dev_score(c) for c in recipe] for recipe in grid}
+        records = [
+            {"method": method, "recipe": index, "seed": cell.seed, "dev": search.dev_score(cell)}
+            for index, recipe in enumerate(grid)
+            for cell in recipe
+        ]
         if args.grid_only:
             continue
-        best = max(grid, key=lambda recipe: sum(dev[recipe[0].recipe_key]))
+        best = grid[method_picks(records, args.select_seeds)[method]]  # sts-search's choice
         chosen = [replace(best[0], seed=seed) for seed in args.seeds]
         tests = [search.test_score(c) for c in chosen]
         selection = {"method": method, "variant": best[0].variant, "recipe": best[0].recipe_key}

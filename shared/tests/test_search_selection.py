@@ -72,6 +72,24 @@ def test_the_test_table_never_changes_a_pick() -> None:
         assert overall_pick(shuffled, picks, 0) == "b1"
 
 
+def test_several_selection_seeds_pick_by_the_mean_dev_of_recipes_trained_on_all() -> None:
+    means = {
+        recipe: statistics.fmean(dev for dev, _ in seeds.values())
+        for recipes in TABLE.values()
+        for recipe, seeds in recipes.items()
+    }
+    assert means == {"a1": 81.5, "a2": 79.5, "b1": 80.5, "b2": 81.5}
+    picks = method_picks(records(), [0, 1])
+    assert picks == {"A": "a1", "B": "b2"}
+    assert overall_pick(records(), picks, [0, 1]) == "a1"  # tied at 81.5: A is listed first
+    assert overall_pick(records(), {"B": "b2", "A": "a1"}, (0, 1)) == "b2"
+    # a recipe lacking one of the seeds is no candidate
+    partial = [r for r in records() if (r["recipe"], r["seed"]) != ("a1", 1)]
+    assert method_picks(partial, [0, 1]) == {"A": "a2", "B": "b2"}
+    assert method_picks(records(), [0]) == method_picks(records(), 0)
+    assert method_picks(records(), []) == {}
+
+
 def test_a_tie_goes_to_the_recipe_first_in_the_grid() -> None:
     tied = [
         {"method": "A", "recipe": "first", "seed": 0, "dev": 70.0},

@@ -33,13 +33,23 @@ def dev_at(records: Sequence[Record], seed: int) -> float | None:
     return None
 
 
-def method_picks(records: Iterable[Record], selection_seed: int) -> dict[str, str]:
+def selection_dev(runs: Sequence[Record], seeds: int | Sequence[int]) -> float | None:
+    """The mean dev score of the runs trained with ``seeds`` (one seed: its dev score);
+    None unless every one of those seeds has a run with a dev score."""
+    devs = [dev_at(runs, seed) for seed in ([seeds] if isinstance(seeds, int) else seeds)]
+    if not devs or None in devs:
+        return None
+    return statistics.fmean(devs)  # type: ignore[arg-type]
+
+
+def method_picks(records: Iterable[Record], selection_seed: int | Sequence[int]) -> dict[str, str]:
     """Method → the key of its recipe with the highest dev score at ``selection_seed``
-    (a tie goes to the recipe met first, i.e. first in the grid's order). Methods without
+    (several seeds: the highest mean over them, among the recipes trained on all of them;
+    a tie goes to the recipe met first, i.e. first in the grid's order). Methods without
     a record at that seed have no pick."""
     picks: dict[str, tuple[float, str]] = {}
     for key, runs in recipes_of(records).items():
-        dev = dev_at(runs, selection_seed)
+        dev = selection_dev(runs, selection_seed)
         if dev is None:
             continue
         method = runs[0]["method"]
@@ -49,14 +59,14 @@ def method_picks(records: Iterable[Record], selection_seed: int) -> dict[str, st
 
 
 def overall_pick(
-    records: Iterable[Record], picks: Mapping[str, str], selection_seed: int
+    records: Iterable[Record], picks: Mapping[str, str], selection_seed: int | Sequence[int]
 ) -> str | None:
-    """The method pick with the highest dev score at ``selection_seed`` (a tie: the method
-    listed first in ``picks``); None when there are no picks."""
+    """The method pick with the highest dev score at ``selection_seed`` (several seeds: the
+    mean; a tie: the method listed first in ``picks``); None when there are no picks."""
     runs = recipes_of(records)
     best: tuple[float, str] | None = None
     for key in picks.values():
-        dev = dev_at(runs[key], selection_seed)
+        dev = selection_dev(runs[key], selection_seed)
         if dev is not None and (best is None or dev > best[0]):
             best = (dev, key)
     return None if best is None else best[1]
