@@ -200,3 +200,48 @@ def test_bad_inputs_stop_in_one_line_before_any_folder_is_written(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and all(text in err[0] for text in expected), err
         assert not out.exists()
+
+
+def test_the_seven_sts_tasks_score_the_pick_as_the_papers_do(
+    tiny_bert_dir: Path, sts_data_dir: Path, tmp_path: Path
+) -> None:
+    """``--test sts-tasks``: the pick scored on STS12–16, STS-B test and SICK-R test of the
+    data folder, each task's Spearman over all its pairs ('all'), the test score their
+    mean; recomputed here for two tasks with scipy from the saved model."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.evaluation.sts import load_task_pairs
+    from sts_core.names import STS_TASKS
+
+    train = write_table(tmp_path / "train.csv", 16, 0)
+    dev = write_table(tmp_path / "dev.csv", 16, 1)
+    out = tmp_path / "search"
+    argv = [
+        "--train", str(train), "--dev", str(dev), "--test", "sts-tasks",
+        "--data-dir", str(sts_data_dir), "--model", str(tiny_bert_dir),
+        "--output-dir", str(out), "--methods", "core", "--batch-size", str(BATCH),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    (cell,) = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"]
+    metrics = json.loads((Path(cell["folder"]) / "test.json").read_text())["metrics"]
+    tasks = [metrics[f"test_{task}_spearman"] for task in STS_TASKS]
+    assert len(tasks) == 7
+    assert cell["test"] == metrics["test_spearman"]
+    assert abs(cell["test"] - statistics.fmean(tasks)) < 1e-9
+    encoder = SentenceEncoder.from_pretrained(str(Path(cell["folder"]) / "model"))
+    for task in ("sts16", "stsb"):
+        pairs = load_task_pairs(task, "senteval", "senteval", sts_data_dir)
+        u, v = (
+            encoder.encode(list(pairs[side]), batch_size=64, show_progress_bar=False)
+            for side in ("sentence1", "sentence2")
+        )
+        cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+        expected = 100 * spearmanr(cosine, pairs["score"]).statistic
+        # float32 embeddings batched otherwise: a near-tie of the tiny model may swap ranks
+        assert abs(metrics[f"test_{task}_spearman"] - expected) < 1e-3
+    # without the benchmark files: refused before any cell trains
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    argv[argv.index(str(sts_data_dir))] = str(empty)
+    argv[argv.index(str(out))] = str(tmp_path / "other")
+    assert main(argv) == 2
+    assert not (tmp_path / "other").exists()

@@ -67,6 +67,10 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"jobs": 0}, "--jobs needs a positive number"),
         ({"retrain": "all"}, "--retrain is picks or best"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
+        (
+            {"test": "sts-tasks", "task": "ranking"},
+            "--test sts-tasks scores the seven STS tasks: it needs --task sts, not ranking",
+        ),
     ],
 )
 def test_each_bad_option_is_refused_with_its_name(tmp_path: Path, changes, message) -> None:

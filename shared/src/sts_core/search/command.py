@@ -60,7 +60,13 @@ def make_parser() -> argparse.ArgumentParser:
         "registry names or hub ids, as train_datasets takes them",
     )
     add("--dev", required=True, metavar="TABLE", help="the dev table: chooses everything")
-    add("--test", metavar="TABLE", help="a test table, scored for the picks only, after selection")
+    add(
+        "--test",
+        metavar="TABLE",
+        help="a test table, scored for the picks only, after selection; 'sts-tasks': the "
+        "seven STS tasks of --data-dir (STS12-16, STS-B test, SICK-R test; SentEval "
+        "protocol, 'all'), the test score their mean",
+    )
     add("--model", required=True, help="the model to start from (a folder or a hub id)")
     add(
         "--output-dir", required=True, type=Path, help="the search's folder (new, empty or its own)"

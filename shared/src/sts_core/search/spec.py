@@ -33,6 +33,11 @@ TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
 
 IDENTITY_FILE = "search.json"
 
+#: ``--test`` name of the seven STS tasks (STS12–16, STS-B test, SICK-R test) from the
+#: data folder, scored as the papers do (SentEval protocol, 'all' aggregation); the test
+#: score is their average
+STS_TASKS_TEST = "sts-tasks"
+
 
 @dataclass
 class SearchSpec:
@@ -76,6 +81,11 @@ class SearchSpec:
         if self.metric not in metrics:
             raise SearchError(
                 f"--metric {self.metric!r} is not a {self.task} metric ({', '.join(metrics)})"
+            )
+        if self.test == STS_TASKS_TEST and self.task != "sts":
+            raise SearchError(
+                f"--test {STS_TASKS_TEST} scores the seven STS tasks: it needs --task sts, "
+                f"not {self.task}"
             )
         if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
             raise SearchError(f"--score-range needs LOW < HIGH, got {self.score_range}")

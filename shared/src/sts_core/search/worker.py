@@ -27,7 +27,7 @@ from sts_core.search.cells import (
     read_json,
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
-from sts_core.search.spec import fingerprint
+from sts_core.search.spec import STS_TASKS_TEST, fingerprint
 
 #: ``sts-train``'s exit status for a run that diverged (2: a bad input)
 DIVERGED = 1
@@ -47,6 +47,8 @@ def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_
             table, split, data_dir=scoring.get("data_dir"), columns=scoring.get("eval_columns")
         )[1]
 
+    if reference == STS_TASKS_TEST:
+        return SevenTasksEvaluator(scoring.get("data_dir"), name)
     dataset = load(reference, default_split)
     task = scoring["task"]
     if task == "classification":
@@ -55,6 +57,28 @@ def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_
     if task == "ranking":
         return RankingEvaluator(dataset, name=name, source=reference)
     return PairEvaluator(dataset, name, cosine_scorer, source=reference)
+
+
+class SevenTasksEvaluator:
+    """``--test sts-tasks``: the seven STS tasks of the data folder under the SentEval
+    protocol ('all' aggregation, as the papers report them), read and checked when built.
+    Metrics: each task's Spearman and Pearson × 100 (``test_sts12_spearman``, …) and their
+    averages (``test_spearman``, ``test_pearson``)."""
+
+    def __init__(self, data_dir: str | None, name: str) -> None:
+        from sts_core.evaluation import STSEvaluator
+
+        self.name = name
+        self.evaluator = STSEvaluator(data_dir=data_dir, show_progress_bar=False)
+
+    def __call__(self, encoder: Any) -> dict[str, float]:
+        report = self.evaluator.evaluate(encoder)
+        metrics = {}
+        for metric in ("spearman", "pearson"):
+            for task, result in report.results.items():
+                metrics[f"{self.name}_{task}_{metric}"] = getattr(result, metric)["all"]
+            metrics[f"{self.name}_{metric}"] = report.average("all", metric)
+        return metrics
 
 
 def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, dict[str, float]]:
