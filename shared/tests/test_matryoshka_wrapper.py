@@ -2,7 +2,7 @@
 class it builds takes the base's columns, label kind and checks, passes the config and the
 model on, normalises each row at each width, logs the widest width's own parts, and its
 name, description, saved settings and messages read as written (found by the mutation
-pass: ``benchmarks/results/mutation/followup/``)."""
+pass of commit 3651ea2, in the git history of ``benchmarks/results/mutation/``)."""
 
 from __future__ import annotations
 

@@ -87,6 +87,11 @@ def test_the_default_metric_follows_the_task(tmp_path: Path) -> None:
     assert spec(tmp_path, task="ranking").metric == "map"
 
 
+def test_the_seven_sts_tasks_are_a_test_of_the_sts_task(tmp_path: Path) -> None:
+    assert spec(tmp_path, test="sts-tasks", metric="pearson").test == "sts-tasks"
+    assert spec(tmp_path, test="sts-tasks").metric == "spearman"
+
+
 def test_set_and_grid_values_are_read_as_yaml() -> None:
     assert parse_settings(["pooling=cls", "warmup_steps=0.1"], "--set") == {
         "pooling": "cls",
