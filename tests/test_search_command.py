@@ -121,6 +121,41 @@ def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
     assert len(err) == 1 and "holds another search's cells" in err[0] and "dev" in err[0]
 
 
+def test_a_step_budget_every_picks_seeds_and_a_time_limit(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """``--max-steps`` bounds every cell; ``--retrain picks`` (the default) trains every
+    method's pick on the other seeds; a search extended under ``--time-limit 0`` starts no
+    cell and its report lists the ones it did not run."""
+    train = write_table(tmp_path / "train.csv", TRAIN_PAIRS, 0)
+    dev = write_table(tmp_path / "dev.csv", 24, 1)
+    out = tmp_path / "search"
+    argv = [
+        "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
+        "--output-dir", str(out), "--methods", "core", "cosent", "--learning-rate", "1e-4",
+        "--seeds", "0", "1", "--batch-size", str(BATCH), "--max-steps", "2",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert len(trained_lines(capsys.readouterr().out)) == 4  # 2 grid cells, each pick's seed 1
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert {c["steps"] for c in results["cells"]} == {2}  # not ⌈48/8⌉ = 6
+    assert sorted((c["method"], c["seed"]) for c in results["cells"]) == [
+        ("core", 0), ("core", 1), ("cosent", 0), ("cosent", 1),
+    ]  # fmt: skip
+    assert results["not_run"] == []
+    extended = [*argv, "--time-limit", "0"]
+    extended[extended.index("1e-4") + 1 : extended.index("1e-4") + 1] = ["1e-3"]
+    assert main(extended) == 0
+    assert trained_lines(capsys.readouterr().out) == []
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert sorted(results["not_run"]) == [
+        f"{m} | epochs 1 | lr 0.001 | seed 0 (time limit)" for m in ("core", "cosent")
+    ]
+    report = (out / "search.md").read_text(encoding="utf-8")
+    assert "## Not run (started again, the search trains them)" in report
+    assert "- core | epochs 1 | lr 0.001 | seed 0 (time limit)" in report
+
+
 def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     tiny_bert_dir: Path, tmp_path: Path, capsys
 ) -> None:
