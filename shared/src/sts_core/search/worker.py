@@ -62,8 +62,10 @@ def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_
 class SevenTasksEvaluator:
     """``--test sts-tasks``: the seven STS tasks of the data folder under the SentEval
     protocol ('all' aggregation, as the papers report them), read and checked when built.
-    Metrics: each task's Spearman and Pearson × 100 (``test_sts12_spearman``, …) and their
-    averages (``test_spearman``, ``test_pearson``)."""
+    Metrics: each task's Spearman and Pearson × 100 over all its pairs
+    (``test_sts12_spearman``, …) and their averages (``test_spearman``, ``test_pearson``);
+    the same for the mean over a task's subsets weighted by their size
+    (``test_sts12_spearman_wmean``, ``test_spearman_wmean``: within-subset ranking only)."""
 
     def __init__(self, data_dir: str | None, name: str) -> None:
         from sts_core.evaluation import STSEvaluator
@@ -77,7 +79,9 @@ class SevenTasksEvaluator:
         for metric in ("spearman", "pearson"):
             for task, result in report.results.items():
                 metrics[f"{self.name}_{task}_{metric}"] = getattr(result, metric)["all"]
+                metrics[f"{self.name}_{task}_{metric}_wmean"] = getattr(result, metric)["wmean"]
             metrics[f"{self.name}_{metric}"] = report.average("all", metric)
+            metrics[f"{self.name}_{metric}_wmean"] = report.average("wmean", metric)
         return metrics
 
 
@@ -130,13 +134,14 @@ def train(folder: Path) -> int:
         if status != 0:
             return status
         steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
+    trained = time.perf_counter()
     scoring = cell["scoring"]
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
     try:
         dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
-        return finish(folder, start, steps, {}, error=" ".join(str(error).split()))
-    return finish(folder, start, steps, dev_metrics, dev=dev)
+        return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
+    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
 
 
 def finish(
@@ -146,13 +151,18 @@ def finish(
     dev_metrics: dict[str, float],
     dev: float | None = None,
     error: str | None = None,
+    trained: float | None = None,
 ) -> int:
     """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
-    model the scorer cannot score is a finished cell that is never picked)."""
+    model the scorer cannot score is a finished cell that is never picked); ``seconds``
+    from the training's start to now, ``train_seconds`` to ``trained`` (the model saved,
+    before the dev scoring; a diverged run: now)."""
+    now = time.perf_counter()
     result: dict[str, Any] = {
         "dev": dev,
         "dev_metrics": dev_metrics,
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": round(now - start, 1),
+        "train_seconds": round((now if trained is None else trained) - start, 1),
         "steps": steps,
         **peak_memory(),
     }
