@@ -213,6 +213,20 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     assert np.abs(saved.encode([r["sentence1"] for r in rows]) - expected).max() < 1e-6
     assert abs(cell["dev"] - cosine_spearman(Path(cell["folder"]) / "model", dev)) < 1e-6
 
+    # sts-train's data options make the peer's pairs too: 8 of the 16 rows, 2 steps of 4
+    fewer = [*argv, "--score-range", "0", "5", "--set", "max_train_samples=8"]
+    fewer[fewer.index(str(out))] = str(tmp_path / "fewer")
+    assert main(fewer) == 0
+    capsys.readouterr()
+    results = json.loads((tmp_path / "fewer" / "results.json").read_text(encoding="utf-8"))
+    assert results["cells"][0]["steps"] == 2
+    fewer[fewer.index("max_train_samples=8")] = "max_train_samples=0"
+    fewer[fewer.index(str(tmp_path / "fewer"))] = str(tmp_path / "none")
+    assert main(fewer) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--methods st:cosine" in err[0] and "max_train_samples" in err[0], err
+    assert not (tmp_path / "none").exists()
+
 
 def test_bad_inputs_stop_in_one_line_before_any_folder_is_written(
     tiny_bert_dir: Path, tmp_path: Path, capsys

@@ -25,11 +25,9 @@ PEER_LOSSES: dict[str, tuple[str, bool]] = {
     "angle": ("AnglELoss", False),
     "cosine": ("CosineSimilarityLoss", True),
 }
-#: recipe keys a peer cell reads itself (the others must be training arguments)
-PEER_KEYS = frozenset(
-    {"model_name_or_path", "train_datasets", "columns", "data_dir", "score_range", "loss",
-     "eval_dataset", "pooling", "max_seq_length", "output_dir"}
-)  # fmt: skip
+#: recipe keys a peer cell reads itself, besides ``sts-train``'s data options (the others
+#: must be training arguments)
+PEER_KEYS = frozenset({"model_name_or_path", "loss", "pooling", "max_seq_length", "output_dir"})
 
 
 def peers_installed() -> bool:
@@ -65,40 +63,38 @@ def _argument_names() -> set[str]:
     return {f.name for f in fields(SentenceTransformerTrainingArguments)}
 
 
+def _data_option_names() -> set[str]:
+    from sts_core.training.config import DataArguments
+
+    return {f.name for f in fields(DataArguments)}
+
+
 def check_peer_recipe(recipe: dict[str, Any], entry: str) -> None:
-    """Before any training: every key is one a peer cell reads or a training argument, and
-    the training tables load."""
-    unknown = sorted(set(recipe) - PEER_KEYS - _argument_names())
+    """Before any training: every key is one a peer cell reads, an ``sts-train`` data
+    option or a training argument, and the training tables load."""
+    unknown = sorted(set(recipe) - PEER_KEYS - _data_option_names() - _argument_names())
     if unknown:
         raise SearchError(
             f"--methods {entry}: {', '.join(unknown)} is not a sentence-transformers "
             "training argument (leave the peer out, or the key)"
         )
-    training_table(recipe)
+    try:
+        training_table(recipe)
+    except ValueError as error:  # a data option's value, a table's content
+        raise SearchError(f"--methods {entry}: {' '.join(str(error).split())}") from None
 
 
 def training_table(recipe: dict[str, Any]) -> Any:
-    """The training pairs as the peer reads them: ``sentence1``, ``sentence2``, ``score``
-    (scaled to 0–1 by ``score_range`` when given), the tables concatenated."""
-    from datasets import concatenate_datasets
+    """The training pairs as ``sts-train`` makes them from the recipe's data options
+    (``train_datasets``, ``columns``, ``filter_test_overlap``, ``score_range`` — scaled to
+    0–1 —, ``max_train_samples`` with the cell's seed, …): ``sentence1``, ``sentence2``,
+    ``score``, so a peer cell trains on the pairs the methods' cells train on."""
+    from sts_core.training.config import DataArguments
+    from sts_core.training.data import build_train_dataset
 
-    from sts_core.data import load_reference
-
-    tables = [
-        load_reference(
-            reference,
-            "train",
-            data_dir=recipe.get("data_dir"),
-            sick_to_sts_scale=True,
-            columns=recipe.get("columns"),
-        )[1].select_columns(["sentence1", "sentence2", "score"])
-        for reference in recipe["train_datasets"]
-    ]
-    data = concatenate_datasets(tables)
-    if recipe.get("score_range"):
-        low, high = recipe["score_range"]
-        data = data.map(lambda row: {"score": (row["score"] - low) / (high - low)})
-    return data
+    options = {k: v for k, v in recipe.items() if k in _data_option_names()}
+    train, _ = build_train_dataset(DataArguments(**options), recipe.get("seed", 42))
+    return train.select_columns(["sentence1", "sentence2", "score"])
 
 
 def train_peer(recipe: dict[str, Any], model_dir: Path) -> int:
