@@ -68,6 +68,11 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"retrain": "all"}, "--retrain is picks or best"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
         (
+            {"dev": "sts-tasks"},
+            "--dev sts-tasks: the seven STS tasks are test sets, never chosen on; give a dev "
+            "table (e.g. stsb:dev) and --test sts-tasks",
+        ),
+        (
             {"test": "sts-tasks", "task": "ranking"},
             "--test sts-tasks scores the seven STS tasks: it needs --task sts, not ranking",
         ),

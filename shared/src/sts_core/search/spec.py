@@ -82,6 +82,11 @@ class SearchSpec:
             raise SearchError(
                 f"--metric {self.metric!r} is not a {self.task} metric ({', '.join(metrics)})"
             )
+        if self.dev == STS_TASKS_TEST:
+            raise SearchError(
+                f"--dev {STS_TASKS_TEST}: the seven STS tasks are test sets, never chosen on; "
+                "give a dev table (e.g. stsb:dev) and --test sts-tasks"
+            )
         if self.test == STS_TASKS_TEST and self.task != "sts":
             raise SearchError(
                 f"--test {STS_TASKS_TEST} scores the seven STS tasks: it needs --task sts, "
