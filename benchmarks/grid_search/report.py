@@ -14,7 +14,7 @@ import quality
 
 from grid_search import levers
 from grid_search.cells import COST_KEYS, SEARCH_METHODS
-from sts_core.search.select import method_picks, selection_dev
+from sts_core.search.select import method_picks, recipes_of, selection_dev
 
 
 def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
@@ -107,7 +107,7 @@ def selected_recipes(recipes: dict[str, dict], selection_seeds: list[int]) -> di
     seeds (recipes lacking one of those seeds are not candidates; a tie goes to the recipe
     met first), with that mean as ``selection_dev``."""
     records = dev_records(recipes)
-    runs = {key: [r for r in records if r["recipe"] == key] for key in recipes}
+    runs = recipes_of(records)
     return {
         variant: {**recipes[key], "selection_dev": selection_dev(runs[key], selection_seeds)}
         for variant, key in method_picks(records, selection_seeds).items()
