@@ -298,14 +298,12 @@ def load_training_data() -> tuple[Any, Any]:
 def build_evaluator(eval_pairs: int) -> Any:
     """The seven tasks; every k-th pair of each when ``eval_pairs`` caps their size."""
     from sts_core.evaluation import STSEvaluator
-    from sts_core.evaluation.sts import load_task_pairs
+    from sts_core.evaluation.sts import load_task_pairs, spread_sample
 
     datasets = {}
     for task in TASKS:
         pairs = load_task_pairs(task, "senteval", "senteval", common.data_dir())
-        if eval_pairs and len(pairs) > eval_pairs:
-            pairs = pairs.select(range(0, len(pairs), math.ceil(len(pairs) / eval_pairs)))
-        datasets[task] = pairs
+        datasets[task] = spread_sample(pairs, eval_pairs)  # as sts-search's --eval-pairs
     return STSEvaluator(tasks=TASKS, datasets=datasets, batch_size=64, show_progress_bar=False)
 
 

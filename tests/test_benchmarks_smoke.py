@@ -276,8 +276,6 @@ def test_gpu_options_flops_peak_and_refusals() -> None:
     assert gpu.stem_name("train", "cpu") == "train"
     import argparse
 
-    import torch
-
     if not torch.cuda.is_available():
         for argv in (["--device", "cuda"], ["--dtype", "bf16"]):
             parser = argparse.ArgumentParser()
@@ -486,7 +484,6 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         "--learning-rate",
         "1e-5",
         "3e-5",
-        "--in-process",  # an interpreter start per cell is the teacher test's
         "--methods",
         "ours-cosine_mse",
         "st-cosine",
@@ -495,9 +492,21 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         "--soup",
     ]
     first = run_script("quality_search", *arguments)
-    assert first.count("  train ") == 6  # 2 methods × (2 recipes on seed 0 + seed 1 of one)
+    # sts-search trains both: 2 methods × (2 recipes on seed 0 + seed 1 of one)
+    assert first.count("  training ") == 6 and "  train " not in first
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     cells = cells["cells"]
+    searches = {
+        name: json.loads((tmp_path / "weights" / cell["search_cell"]).parents[1].joinpath(
+            "search.json").read_text("utf-8"))
+        for name, cell in cells.items() if "search_cell" in cell
+    }  # fmt: skip
+    assert len(searches) == 6  # every trained cell is an sts-search cell
+    for identity in searches.values():  # the benchmark's inputs, as a user gives them
+        assert identity["train"] == [{"reference": "stsb"}, {"reference": "sickr"}]
+        assert identity["dev"] == {"reference": "stsb:dev"} and identity["eval_pairs"] == 40
+        assert identity["settings"]["filter_test_overlap"] is True
+        assert identity["settings"]["max_train_samples"] == 64
     for method in ("ours-cosine_mse [weight_averaging=uniform]", "st-cosine"):
         grid = {lr: cells[f"{method} | epochs 1 | lr {lr} | seed 0"] for lr in ("1e-05", "3e-05")}
         chosen = max(grid, key=lambda lr: grid[lr]["dev"])
@@ -513,25 +522,31 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
     assert "| seconds | steps | peak MiB |" in markdown
     assert "weight_averaging=uniform" in markdown
     again = run_script("quality_search", *arguments)  # every cell is kept: nothing trains
-    assert "  train " not in again
+    assert "  train" not in again and "sts-search:" not in again
 
 
 @needs_benchmark_data
 def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
     tmp_path: Path,
 ) -> None:
+    from argparse import Namespace
+
+    from grid_search.via_search import model_state
+
+    from sts_core.encoder import SentenceEncoder
+
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
-    run_script(
-        "quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup", "--in-process"
-    )
+    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup")
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
-    assert 0 < soup["test"]["avg"] <= 100  # the seeds' weights reloaded, averaged, scored
-    saved_cells = sorted(weights.glob("*.pt"))
-    assert len(saved_cells) == 2  # seeds 0 and 1
-    for saved in saved_cells:  # the regression head is not kept with the encoder
-        assert not [k for k in torch.load(saved, weights_only=True) if k.startswith("regression.")]
+    assert 0 < soup["test"]["avg"] <= 100  # the seeds' models reloaded, averaged, scored
+    runs = [cells["cells"][f"ours-smooth_k2 | epochs 1 | lr 2e-05 | seed {s}"] for s in (0, 1)]
+    for run in runs:  # the regression head saved with the model is left out of the soup
+        saved = SentenceEncoder.from_pretrained(str(weights / run["search_cell"] / "model"))
+        assert [k for k in saved.state_dict() if k.startswith("regression.")]
+        state = model_state(Namespace(weights_dir=str(weights)), run)
+        assert state and not [k for k in state if k.startswith("regression.")]
 
 
 @needs_benchmark_data

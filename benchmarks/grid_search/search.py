@@ -28,6 +28,7 @@ from grid_search.cells import (
     describe,
     first_stage,
 )
+from grid_search.via_search import model_state, run_method, searched_row
 from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
 
@@ -158,10 +159,10 @@ class Scorer:
 
     def __init__(self, args: argparse.Namespace) -> None:
         from sts_core.data import load_named
+        from sts_core.evaluation.sts import spread_sample
 
         self.dev = load_named("stsb", "dev", common.data_dir())
-        if args.eval_pairs:
-            self.dev = self.dev.select(range(min(len(self.dev), args.eval_pairs)))
+        self.dev = spread_sample(self.dev, args.eval_pairs)  # as sts-search's --eval-pairs
         self.eval_pairs = args.eval_pairs
         self._test = None
 
@@ -266,6 +267,12 @@ class Search:
 
     def test_score(self, cell: Cell) -> dict[str, float]:
         self.dev_score(cell)
+        record = self.store.cells[cell.key]
+        if "test" not in record and "search_cell" in record:
+            raise common.BenchmarkError(
+                f"{self.store.path}: cell {cell.key!r} was trained by sts-search, which did "
+                "not score it on the test tasks (not its pick): run the search again"
+            )
         if "test" not in self.store.cells[cell.key]:
             encoder = self.encoder_of(cell)  # may train again: the record is replaced
             scores = self.scorer.test_scores(encoder)
@@ -274,9 +281,40 @@ class Search:
             print(f"    test avg {scores['avg']:.2f} ({cell.key})", flush=True)
         return self.store.cells[cell.key]["test"]
 
+    def state_of(self, cell: Cell) -> dict[str, Any]:
+        """A trained cell's embedding weights: from its ``sts-search`` model, else from
+        the weights file the benchmark saved."""
+        import torch
+
+        record = self.store.cells[cell.key]
+        if "search_cell" in record:
+            return model_state(self.args, record)
+        path = self.store.weights_path(cell)
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    def complete(self, grid: list[list[Cell]]) -> bool:
+        """Whether the cells file holds every result of the method's search already: the
+        grid's dev scores, the pick's test scores on every seed (unless ``--grid-only``),
+        its soup (with ``--soup``); then nothing is trained, not even by ``sts-search``."""
+        cells = [cell for recipe in grid for cell in recipe]
+        if any("dev" not in (self.stored(cell.key) or {}) for cell in cells):
+            return False
+        if self.args.grid_only:
+            return True
+        records = [
+            {"method": c.method, "recipe": i, "seed": c.seed, "dev": self.stored(c.key)["dev"]}
+            for i, recipe in enumerate(grid)
+            for c in recipe
+        ]
+        best = grid[method_picks(records, self.args.select_seeds)[grid[0][0].method]][0]
+        chosen = [replace(best, seed=seed) for seed in self.args.seeds]
+        if any("test" not in (self.stored(c.key) or {}) for c in chosen):
+            return False
+        soup = f"soup of {len(chosen)} seeds | {best.recipe_key}"
+        return not (self.args.soup and len(chosen) > 1 and self.stored(soup) is None)
+
     def soup(self, cells: list[Cell]) -> dict[str, Any]:
         """The uniform average of the cells' weights, scored on dev and test."""
-        import torch
 
         from sts_core.training.averaging import average_state_dicts
 
@@ -286,10 +324,7 @@ class Search:
             return stored
         for cell in cells:
             self.dev_score(cell)  # trains it if needed
-        states = [
-            torch.load(self.store.weights_path(c), map_location="cpu", weights_only=True)
-            for c in cells
-        ]
+        states = [self.state_of(c) for c in cells]
         encoder = quality.load_ours(recipe_of(self.args, cells[0]))
         load_weights(encoder, average_state_dicts(states, [c.key for c in cells]), key)
         record = {
@@ -387,6 +422,13 @@ def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     selections = []
     for method in args.methods:
         grid = grid_cells(args, method, args.select_seeds)
+        settings = grid[0][0].settings
+        if searched_row(args, method, settings) and not search.complete(grid):
+            for cell, record in run_method(args, method, settings):  # sts-search trains it
+                if record.get("teacher"):
+                    print(f"    teacher labels: {record['teacher']}", flush=True)
+                search.store.cells[cell.key] = record
+                search.store.save(cell.key)
         records = [
             {"method": method, "recipe": index, "seed": cell.seed, "dev": search.dev_score(cell)}
             for index, recipe in enumerate(grid)

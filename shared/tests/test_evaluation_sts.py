@@ -331,3 +331,19 @@ def test_the_pair_similarity_evaluators_defaults():
     evaluator = PairEvaluator(toy_pairs(6, 1))
     assert (evaluator.name, evaluator.batch_size) == ("stsb_dev", 64)
     assert PairEvaluator(toy_pairs(6, 1), batch_size=5).batch_size == 5
+
+
+def test_spread_sample_keeps_every_kth_row_from_the_first() -> None:
+    """At most ``limit`` rows, k = ceil(n / limit): n 10 → limit 4: k 3 (0 3 6 9); limit 3:
+    k 4 (0 4 8); limit 9: k 2; a limit not below n, None or 0: the table itself."""
+    from datasets import Dataset
+
+    from sts_core.evaluation.sts import spread_sample
+
+    table = Dataset.from_dict({"i": list(range(10))})
+    assert spread_sample(table, 4)["i"] == [0, 3, 6, 9]
+    assert spread_sample(table, 3)["i"] == [0, 4, 8]
+    assert spread_sample(table, 9)["i"] == [0, 2, 4, 6, 8]
+    assert spread_sample(table, 1)["i"] == [0]
+    for limit in (10, 11, None, 0):
+        assert spread_sample(table, limit) is table

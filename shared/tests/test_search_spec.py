@@ -67,6 +67,13 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"jobs": 0}, "--jobs needs a positive number"),
         ({"retrain": "all"}, "--retrain is picks or best"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
+        ({"threads": 0}, "--threads needs a positive number"),
+        ({"eval_pairs": 0}, "--eval-pairs needs a positive number"),
+        (
+            {"eval_pairs": 10, "task": "ranking"},
+            "--eval-pairs keeps every k-th pair, which would split a ranking set's queries: "
+            "it is for --task sts and classification",
+        ),
         (
             {"dev": "sts-tasks"},
             "--dev sts-tasks: the seven STS tasks are test sets, never chosen on; give a dev "
@@ -175,6 +182,7 @@ def test_a_folder_of_another_search_or_of_other_files_is_refused(tmp_path: Path)
         {"score_range": [0, 5]},
         {"data_dir": "elsewhere"},
         {"metric": "pearson"},
+        {"eval_pairs": 40},
     ],
     ids=lambda changes: next(iter(changes)),
 )
@@ -284,6 +292,8 @@ def test_a_cell_folder_describing_another_cell_is_an_error(tmp_path: Path) -> No
 
 def test_cpu_slots_split_the_threads_and_gpu_slots_take_a_device_each() -> None:
     assert slots(2, [], cpus=8) == [Slot(4), Slot(4)]
+    assert slots(2, [], cpus=8, threads=1) == [Slot(1), Slot(1)]  # --threads: as asked
+    assert slots(1, [], cpus=8, threads=3) == [Slot(3)]
     assert slots(3, [], cpus=2) == [Slot(1)] * 3
     assert slots(2, ["0", "1", "2"], cpus=8) == [Slot(4, "0"), Slot(4, "1")]
     assert Slot(4, "1").environment()["CUDA_VISIBLE_DEVICES"] == "1"
@@ -467,3 +477,71 @@ def test_the_scorer_reads_renamed_columns_and_selects_the_named_metric(
     cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
     assert score == pytest.approx(100 * pearsonr(cosine, [4.0, 1.0, 3.0]).statistic, abs=1e-4)
     assert score == metrics["dev_pearson"] != metrics["dev_spearman"]
+
+
+def test_an_identity_without_eval_pairs_is_the_one_folders_recorded_before_it(
+    tmp_path: Path,
+) -> None:
+    assert "eval_pairs" not in spec(tmp_path).identity()  # a folder of an earlier version resumes
+    assert spec(tmp_path, eval_pairs=40).identity()["eval_pairs"] == 40
+
+
+def test_eval_pairs_scores_every_kth_pair_of_the_dev_and_test_tables(tmp_path: Path) -> None:
+    from sts_core.evaluation.pair_tasks import PairClassificationEvaluator
+    from sts_core.search.worker import table_evaluator
+
+    scored = tmp_path / "scored.csv"
+    rows = [f"a {i},b {i},{i}" for i in range(10)]
+    scored.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    scoring = {"task": "sts", "dev": str(scored), "eval_pairs": 4}
+    sts = table_evaluator(scoring, str(scored), "dev", "dev")
+    assert list(sts.gold) == [0.0, 3.0, 6.0, 9.0]  # k = ceil(10 / 4) = 3, from the first
+    scoring["eval_pairs"] = 5
+    assert list(table_evaluator(scoring, str(scored), "dev", "dev").gold) == [0, 2, 4, 6, 8]
+    scoring["eval_pairs"] = 10  # not below n: every pair
+    assert len(table_evaluator(scoring, str(scored), "dev", "dev").gold) == 10
+    labelled = tmp_path / "labelled.csv"
+    rows = [f"a {i},b {i},{i // 2 % 2}" for i in range(6)]  # 0 0 1 1 0 0
+    labelled.write_text("sentence1,sentence2,label\n" + "\n".join(rows) + "\n", "utf-8")
+    scoring = {"task": "classification", "dev": str(labelled), "eval_pairs": 3}
+    test = table_evaluator(scoring, str(labelled), "test", "test")
+    assert isinstance(test, PairClassificationEvaluator)
+    assert list(test.labels) == [0, 1, 0] and list(test.threshold_labels) == [0, 1, 0]
+
+
+def test_eval_pairs_caps_each_of_the_seven_tasks(monkeypatch) -> None:
+    """``--test sts-tasks --eval-pairs N``: each task's pairs every k-th, as the benchmark's
+    smoke mode scores them (the same tables otherwise)."""
+    import datasets
+
+    from sts_core.names import STS_TASKS
+    from sts_core.search import worker
+
+    def pairs(task, protocol, variant, data_dir):
+        assert (protocol, variant) == ("senteval", "senteval")
+        rows = range(STS_TASKS.index(task) + 5)
+        return datasets.Dataset.from_dict(
+            {"sentence1": [f"{task} a{i}" for i in rows], "sentence2": [f"b{i}" for i in rows],
+             "score": [float(i) for i in rows]}
+        )  # fmt: skip
+
+    monkeypatch.setattr("sts_core.evaluation.sts.load_task_pairs", pairs)
+    capped = worker.SevenTasksEvaluator("data", "test", eval_pairs=3)
+    for index, task in enumerate(STS_TASKS):
+        n = index + 5
+        expected = [float(i) for i in range(0, n, -(-n // 3))]
+        assert list(capped.evaluator.data[task]["score"]) == expected
+
+
+def test_the_command_line_passes_threads_and_eval_pairs_to_the_search(tmp_path: Path) -> None:
+    from sts_core.search.command import make_parser, spec_from_arguments
+
+    search = spec(tmp_path)
+    argv = ["--train", *search.train, "--dev", search.dev, "--model", "m"]
+    argv += ["--output-dir", str(tmp_path / "out")]
+    plain = spec_from_arguments(make_parser().parse_args(argv))
+    assert plain.threads is None and plain.eval_pairs is None
+    given = spec_from_arguments(
+        make_parser().parse_args([*argv, "--threads", "1", "--eval-pairs", "40"])
+    )
+    assert given.threads == 1 and given.eval_pairs == 40

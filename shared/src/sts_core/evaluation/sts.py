@@ -252,6 +252,17 @@ def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.P
 _MTEB_SICK_SPLITS = ("train", "dev", "test")
 
 
+def spread_sample(dataset: Any, limit: int | None) -> Any:
+    """At most ``limit`` rows spread over the whole table: every k-th row from the first,
+    k = ⌈n / limit⌉, in the table's order (a quick look at a large evaluation set that
+    keeps its mix of sources); the table itself when ``limit`` is None or not below n."""
+    import math
+
+    if not limit or len(dataset) <= limit:
+        return dataset
+    return dataset.select(range(0, len(dataset), math.ceil(len(dataset) / limit)))
+
+
 def task_source(
     task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None
 ) -> str | None:

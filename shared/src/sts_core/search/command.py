@@ -151,6 +151,21 @@ def make_parser() -> argparse.ArgumentParser:
         help="cells at a time (default: one per --devices, else 1); CPU threads are split",
     )
     add(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads per cell (default: the cores split over --jobs), e.g. 1 for two "
+        "searches side by side",
+    )
+    add(
+        "--eval-pairs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score at most N pairs of the dev and test tables (and of each STS task), "
+        "every k-th: a quick look at a large search, not a result",
+    )
+    add(
         "--devices",
         nargs="+",
         default=[],
@@ -222,6 +237,8 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         devices=args.devices,
         retrain=args.retrain,
         data_dir=args.data_dir,
+        threads=args.threads,
+        eval_pairs=args.eval_pairs,
     )
 
 
@@ -284,6 +301,7 @@ def scoring_of(spec: SearchSpec) -> dict[str, Any]:
         "test_fingerprint": fingerprint(spec.test) if spec.test else None,
         "eval_columns": spec.eval_columns,
         "data_dir": spec.data_dir,
+        "eval_pairs": spec.eval_pairs,
     }
 
 
@@ -344,7 +362,7 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
 
 def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     deadline = None if spec.time_limit is None else time.monotonic() + spec.time_limit
-    scheduler = Scheduler(slots(spec.jobs, spec.devices), deadline)
+    scheduler = Scheduler(slots(spec.jobs, spec.devices, threads=spec.threads), deadline)
     root = spec.output_dir / CELLS_FOLDER
     base, scoring = spec.base_recipe(), scoring_of(spec)
     records = train_cells(scheduler, grid, root, base, scoring, log)

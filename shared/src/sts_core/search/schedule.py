@@ -56,11 +56,13 @@ class Slot:
         return env
 
 
-def slots(jobs: int, devices: Sequence[str], cpus: int | None = None) -> list[Slot]:
+def slots(
+    jobs: int, devices: Sequence[str], cpus: int | None = None, threads: int | None = None
+) -> list[Slot]:
     """``jobs`` slots: on GPUs (``devices``), one device each (jobs ≤ devices); on the
-    CPU, the cores split evenly (at least one thread each)."""
+    CPU, ``threads`` each, else the cores split evenly (at least one thread each)."""
     cpus = cpus or os.cpu_count() or 1
-    threads = max(1, cpus // jobs)
+    threads = threads or max(1, cpus // jobs)
     if devices:  # jobs <= len(devices): SearchSpec checks it
         return [Slot(threads, device) for device in devices[:jobs]]
     return [Slot(threads) for _ in range(jobs)]

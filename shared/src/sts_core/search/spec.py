@@ -66,6 +66,8 @@ class SearchSpec:
     devices: list[str] = field(default_factory=list)
     retrain: str = "picks"
     data_dir: str | None = None
+    threads: int | None = None
+    eval_pairs: int | None = None
 
     def __post_init__(self) -> None:
         """Every check of the search's own options, in one place."""
@@ -127,6 +129,15 @@ class SearchSpec:
             raise SearchError(f"--retrain is picks or best, got {self.retrain!r}")
         if self.batch_size < 1:
             raise SearchError(f"--batch-size needs a positive number, got {self.batch_size}")
+        if self.threads is not None and self.threads < 1:
+            raise SearchError(f"--threads needs a positive number, got {self.threads}")
+        if self.eval_pairs is not None and self.eval_pairs < 1:
+            raise SearchError(f"--eval-pairs needs a positive number, got {self.eval_pairs}")
+        if self.eval_pairs is not None and self.task == "ranking":
+            raise SearchError(
+                "--eval-pairs keeps every k-th pair, which would split a ranking set's "
+                "queries: it is for --task sts and classification"
+            )
 
     @property
     def selection_seed(self) -> int:
@@ -163,6 +174,8 @@ class SearchSpec:
             "batch_size": self.batch_size,
             "max_steps": self.max_steps,
             "data_dir": self.data_dir,
+            # the dev scores change with it (absent when unset: older folders resume)
+            **({"eval_pairs": self.eval_pairs} if self.eval_pairs else {}),
         }
 
 

@@ -41,14 +41,16 @@ def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_
     from sts_core.data import load_reference
     from sts_core.evaluation import PairEvaluator, cosine_scorer
     from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
+    from sts_core.evaluation.sts import spread_sample
 
     def load(table: str, split: str) -> Any:
-        return load_reference(
+        dataset = load_reference(
             table, split, data_dir=scoring.get("data_dir"), columns=scoring.get("eval_columns")
         )[1]
+        return spread_sample(dataset, scoring.get("eval_pairs"))
 
     if reference == STS_TASKS_TEST:
-        return SevenTasksEvaluator(scoring.get("data_dir"), name)
+        return SevenTasksEvaluator(scoring.get("data_dir"), name, scoring.get("eval_pairs"))
     dataset = load(reference, default_split)
     task = scoring["task"]
     if task == "classification":
@@ -65,13 +67,24 @@ class SevenTasksEvaluator:
     Metrics: each task's Spearman and Pearson × 100 over all its pairs
     (``test_sts12_spearman``, …) and their averages (``test_spearman``, ``test_pearson``);
     the same for the mean over a task's subsets weighted by their size
-    (``test_sts12_spearman_wmean``, ``test_spearman_wmean``: within-subset ranking only)."""
+    (``test_sts12_spearman_wmean``, ``test_spearman_wmean``: within-subset ranking only).
+    ``eval_pairs``: each task's pairs spread-sampled to at most that many."""
 
-    def __init__(self, data_dir: str | None, name: str) -> None:
+    def __init__(self, data_dir: str | None, name: str, eval_pairs: int | None = None) -> None:
         from sts_core.evaluation import STSEvaluator
+        from sts_core.evaluation.sts import load_task_pairs, spread_sample
+        from sts_core.names import STS_TASKS
 
         self.name = name
-        self.evaluator = STSEvaluator(data_dir=data_dir, show_progress_bar=False)
+        datasets = None
+        if eval_pairs:
+            datasets = {
+                task: spread_sample(
+                    load_task_pairs(task, "senteval", "senteval", data_dir), eval_pairs
+                )
+                for task in STS_TASKS
+            }
+        self.evaluator = STSEvaluator(data_dir=data_dir, datasets=datasets, show_progress_bar=False)
 
     def __call__(self, encoder: Any) -> dict[str, float]:
         report = self.evaluator.evaluate(encoder)

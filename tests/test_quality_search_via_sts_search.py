@@ -1,0 +1,156 @@
+"""The quality search as a caller of ``sts-search`` (``grid_search/via_search.py``), without
+training: which rows ``sts-search`` trains, the inputs it is given, how its cells become
+the cells file's records, and that a method whose stored cells are complete starts no
+search. The training itself: ``test_benchmarks_smoke.py``'s quality-search tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from benchmark_support import load_benchmark_module, load_benchmark_script
+
+search = load_benchmark_script("quality_search")  # the command line
+via = load_benchmark_module("grid_search.via_search")
+training = load_benchmark_module("grid_search.search")
+
+TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+
+def arguments(tmp_path: Path, *extra: str) -> SimpleNamespace:
+    argv = ["--output-dir", str(tmp_path), "--weights-dir", str(tmp_path / "w"), *extra]
+    return search.parse_args(argv)
+
+
+def test_sts_search_trains_our_rows_and_the_peers_plain_rows(tmp_path: Path) -> None:
+    args = arguments(tmp_path)
+    assert via.searched_row(args, "ours-pcc_pearson", ()) == "pcctuning:pcc_pearson"
+    assert via.searched_row(args, "ours-cosine_mse", (("weight_averaging", "ema"),)) == (
+        "cosent:cosine_mse"
+    )
+    assert via.searched_row(args, "st-cosine", ()) == "st:cosine"
+    assert via.searched_row(args, "st-angle", ()) == "st:angle"
+    teacher = (("teacher_model", "t"),)
+    assert via.searched_row(args, "st-cosine", teacher) is None  # peer_teacher.py's
+    assert via.searched_row(args, "st-mnsrl", ()) is None  # not an sts-search row
+    assert via.searched_row(args, "ours-pcc_pearson", (("stage1_loss", "x"),)) is None
+    assert via.searched_row(args, "ours-pcc_pearson", (("stage1_epochs", "1"),)) is None
+    measure = arguments(tmp_path, "--measure-cost")
+    assert via.searched_row(measure, "ours-cosine_mse", ()) is None
+    several = arguments(tmp_path, "--select-seeds", "0", "1")
+    assert via.searched_row(several, "ours-cosine_mse", ()) is None
+
+
+def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Path) -> None:
+    args = arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds", "1")
+    assert via.ordered_seeds(args) == [1, 0, 2]
+    assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4")) == [3, 4]
+    assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4", "--grid-only")) == [3]
+
+
+def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> None:
+    models = tmp_path / "models"
+    for name in ("teacher", "all-MiniLM-L6-v2"):
+        (models / name).mkdir(parents=True)
+        (models / name / "config.json").write_text("{}", "utf-8")
+    monkeypatch.setenv("STS_MODELS_DIR", str(models))
+    (tmp_path / "data").mkdir()
+    monkeypatch.setenv("STS_DATA_DIR", str(tmp_path / "data"))
+    settings = (("teacher_model", "teacher"), ("teacher_weight", "0.5"))
+    args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--threads", "1")
+    spec = via.search_spec(args, "ours-cosine_mse", settings)
+    assert (spec.train, spec.dev, spec.test) == (["stsb", "sickr"], "stsb:dev", "sts-tasks")
+    assert spec.methods == ["cosent:cosine_mse"] and spec.seeds == [0, 1, 2]
+    assert (spec.epochs, spec.learning_rates) == ([1.0, 2.0], [4e-5])
+    assert (spec.batch_size, spec.max_steps, spec.threads) == (16, -1, 1)
+    assert spec.score_range == [0.0, 5.0] and spec.eval_pairs is None
+    assert spec.settings == {
+        "filter_test_overlap": True,
+        "weight_decay": 0.01,
+        "warmup_steps": 0.1,
+        "pooling": "mean",
+        "teacher_model": str(models / "teacher"),
+        "teacher_weight": 0.5,
+    }
+    assert spec.data_dir == str(tmp_path / "data")
+    assert spec.model == str(models / "all-MiniLM-L6-v2")
+    assert spec.output_dir.parent == tmp_path / "w" / "sts-search"
+    assert spec.output_dir.name.startswith("ours-cosine_mse-")  # a folder per settings
+    assert via.search_spec(args, "ours-cosine_mse", ()).output_dir.name == "ours-cosine_mse"
+    smoke = search.parse_args(["--smoke", "--output-dir", str(tmp_path), "--grid-only"])
+    small = via.search_spec(smoke, "st-cosine", ())
+    assert small.settings["max_train_samples"] == 64 and small.eval_pairs == 40
+    assert small.max_steps == 2 and small.test is None and small.seeds == [0]
+
+
+def sts_search_cell(tmp_path: Path, seed: int, dev: float | None, tested: bool) -> dict:
+    folder = tmp_path / "w" / "sts-search" / "st-cosine" / "cells" / f"c{seed}"
+    (folder / "model").mkdir(parents=True)
+    data = {"train_pairs": 5398, "teacher": {"neighbour_pairs": 7}} if seed else {}
+    (folder / "model" / "metrics.json").write_text(json.dumps({"data": data}), "utf-8")
+    found = {
+        "epochs": 2.0, "learning_rate": 4e-5, "seed": seed, "dev": dev, "steps": 676,
+        "train_seconds": 812.25, "seconds": 850.0, "peak_rss_mib": 1790.5, "folder": str(folder),
+    }  # fmt: skip
+    if tested:
+        metrics = {f"test_{task}_spearman": 70.0 + i for i, task in enumerate(TASKS)}
+        metrics |= {"test_spearman": 73.0, "test_spearman_wmean": 74.5, "test_sts12_pearson": 1}
+        found["test_metrics"] = metrics
+    return found
+
+
+def test_an_sts_search_cell_becomes_a_record_of_the_cells_file(tmp_path: Path) -> None:
+    args = arguments(tmp_path)
+    cell, record = via.stored_record(
+        args, "st-cosine", (), sts_search_cell(tmp_path, 1, 88.123456, True)
+    )
+    assert cell.key == "st-cosine | epochs 2 | lr 4e-05 | seed 1"
+    assert record == {
+        "method": "st-cosine",
+        "variant": "st-cosine",
+        "settings": {},
+        "epochs": 2.0,
+        "learning_rate": 4e-5,
+        "seed": 1,
+        "train_seconds": 812.25,
+        "steps": 676,
+        "peak_rss_mb": 1790.5,
+        "dev": 88.1235,
+        "search_cell": "sts-search/st-cosine/cells/c1",
+        "teacher": {"neighbour_pairs": 7},
+        "test": {**{t: 70.0 + i for i, t in enumerate(TASKS)}, "avg": 73.0, "avg_wmean": 74.5},
+    }
+    _, diverged = via.stored_record(
+        args, "st-cosine", (), {**sts_search_cell(tmp_path, 0, None, False), "error": "nan"}
+    )
+    assert diverged["dev"] is None and diverged["error"] == "nan"
+    assert "test" not in diverged and "teacher" not in diverged
+
+
+def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkeypatch) -> None:
+    args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--soup")
+    args.methods = ["st-cosine"]
+    started = []
+    monkeypatch.setattr(training, "run_method", lambda *a: started.append(a) or [])
+    store = {}
+    for epochs, dev in ((1.0, 88.0), (2.0, 88.5)):
+        for seed in (0, 1, 2):
+            key = f"st-cosine | epochs {epochs:g} | lr 4e-05 | seed {seed}"
+            store[key] = {"method": "st-cosine", "settings": {}, "search_cell": f"c{seed}"}
+            store[key]["dev"] = dev if seed == 0 else 1.0  # only seed 0 chooses
+            if epochs == 2.0:
+                store[key]["test"] = {"avg": 80.0 + seed}
+    store["soup of 3 seeds | st-cosine | epochs 2 | lr 4e-05"] = {"dev": 88.6, "test": {}}
+    cells = Path(args.cells)
+    cells.write_text(json.dumps({"cells": store}), "utf-8")
+    monkeypatch.setattr(training, "Scorer", lambda args: None)
+    selections = training.run_search(args)
+    assert started == [] and selections[0]["recipe"] == "st-cosine | epochs 2 | lr 4e-05"
+    assert [t["avg"] for t in selections[0]["tests"]] == [80.0, 81.0, 82.0]
+    del store["st-cosine | epochs 2 | lr 4e-05 | seed 2"]["test"]  # a pick's run untested
+    cells.write_text(json.dumps({"cells": store}), "utf-8")
+    with pytest.raises(search.common.BenchmarkError, match="was trained by sts-search"):
+        training.run_search(args)  # the search started: nothing (made up) came back
+    assert len(started) == 1 and started[0][1:] == ("st-cosine", ())
