@@ -133,7 +133,7 @@ def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkey
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--soup")
     args.methods = ["st-cosine"]
     started = []
-    monkeypatch.setattr(training, "run_method", lambda *a: started.append(a) or [])
+    monkeypatch.setattr(training, "run_method", lambda *a: started.append(a))
     store = {}
     for epochs, dev in ((1.0, 88.0), (2.0, 88.5)):
         for seed in (0, 1, 2):
@@ -153,4 +153,42 @@ def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkey
     cells.write_text(json.dumps({"cells": store}), "utf-8")
     with pytest.raises(search.common.BenchmarkError, match="was trained by sts-search"):
         training.run_search(args)  # the search started: nothing (made up) came back
-    assert len(started) == 1 and started[0][1:] == ("st-cosine", ())
+    assert len(started) == 1 and started[0][1:3] == ("st-cosine", ())
+
+
+def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monkeypatch) -> None:
+    """A search stopped part way (Ctrl-C here) leaves its finished cells in the cells file:
+    they are read from its folder, the unfinished one is not."""
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE, TEST_FILE
+    from sts_core.search.cells import Cell as SearchCell
+
+    args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5")
+    folder = via.search_folder(args, "st-cosine", ()) / "cells"
+    for epochs, done in ((1.0, True), (2.0, False)):
+        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        (folder / cell.folder_name / "model").mkdir(parents=True)
+        (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(cell.describe()))
+        if done:
+            result = {"dev": 88.0, "train_seconds": 9.0, "steps": 338, "peak_rss_mib": 99.0}
+            (folder / cell.folder_name / RESULT_FILE).write_text(json.dumps(result))
+            metrics = {f"test_{task}_spearman": 1.0 for task in TASKS}
+            metrics |= {"test_spearman": 1.0, "test_spearman_wmean": 2.0}
+            scored = {"fingerprint": {"reference": "sts-tasks"}, "score": 1.0}
+            (folder / cell.folder_name / TEST_FILE).write_text(
+                json.dumps({**scored, "metrics": metrics})
+            )
+
+    def stopped(spec, log):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sts_core.search.command.run_search", stopped)
+    monkeypatch.setattr(via, "search_spec", lambda *a: _spec(args, folder.parent))
+    kept = []
+    with pytest.raises(KeyboardInterrupt):
+        via.run_method(args, "st-cosine", (), lambda cell, record: kept.append((cell, record)))
+    assert [cell.key for cell, _ in kept] == ["st-cosine | epochs 1 | lr 4e-05 | seed 0"]
+    assert kept[0][1]["dev"] == 88.0 and kept[0][1]["test"]["avg_wmean"] == 2.0
+
+
+def _spec(args: SimpleNamespace, folder: Path) -> SimpleNamespace:
+    return SimpleNamespace(output_dir=folder, test="sts-tasks", methods=["st:cosine"])

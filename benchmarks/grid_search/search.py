@@ -281,6 +281,14 @@ class Search:
             print(f"    test avg {scores['avg']:.2f} ({cell.key})", flush=True)
         return self.store.cells[cell.key]["test"]
 
+    def keep(self, cell: Cell, record: dict[str, Any]) -> None:
+        """Store a cell ``sts-search`` trained (what its teacher step made of the pairs
+        printed, as for the cells trained here)."""
+        if record.get("teacher"):
+            print(f"    teacher labels: {record['teacher']}", flush=True)
+        self.store.cells[cell.key] = record
+        self.store.save(cell.key)
+
     def state_of(self, cell: Cell) -> dict[str, Any]:
         """A trained cell's embedding weights: from its ``sts-search`` model, else from
         the weights file the benchmark saved."""
@@ -424,11 +432,7 @@ def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
         grid = grid_cells(args, method, args.select_seeds)
         settings = grid[0][0].settings
         if searched_row(args, method, settings) and not search.complete(grid):
-            for cell, record in run_method(args, method, settings):  # sts-search trains it
-                if record.get("teacher"):
-                    print(f"    teacher labels: {record['teacher']}", flush=True)
-                search.store.cells[cell.key] = record
-                search.store.save(cell.key)
+            run_method(args, method, settings, search.keep)  # sts-search trains it
         records = [
             {"method": method, "recipe": index, "seed": cell.seed, "dev": search.dev_score(cell)}
             for index, recipe in enumerate(grid)

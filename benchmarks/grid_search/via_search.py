@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +157,12 @@ def run_data(folder: str) -> dict[str, Any]:
     return metrics.get("data") or {}
 
 
-def run_method(args: argparse.Namespace, method: str, settings: tuple) -> list:
-    """Run (or resume) the method's ``sts-search``: its cells as (benchmark cell, record)
-    pairs."""
+def run_method(
+    args: argparse.Namespace, method: str, settings: tuple, keep: Callable[[Cell, dict], None]
+) -> None:
+    """Run (or resume) the method's ``sts-search``; ``keep`` each of its finished cells as
+    (benchmark cell, record), also when the search stops early (a failure, Ctrl-C), so that
+    the cells file holds every cell trained."""
     from sts_core.search.command import run_search
     from sts_core.search.spec import SearchError
 
@@ -167,9 +171,32 @@ def run_method(args: argparse.Namespace, method: str, settings: tuple) -> list:
         summary = run_search(spec, log=lambda line: print(line, flush=True))
     except SearchError as error:
         raise common.BenchmarkError(f"sts-search for {method}: {error}") from None
+    finally:
+        for found in finished_cells(spec):
+            keep(*stored_record(args, method, settings, found))
     if summary["failures"]:
         raise common.BenchmarkError(f"sts-search for {method}: {'; '.join(summary['failures'])}")
-    return [stored_record(args, method, settings, found) for found in summary["cells"]]
+
+
+def finished_cells(spec: Any) -> list[dict[str, Any]]:
+    """The records of every finished cell in the search's folder (with its test score when
+    it was scored on the search's test table), in folder order."""
+    from sts_core.search.cells import CELL_FILE, done_record, read_json
+    from sts_core.search.cells import Cell as SearchCell
+    from sts_core.search.command import CELLS_FOLDER
+    from sts_core.search.spec import fingerprint
+
+    test = fingerprint(spec.test) if spec.test else None
+    records = []
+    for folder in sorted((spec.output_dir / CELLS_FOLDER).glob("*/")):
+        described = read_json(folder / CELL_FILE)
+        if described is None:
+            continue
+        fields = ("method", "method_name", "settings", "grid", "epochs", "learning_rate", "seed")
+        record = done_record(folder, SearchCell(**{k: described[k] for k in fields}), test)
+        if record is not None:
+            records.append(record)
+    return records
 
 
 def model_state(args: argparse.Namespace, record: dict[str, Any]) -> dict[str, Any]:
