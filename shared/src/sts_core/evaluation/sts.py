@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -256,8 +257,6 @@ def spread_sample(dataset: Any, limit: int | None) -> Any:
     """At most ``limit`` rows spread over the whole table: every k-th row from the first,
     k = ⌈n / limit⌉, in the table's order (a quick look at a large evaluation set that
     keeps its mix of sources); the table itself when ``limit`` is None or not below n."""
-    import math
-
     if not limit or len(dataset) <= limit:
         return dataset
     return dataset.select(range(0, len(dataset), math.ceil(len(dataset) / limit)))
