@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from benchmark_support import load_benchmark_script
+from benchmark_support import load_benchmark_module, load_benchmark_script
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
@@ -531,9 +531,9 @@ def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
 ) -> None:
     from argparse import Namespace
 
-    from grid_search.via_search import model_state
-
     from sts_core.encoder import SentenceEncoder
+
+    model_state = load_benchmark_module("grid_search.search").model_state  # via_search's
 
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]

@@ -48,10 +48,19 @@ class Trainer:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.data, self.unit_data = quality.load_training_data()
-        if args.train_pairs_cap:
-            cap = range(args.train_pairs_cap)
-            self.data, self.unit_data = self.data.select(cap), self.unit_data.select(cap)
+        self.all_data, self.all_unit_data = quality.load_training_data()
+        self.data, self.unit_data = self.all_data, self.all_unit_data
+
+    def draw(self, seed: int) -> None:
+        """The cell's pairs: all of them, or in the smoke mode ``train_pairs_cap`` drawn with
+        the cell's seed, as ``sts-train``'s ``max_train_samples`` draws them for the cells
+        ``sts-search`` trains (the same pairs on both sides)."""
+        cap = self.args.train_pairs_cap
+        if not cap or cap >= len(self.all_data):
+            return
+        drawn = self.all_data.shuffle(seed=seed).select(range(cap))
+        self.data = drawn
+        self.unit_data = self.all_unit_data.shuffle(seed=seed).select(range(cap))
 
     def recipe(self, cell: Cell) -> quality.Recipe:
         return recipe_of(self.args, cell)
@@ -65,6 +74,7 @@ class Trainer:
         from sts_core.training.method_registry import quality_rows
 
         recipe = self.recipe(cell)
+        self.draw(cell.seed)
         if cell.method in DISTILL_METHODS:
             return self.distill(cell, recipe)
         method = quality.METHODS[cell.method]
