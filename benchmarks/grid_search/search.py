@@ -58,8 +58,7 @@ class Trainer:
         cap = self.args.train_pairs_cap
         if not cap or cap >= len(self.all_data):
             return
-        drawn = self.all_data.shuffle(seed=seed).select(range(cap))
-        self.data = drawn
+        self.data = self.all_data.shuffle(seed=seed).select(range(cap))
         self.unit_data = self.all_unit_data.shuffle(seed=seed).select(range(cap))
 
     def recipe(self, cell: Cell) -> quality.Recipe:
@@ -283,7 +282,7 @@ class Search:
                 f"{self.store.path}: cell {cell.key!r} was trained by sts-search, which did "
                 "not score it on the test tasks (not its pick): run the search again"
             )
-        if "test" not in self.store.cells[cell.key]:
+        if "test" not in record:
             encoder = self.encoder_of(cell)  # may train again: the record is replaced
             scores = self.scorer.test_scores(encoder)
             self.store.cells[cell.key]["test"] = scores
@@ -328,15 +327,14 @@ class Search:
         chosen = [replace(best, seed=seed) for seed in self.args.seeds]
         if any("test" not in (self.stored(c.key) or {}) for c in chosen):
             return False
-        soup = f"soup of {len(chosen)} seeds | {best.recipe_key}"
-        return not (self.args.soup and len(chosen) > 1 and self.stored(soup) is None)
+        return not (self.args.soup and len(chosen) > 1 and self.stored(soup_key(chosen)) is None)
 
     def soup(self, cells: list[Cell]) -> dict[str, Any]:
         """The uniform average of the cells' weights, scored on dev and test."""
 
         from sts_core.training.averaging import average_state_dicts
 
-        key = f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
+        key = soup_key(cells)
         stored = self.stored(key)
         if stored is not None:
             return stored
@@ -357,6 +355,11 @@ class Search:
             f"    soup: dev {record['dev']:.2f}, test avg {record['test']['avg']:.2f}", flush=True
         )
         return record
+
+
+def soup_key(cells: list[Cell]) -> str:
+    """The cells file's key of the soup of ``cells`` (one recipe's seeds)."""
+    return f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
 
 
 def embedding_weights(encoder: Any) -> dict[str, Any]:

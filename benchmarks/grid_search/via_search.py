@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,8 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
         described = read_json(folder / CELL_FILE)
         if described is None:
             continue
-        fields = ("method", "method_name", "settings", "grid", "epochs", "learning_rate", "seed")
-        record = done_record(folder, SearchCell(**{k: described[k] for k in fields}), test)
+        cell = SearchCell(**{f.name: described[f.name] for f in fields(SearchCell)})
+        record = done_record(folder, cell, test)
         if record is not None:
             records.append(record)
     return records
