@@ -159,7 +159,9 @@ def test_our_cells_train_with_the_values_the_checks_read(search, training, monke
 
     monkeypatch.setattr(training.quality, "train_ours", train_ours)
     trainer = training.Trainer.__new__(training.Trainer)
-    trainer.args, trainer.data, trainer.unit_data = args, "pairs", "unit pairs"
+    trainer.args = args
+    trainer.all_data = trainer.data = "pairs"  # fewer than the smoke cap: drawn as they are
+    trainer.all_unit_data = trainer.unit_data = "unit pairs"
     monkeypatch.setattr(trainer, "recipe", lambda cell: None)
     cell = training.grid_cells(args, "ours-cosine_mse", [0])[0][0]
     assert trainer.train(cell) == "trained on unit pairs"  # the row's labels on 0–1
