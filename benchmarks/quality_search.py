@@ -80,6 +80,7 @@ from grid_search.cells import (
     parse_settings,
 )
 from grid_search.report import report_markdown, scores_cell
+from grid_search.reproduce import write_comparison
 from grid_search.search import run_search, train_cell
 
 MODES = {
@@ -132,6 +133,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train again (into a scratch folder) the run's stored cells that lack the cost "
         "columns; copy the cost into their record when the dev score reproduces",
     )
+    parser.add_argument(
+        "--compare",
+        metavar="CELLS",
+        help="compare a second run's cells file with --cells, cell by cell and pick by pick "
+        "(writes <output-dir>/quality_search_reproduced.md/.json; trains nothing)",
+    )
     args = common.apply_mode(parser.parse_args(argv), MODES)  # smoke or full
     args.methods = args.methods or (SMOKE_METHODS if args.smoke else ["ours-cosine_mse"])
     args.select_seeds = args.select_seeds or args.seeds[:1]
@@ -180,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         common.emit_result(train_cell(json.loads(args.spec)))
+        return 0
+    if args.compare:
+        common.check_output_dir(args.output_dir)
+        print(f"wrote {write_comparison(args)}.md/.json")
         return 0
     check_paths(args)
     info = common.machine_info()

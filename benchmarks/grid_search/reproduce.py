@@ -1,0 +1,189 @@
+"""A second search's cells against the stored ones, cell by cell: does the table reproduce?
+
+``quality_search.py --compare FRESH`` reads the cells of a second run (a fresh ``--cells``
+file, e.g. the same grid trained again through ``sts-search``) and the stored cells
+(``--cells``), and writes ``<output-dir>/quality_search_reproduced.{md,json}``: for every cell
+both hold, the dev score and the test average of each and their difference, the seconds of
+each, and per method the pick each makes by dev over the recipes the second run trained
+(the stored file's cells outside that grid take no part, so the same selection is made on
+both sides). Cells only one side holds are listed, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+from grid_search.report import recipe_key_of, recipe_rows, selected_recipes
+
+
+def shared_keys(stored: dict[str, dict], fresh: dict[str, dict]) -> list[str]:
+    """The cells both files hold, in the fresh file's order."""
+    return [key for key in fresh if key in stored]
+
+
+def test_average(record: dict[str, Any]) -> float | None:
+    test = record.get("test")
+    return None if not test else test["avg"]
+
+
+def cell_row(key: str, stored: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """One cell on both sides: dev and test average (None where not scored) and seconds."""
+    row: dict[str, Any] = {"cell": key}
+    for score, read in (("dev", lambda r: r.get("dev")), ("test_avg", test_average)):
+        old, new = read(stored), read(fresh)
+        row[score] = {
+            "stored": old,
+            "fresh": new,
+            "diff": None if old is None or new is None else new - old,
+        }
+    row["train_seconds"] = {
+        "stored": stored.get("train_seconds"),
+        "fresh": fresh.get("train_seconds"),
+    }
+    return row
+
+
+def picks(cells: dict[str, dict], recipes: set[str], selection_seeds: list[int]) -> dict:
+    """Per variant, the recipe key picked by dev among ``recipes`` (report's selection)."""
+    rows = {key: row for key, row in recipe_rows(cells).items() if key in recipes}
+    chosen = selected_recipes(rows, selection_seeds)
+    return {variant: recipe_key_of(recipe) for variant, recipe in chosen.items()}
+
+
+def recipe_of(key: str) -> str:
+    """A cell key's recipe: the key without its seed; a soup's without its ``soup of`` part."""
+    if key.startswith("soup of "):
+        return key.partition(" | ")[2]
+    return key.rsplit(" | seed ", 1)[0]
+
+
+def compare(
+    stored: dict[str, dict], fresh: dict[str, dict], selection_seeds: list[int]
+) -> dict[str, Any]:
+    """The comparison: the shared cells' rows, both sides' picks over the fresh run's grid,
+    the cells only one side holds (the stored ones within the fresh run's recipes) and the
+    largest differences."""
+    rows = [cell_row(key, stored[key], fresh[key]) for key in shared_keys(stored, fresh)]
+    grid = set(recipe_rows(fresh))
+    old, new = picks(stored, grid, selection_seeds), picks(fresh, grid, selection_seeds)
+    return {
+        "cells": rows,
+        "picks": {
+            variant: {"stored": old.get(variant), "fresh": new.get(variant)}
+            for variant in sorted(set(old) | set(new))
+        },
+        "only_fresh": [key for key in fresh if key not in stored],
+        "only_stored": [k for k in stored if k not in fresh and recipe_of(k) in grid],
+        "largest_diff": {score: largest_diff(rows, score) for score in ("dev", "test_avg")},
+    }
+
+
+def largest_diff(rows: list[dict[str, Any]], score: str) -> float | None:
+    diffs = [abs(row[score]["diff"]) for row in rows if row[score]["diff"] is not None]
+    return max(diffs, default=None)
+
+
+def render(comparison: dict[str, Any], stored_path: str, fresh_path: str) -> str:
+    """The comparison as Markdown: the picks, then every shared cell, then what one side
+    lacks."""
+    fmt = common.fmt_or_na
+    lines = [
+        "# The quality search reproduced",
+        "",
+        f"Stored cells: `{stored_path}`; the second run's: `{fresh_path}` "
+        "(`quality_search.py --compare`, see docs/search.md for the commands). Scores are "
+        "Spearman × 100; a pick is made by dev alone over the recipes the second run trained.",
+        "",
+        "## Picks",
+        "",
+        common.markdown_table(
+            ["method", "stored pick", "second run's pick", "same"],
+            [
+                (
+                    escaped(variant),
+                    recipe_text(p["stored"], variant),
+                    recipe_text(p["fresh"], variant),
+                    "yes" if p["stored"] == p["fresh"] else "**no**",
+                )
+                for variant, p in comparison["picks"].items()
+            ],
+        ),
+        "",
+        "## Cells",
+        "",
+        common.markdown_table(
+            [
+                "cell",
+                "dev stored",
+                "dev again",
+                "Δ dev",
+                "test avg stored",
+                "test avg again",
+                "Δ test",
+                "seconds stored / again",
+            ],
+            [_cell_cells(row, fmt) for row in comparison["cells"]],
+        ),
+        "",
+        f"Largest |Δ dev|: {fmt(comparison['largest_diff']['dev'], 4)}; largest |Δ test avg|: "
+        f"{fmt(comparison['largest_diff']['test_avg'], 4)}.",
+    ]
+    for title, key in (("Only in the second run", "only_fresh"), ("Only stored", "only_stored")):
+        if comparison[key]:
+            lines += ["", f"{title}: " + "; ".join(f"`{k}`" for k in comparison[key]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _cell_cells(row: dict[str, Any], fmt: Any) -> tuple[str, ...]:
+    dev, test, seconds = row["dev"], row["test_avg"], row["train_seconds"]
+    return (
+        escaped(row["cell"]),
+        fmt(dev["stored"], 4),
+        fmt(dev["fresh"], 4),
+        signed(dev["diff"], 4),
+        fmt(test["stored"], 2),
+        fmt(test["fresh"], 2),
+        signed(test["diff"], 2),
+        f"{fmt(seconds['stored'])} / {fmt(seconds['fresh'])}",
+    )
+
+
+def escaped(text: str) -> str:
+    """Text for a Markdown table's cell (a key's ``|`` would end the cell)."""
+    return text.replace("|", "\\|")
+
+
+def recipe_text(key: str | None, variant: str) -> str:
+    """A picked recipe without its variant: ``epochs 2, lr 4e-05`` (``–`` for no pick)."""
+    return "–" if key is None else key.removeprefix(f"{variant} | ").replace(" | ", ", ")
+
+
+def signed(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:+.{digits}f}"
+
+
+def write_comparison(args: Any) -> Path:
+    """``--compare``: the stored cells (``--cells``) against ``args.compare``'s, written to
+    ``<output-dir>/quality_search_reproduced.{md,json}``."""
+    stored = read_cells(args.cells)
+    fresh = read_cells(args.compare)
+    comparison = compare(stored, fresh, args.select_seeds)
+    stem = Path(args.stem).with_name("quality_search_reproduced")
+    common.write_json(stem, {"stored": str(args.cells), "fresh": str(args.compare), **comparison})
+    common.write_markdown(stem, render(comparison, str(args.cells), str(args.compare)))
+    return stem
+
+
+def read_cells(path: str) -> dict[str, dict]:
+    """A cells file's cells; BenchmarkError naming the file when it is missing or not one."""
+    file = Path(path).expanduser()
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))["cells"]
+    except FileNotFoundError:
+        raise common.BenchmarkError(f"{file}: no such cells file") from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise common.BenchmarkError(f"{file}: not a cells file ({error})") from None
