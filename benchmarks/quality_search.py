@@ -53,12 +53,14 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/quality_search.py --methods ours-cosine_mse --epochs 1 \\
         --learning-rate 2e-5 --set teacher_model=all-mpnet-base-v2 --set teacher_weight=0.5
     uv run python benchmarks/quality_search.py --smoke --output-dir /tmp/bench  # CI
+    uv run python benchmarks/quality_search.py --compare /tmp/repro/cells.json  # reproduced?
 
 The code is in ``benchmarks/grid_search/`` by concern (cells, search, report, levers); this
 script is its command line.
 
 Results: ``benchmarks/results/quality_search.{md,json}`` (every run rewrites the report from
-all cells in ``--cells``, so the tables grow as searches are added).
+all cells in ``--cells``, so the tables grow as searches are added);
+``quality_search_reproduced.{md,json}`` from ``--compare`` (``grid_search/reproduce.py``).
 """
 
 from __future__ import annotations
@@ -84,8 +86,14 @@ from grid_search.reproduce import write_comparison
 from grid_search.search import run_search, train_cell
 
 MODES = {
-    "smoke": {"max_steps": 2, "seeds": [0, 1], "eval_pairs": 40, "train_pairs_cap": 64},
-    "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "train_pairs_cap": 0},
+    "smoke": {
+        "max_steps": 2,
+        "seeds": [0, 1],
+        "eval_pairs": 40,
+        "train_pairs_cap": 64,
+        "jobs": 2,
+    },
+    "full": {"max_steps": -1, "seeds": [0, 1, 2], "eval_pairs": 0, "train_pairs_cap": 0, "jobs": 1},
 }
 
 
@@ -110,6 +118,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--soup", action="store_true", help="add the soup of each selection")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="cells an sts-search row trains side by side (sts-search --jobs; the cores split "
+        "over them unless --threads); default 1, 2 in the smoke mode",
+    )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument("--cells", help="default: <output-dir>/quality_search_cells.json")
     parser.add_argument("--weights-dir", help="default: ~/.cache/sts-quality-search/<mode>")

@@ -64,7 +64,7 @@ def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> N
     assert (spec.train, spec.dev, spec.test) == (["stsb", "sickr"], "stsb:dev", "sts-tasks")
     assert spec.methods == ["cosent:cosine_mse"] and spec.seeds == [0, 1, 2]
     assert (spec.epochs, spec.learning_rates) == ([1.0, 2.0], [4e-5])
-    assert (spec.batch_size, spec.max_steps, spec.threads) == (16, -1, 1)
+    assert (spec.batch_size, spec.max_steps, spec.threads, spec.jobs) == (16, -1, 1, 1)
     assert spec.score_range == [0.0, 5.0] and spec.eval_pairs is None
     assert spec.settings == {
         "filter_test_overlap": True,
@@ -83,6 +83,9 @@ def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> N
     small = via.search_spec(smoke, "st-cosine", ())
     assert small.settings["max_train_samples"] == 64 and small.eval_pairs == 40
     assert small.max_steps == 2 and small.test is None and small.seeds == [0]
+    assert small.jobs == 2  # the smoke mode's cells two at a time
+    three = search.parse_args(["--smoke", "--output-dir", str(tmp_path), "--jobs", "3"])
+    assert via.search_spec(three, "st-cosine", ()).jobs == 3
 
 
 def sts_search_cell(tmp_path: Path, seed: int, dev: float | None, tested: bool) -> dict:

@@ -109,6 +109,7 @@ def search_spec(args: argparse.Namespace, method: str, settings: tuple) -> Any:
         batch_size=args.batch_size,
         max_steps=args.max_steps,
         threads=args.threads,
+        jobs=args.jobs,
         eval_pairs=args.eval_pairs or None,
         data_dir=str(common.data_dir()),
     )
