@@ -145,9 +145,9 @@ def _cell_cells(row: dict[str, Any], fmt: Any) -> tuple[str, ...]:
         fmt(dev["stored"], 4),
         fmt(dev["fresh"], 4),
         signed(dev["diff"], 4),
-        fmt(test["stored"], 2),
-        fmt(test["fresh"], 2),
-        signed(test["diff"], 2),
+        fmt(test["stored"], 4),
+        fmt(test["fresh"], 4),
+        signed(test["diff"], 4),
         f"{fmt(seconds['stored'])} / {fmt(seconds['fresh'])}",
     )
 
