@@ -112,6 +112,7 @@ def test_the_command_writes_the_comparison_and_marks_a_changed_pick(tmp_path: Pa
     assert "| a \\| epochs 2 \\| lr 4e-05 \\| seed 0 | 88.5000 | 88.4999 | -0.0001 |" in text
     written = json.loads((tmp_path / "quality_search_reproduced.json").read_text())
     assert written["fresh"] == str(fresh) and len(written["cells"]) == 4
+    assert written["second_run"] is None  # no report of the second run beside its cells
     assert not list(tmp_path.glob("quality_search.*"))  # no report, nothing trained
 
 
@@ -127,3 +128,24 @@ def test_a_missing_or_wrong_file_is_named(tmp_path: Path, content, message) -> N
     with pytest.raises(RuntimeError, match=f"{fresh}: {message}"):  # BenchmarkError
         search.main(argv)
     assert not list(tmp_path.glob("quality_search_reproduced.*"))
+
+
+def test_the_second_runs_command_is_read_from_its_report(tmp_path: Path) -> None:
+    fresh = write_cells(tmp_path / "fresh.json", FRESH)
+    settings = {
+        "methods": ["a", "b"], "epochs": [1.0, 2.0], "learning_rate": [4e-05],
+        "seeds": [0, 1], "set_pairs": ["x=1"], "threads": 1, "soup": True,
+        "cells": str(fresh),
+    }  # fmt: skip
+    machine = {"logical_cpus": 2, "torch": "2.15.0", "wall_seconds": 3997.9}
+    report = tmp_path / "quality_search.json"
+    report.write_text(json.dumps({"settings": settings, "machine": machine}), "utf-8")
+    run = reproduce.second_run(str(fresh))
+    assert reproduce.run_text(run) == (
+        "The second run: `quality_search.py --methods a b --epochs 1 2 --learning-rate 4e-05 "
+        f"--seeds 0 1 --set x=1 --cells {fresh} --threads 1 --soup` (3998 s wall, 2 logical "
+        "CPUs, torch 2.15.0)."
+    )
+    settings["cells"] = str(tmp_path / "other.json")  # the report of another cells file
+    report.write_text(json.dumps({"settings": settings, "machine": machine}), "utf-8")
+    assert reproduce.second_run(str(fresh)) is None

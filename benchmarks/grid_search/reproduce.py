@@ -87,6 +87,43 @@ def largest_diff(rows: list[dict[str, Any]], score: str) -> float | None:
     return max(diffs, default=None)
 
 
+def second_run(cells_path: str) -> dict[str, Any] | None:
+    """The second run's report (``quality_search.json`` beside its cells file, written by the
+    run that filled it): its settings and machine; None when there is none."""
+    cells = Path(cells_path).expanduser().resolve()
+    try:
+        report = json.loads((cells.parent / "quality_search.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    settings = report.get("settings") or {}
+    if Path(settings.get("cells", "")).expanduser().resolve() != cells:
+        return None  # a report of another cells file
+    return {"settings": settings, "machine": report.get("machine") or {}}
+
+
+def run_text(run: dict[str, Any]) -> str:
+    """The second run's command (its grid and seeds) and where it ran."""
+    settings, machine = run["settings"], run["machine"]
+    flags = [f"--methods {' '.join(settings['methods'])}"]
+    flags.append(f"--epochs {' '.join(f'{e:g}' for e in settings['epochs'])}")
+    flags.append(f"--learning-rate {' '.join(f'{r:g}' for r in settings['learning_rate'])}")
+    flags.append(f"--seeds {' '.join(str(seed) for seed in settings['seeds'])}")
+    flags += [f"--set {pair}" for pair in settings.get("set_pairs", [])]
+    flags.append(f"--cells {settings['cells']}")  # a fresh file: the stored one trains nothing
+    if settings.get("threads"):
+        flags.append(f"--threads {settings['threads']}")
+    if settings.get("soup"):
+        flags.append("--soup")
+    where = ", ".join(
+        f"{key} {machine[key]}" for key in ("torch", "sentence-transformers") if key in machine
+    )
+    wall = machine.get("wall_seconds")
+    return (
+        f"The second run: `quality_search.py {' '.join(flags)}` ({common.fmt_or_na(wall)} s "
+        f"wall, {machine.get('logical_cpus', '?')} logical CPUs, {where})."
+    )
+
+
 def render(comparison: dict[str, Any], stored_path: str, fresh_path: str) -> str:
     """The comparison as Markdown: the picks, then every shared cell, then what one side
     lacks."""
@@ -98,6 +135,7 @@ def render(comparison: dict[str, Any], stored_path: str, fresh_path: str) -> str
         "(`quality_search.py --compare`, see docs/search.md for the commands). Scores are "
         "Spearman × 100; a pick is made by dev alone over the recipes the second run trained.",
         "",
+        *([run_text(comparison["second_run"]), ""] if comparison.get("second_run") else []),
         "## Picks",
         "",
         common.markdown_table(
@@ -171,11 +209,22 @@ def write_comparison(args: Any) -> Path:
     ``<output-dir>/quality_search_reproduced.{md,json}``."""
     stored = read_cells(args.cells)
     fresh = read_cells(args.compare)
-    comparison = compare(stored, fresh, args.select_seeds)
+    comparison = {
+        **compare(stored, fresh, args.select_seeds),
+        "second_run": second_run(args.compare),
+    }
     stem = Path(args.stem).with_name("quality_search_reproduced")
-    common.write_json(stem, {"stored": str(args.cells), "fresh": str(args.compare), **comparison})
-    common.write_markdown(stem, render(comparison, str(args.cells), str(args.compare)))
+    paths = shown(args.cells), shown(args.compare)
+    common.write_json(stem, {"stored": paths[0], "fresh": paths[1], **comparison})
+    common.write_markdown(stem, render(comparison, *paths))
     return stem
+
+
+def shown(path: str) -> str:
+    """A path as the report shows it: relative to the repository when inside it."""
+    resolved = Path(path).expanduser().resolve()
+    root = common.RESULTS_DIR.resolve().parents[1]
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
 
 
 def read_cells(path: str) -> dict[str, dict]:
