@@ -135,7 +135,7 @@ def test_the_second_runs_command_is_read_from_its_report(tmp_path: Path) -> None
     settings = {
         "methods": ["a", "b"], "epochs": [1.0, 2.0], "learning_rate": [4e-05],
         "seeds": [0, 1], "set_pairs": ["x=1"], "threads": 1, "soup": True,
-        "cells": str(fresh),
+        "cells": str(fresh), "output_dir": "/r",
     }  # fmt: skip
     machine = {"logical_cpus": 2, "torch": "2.15.0", "wall_seconds": 3997.9}
     report = tmp_path / "quality_search.json"
@@ -143,7 +143,8 @@ def test_the_second_runs_command_is_read_from_its_report(tmp_path: Path) -> None
     run = reproduce.second_run(str(fresh))
     assert reproduce.run_text(run) == (
         "The second run: `quality_search.py --methods a b --epochs 1 2 --learning-rate 4e-05 "
-        f"--seeds 0 1 --set x=1 --cells {fresh} --threads 1 --soup` (3998 s wall, 2 logical "
+        f"--seeds 0 1 --set x=1 --cells {fresh} --output-dir /r --threads 1 --soup` (3998 s "
+        "wall, 2 logical "
         "CPUs, torch 2.15.0)."
     )
     settings["cells"] = str(tmp_path / "other.json")  # the report of another cells file

@@ -110,6 +110,11 @@ def run_text(run: dict[str, Any]) -> str:
     flags.append(f"--seeds {' '.join(str(seed) for seed in settings['seeds'])}")
     flags += [f"--set {pair}" for pair in settings.get("set_pairs", [])]
     flags.append(f"--cells {settings['cells']}")  # a fresh file: the stored one trains nothing
+    flags += [
+        f"--{key.replace('_', '-')} {settings[key]}"
+        for key in ("output_dir", "weights_dir")
+        if settings.get(key)
+    ]
     if settings.get("threads"):
         flags.append(f"--threads {settings['threads']}")
     if settings.get("soup"):
