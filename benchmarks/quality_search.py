@@ -85,6 +85,8 @@ from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import write_comparison
 from grid_search.search import run_search, train_cell
 
+from sts_core.cli import positive_int
+
 MODES = {
     "smoke": {
         "max_steps": 2,
@@ -117,10 +119,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--soup", action="store_true", help="add the soup of each selection")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=int)
+    parser.add_argument("--threads", type=positive_int)
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=positive_int,
         help="cells an sts-search row trains side by side (sts-search --jobs; the cores split "
         "over them unless --threads); default 1, 2 in the smoke mode",
     )

@@ -252,7 +252,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 def test_the_committed_table_is_sts_searchs_choice_over_the_stored_cells(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """The report selects through ``sts_core.search.select``: over the 117 stored cells its
+    """The report selects through ``sts_core.search.select``: over the 120 stored cells its
     picks are each variant's dev argmax at seed 0 written out here, and rendering the stored
     cells again gives the committed report line for line (its machine line from the
     committed JSON, the teachers' cost as the report states it: 888 s and 1,307.4 s, one used

@@ -195,3 +195,22 @@ def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monke
 
 def _spec(args: SimpleNamespace, folder: Path) -> SimpleNamespace:
     return SimpleNamespace(output_dir=folder, test="sts-tasks", methods=["st:cosine"])
+
+
+@pytest.mark.parametrize("flag", ["--jobs", "--threads"])
+def test_a_count_below_one_is_refused_before_anything_loads(flag: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        search.parse_args(["--smoke", flag, "0"])
+    assert stop.value.code == 2
+    assert f"argument {flag}: must be an integer of at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_setting_sts_search_refuses_stops_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    from sts_core.search.spec import SearchError
+
+    def refused(*_):
+        raise SearchError("--devices 0 needs a GPU")
+
+    monkeypatch.setattr(via, "search_spec", refused)
+    with pytest.raises(search.common.BenchmarkError, match="sts-search for st-cosine: --devices"):
+        via.run_method(arguments(tmp_path), "st-cosine", (), lambda *a: None)

@@ -168,7 +168,10 @@ def run_method(
     from sts_core.search.command import run_search
     from sts_core.search.spec import SearchError
 
-    spec = search_spec(args, method, settings)
+    try:
+        spec = search_spec(args, method, settings)
+    except SearchError as error:  # a setting sts-search refuses, before anything trains
+        raise common.BenchmarkError(f"sts-search for {method}: {error}") from None
     try:
         summary = run_search(spec, log=lambda line: print(line, flush=True))
     except SearchError as error:
