@@ -25,7 +25,7 @@ def shared_keys(stored: dict[str, dict], fresh: dict[str, dict]) -> list[str]:
     return [key for key in fresh if key in stored]
 
 
-def test_average(record: dict[str, Any]) -> float | None:
+def test_avg_of(record: dict[str, Any]) -> float | None:
     test = record.get("test")
     return None if not test else test["avg"]
 
@@ -33,7 +33,7 @@ def test_average(record: dict[str, Any]) -> float | None:
 def cell_row(key: str, stored: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
     """One cell on both sides: dev and test average (None where not scored) and seconds."""
     row: dict[str, Any] = {"cell": key}
-    for score, read in (("dev", lambda r: r.get("dev")), ("test_avg", test_average)):
+    for score, read in (("dev", lambda r: r.get("dev")), ("test_avg", test_avg_of)):
         old, new = read(stored), read(fresh)
         row[score] = {
             "stored": old,
