@@ -187,19 +187,19 @@ def test_the_soups_output_may_not_hold_a_model_or_other_files(tiny_bert_dir, tmp
     with pytest.raises(ValueError) as holds:
         check_inputs([str(tmp_path / "seed1"), str(inside)], str(output), overwrite=True)
     assert str(holds.value) == (
-        f"--output {output} holds the model {inside}: a soup saved there would replace files "
-        "beside it; write the soup elsewhere (nothing was removed)"
+        f"--output {output} holds {inside}, the input model of sts-soup: writing there would "
+        "change what it reads; nothing was written: choose another --output"
     )
     shutil.rmtree(inside)
     shutil.copytree(tiny_bert_dir, tmp_path / "seed0")
     for name in ("e.txt", "d.txt", "c.txt", "b.txt", "a.txt"):
         (output / name).write_text("mine", encoding="utf-8")
     models = [str(tmp_path / "seed0"), str(tmp_path / "seed1")]
-    with pytest.raises(FileExistsError) as others:
+    with pytest.raises(ValueError) as others:
         check_inputs(models, str(output), overwrite=True)
     assert str(others.value) == (
-        f"--output {output} holds files that are not a model saved by sts-core (a.txt, b.txt, "
-        "c.txt, d.txt): --overwrite replaces a saved model only; choose a new folder"
+        f"--output {output} holds files sts-core did not write (a.txt, b.txt, c.txt, d.txt): "
+        "nothing is replaced there; choose a new folder"
     )
     assert check_inputs([*models, "no/such-hub-id"][:2], str(tmp_path / "new"), False) == models
 
@@ -243,12 +243,12 @@ def test_the_sampler_keeps_the_number_of_batches_it_is_given() -> None:
 def test_a_hub_id_before_a_local_model_does_not_end_the_check(tiny_bert_dir, tmp_path) -> None:
     import shutil
 
-    from sts_core.soup import check_models_outside
+    from sts_core.soup import soup_files
 
     inside = tmp_path / "soup" / "seed0"
     shutil.copytree(tiny_bert_dir, inside)
-    with pytest.raises(ValueError, match="holds the model"):
-        check_models_outside(tmp_path / "soup", ["some-user/some-model", str(inside)])
+    with pytest.raises(ValueError, match="holds .*, the input model of sts-soup"):
+        soup_files(["some-user/some-model", str(inside)], str(tmp_path / "soup"), False)
 
 
 # ----------------------------------------------------------------- the pass of 2026-11-28

@@ -206,8 +206,9 @@ def test_sts_mine_writes_triplets_that_train_datasets_reads_and_a_report(
     _, read = load_reference(str(output), "train")
     assert read.column_names[:3] == ["sentence1", "sentence2", "hard_negative"]
     assert len(read) == 40 and read["sentence1"][0] == first[0]
-    assert main(argv) == 2  # never written over
-    assert "exists: sts-mine writes a new file only" in capsys.readouterr().err
+    assert main(argv) == 2  # not written over without --overwrite
+    assert "(written by sts-mine on " in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0  # sts-mine wrote it: replaced
 
 
 def test_sts_mine_refuses_bad_input_before_the_model_loads(tmp_path: Path, capsys) -> None:
@@ -246,7 +247,9 @@ def test_sts_mine_refuses_a_report_it_would_write_over_an_empty_corpus_and_no_fa
     (tmp_path / "mined.jsonl.report.json").write_text("{}", encoding="utf-8")  # the user's
     argv = ["--model", str(tiny_bert_dir), "--pairs", str(source), "--device", "cpu"]
     assert main([*argv, "--output", str(output)]) == 2
-    assert "its report" in capsys.readouterr().err and not output.exists()
+    err = capsys.readouterr().err
+    assert "--output's report" in err and "was not written by sts-core" in err
+    assert not output.exists()
     assert (tmp_path / "mined.jsonl.report.json").read_text(encoding="utf-8") == "{}"
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n", encoding="utf-8")

@@ -191,17 +191,20 @@ def test_resume_checks_inputs_against_what_the_resume_cleans_and_writes(tmp_path
         check_inputs_outside(out, [("resume_from_checkpoint", out / "checkpoint-2")], "replace")
 
 
-def test_output_dir_inside_a_model_folder_is_refused_only_when_it_would_be_replaced(
-    tmp_path: Path,
+@pytest.mark.parametrize("action", ["new", "replace", "resume"])
+def test_output_dir_inside_an_input_folder_is_refused_in_every_mode(
+    tmp_path: Path, action: str
 ) -> None:
+    """Issue 61: an output inside an input is refused in every mode (a new run saved its
+    model and checkpoints inside the model folder it read, or inside the data folder)."""
     from sts_core.training.output import check_inputs_outside
 
-    model = tmp_path / "model"
+    model, data = tmp_path / "model", tmp_path / "data"
     (model / "1_Pooling").mkdir(parents=True)
-    inputs = [("model_name_or_path", model)]
-    check_inputs_outside(model / "1_Pooling", inputs, "new")
-    with pytest.raises(ConfigError, match="is inside the run's input model_name_or_path"):
-        check_inputs_outside(model / "1_Pooling", inputs, "replace")
+    data.mkdir()
+    for name, folder in (("model_name_or_path", model), ("data_dir", data)):
+        with pytest.raises(ConfigError, match=f"is inside the run's input {name}"):
+            check_inputs_outside(folder / "run", [(name, folder)], action)
 
 
 def test_paths_are_compared_with_and_without_their_symbolic_links(tmp_path: Path) -> None:

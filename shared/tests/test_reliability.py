@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from sts_core.command_files import LEDGER_NAME, write_bytes
 from sts_core.encoder import SentenceEncoder, check_model_location
 from sts_core.saving import (
     SAVE_MARKER,
     STAGING_DIR,
     IncompleteSaveError,
     check_complete_save,
+    write_save_marker,
 )
 from sts_core.testing import write_fixture_recipe
 from sts_core.training.output import LOCK_NAME
@@ -260,7 +262,7 @@ def test_save_interrupted_midway_is_refused(
             raise KeyboardInterrupt  # as a kill would stop it
         return real_replace(source, target)
 
-    monkeypatch.setattr("sts_core.saving.os.replace", dies_on_the_third_file)
+    monkeypatch.setattr("sts_core.command_files.OPS.replace", dies_on_the_third_file)
     with pytest.raises(KeyboardInterrupt):
         encoder.save_pretrained(tmp_path / "half")
     monkeypatch.undo()
@@ -331,14 +333,46 @@ def test_overwrite_output_dir_replaces_the_earlier_run(
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "sts_extra_modules.safetensors").write_bytes(b"a softmax head of an earlier run")
+    # an earlier run's files: a head file its ledger records, a checkpoint with its marker
+    write_bytes(out / "sts_extra_modules.safetensors", b"a softmax head of an earlier run")
     (out / "checkpoint-99").mkdir()
+    write_save_marker(out / "checkpoint-99")
     config = recipe(tmp_path, tiny_bert_nodropout_dir)
     status, _, err = run(capsys, "--config", str(config), "--overwrite_output_dir", "true")
     assert status == 0, err
     assert not (out / "sts_extra_modules.safetensors").exists()
     assert not (out / "checkpoint-99").exists()
     SentenceEncoder.from_pretrained(out)
+
+
+@pytest.mark.parametrize("check_only", ["false", "true"])
+def test_overwrite_output_dir_keeps_what_sts_core_did_not_write(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, check_only: str
+) -> None:
+    """Issue 61: --overwrite_output_dir removed everything in the folder (a user's notes
+    beside an earlier run went too); now it removes only what sts-core wrote."""
+    out = tmp_path / "out"
+    out.mkdir()
+    write_bytes(out / "metrics.json", b"{}")  # the earlier run's
+    (out / "notes.txt").write_text("my notes", encoding="utf-8")  # the user's
+    config = recipe(tmp_path, tiny_bert_dir)
+    status, _, err = run(
+        capsys,
+        "--config",
+        str(config),
+        "--overwrite_output_dir",
+        "true",
+        "--check_only",
+        check_only,
+    )
+    assert status == 2
+    assert_one_line_error(err, "holds files sts-core did not write (notes.txt)")
+    assert sorted(p.name for p in out.iterdir()) == [
+        LEDGER_NAME,
+        LOCK_NAME,
+        "metrics.json",
+        "notes.txt",
+    ]
 
 
 def test_a_second_concurrent_run_is_refused(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:

@@ -333,24 +333,29 @@ class Interrupted(BaseException):
 
 
 def interrupt_at(monkeypatch, step: int | None) -> list[str]:
-    """Count the steps of publishing (each rename and each removal in sts_core.saving);
-    raise :class:`Interrupted` at ``step`` (1-based, once). Returns the steps seen."""
-    import sts_core.saving as saving
+    """Count the steps of publishing — each open, write, fsync, close, rename and removal,
+    all of which go through :data:`sts_core.command_files.OPS` — and raise :class:`Interrupted` at
+    ``step`` (1-based, once). Returns the steps seen."""
+    from sts_core import command_files as files
 
     seen: list[str] = []
-    real_replace, real_remove = saving.os.replace, saving.remove_path
 
     def counted(kind: str, real: Callable) -> Callable:
-        def call(*args):
-            seen.append(f"{kind} {Path(args[-1]).name}")
+        def call(*args, **kwargs):
+            name = (
+                Path(args[-1] if kind == "replace" else args[0]).name
+                if kind in ("open", "replace", "unlink", "rmtree")
+                else str(args[0])
+            )
+            seen.append(f"{kind} {name}")
             if len(seen) == step:
                 raise Interrupted
-            return real(*args)
+            return real(*args, **kwargs)
 
         return call
 
-    monkeypatch.setattr(saving.os, "replace", counted("rename", real_replace))
-    monkeypatch.setattr(saving, "remove_path", counted("remove", real_remove))
+    for kind in ("open", "write", "fsync", "close", "replace", "unlink", "rmtree"):
+        monkeypatch.setattr(files.OPS, kind, counted(kind, getattr(files.OPS, kind)))
     return seen
 
 

@@ -74,8 +74,8 @@ def test_sts_soup_refuses_bad_inputs_before_averaging(tmp_path, capsys):
         ([str(first)], "two or more models"),
         ([str(first), str(first)], "given more than once"),
         ([str(first), str(tmp_path / "missing")], "does not exist"),
-        ([str(first), str(second), "--output", str(first)], "is one of the models"),
-        ([str(first), str(second), "--output", str(taken)], "is not empty"),
+        ([str(first), str(second), "--output", str(first)], "is the input model of sts-soup"),
+        ([str(first), str(second), "--output", str(taken)], "holds files sts-core did not write"),
         ([str(first), str(cls)], "pooling 'cls' differs"),
     ]
     capsys.readouterr()  # the saves' progress bars

@@ -107,7 +107,7 @@ def test_refusals_have_their_whole_message(tmp_path: Path) -> None:
     assert str(error.value) == f"model {Path(first).resolve()} is given more than once"
     a_file = tmp_path / "file.txt"
     a_file.write_text("x", encoding="utf-8")
-    with pytest.raises(NotADirectoryError) as error:
+    with pytest.raises(ValueError) as error:
         check_inputs([first, second], str(a_file), False)
     assert str(error.value) == f"--output {a_file} is a file, not a folder"
     with pytest.raises(ValueError) as error:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sts_core.command_files import write_text
 from sts_core.encoder import SentenceEncoder
 from sts_core.saving import SAVE_MARKER
 from sts_core.soup import main as soup_main
@@ -83,8 +84,8 @@ def test_overwrite_removes_the_earlier_model_s_results(tmp_path: Path, capsys) -
     describing the soup."""
     runs = [str(saved_run(tmp_path / f"seed{seed}", seed)) for seed in (0, 1)]
     output = saved_run(tmp_path / "earlier-run", 2)
-    for name in RESULT_FILES:
-        (output / name).write_text(json.dumps({"stsb": 83.7}), encoding="utf-8")
+    for name in RESULT_FILES:  # written by sts-core (the folder's ledger records them)
+        write_text(output / name, json.dumps({"stsb": 83.7}))
     assert soup_main([*runs, "--output", str(output), "--overwrite"]) == 0
     assert [name for name in RESULT_FILES if (output / name).exists()] == []
     record = json.loads((output / "sts_soup.json").read_text(encoding="utf-8"))
@@ -102,9 +103,9 @@ def test_overwrite_of_a_folder_holding_the_models_is_refused_naming_both(
     for output in (runs_folder, tmp_path):
         line = refusal([*map(str, runs), "--output", str(output), "--overwrite"], capsys)
         assert line == (
-            f"sts-soup: error: --output {output} holds the model {runs[0]}: a soup saved "
-            "there would replace files beside it; write the soup elsewhere (nothing was "
-            "removed)"
+            f"sts-soup: error: --output {output} holds {runs[0]}, the input model of "
+            "sts-soup: writing there would change what it reads; nothing was written: "
+            "choose another --output"
         )
     assert sorted(str(p) for p in runs_folder.rglob("*")) == before
 
@@ -122,9 +123,8 @@ def test_overwrite_of_a_folder_sts_core_did_not_save_is_refused(
     no_weights_loaded(monkeypatch)
     line = refusal([*runs, "--output", str(project), "--overwrite"], capsys)
     assert line == (
-        f"sts-soup: error: --output {project} holds files that are not a model saved by "
-        "sts-core (README.md, config.json): --overwrite replaces a saved model only; choose "
-        "a new folder"
+        f"sts-soup: error: --output {project} holds files sts-core did not write "
+        "(README.md, config.json): nothing is replaced there; choose a new folder"
     )
     assert sorted(p.name for p in project.iterdir()) == ["README.md", "config.json"]
     assert not (project / SAVE_MARKER).exists()

@@ -17,6 +17,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from sts_core.cli import eval_main
+from sts_core.command_files import LEDGER_NAME
 from sts_core.testing import one_line_error
 from sts_core.training import ConfigParser
 from sts_core.training.run import main as sts_train
@@ -73,7 +74,7 @@ def evaluate(capsys, model: Path, pairs_file: Path, *options: str) -> tuple[str,
     output = model.parent / "scores"
     capsys.readouterr()
     argv = ["--model", str(model), "--pairs", str(pairs_file), *options]
-    assert eval_main([*argv, "--output", str(output), "--quiet"]) == 0
+    assert eval_main([*argv, "--output", str(output), "--quiet", "--overwrite"]) == 0
     lines = [
         line for line in capsys.readouterr().out.splitlines() if line.startswith(f"{pairs_file}:")
     ]
@@ -115,7 +116,7 @@ def test_a_headed_csv_trains_and_scores(tiny_bert_dir, tmp_path, capsys):
     assert "tasks" not in saved  # --pairs alone: no STS table (and no benchmark data needed)
     # nothing was written beside the data but the run's own output folder and results
     after = sorted(p.name for p in tmp_path.iterdir())
-    assert after == sorted([*before, "out", "scores.json", "scores.md"])
+    assert after == sorted([*before, "out", "scores.json", "scores.md", LEDGER_NAME])
 
 
 def test_a_jsonl_with_other_names_and_a_columns_mapping(tiny_bert_dir, tmp_path, capsys):

@@ -9,21 +9,24 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exported
+    CommandFiles,
+    OutputPathError,
+    check_writable_file,
+    write_json,
+    write_text,
+    writing,
+)
 from sts_core.names import POOLING_MODES, STS_TASKS
 
 
 class DeviceError(ValueError):
     """A ``--device`` this machine does not have; the message names it and what is available."""
-
-
-class OutputPathError(OSError):
-    """An output file that cannot be written; the message names the path and why."""
 
 
 def _task_list(text: str) -> list[str]:
@@ -106,29 +109,9 @@ def check_device(name: str | None = None) -> str:
 
 
 def check_output_path(path: str | os.PathLike[str], option: str = "--output") -> Path:
-    """Make sure a file can be written at ``path`` before any work is done.
-
-    Creates the parent folder, writes and removes a probe file there. Raises
-    :class:`OutputPathError` (an OSError) naming ``option``, the path and the reason.
-    """
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise OutputPathError(f"{option} {target}: cannot write it, it is a folder")
-    blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise OutputPathError(f"{option} {target}: cannot write there ({blocker} is not a folder)")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(prefix=".sts-write-probe-", dir=target.parent)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        why = err.strerror or str(err)
-        where = f": {err.filename}" if err.filename else ""
-        raise OutputPathError(f"{option} {target}: cannot write there ({why}{where})") from None
-    if target.exists() and not os.access(target, os.W_OK):
-        raise OutputPathError(f"{option} {target}: cannot write it (permission denied)")
-    return target
+    """Make sure a file can be written at ``path`` before any work is done
+    (:func:`sts_core.command_files.check_writable_file`)."""
+    return check_writable_file(path, option)
 
 
 def _report_paths(output: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -261,6 +244,12 @@ def make_eval_parser() -> argparse.ArgumentParser:
         help="write <output>.json and <output>.md (path with or without suffix)",
     )
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace <output>.json and .md written by an earlier sts-eval (a file sts-core "
+        "did not write is never replaced)",
+    )
+    parser.add_argument(
         "--sentence-edit",
         default=None,
         choices=("none", "pcc-tuning"),
@@ -346,14 +335,12 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     """
     args = make_eval_parser().parse_args(argv)
     start = time.perf_counter()
+    tasks = args.tasks if args.tasks is not None else [] if args.pairs else list(STS_TASKS)
     try:
-        if args.output:
-            for path in _report_paths(args.output):
-                check_output_path(path)
+        eval_files(args, tasks).check()
         check_device(args.device)
         from sts_core.evaluation.sts import STSEvaluator
 
-        tasks = args.tasks if args.tasks is not None else [] if args.pairs else list(STS_TASKS)
         evaluator = None
         if tasks:
             evaluator = STSEvaluator(
@@ -392,6 +379,27 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def eval_files(args: argparse.Namespace, tasks: Sequence[str]) -> CommandFiles:
+    """What ``sts-eval`` reads (the model and its base, each ``--pairs`` table, the data
+    folder when a task or a registry set is read) and writes (``<output>.json``, ``.md``)."""
+    from sts_core.data.references import reference_path, registry_names, split_reference
+
+    files = CommandFiles("sts-eval", "--overwrite", args.overwrite)
+    files.reads("--model", args.model)
+    files.reads("--base-model", getattr(args, "base_model", None))
+    names = registry_names()
+    registry = [ref for ref in args.pairs if split_reference(ref, "test")[0] in names]
+    if tasks or registry:
+        files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
+    for reference in args.pairs:
+        files.reads(
+            "--pairs", reference_path(reference, "test", args.data_dir, args.variant or "senteval")
+        )
+    for path in _report_paths(args.output) if args.output else ():
+        files.writes("--output", path)
+    return files
+
+
 def _pair_scores(scores: dict[str, float]) -> dict[str, float]:
     """A PairEvaluator's ``{<name>_spearman, <name>_pearson}`` as ``{spearman, pearson}``."""
     return {key.rsplit("_", 1)[-1]: value for key, value in scores.items()}
@@ -427,11 +435,11 @@ def _save_results(
             f"| {reference} | {scores['spearman']:.2f} | {scores['pearson']:.2f} |"
             for reference, scores in extra.items()
         ]
-        md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text(md_path, "\n".join(lines) + "\n")
     if extra:
         content["pairs"] = extra
         content["pairs_scorer"] = pairs_scorer
-    json_path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+    write_json(json_path, content)
     return json_path, md_path
 
 
@@ -488,6 +496,12 @@ def make_data_parser() -> argparse.ArgumentParser:
     )
     filt.add_argument("--variant", choices=("senteval", "raw"), default="senteval")
     filt.add_argument("--output", help="write the kept pairs as JSON lines")
+    filt.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an --output written by an earlier sts-data (a file sts-core did not "
+        "write is never replaced)",
+    )
     for sub in commands.choices.values():
         sub.add_argument(
             "--data-dir", default=None, help="benchmark data folder (default: $STS_DATA_DIR)"
@@ -500,7 +514,10 @@ def data_main(argv: Sequence[str] | None = None) -> int:
     args = make_data_parser().parse_args(argv)
     try:
         if args.command == "filter" and args.output:
-            check_output_path(args.output)
+            files = CommandFiles("sts-data filter", "--overwrite", args.overwrite)
+            files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
+            files.writes("--output", args.output)
+            files.check()
         from sts_core import data
 
         if args.command == "list":
@@ -513,7 +530,8 @@ def data_main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(report.to_dict(), indent=2))
     if args.output:
         try:
-            kept.to_json(args.output, force_ascii=False)
+            with writing(Path(args.output).expanduser()) as temporary:
+                kept.to_json(str(temporary), force_ascii=False)
         except OSError as error:
             return fail("sts-data", error)
         print(f"wrote {len(kept)} pairs to {args.output}")

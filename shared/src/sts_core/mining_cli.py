@@ -2,21 +2,22 @@
 (:mod:`sts_core.mining`), written as a table ``train_datasets`` reads (anchor, positive,
 negative) with a report beside it.
 
-Every input is checked before the model loads: the settings, the output (never written
-over: an existing file is refused), the device and the pairs; a problem is one line on
+Every input is checked before the model loads: the settings, the output (never an input,
+never a file sts-core did not write; one it wrote only with ``--overwrite``), the device
+and the pairs; a problem is one line on
 stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sts_core.cli import add_encoder_arguments, check_device, check_output_path, fail, load_encoder
+from sts_core.cli import add_encoder_arguments, check_device, fail, load_encoder
 from sts_core.cli import positive_int as _positive_int
+from sts_core.command_files import CommandFiles, write_json, writing
 from sts_core.mining import (
     SAMPLING,
     MiningSettings,
@@ -58,6 +59,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="a text file of more candidate negatives, one per line (besides the positives)",
     )
     parser.add_argument("--output", required=True, help="the triplets: .csv, .jsonl or .parquet")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace triplets (and their report) written by an earlier sts-mine (a file "
+        "sts-core did not write is never replaced)",
+    )
     parser.add_argument(
         "--data-dir", default=None, help="benchmark data folder (default: $STS_DATA_DIR)"
     )
@@ -101,17 +108,22 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_output(path: str) -> Path:
-    """The output file: a known suffix, not there yet, writable."""
-    target = Path(path).expanduser()
+def mining_files(args: argparse.Namespace) -> tuple[CommandFiles, Path]:
+    """What ``sts-mine`` reads (the model, the pairs, the corpus, the data folder for a
+    registry set) and writes (the triplets, of a known suffix, and the report beside them)."""
+    from sts_core.data.references import reference_path
+
+    target = Path(args.output).expanduser()
     if target.suffix.lower() not in WRITERS:
         raise ValueError(f"--output {target}: the name ends in one of {', '.join(WRITERS)}")
-    if target.exists():
-        raise ValueError(f"--output {target} exists: sts-mine writes a new file only")
-    report = report_path(target)
-    if report.exists():
-        raise ValueError(f"--output {target}: its report {report} exists")
-    return check_output_path(target)
+    files = CommandFiles("sts-mine", "--overwrite", args.overwrite)
+    files.reads("--model", args.model)
+    files.reads("--base-model", getattr(args, "base_model", None))
+    files.reads("--pairs", reference_path(args.pairs, "train", args.data_dir))
+    files.reads("--corpus", args.corpus)
+    files.writes("--output", target)
+    files.writes("--output's report", report_path(target))
+    return files, target
 
 
 def report_path(output: Path) -> Path:
@@ -134,7 +146,8 @@ def write_table(dataset, path: Path) -> None:
     writer = WRITERS[path.suffix.lower()]
     options = {"lines": True, "force_ascii": False} if writer == "to_json" else {}
     options |= {"index": False} if writer == "to_csv" else {}
-    getattr(dataset, writer)(str(path), **options)
+    with writing(path) as temporary:
+        getattr(dataset, writer)(str(temporary), **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sampling=args.sampling,
             seed=args.seed,
         )
-        output = check_output(args.output)
+        files, output = mining_files(args)
+        files.check()
         check_search_settings(args.memory_mb, args.faiss)
         check_device(args.device)
         from sts_core.data import check_columns_mapping, load_reference
@@ -175,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         write_table(triplets, output)
         summary = {"pairs": args.pairs, "model": args.model, **report.as_dict()}
-        report_path(output).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json(report_path(output), summary)
     except (OSError, ValueError, ImportError) as error:
         return fail("sts-mine", error)
     for line in report.lines():

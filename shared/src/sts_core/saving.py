@@ -26,16 +26,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SAVE_MARKER = "sts_save_complete.json"
-PARTIAL_PREFIX = ".sts-partial"
-STAGING_DIR = ".sts-staging"
+from sts_core import command_files as files
+from sts_core.command_files import (  # noqa: F401 - re-exported: the save's names and hashing
+    CONTENT_HASH,
+    HASH_CHUNK,
+    PARTIAL_PREFIX,
+    SAVE_MARKER,
+    STAGING_DIR,
+    file_digest,
+    remove_path,
+)
+
 ENCODER_CONFIG_NAME = "sts_encoder_config.json"
 
 
 UNCHECKED_FILES = frozenset({"README.md"})
-# the content hash the marker records of each file (markers without hashes: sizes only)
-CONTENT_HASH = "xxh3_128"
-HASH_CHUNK = 16 << 20  # bytes read at a time: no whole file in memory
 # what torch and safetensors say when a write fails (a full disk, a file-size limit)
 WRITE_FAILURE_TEXTS = (
     "unexpected pos",
@@ -53,33 +58,6 @@ class IncompleteSaveError(OSError):
 class SaveError(OSError):
     """A save that failed while writing (a full disk, a file-size limit): nothing of it was
     published. The message names the folder and the cause."""
-
-
-_DIGESTS: dict[tuple[Any, ...], str] = {}
-
-
-def file_digest(path: Path) -> str:
-    """The :data:`CONTENT_HASH` of the file at ``path``, read in chunks. A file already
-    hashed by this process and unchanged since (same inode, size, mtime and ctime) is not
-    read again: a load that checks a folder twice hashes it once."""
-    status = path.stat()
-    key = (
-        str(path.resolve()),
-        status.st_dev,
-        status.st_ino,
-        status.st_size,
-        status.st_mtime_ns,
-        status.st_ctime_ns,
-    )
-    if key not in _DIGESTS:
-        import xxhash
-
-        digest = xxhash.xxh3_128()
-        with path.open("rb") as handle:
-            while chunk := handle.read(HASH_CHUNK):
-                digest.update(chunk)
-        _DIGESTS[key] = digest.hexdigest()
-    return _DIGESTS[key]
 
 
 def content_hashes(folder: Path, names: Iterable[str]) -> dict[str, str]:
@@ -122,12 +100,10 @@ def _is_scratch(relative: Path) -> bool:
     )
 
 
-def write_json_atomic(path: Path, content: Any) -> None:
-    """Write JSON to a temporary file beside ``path``, then rename it into place."""
-    temporary = path.with_name(f"{PARTIAL_PREFIX}-{os.getpid()}-{path.name}")
-    temporary.write_text(json.dumps(content, indent=2, default=str), encoding="utf-8")
-    _publish_mode(temporary)
-    os.replace(temporary, path)
+def write_json_atomic(path: Path, content: Any, record: bool = False) -> None:
+    """Write JSON atomically (:func:`sts_core.command_files.write_json`); ``record``: in the
+    folder's ledger (a result beside a model), not for the files of a save."""
+    files.write_json(path, content, record=record)
 
 
 def write_save_marker(
@@ -291,13 +267,6 @@ def checkpoints(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[11:]))
 
 
-def remove_path(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-
-
 @contextmanager
 def staged_contents(target: str | os.PathLike, replaces: Iterable[str] = ()) -> Iterator[Path]:
     """Write into a staging folder inside ``target``; on success move its entries into
@@ -332,12 +301,13 @@ def _publish_entries(
     staging: Path, target: Path, previous: dict[str, Any] | None, replaces: Iterable[str]
 ) -> None:
     """Move the entries of ``staging`` into ``target`` (:func:`staged_contents`)."""
+    files.sync_tree(staging)  # on disk before anything of it is published
     remove_path(target / SAVE_MARKER)
     entries = sorted(staging.iterdir(), key=lambda p: p.name != ENCODER_CONFIG_NAME)
     for entry in entries:
         _publish_mode(entry)
         remove_path(target / entry.name)
-        os.replace(entry, target / entry.name)
+        files.OPS.replace(entry, target / entry.name)
     written = {p.name for p in entries}
     stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
     for name in stale.union(replaces) - written:
@@ -399,11 +369,14 @@ def publish_folder(staging: Path, target: Path) -> None:
     aside first and removed after: ``target`` is at every moment the old complete folder,
     the new one, or absent — never a mix of the two."""
     _publish_mode(staging)
+    files.sync_tree(staging)  # on disk before it is renamed into place
     if not (target.exists() or target.is_symlink()):
-        os.replace(staging, target)
+        files.OPS.replace(staging, target)
+        files.sync_folder(target.parent)
         return
     replaced = staging.with_name(f"{staging.name}.replaced")
     remove_path(replaced)
-    os.replace(target, replaced)
-    os.replace(staging, target)
+    files.OPS.replace(target, replaced)
+    files.OPS.replace(staging, target)
+    files.sync_folder(target.parent)
     remove_path(replaced)

@@ -29,14 +29,17 @@ output records the models averaged and which of them were merged adapters.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from sts_core.cli import fail
-from sts_core.saving import expects_marker
+from sts_core.command_files import (
+    CommandFiles,
+    forget_output,
+    write_json,
+    written_by_project,
+)
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
 SOUP_RECORD_NAME = "sts_soup.json"
@@ -71,39 +74,20 @@ def check_inputs(models: Sequence[str], output: str, overwrite: bool) -> list[st
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
     if repeated:
         raise ValueError(f"model {repeated[0]} is given more than once")
-    target = Path(output).expanduser()
-    if target.resolve() in resolved:
-        raise ValueError(f"--output {target} is one of the models: write the soup elsewhere")
-    check_models_outside(target, locations)
-    if target.exists() and not target.is_dir():
-        raise NotADirectoryError(f"--output {target} is a file, not a folder")
-    if target.is_dir() and any(target.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"--output {target} is not empty: choose a new folder or pass --overwrite"
-        )
-    if target.is_dir() and any(target.iterdir()) and not expects_marker(target):
-        raise FileExistsError(
-            f"--output {target} holds files that are not a model saved by sts-core "
-            f"({', '.join(sorted(p.name for p in target.iterdir())[:4])}): --overwrite "
-            "replaces a saved model only; choose a new folder"
-        )
+    soup_files(locations, output, overwrite)
     return locations
 
 
-def check_models_outside(target: Path, locations: Sequence[str]) -> None:
-    """ValueError when a local model folder lies inside ``target`` (the soup's output,
-    whose files ``--overwrite`` replaces), naming both."""
-    output = {Path(os.path.abspath(target)), target.resolve()}
+def soup_files(locations: Sequence[str], output: str, overwrite: bool) -> CommandFiles:
+    """What ``sts-soup`` reads (the models) and writes (``--output``, a folder that holds
+    none of them, is in none of them, and holds nothing sts-core did not write: with
+    ``--overwrite`` a model saved there before is replaced)."""
+    files = CommandFiles("sts-soup", "--overwrite", overwrite)
     for location in locations:
-        path = Path(location).expanduser()
-        if not path.exists():
-            continue  # a hub id
-        forms = {Path(os.path.abspath(path)), path.resolve()}
-        if any(folder in form.parents for form in forms for folder in output):
-            raise ValueError(
-                f"--output {target} holds the model {location}: a soup saved there would "
-                "replace files beside it; write the soup elsewhere (nothing was removed)"
-            )
+        files.reads("model", location)
+    files.writes("--output", output, kind="folder")
+    files.check()
+    return files
 
 
 def check_tokenizers(locations: Sequence[str]) -> None:
@@ -154,10 +138,12 @@ def remove_earlier_results(output: Path) -> None:
     """Remove the results of the model saved in ``output`` before (``--overwrite``), as a
     training run does before it publishes its model: they would describe another model."""
     from sts_core.saving import remove_path
-    from sts_core.training.run import RESULT_FILES
+    from sts_core.training.output import RESULT_FILES
 
     for name in RESULT_FILES:
-        remove_path(output / name)
+        if written_by_project(output / name):
+            remove_path(output / name)
+            forget_output(output / name)
 
 
 def lora_bases(locations: Sequence[str], base_model: str | None = None) -> dict[str, str]:
@@ -251,7 +237,7 @@ def _absolute(location: str) -> str:
 
 
 def _write_record(folder: Path, record: Mapping[str, Any]) -> None:
-    (folder / SOUP_RECORD_NAME).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    write_json(folder / SOUP_RECORD_NAME, record, record=False)  # a file of the save
 
 
 def main(argv: Sequence[str] | None = None) -> int:

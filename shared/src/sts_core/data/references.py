@@ -4,14 +4,16 @@ or (in Python) a ``datasets.Dataset`` / ``DatasetDict``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from datasets import Dataset, DatasetDict
 
 from ._io import PathLike, ScoreRange
-from .errors import DataConfigError
+from .errors import DataConfigError, DataError
 from .filtering import sick_to_sts
-from .named_sets import DEFAULT_VARIANT, list_datasets, load_named, load_pairs
+from .named_sets import DEFAULT_VARIANT, data_location, list_datasets, load_named, load_pairs
 from .tables import from_dataset
 
 #: the name :func:`load_reference` gives a Dataset passed in memory
@@ -86,3 +88,28 @@ def load_reference(
     if name == "sickr" and sick_to_sts_scale:
         dataset = sick_to_sts(dataset)
     return name, dataset
+
+
+def reference_path(
+    reference: str, split: str, data_dir: PathLike | None = None, variant: str = DEFAULT_VARIANT
+) -> str | None:
+    """Where :func:`load_reference` reads ``reference`` from, as a local path: a registry
+    dataset's file under the data folder (None when it is not there), else the path
+    (``folder:split``: the folder; a relative path that does not exist: under the data
+    folder). A hub id comes back as it is (it is not a local path)."""
+    name, split = split_reference(reference, split)
+    if name in registry_names():
+        try:
+            return data_location(name, split, data_dir, variant)
+        except DataError:
+            return None
+    root = data_dir or os.environ.get("STS_DATA_DIR")
+    base, sep, named_split = name.rpartition(":")
+    candidates = [name, base] if sep and base and named_split else [name]  # folder:split
+    for candidate in candidates:
+        path = Path(candidate).expanduser()
+        if path.exists():
+            return str(path)
+        if not path.is_absolute() and root and (Path(root).expanduser() / path).exists():
+            return str(Path(root).expanduser() / path)
+    return str(Path(name).expanduser())

@@ -21,7 +21,6 @@ pairs elsewhere (``score_pairs``, the dev evaluator); the report names such a he
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import math
 import os
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sts_core.command_files import write_json, write_text
 from sts_core.evaluation.metrics import pearson, spearman
 from sts_core.evaluation.pairs import (
     check_scored_pairs,
@@ -189,8 +189,8 @@ class STSReport:
         base = Path(output)  # its suffix, if any, is replaced by .json and .md
         base.parent.mkdir(parents=True, exist_ok=True)
         json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
-        json_path.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
-        md_path.write_text(self.to_markdown(), encoding="utf-8")
+        write_json(json_path, self.to_dict())
+        write_text(md_path, self.to_markdown())
         return json_path, md_path
 
 

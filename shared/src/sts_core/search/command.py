@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from sts_core.saving import remove_path
+from sts_core.command_files import CommandFiles, FilesError, remove_path
 from sts_core.search.cells import Cell
 from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
 from sts_core.search.report import write_report
@@ -339,10 +340,30 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
                 raise SearchError(f"--methods {method}: {reason}")
 
 
+def search_files(spec: SearchSpec) -> CommandFiles:
+    """What the search reads (the model, every table, the data folder) and writes (its
+    folder, which it checks itself: :func:`sts_core.search.spec.check_folder`)."""
+    from sts_core.data.references import reference_path
+
+    files = CommandFiles("sts-search", replace_flag=None)
+    files.reads("--model", spec.model)
+    files.reads("--data-dir", spec.data_dir or os.environ.get("STS_DATA_DIR"))
+    tables = [("--train", t) for t in spec.train] + [("--dev", spec.dev), ("--test", spec.test)]
+    for option, table in tables:
+        if table:
+            files.reads(option, reference_path(table, "train", spec.data_dir))
+    files.writes("--output-dir", spec.output_dir, kind="run")
+    return files
+
+
 def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
     """Run (or resume) the search; write its folder; return its summary."""
     rows = method_rows(spec)
     grid = grid_cells(spec, rows)
+    try:
+        search_files(spec).check()
+    except FilesError as error:
+        raise SearchError(str(error)) from None
     new_folder = not spec.output_dir.exists()
     lock = folder_lock(spec)
     try:

@@ -4,13 +4,13 @@ headline), ``search.md`` (the same as tables, and the command that trains the pi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sts_core.command_files import write_json, write_text, writing
 from sts_core.search.cells import RECIPE_FILE
 from sts_core.search.peers import PEER_METHOD
 from sts_core.search.select import format_score, recipes_of, seed_summary
@@ -107,7 +107,8 @@ def write_chart(records: Sequence[dict[str, Any]], best: str | None, path: Path)
     axes.set_xlim(left=low - max(1.0, 0.05 * abs(low)))
     axes.set_xlabel("dev score (the overall pick's recipe in blue)")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with writing(path, record=False) as temporary:
+        figure.savefig(temporary, dpi=120, format="png")
     plt.close(figure)
     return True
 
@@ -117,13 +118,12 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
     records = summary["cells"]
     best_record = summary.get("best_record")
     if best_record is not None:
-        (folder / PICK_FILE).write_text(
-            yaml.safe_dump(pick_recipe(best_record), sort_keys=False), encoding="utf-8"
+        write_text(
+            folder / PICK_FILE, yaml.safe_dump(pick_recipe(best_record), sort_keys=False), False
         )
     chart = bool(records) and write_chart(records, summary.get("best"), folder / CHART_FILE)
-    (folder / RESULTS_FILE).write_text(
-        json.dumps({k: v for k, v in summary.items() if k != "best_record"}, indent=2),
-        encoding="utf-8",
+    write_json(
+        folder / RESULTS_FILE, {k: v for k, v in summary.items() if k != "best_record"}, False
     )
     lines = [f"# sts-search: {folder}", "", summary["headline"], ""]
     if best_record is not None:
@@ -163,4 +163,4 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
     ):
         if items:
             lines += [f"## {title}", "", *(f"- {item}" for item in items), ""]
-    (folder / REPORT_FILE).write_text("\n".join(lines), encoding="utf-8")
+    write_text(folder / REPORT_FILE, "\n".join(lines), record=False)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from sts_core.saving import remove_path
+from sts_core.command_files import remove_path, write_json, write_text
 from sts_core.search.cells import (
     CELL_FILE,
     LOG_FILE,
@@ -72,9 +72,8 @@ def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, A
     """Write the cell's description and recipe (before its worker starts)."""
     folder.mkdir(parents=True, exist_ok=True)
     recipe = cell.recipe(base, folder / "model")
-    (folder / RECIPE_FILE).write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
-    description = {**cell.describe(), "scoring": scoring}
-    (folder / CELL_FILE).write_text(json.dumps(description, indent=2), encoding="utf-8")
+    write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=False), record=False)
+    write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
 
 
 def run_worker(verb: str, folder: Path, slot: Slot) -> None:
@@ -200,7 +199,7 @@ def _set_test(folder: Path, test: str) -> None:
     remove_path(folder / TEST_FILE)
     described = json.loads((folder / CELL_FILE).read_text(encoding="utf-8"))
     described["scoring"]["test"] = test
-    (folder / CELL_FILE).write_text(json.dumps(described, indent=2), encoding="utf-8")
+    write_json(folder / CELL_FILE, described, record=False)
 
 
 def _scorer(folder: Path, key: str, log: Callable) -> Callable[[Slot], None]:

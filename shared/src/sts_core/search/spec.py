@@ -22,6 +22,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from sts_core.command_files import write_json
 from sts_core.search.cells import OWNED_KEYS, Cell, SearchError
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
@@ -233,8 +234,7 @@ def check_folder(spec: SearchSpec) -> None:
 
 def record_identity(spec: SearchSpec) -> None:
     spec.output_dir.mkdir(parents=True, exist_ok=True)
-    path = spec.output_dir / IDENTITY_FILE
-    path.write_text(json.dumps(spec.identity(), indent=2), encoding="utf-8")
+    write_json(spec.output_dir / IDENTITY_FILE, spec.identity(), record=False)
 
 
 def folder_lock(spec: SearchSpec) -> Any:

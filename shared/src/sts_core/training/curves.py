@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import writing
+
 logger = logging.getLogger(__name__)
 
 CURVES_IMAGE = "learning_curves.png"
@@ -74,7 +76,8 @@ def draw_learning_curves(series: Mapping[str, list[list]], path: Path) -> bool:
         axis.set_xlabel("step")
         axis.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with writing(path) as temporary:
+        figure.savefig(temporary, dpi=110, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(figure)
     return True
 

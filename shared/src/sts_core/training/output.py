@@ -26,6 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import (
+    forms,
+    inside,
+    record_output,
+    written_by_project,
+)
 from sts_core.saving import (
     PARTIAL_PREFIX,
     SAVE_MARKER,
@@ -34,12 +40,18 @@ from sts_core.saving import (
     checkpoints,
     remove_path,
 )
+from sts_core.training.curves import CURVES_IMAGE
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".sts-run.lock"
+METRICS_NAME = "metrics.json"
+#: what a run writes beside its model (removed before a new model is published)
+RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
+#: where the Trainer's TensorBoard writer logs, inside output_dir
+TENSORBOARD_DIR = "runs"
 
 
 # Where launchers put the global rank: torchrun/accelerate, Open MPI, MPICH/Intel MPI, Slurm.
@@ -131,10 +143,13 @@ def prepare_output_dir(
     earlier = sorted(e.name for e in path.iterdir() if e.name != LOCK_NAME)
     plan = OutputDirPlan(path, "new", earlier, lock)
     try:
+        foreign = [name for name in earlier if written_by_project(path / name) is None]
         if earlier and config.resume_from_checkpoint:
             plan.action = "resume"
+            _refuse_foreign(path, [name for name in foreign if name in RESULT_FILES], "resume")
         elif earlier and config.overwrite_output_dir:
             plan.action = "replace"
+            _refuse_foreign(path, foreign, "replace")
         elif earlier and all(_is_leftover(name) for name in earlier):
             plan.leftovers, plan.earlier = earlier, []
         elif earlier:
@@ -163,7 +178,34 @@ def prepare_output_dir(
     elif plan.action == "resume":  # what a run killed while saving left behind
         for leftover in [path / STAGING_DIR, *path.glob(f"{PARTIAL_PREFIX}*")]:
             remove_path(leftover)
+    if not dry_run:
+        _claim_logs(path, config)
     return plan
+
+
+def _refuse_foreign(path: Path, foreign: list[str], action: str) -> None:
+    """ConfigError when ``output_dir`` holds entries sts-core did not write that the run
+    would remove (``replace``) or write over (``resume``: its result files)."""
+    if not foreign:
+        return
+    what = (
+        "--overwrite_output_dir true removes only what sts-core wrote"
+        if action == "replace"
+        else "the resumed run writes its results under these names"
+    )
+    raise ConfigError(
+        f"output_dir {path} holds files sts-core did not write ({_listing(foreign)}): "
+        f"{what}; nothing was removed: move them out or choose another output_dir"
+    )
+
+
+def _claim_logs(path: Path, config: Any) -> None:
+    """Record in the folder's ledger the log folder the Trainer's TensorBoard writer makes
+    inside ``output_dir`` (the run empties or creates the folder before it, so whatever is
+    written there is the run's)."""
+    report_to = config.report_to if isinstance(config.report_to, list) else [config.report_to]
+    if any(str(name) in ("tensorboard", "all") for name in report_to):
+        record_output(path / TENSORBOARD_DIR, kind="folder")
 
 
 def _is_leftover(name: str) -> bool:
@@ -195,32 +237,30 @@ _WHAT_THE_RUN_DOES = {
     "model there",
     "new": "the run saves its model and checkpoints there",
 }
-# inputs read as a whole folder: output_dir may not be inside one it would replace
-_FOLDER_INPUTS = ("model_name_or_path", "teacher_model", "resume_from_checkpoint")
 
 
 def check_inputs_outside(output_dir: Path, inputs: Sequence[tuple[str, Path]], action: str) -> None:
     """ConfigError when an input of the run lies in what it would delete or write over:
     equal to or inside ``output_dir`` (but the resume checkpoint on a resume, unless it is
-    inside a staging folder the resume removes), or, when ``action`` is ``replace``, a
-    model, teacher, checkpoint or data folder that holds ``output_dir``. Paths are compared
-    as given (made absolute) and with symbolic links resolved."""
-    target = _forms(output_dir)
+    inside a staging folder the resume removes), or an input folder (model, teacher,
+    checkpoint, data) that holds ``output_dir``, in every mode. Paths are compared as
+    given (made absolute) and with symbolic links resolved, as
+    :func:`sts_core.command_files.check_off_inputs` compares them for every other command."""
+    target = forms(output_dir)
     for name, input_path in inputs:
-        forms = _forms(input_path)
-        if _inside(forms, target) and not _expected_inside(name, input_path, output_dir, action):
-            relation = "is" if forms & target else "holds"
-            what = f"{name}" if forms & target else f"{name} {input_path}"
+        read = forms(input_path)
+        if inside(read, target) and not _expected_inside(name, input_path, output_dir, action):
+            relation = "is" if read & target else "holds"
+            what = f"{name}" if read & target else f"{name} {input_path}"
             raise ConfigError(
                 f"output_dir {output_dir} {relation} the run's input {what}: "
                 f"{_WHAT_THE_RUN_DOES[action]}; nothing was removed: choose another "
                 "output_dir or move the input out of it"
             )
-        folder_input = name in _FOLDER_INPUTS or (Path(input_path).is_dir() and name != "data_dir")
-        if action == "replace" and folder_input and _inside(target, forms):
+        if inside(target, read):
             raise ConfigError(
                 f"output_dir {output_dir} is inside the run's input {name} {input_path}: "
-                f"{_WHAT_THE_RUN_DOES['replace']} (part of {input_path}); nothing was "
+                f"{_WHAT_THE_RUN_DOES[action]} (part of {input_path}); nothing was "
                 "removed: choose an output_dir outside it"
             )
 
@@ -229,22 +269,11 @@ def _expected_inside(name: str, path: Path, output_dir: Path, action: str) -> bo
     """The resume checkpoint of a resume, in place (not in a staging folder it removes)."""
     if action != "resume" or name != "resume_from_checkpoint":
         return False
-    for outer in _forms(output_dir):
-        for inner in _forms(path):
+    for outer in forms(output_dir):
+        for inner in forms(path):
             if inner != outer and outer in inner.parents:
                 return not _is_leftover(inner.relative_to(outer).parts[0])
     return False
-
-
-def _forms(path: str | os.PathLike) -> set[Path]:
-    """``path`` made absolute as written, and with symbolic links resolved."""
-    given = Path(path).expanduser()
-    return {Path(os.path.abspath(given)), given.resolve()}
-
-
-def _inside(paths: set[Path], folders: set[Path]) -> bool:
-    """Whether one of ``paths`` is one of ``folders`` or lies inside one."""
-    return any(path == folder or folder in path.parents for path in paths for folder in folders)
 
 
 def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, Path]]:
@@ -291,27 +320,10 @@ def _adapter_base(model: str | None) -> str | None:
 
 
 def _data_path(reference: str, split: str, data_args: Any) -> str | None:
-    """Where a data reference is read from, as :func:`sts_core.data.load_reference` finds
-    it: a registry dataset's file under the data folder, else the path (a relative path
-    that does not exist: under the data folder; ``folder:split``: the folder)."""
-    from sts_core.data import DataError, data_location, registry_names, split_reference
+    """Where a data reference is read from (:func:`sts_core.data.references.reference_path`)."""
+    from sts_core.data.references import reference_path
 
-    name, split = split_reference(reference, split)
-    if name in registry_names():
-        try:
-            return data_location(name, split, data_args.data_dir, data_args.data_variant)
-        except DataError:
-            return None
-    root = data_args.data_dir or os.environ.get("STS_DATA_DIR")
-    base, sep, named_split = name.rpartition(":")
-    candidates = [name, base] if sep and base and named_split else [name]  # folder:split
-    for candidate in candidates:
-        path = Path(candidate).expanduser()
-        if path.exists():
-            return str(path)
-        if not path.is_absolute() and root and (Path(root).expanduser() / path).exists():
-            return str(Path(root).expanduser() / path)
-    return str(Path(name).expanduser())
+    return reference_path(reference, split, data_args.data_dir, data_args.data_variant)
 
 
 def _check_creatable(path: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
+from sts_core.command_files import written_by_project
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.saving import read_save_marker, remove_path, write_json_atomic
@@ -30,6 +31,8 @@ from sts_core.training.encoder_setup import build_encoder
 from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
+    METRICS_NAME,
+    RESULT_FILES,
     check_resume_checkpoint,
     is_main_process,
     prepare_output_dir,
@@ -41,9 +44,7 @@ from sts_core.training.resume_settings import check_resume_settings, recipe_sett
 from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, trainer_class
 
 logger = logging.getLogger(__name__)
-METRICS_NAME = "metrics.json"
 # what a run writes about its final model beside it: removed before a new model is published
-RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
 
 
 @dataclass
@@ -324,8 +325,9 @@ class TrainingRun:
         trainer.check_finite()
         output_dir = Path(self.config.output_dir)
         if trainer.is_world_process_zero():
-            for name in RESULT_FILES:
-                remove_path(output_dir / name)
+            for name in RESULT_FILES:  # the earlier model's (the run checked they are ours)
+                if written_by_project(output_dir / name):
+                    remove_path(output_dir / name)
         curves = learning_curve_series(trainer.state.log_history)
         if trainer.is_world_process_zero() and draw_learning_curves(
             curves, output_dir / CURVES_IMAGE
@@ -626,7 +628,7 @@ def saved_model_identity(folder: Path) -> dict[str, Any]:
 
 def _write_metrics(output_dir: Path, metrics: dict[str, Any]) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(output_dir / METRICS_NAME, metrics)
+    write_json_atomic(output_dir / METRICS_NAME, metrics, record=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
