@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -217,5 +218,8 @@ def test_an_output_on_an_input_or_a_foreign_file_is_refused_in_one_line(
     assert "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith(prefix)]
     assert len(errors) == 1, err
+    # refused by the files rule (not for another reason): it names the output and says so
+    assert re.search(r"nothing (was|is) (written|replaced|removed)", errors[0]), errors[0]
+    assert re.search(r"(--output|--output-dir|output_dir) ", errors[0]), errors[0]
     assert workspace.inputs() == before
     assert {p: p.read_bytes() for p in foreign} == foreign
