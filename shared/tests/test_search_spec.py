@@ -158,10 +158,10 @@ def test_a_folder_of_another_search_or_of_other_files_is_refused(tmp_path: Path)
     check_folder(spec(tmp_path, epochs=[1, 2], seeds=[0, 1]))  # the same search, extended
     with pytest.raises(SearchError, match=r"another search's cells \(.* differs in metric, task"):
         check_folder(spec(tmp_path, task="classification"))
-    # the same path, another content: the dev table's SHA-256 differs
-    (tmp_path / "dev.csv").write_text("sentence1,sentence2,score\na b,c d,2\n", encoding="utf-8")
+    # another dev table: its path differs
+    (tmp_path / "dev2.csv").write_text("sentence1,sentence2,score\na b,c d,2\n", encoding="utf-8")
     with pytest.raises(SearchError, match="differs in dev"):
-        check_folder(spec(tmp_path))
+        check_folder(spec(tmp_path, dev=str(tmp_path / "dev2.csv")))
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine", encoding="utf-8")
@@ -192,15 +192,29 @@ def test_each_part_of_the_identity_refuses_a_changed_search(tmp_path: Path, chan
         check_folder(spec(tmp_path, **changes))
 
 
-def test_the_training_table_is_known_by_its_content_and_its_absolute_path(
+def test_the_training_table_is_known_by_its_path_and_each_cell_by_its_content(
     tmp_path: Path, monkeypatch
 ) -> None:
+    """Issue 61: a table changed at the same path refused the whole folder; now the folder
+    resumes and each cell trained on the old content is trained again."""
     record_identity(spec(tmp_path))
     monkeypatch.chdir(tmp_path)
     check_folder(spec(tmp_path, train=["train.csv"]))  # the same file, written relatively
+    before = spec(tmp_path).input_identities()
+    cell = Cell("a", "a", {}, {}, 1.0, 1e-5, 0)
+    (tmp_path / "cell.json").write_text(
+        json.dumps({**cell.describe(), "scoring": {"inputs": before}}), encoding="utf-8"
+    )
+    (tmp_path / "result.json").write_text('{"dev": 80.0}', encoding="utf-8")
+    assert done_record(tmp_path, cell, inputs=before)["dev"] == 80.0
     (tmp_path / "train.csv").write_text("sentence1,sentence2,score\nx,y,3\n", encoding="utf-8")
-    with pytest.raises(SearchError, match="differs in train"):
-        check_folder(spec(tmp_path))
+    check_folder(spec(tmp_path))  # the same search
+    after = spec(tmp_path).input_identities()
+    assert [key for key in after if after[key] != before[key]] == [
+        f"--train {tmp_path / 'train.csv'}"
+    ]
+    assert done_record(tmp_path, cell, inputs=after) is None  # trained again
+    assert done_record(tmp_path, cell) is not None  # (finished, on the old content)
     folder = tmp_path / "saved"
     (folder / "sub").mkdir(parents=True)
     (folder / "sub" / "data.arrow").write_bytes(b"1")
@@ -208,6 +222,17 @@ def test_the_training_table_is_known_by_its_content_and_its_absolute_path(
     (folder / "sub" / "data.arrow").write_bytes(b"2")
     assert fingerprint(str(folder)) != first  # a save_to_disk folder: its files' content
     assert fingerprint("stsb:train") == {"reference": "stsb:train"}
+
+
+def test_a_search_json_of_an_older_search_with_content_hashes_resumes(tmp_path: Path) -> None:
+    search = spec(tmp_path)
+    record_identity(search)
+    path = search.output_dir / "search.json"
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    recorded["train"][0]["sha256"] = "0" * 64  # as sts-search wrote it before issue 61
+    recorded["dev"]["sha256"] = "1" * 64
+    path.write_text(json.dumps(recorded), encoding="utf-8")
+    check_folder(search)
 
 
 def test_a_damaged_identity_file_is_one_line(tmp_path: Path) -> None:
@@ -363,12 +388,10 @@ def test_found_by_mutation_edges_of_the_options_and_the_identity(tmp_path: Path)
         max_steps=3,
         data_dir="d",
     )
-    digest = hashlib.sha256((tmp_path / "train.csv").read_bytes()).hexdigest()
-    dev_digest = hashlib.sha256((tmp_path / "dev.csv").read_bytes()).hexdigest()
     assert search.identity() == {
         "model": "m",
-        "train": [{"reference": str((tmp_path / "train.csv").resolve()), "sha256": digest}],
-        "dev": {"reference": str((tmp_path / "dev.csv").resolve()), "sha256": dev_digest},
+        "train": [{"reference": str((tmp_path / "train.csv").resolve())}],
+        "dev": {"reference": str((tmp_path / "dev.csv").resolve())},
         "task": "sts",
         "metric": "spearman",
         "columns": {"score": "sim"},

@@ -337,7 +337,9 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     tasks = args.tasks if args.tasks is not None else [] if args.pairs else list(STS_TASKS)
     try:
-        eval_files(args, tasks).check()
+        files = eval_files(args, tasks)
+        files.check()
+        args.input_identities = files.identities() if args.output else {}
         check_device(args.device)
         from sts_core.evaluation.sts import STSEvaluator
 
@@ -439,6 +441,7 @@ def _save_results(
     if extra:
         content["pairs"] = extra
         content["pairs_scorer"] = pairs_scorer
+    content["inputs"] = getattr(args, "input_identities", {})
     write_json(json_path, content)
     return json_path, md_path
 

@@ -119,6 +119,87 @@ def file_digest(path: Path) -> str:
     return _DIGESTS[key]
 
 
+# ----------------------------------------------------------------------------- identities
+def content_identity(reference: str | os.PathLike) -> dict[str, Any]:
+    """What an input is, by content, so that a run or a search knows when it changed at
+    the same path: a file's size and :data:`CONTENT_HASH`; for a folder sts-core saved, the
+    hash of the content hashes its save marker records of the model files (checked against
+    the files whenever the folder is loaded); for any other folder, the hash of each file's
+    hash (scratch files and ledgers left out); for a hub id, the revision of its copy in
+    the local Hugging Face cache (None when there is none)."""
+    path = Path(str(reference)).expanduser()
+    if path.is_file():
+        size = path.stat().st_size
+        return {"path": str(path.resolve()), "size": size, CONTENT_HASH: file_digest(path)}
+    if path.is_dir():
+        return {"path": str(path.resolve()), CONTENT_HASH: _folder_digest(path)}
+    return {"hub": str(reference), "revision": _cached_revision(str(reference))}
+
+
+def changed_identity(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """How an input's identity changed, in words (``xxh3_128 1a2b… → 3c4d…``); None when
+    it did not (a revision unknown on either side is not a change)."""
+    for key in (CONTENT_HASH, "revision"):
+        old, new = recorded.get(key), now.get(key)
+        if old is not None and new is not None and old != new:
+            return f"{key} {str(old)[:12]}… → {str(new)[:12]}…"
+    if ("hub" in recorded) != ("hub" in now):
+        return (
+            f"{recorded.get('hub') or recorded.get('path')} → {now.get('hub') or now.get('path')}"
+        )
+    return None
+
+
+def _folder_digest(folder: Path) -> str:
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    recorded = _marker_hashes(folder)
+    if recorded is not None:
+        digest.update(json.dumps(recorded, sort_keys=True).encode("utf-8"))
+        return "marker:" + digest.hexdigest()
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_file() and not _skipped(relative):
+            digest.update(f"{relative.as_posix()}\0{file_digest(path)}\0".encode())
+    return digest.hexdigest()
+
+
+def _skipped(relative: Path) -> bool:
+    """Scratch files, ledgers and run locks: not part of what a folder holds."""
+    return any(is_scratch(part) for part in relative.parts) or relative.name in (
+        LEDGER_NAME,
+        ".sts-run.lock",
+    )
+
+
+def _marker_hashes(folder: Path) -> dict[str, str] | None:
+    """The content hashes a save marker records of the model files (None without a marker
+    with hashes)."""
+    try:
+        marker = json.loads((folder / SAVE_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    hashes = marker.get("hashes") if isinstance(marker, dict) else None
+    if not isinstance(hashes, dict):
+        return None
+    return {name: hashes[name] for name in marker.get("files", {}) if name in hashes}
+
+
+def _cached_revision(repo_id: str) -> str | None:
+    """The commit of the local Hugging Face cache's copy of a hub model or dataset."""
+    root = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
+    name = repo_id.split(":")[0].replace("/", "--")
+    for kind in ("models", "datasets"):
+        ref = root / f"{kind}--{name}" / "refs" / "main"
+        if ref.is_file():
+            return ref.read_text(encoding="utf-8").strip() or None
+    return None
+
+
 # ----------------------------------------------------------------------------- atomic writes
 _COMMAND = {"name": Path(sys.argv[0]).name or "python"}
 
@@ -426,6 +507,16 @@ class CommandFiles:
         path = Path(value).expanduser()
         self.outputs.append(Declared(option, path, kind))
         return path
+
+    def identities(self, skip: Iterable[str] = ("--data-dir",)) -> dict[str, Any]:
+        """``"<option> <path>"`` → :func:`content_identity` of each input (but the options
+        ``skip``: a benchmark data folder is recorded by its path alone)."""
+        left_out = set(skip)
+        return {
+            f"{item.option} {item.path.resolve()}": content_identity(item.path)
+            for item in self.inputs
+            if item.option not in left_out
+        }
 
     def check(self) -> None:
         """:class:`FilesError` for the first output that would overwrite an input or a file

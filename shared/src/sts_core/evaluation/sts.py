@@ -113,6 +113,8 @@ class STSReport:
     scorer: str = COSINE_SCORER  # what scored the pairs: "cosine" or "head:<name>"
     unused_pair_scorer: str | None = None  # the model's pair-scoring head, not scored
     model_save_id: str | None = None  # the save (its marker's save_id) that was scored
+    # the content identities of what was read (sts_core.command_files.content_identity)
+    inputs: dict[str, Any] | None = None
 
     def scored_by(self) -> str:
         """What scored the pairs, in words (and the model's unused head, if any): the
@@ -136,6 +138,7 @@ class STSReport:
             "variant": self.variant,
             "model": self.model,
             **({"model_save_id": self.model_save_id} if self.model_save_id else {}),
+            **({"inputs": self.inputs} if self.inputs else {}),
             "seconds": round(self.seconds, 2),
             "scorer": self.scorer,
             **({"unused_pair_scorer": self.unused_pair_scorer} if self.unused_pair_scorer else {}),

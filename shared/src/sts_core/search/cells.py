@@ -130,6 +130,12 @@ class Cell:
         }
 
 
+def trained_on_other_inputs(described: dict[str, Any], inputs: dict[str, Any]) -> bool:
+    """Whether a cell's ``cell.json`` records other content identities of the model and
+    tables than ``inputs`` (or none: a cell of an older search)."""
+    return (described.get("scoring") or {}).get("inputs") != inputs
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -142,12 +148,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def done_record(
-    folder: Path, cell: Cell, test: dict[str, str] | None = None
+    folder: Path,
+    cell: Cell,
+    test: dict[str, str] | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The record of a finished cell: its description, result and, when ``test`` (the test
     table's fingerprint) is the table its ``test.json`` scored, the test score; None when
-    it has not finished. A folder whose ``cell.json`` describes another cell is refused
-    (it is not this search's)."""
+    it has not finished, or (``inputs`` given: the content identities of the search's
+    model and tables) when it was trained on other inputs (:func:`trained_on_other_inputs`).
+    A folder whose ``cell.json`` describes another cell is refused (it is not this
+    search's)."""
     described = read_json(folder / CELL_FILE)
     if described is not None and described.get("key") != cell.key:
         raise SearchError(
@@ -155,6 +166,8 @@ def done_record(
         )
     result = read_json(folder / RESULT_FILE)
     if described is None or result is None:
+        return None
+    if inputs is not None and trained_on_other_inputs(described, inputs):
         return None
     record = {**cell.describe(), **result, "folder": str(folder)}
     scored = read_json(folder / TEST_FILE)

@@ -300,6 +300,7 @@ def scoring_of(spec: SearchSpec) -> dict[str, Any]:
         "dev": spec.dev,
         "test": spec.test,
         "test_fingerprint": fingerprint(spec.test) if spec.test else None,
+        "inputs": spec.input_identities(),
         "eval_columns": spec.eval_columns,
         "data_dir": spec.data_dir,
         "eval_pairs": spec.eval_pairs,
@@ -396,7 +397,8 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     if spec.test:
         runs = recipes_of(records)
         score_tests(scheduler, [r for key in retrained for r in runs[key]], spec.test, log)
-        records = finished(grid + extra, root, scoring["test_fingerprint"])  # their test scores
+        # their test scores
+        records = finished(grid + extra, root, scoring["test_fingerprint"], scoring["inputs"])
     return summarise(spec, records, picks, best, scheduler)
 
 

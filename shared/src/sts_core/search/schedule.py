@@ -27,6 +27,7 @@ from sts_core.search.cells import (
     CELL_FILE,
     LOG_FILE,
     RECIPE_FILE,
+    RESULT_FILE,
     TEST_FILE,
     Cell,
     done_record,
@@ -71,6 +72,8 @@ def slots(
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
     """Write the cell's description and recipe (before its worker starts)."""
     folder.mkdir(parents=True, exist_ok=True)
+    for earlier in (RESULT_FILE, TEST_FILE):  # a run on other inputs: its results go first
+        remove_path(folder / earlier)
     recipe = cell.recipe(base, folder / "model")
     write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=False), record=False)
     write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
@@ -145,23 +148,33 @@ def train_cells(
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Train every cell not yet finished; return the records of the finished ones."""
-    todo = []
+    todo, stale = [], 0
     for cell in cells:
         folder = root / cell.folder_name
-        if done_record(folder, cell) is None:
+        if done_record(folder, cell, inputs=scoring.get("inputs")) is None:
+            stale += done_record(folder, cell) is not None  # finished, on other inputs
             todo.append((cell.key, _trainer(cell, folder, base, scoring, log)))
     if todo:
         log(f"sts-search: {len(todo)} cell(s) to train, {len(cells) - len(todo)} done before")
+    if stale:
+        log(
+            f"sts-search: {stale} of them finished before on other inputs (the model or a "
+            "table changed since, at the same path): trained again"
+        )
     scheduler.run(todo)
-    return finished(cells, root, scoring.get("test_fingerprint"))
+    return finished(cells, root, scoring.get("test_fingerprint"), scoring.get("inputs"))
 
 
 def finished(
-    cells: Sequence[Cell], root: Path, test: dict[str, str] | None = None
+    cells: Sequence[Cell],
+    root: Path,
+    test: dict[str, str] | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The records of the finished ones of ``cells``, in their order (with the score on
-    the test table ``test`` fingerprints, where one was made)."""
-    records = (done_record(root / c.folder_name, c, test) for c in cells)
+    the test table ``test`` fingerprints, where one was made; trained on ``inputs``, when
+    given)."""
+    records = (done_record(root / c.folder_name, c, test, inputs) for c in cells)
     return [r for r in records if r is not None]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from sts_core.command_files import write_json
+from sts_core.command_files import content_identity, write_json
 from sts_core.search.cells import OWNED_KEYS, Cell, SearchError
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
@@ -160,12 +160,27 @@ class SearchSpec:
             recipe["data_dir"] = self.data_dir
         return recipe
 
+    def input_identities(self) -> dict[str, Any]:
+        """``"<option> <path or hub id>"`` → content identity of the model and of each
+        training and dev table (:func:`~sts_core.command_files.content_identity`): what each
+        cell records, so that a cell trained on other content is trained again."""
+        from sts_core.data.references import reference_path
+
+        found = {f"--model {self.model}": content_identity(self.model)}
+        for option, table, split in [
+            *(("--train", t, "train") for t in self.train),
+            ("--dev", self.dev, "dev"),
+        ]:
+            path = reference_path(table, split, self.data_dir) or table
+            found[f"{option} {table}"] = content_identity(path)
+        return found
+
     def identity(self) -> dict[str, Any]:
         """What ``search.json`` records and a resumed search must match."""
         return {
             "model": self.model,
-            "train": [fingerprint(t) for t in self.train],
-            "dev": fingerprint(self.dev),
+            "train": [reference_of(t) for t in self.train],
+            "dev": reference_of(self.dev),
             "task": self.task,
             "metric": self.metric,
             "columns": self.columns,
@@ -178,6 +193,13 @@ class SearchSpec:
             # the dev scores change with it (absent when unset: older folders resume)
             **({"eval_pairs": self.eval_pairs} if self.eval_pairs else {}),
         }
+
+
+def reference_of(reference: str) -> dict[str, str]:
+    """A data reference, a local one as its absolute path (its content is each cell's
+    record: :meth:`SearchSpec.input_identities`)."""
+    path = Path(reference)
+    return {"reference": str(path.resolve()) if path.exists() else reference}
 
 
 def fingerprint(reference: str) -> dict[str, str]:
@@ -219,6 +241,7 @@ def check_folder(spec: SearchSpec) -> None:
         if not isinstance(recorded, dict):
             raise SearchError(f"{path} is not a search's identity: not a mapping")
         identity = spec.identity()
+        recorded = _without_content_hashes(recorded)
         if recorded != identity:
             changed = sorted(k for k in identity if recorded.get(k) != identity.get(k))
             raise SearchError(
@@ -230,6 +253,20 @@ def check_folder(spec: SearchSpec) -> None:
             f"{folder} is not empty and holds no {IDENTITY_FILE}: a search writes only into "
             "a new or empty folder, or its own"
         )
+
+
+def _without_content_hashes(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A ``search.json`` of an older search, whose tables were recorded with their
+    SHA-256, as the references alone (the content is each cell's record now)."""
+
+    def reference(entry: Any) -> Any:
+        return {"reference": entry["reference"]} if isinstance(entry, dict) else entry
+
+    return {
+        **recorded,
+        "train": [reference(t) for t in recorded.get("train", [])],
+        "dev": reference(recorded.get("dev")),
+    }
 
 
 def record_identity(spec: SearchSpec) -> None:

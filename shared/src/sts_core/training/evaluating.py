@@ -74,6 +74,7 @@ class Evaluating(Trainer):
         report = evaluator.evaluate(encoder, model_name=str(self.args.output_dir))
         marker = read_save_marker(Path(self.args.output_dir))
         report.model_save_id = (marker or {}).get("save_id")  # the model saved beside it
+        report.inputs = (getattr(self, "run_settings", None) or {}).get("inputs")
         if self.is_world_process_zero():
             print(report.to_text())
             report.save(os.path.join(self.args.output_dir, "sts_results"))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sts_core.command_files import (
+    content_identity,
     forms,
     inside,
     record_output,
@@ -304,6 +305,24 @@ def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, 
             if reference and str(reference).lower() != "none":
                 add(name, _data_path(str(reference), split, data_args))
     return found
+
+
+def input_identities(model_args: Any, data_args: Any, config: Any) -> dict[str, Any]:
+    """``"<option> <path or hub id>"`` → :func:`~sts_core.command_files.content_identity`
+    of every input the trained weights depend on: the model (and a LoRA adapter's base),
+    the teacher, each training, dev and threshold set (local, or a hub id for the models).
+    The data folder as a whole and the resume checkpoint are left out (the sets read from
+    the folder are listed; the checkpoint is checked by its save marker)."""
+    identities = {}
+    for name in ("model_name_or_path", "teacher_model"):
+        value = getattr(model_args if name == "model_name_or_path" else config, name, None)
+        if value and not Path(str(value)).expanduser().exists():  # a hub id
+            identities[f"{name} {value}"] = content_identity(value)
+    for name, path in run_inputs(model_args, data_args, config):
+        if name in ("data_dir", "resume_from_checkpoint", "final_eval_datasets"):
+            continue
+        identities[f"{name} {path.expanduser().resolve()}"] = content_identity(path)
+    return identities
 
 
 def _adapter_base(model: str | None) -> str | None:

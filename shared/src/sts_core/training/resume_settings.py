@@ -30,11 +30,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import changed_identity
 from sts_core.training.averaging import averaging_settings, check_resume_averaging
 
 logger = logging.getLogger(__name__)
 
 RUN_SETTINGS_NAME = "sts_run_settings.json"
+#: the record's content identities of the run's inputs (:func:`check_resume_inputs`)
+INPUTS_KEY = "inputs"
 
 #: settings a resume may change: they decide where and how the run writes, logs and
 #: reports, how fast the data is fed (not which data, nor its order), memory and device
@@ -289,9 +292,29 @@ def check_resume_settings(config: Any, settings: dict[str, Any], *arguments: Any
         )
         return
     skip = (PROCESSES,) if getattr(config, "check_only", False) else ()
+    skip += (INPUTS_KEY,)
     changes = changed_settings(saved, settings, declared_defaults(config, *arguments), skip)
     if changes:
         raise ValueError(
             f"resume_from_checkpoint {checkpoint} was saved under other settings: "
             f"{', '.join(changes)}; resume with the same recipe or start a new run"
         )
+    check_resume_inputs(checkpoint, saved.get(INPUTS_KEY), settings.get(INPUTS_KEY, {}))
+
+
+def check_resume_inputs(
+    checkpoint: str, saved: dict[str, Any] | None, inputs: dict[str, Any]
+) -> None:
+    """ValueError naming the first input whose content changed since ``checkpoint`` was
+    saved (same path, other rows or weights), with the old and new identity. A checkpoint
+    that records no identities (written before they were recorded) is not compared."""
+    if saved is None:
+        return
+    for key, identity in inputs.items():
+        change = changed_identity(saved[key], identity) if key in saved else None
+        if change:
+            raise ValueError(
+                f"resume_from_checkpoint {checkpoint}: its input {key} changed since the "
+                f"checkpoint was saved ({change}): resume with the inputs it was trained on, "
+                "or start a new run"
+            )

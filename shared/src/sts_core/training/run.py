@@ -34,13 +34,18 @@ from sts_core.training.output import (
     METRICS_NAME,
     RESULT_FILES,
     check_resume_checkpoint,
+    input_identities,
     is_main_process,
     prepare_output_dir,
     process_rank,
     run_inputs,
 )
 from sts_core.training.parser import ConfigError, ConfigParser
-from sts_core.training.resume_settings import check_resume_settings, recipe_settings
+from sts_core.training.resume_settings import (
+    INPUTS_KEY,
+    check_resume_settings,
+    recipe_settings,
+)
 from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, trainer_class
 
 logger = logging.getLogger(__name__)
@@ -164,6 +169,7 @@ class TrainingRun:
         from sts_core.training.checkpoints import check_trusted_state_files
 
         self.settings = recipe_settings(self.config, self.model_args, self.data_args)
+        self.settings[INPUTS_KEY] = input_identities(self.model_args, self.data_args, self.config)
         checkpoint = self.config.resume_from_checkpoint
         check_resume_checkpoint(checkpoint)
         if checkpoint:
@@ -336,6 +342,7 @@ class TrainingRun:
         trainer.save_model(self.config.output_dir)
         metrics = {
             "model": saved_model_identity(output_dir),
+            "inputs": self.settings[INPUTS_KEY],
             "launch": launch_summary(trainer),
             "train": {
                 **train_output.metrics,
