@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sts_core.command_files import LEDGER_NAME, write_bytes
+from sts_core.command_files import INTERRUPTED, LEDGER_NAME, write_bytes
 from sts_core.encoder import SentenceEncoder, check_model_location
 from sts_core.saving import (
     SAVE_MARKER,
@@ -440,8 +440,7 @@ def test_run_killed_while_saving_a_checkpoint_resumes_from_the_last_complete_one
         real_publish(staged, final)
 
     monkeypatch.setattr(trainer_module, "publish_folder", killed_at_step_four)
-    with pytest.raises(KeyboardInterrupt):
-        main(["--config", str(config)])
+    assert main(["--config", str(config)]) == INTERRUPTED  # one line, exit 130
     monkeypatch.undo()
     out = tmp_path / "out"
     assert (out / STAGING_DIR / "checkpoint-4").is_dir()

@@ -18,6 +18,7 @@ from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exporte
     CommandFiles,
     OutputPathError,
     check_writable_file,
+    on_interrupt,
     write_json,
     write_text,
     writing,
@@ -326,6 +327,7 @@ def check_base_model_option(model: str) -> None:
         )
 
 
+@on_interrupt("sts-eval")
 def eval_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-eval``.
 
@@ -512,6 +514,7 @@ def make_data_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@on_interrupt("sts-data")
 def data_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-data``."""
     args = make_data_parser().parse_args(argv)

@@ -24,6 +24,7 @@ standard library is imported here (``xxhash``, a dependency, when a file is hash
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -459,6 +460,37 @@ def check_writable_file(path: str | os.PathLike, option: str = "--output") -> Pa
     if target.exists() and not os.access(target, os.W_OK):
         raise OutputPathError(f"{option} {target}: cannot write it (permission denied)")
     return target
+
+
+# ----------------------------------------------------------------------------- interrupts
+#: the exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it
+INTERRUPTED = 130
+
+
+def on_interrupt(prog: str, saved: Callable[[], str] | None = None) -> Callable:
+    """Decorate a command's ``main``: Ctrl-C (KeyboardInterrupt) ends it with one line on
+    stderr — ``<prog>: interrupted (Ctrl-C): <saved()>`` (what was kept, and how to go on;
+    by default: nothing half-written) — and exit status :data:`INTERRUPTED`, no
+    traceback. Every write of the command is atomic, so nothing it was writing is left
+    half-written."""
+
+    def decorate(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def wrapped(*args: Any, **kwargs: Any) -> int:
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                what = saved() if saved is not None else NOTHING_HALF_WRITTEN
+                sys.stderr.write(f"{prog}: interrupted (Ctrl-C): {what}\n")
+                sys.stderr.flush()
+                return INTERRUPTED
+
+        return wrapped
+
+    return decorate
+
+
+NOTHING_HALF_WRITTEN = "nothing was written half-way (a file is written whole or not at all)"
 
 
 # ----------------------------------------------------------------------------- declaring

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import on_interrupt
+
 
 def load_script_main(script: Path) -> Callable[[list[str]], int] | None:
     """The ``main(argv)`` of a training script, imported by path (None if it has none)."""
@@ -247,6 +249,7 @@ def _failed(status: int, who: str) -> int:
     return status
 
 
+@on_interrupt("sts-launch")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-launch``."""
     from accelerate.commands.launch import launch_command_parser

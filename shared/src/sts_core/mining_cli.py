@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sts_core.cli import add_encoder_arguments, check_device, fail, load_encoder
 from sts_core.cli import positive_int as _positive_int
-from sts_core.command_files import CommandFiles, write_json, writing
+from sts_core.command_files import CommandFiles, on_interrupt, write_json, writing
 from sts_core.mining import (
     SAMPLING,
     MiningSettings,
@@ -150,6 +150,7 @@ def write_table(dataset, path: Path) -> None:
         getattr(dataset, writer)(str(temporary), **options)
 
 
+@on_interrupt("sts-mine")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-mine``."""
     args = make_parser().parse_args(argv)

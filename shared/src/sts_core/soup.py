@@ -37,6 +37,7 @@ from sts_core.cli import fail
 from sts_core.command_files import (
     CommandFiles,
     forget_output,
+    on_interrupt,
     write_json,
     written_by_project,
 )
@@ -240,6 +241,7 @@ def _write_record(folder: Path, record: Mapping[str, Any]) -> None:
     write_json(folder / SOUP_RECORD_NAME, record, record=False)  # a file of the save
 
 
+@on_interrupt("sts-soup")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-soup``: exit 0 with the soup saved, 2 with one line on stderr."""
     args = make_parser().parse_args(argv)

@@ -23,7 +23,13 @@ from typing import Any
 
 import yaml
 
-from sts_core.command_files import CommandFiles, FilesError, remove_path
+from sts_core.command_files import (
+    INTERRUPTED,
+    NOTHING_HALF_WRITTEN,
+    CommandFiles,
+    FilesError,
+    remove_path,
+)
 from sts_core.search.cells import Cell
 from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
 from sts_core.search.report import write_report
@@ -429,6 +435,7 @@ def summarise(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    spec = None
     try:
         spec = spec_from_arguments(args)
         if args.list:
@@ -439,6 +446,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SearchError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        kept = (
+            NOTHING_HALF_WRITTEN
+            if spec is None
+            else (
+                f"the cells finished so far are kept in {spec.output_dir}; the same command goes "
+                "on from there (the cells that were training start again)"
+            )
+        )
+        print(f"error: interrupted (Ctrl-C): {kept}", file=sys.stderr)
+        return INTERRUPTED
     print(summary["headline"])
     print(f"sts-search: the report is {spec.output_dir / 'search.md'}")
     if summary["failures"]:

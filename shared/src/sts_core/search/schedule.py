@@ -88,9 +88,7 @@ def run_worker(verb: str, folder: Path, slot: Slot) -> None:
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
-        status = subprocess.run(
-            command, env=slot.environment(), stdout=log, stderr=subprocess.STDOUT, check=False
-        ).returncode
+        status = _run_child(command, slot.environment(), log)
     if status != 0:
         with open(log_file, encoding="utf-8") as log:
             log.seek(earlier)
@@ -98,6 +96,36 @@ def run_worker(verb: str, folder: Path, slot: Slot) -> None:
         errors = [line for line in lines if line.startswith("error: ")]
         reason = errors[-1] if errors else (lines[-1] if lines else "no output")
         raise CellFailed(f"{folder.name}: exit {status}: {reason} (log: {log_file})")
+
+
+_CHILDREN: set[subprocess.Popen] = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def _run_child(command: list[str], environment: dict[str, str], log: Any) -> int:
+    """Run a worker, known to :func:`stop_children` while it runs; its exit status."""
+    process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(process)
+    try:
+        return process.wait()
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.discard(process)
+
+
+def stop_children(grace: float = 10.0) -> None:
+    """Terminate the workers still running (the search was interrupted), killing those
+    that have not ended after ``grace`` seconds."""
+    with _CHILDREN_LOCK:
+        running = list(_CHILDREN)
+    for process in running:
+        process.terminate()
+    for process in running:
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 class Scheduler:
@@ -111,17 +139,27 @@ class Scheduler:
         self.failures: list[str] = []
         self._free = list(slots)
         self._lock = threading.Lock()
+        self.stopped = False
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
     def run(self, items: Sequence[tuple[str, Callable[[Slot], None]]]) -> None:
         """Run each ``(name, work)``: ``work(slot)`` on a free slot."""
-        with ThreadPoolExecutor(max_workers=len(self.slots)) as pool:
+        pool = ThreadPoolExecutor(max_workers=len(self.slots))
+        try:
             list(pool.map(self._one, items))
+        except BaseException:  # Ctrl-C: no new item starts, the running ones are stopped
+            self.stopped = True
+            stop_children()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _one(self, item: tuple[str, Callable[[Slot], None]]) -> None:
         name, work = item
+        if self.stopped:
+            return
         if self.failures or self.out_of_time():
             reason = "after a failure" if self.failures else "time limit"
             self.skipped.append(f"{name} ({reason})")

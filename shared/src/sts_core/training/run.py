@@ -20,10 +20,16 @@ from typing import Any
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from sts_core.command_files import written_by_project
+from sts_core.command_files import INTERRUPTED, NOTHING_HALF_WRITTEN, written_by_project
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
-from sts_core.saving import read_save_marker, remove_path, write_json_atomic
+from sts_core.saving import (
+    SAVE_MARKER,
+    checkpoints,
+    read_save_marker,
+    remove_path,
+    write_json_atomic,
+)
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.curves import CURVES_IMAGE, draw_learning_curves, learning_curve_series
 from sts_core.training.divergence import TrainingDiverged
@@ -526,9 +532,14 @@ def cli_main(
     from sts_core.distributed import close_process_group
 
     finished = False
+    run = run_class(argv, method)
     try:
-        run_class(argv, method).run()
+        run.run()
         finished = True
+    except KeyboardInterrupt:
+        if is_main_process():
+            _write_line(f"error: interrupted (Ctrl-C): {interrupted_run(run)}")
+        return INTERRUPTED
     except (ConfigError, DataError, OSError) as error:  # OSError: a model folder or id
         report_error(error)
         return 2
@@ -538,6 +549,26 @@ def cli_main(
     finally:
         close_process_group(wait_for_others=finished)
     return 0
+
+
+def interrupted_run(run: TrainingRun) -> str:
+    """What a run stopped by Ctrl-C kept, and how to go on: its newest complete checkpoint
+    and the resume, or that nothing was saved (its saves are atomic: nothing is left
+    half-written that a loader would take)."""
+    config = getattr(run, "config", None)
+    if config is None or config.check_only:
+        return NOTHING_HALF_WRITTEN
+    output = Path(config.output_dir)
+    complete = [folder for folder in checkpoints(output) if (folder / SAVE_MARKER).is_file()]
+    if not complete:
+        return (
+            f"no checkpoint of this run was saved in {output}: run the same command again "
+            "with --overwrite_output_dir true"
+        )
+    return (
+        f"the newest complete checkpoint is {complete[-1]}; continue the run: the same "
+        f"command with --resume_from_checkpoint {complete[-1]}"
+    )
 
 
 def command(method: Any) -> Callable[[Sequence[str] | None], int]:
