@@ -139,6 +139,17 @@ def test_a_write_is_synced_before_its_rename_and_the_folder_after(
     assert ("fsync", seen[ledger - 3][1]) == seen[ledger - 2]  # its own file synced first
 
 
+def test_a_file_a_writer_wrote_is_synced_before_its_rename(tmp_path: Path, monkeypatch) -> None:
+    """:func:`writing` (a table, a figure): the file the writer made is synced before the
+    rename, the folder after (swapping or dropping either fails here)."""
+    seen = steps_of_a_write(tmp_path, monkeypatch, "writing")
+    temporary = next(what for kind, what in seen if kind == "open")
+    rename = seen.index(("replace", "result.json"))
+    assert seen[:rename] == [("open", temporary), ("fsync", temporary), ("close", temporary)]
+    folder = "count-writing"
+    assert seen[rename + 1 : rename + 4] == [("open", folder), ("fsync", folder), ("close", folder)]
+
+
 def test_a_published_save_is_on_disk_before_its_first_rename(tmp_path: Path, monkeypatch) -> None:
     """Every staged file of a save is fsync-ed before anything is renamed into the target;
     the old marker goes before the first entry, the new marker after the last."""
