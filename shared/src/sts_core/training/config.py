@@ -542,8 +542,9 @@ class BaseConfig(TrainingArguments):
     )
     overwrite_output_dir: bool = _default(
         False,
-        "Replace the contents of an output_dir that holds an earlier run (without it, or "
-        "resume_from_checkpoint, such an output_dir is refused).",
+        "Replace what sts-core wrote in an output_dir that holds an earlier run (files it "
+        "did not write are never removed: such a folder is refused; without this, or "
+        "resume_from_checkpoint, an output_dir that holds anything is refused).",
     )
     learning_rate_mapping: str | None = _default(
         None,

@@ -1,7 +1,8 @@
 """The output folder of a run: refused when it holds an earlier run, locked while in use.
 
 - An ``output_dir`` with anything in it (an earlier run's checkpoints, model, metrics) is
-  refused unless ``overwrite_output_dir`` (its contents are then removed first) or
+  refused unless ``overwrite_output_dir`` (what sts-core wrote there is then removed
+  first; a folder holding anything else is refused: :mod:`sts_core.command_files`) or
   ``resume_from_checkpoint`` (the run continues there) is given.
 - A lock file (``.sts-run.lock``, an OS file lock released when the process ends, even
   when killed) refuses a second run into the same folder while the first is running.
