@@ -1,7 +1,9 @@
 """``--config recipe.yaml`` gives defaults; command-line flags override them.
 
-An unknown YAML key is an error naming the file and the key (with the closest known
-names), never a silent no-op.
+An unknown YAML key is an error naming the file, the line and the key (with the closest
+known names), never a silent no-op; a key given twice and unbounded aliases are refused
+(:mod:`sts_core.recipe_yaml`). An error names where the value came from: the recipe's file
+and line, or the command line.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
+from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.help import group_options
 
@@ -30,27 +32,51 @@ class ConfigError(ValueError):
     """A recipe or a command line that cannot be used (named file, key and problem)."""
 
 
-def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a YAML recipe as a flat mapping of option → value.
+class Recipe(dict):
+    """A recipe's option → value, with the file and the line of each option."""
+
+    def __init__(self, values: Mapping[str, Any], path: Path, lines: Mapping[str, int]) -> None:
+        super().__init__(values)
+        self.path = path
+        self.lines = dict(lines)
+
+    def where(self, key: str) -> str:
+        """``recipe.yaml:12``: where ``key`` is written (the file alone for another key)."""
+        line = self.lines.get(key)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+
+def read_recipe(path: str | os.PathLike) -> Recipe:
+    """Load a YAML recipe as a flat mapping of option → value, with each option's line.
 
     ``$VAR`` / ``${VAR}`` in string values are expanded from the environment (e.g.
     ``model_name_or_path: ${STS_MODELS_DIR}/all-MiniLM-L6-v2``); an unset variable is an
-    error naming the key.
+    error naming the key. A key given twice, at any depth, and aliases repeating more
+    than :data:`~sts_core.recipe_yaml.ALIAS_VALUES` values are errors naming the line.
     """
     recipe = Path(path)
     if not recipe.is_file():
         raise ConfigError(f"{recipe}: recipe file not found")
-    try:
-        content = yaml.safe_load(recipe.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{recipe}: not valid YAML: {error}") from error
+    content, lines = read_yaml_file(recipe)
     if content is None:
-        return {}
+        return Recipe({}, recipe, {})
     if not isinstance(content, dict):
         raise ConfigError(
             f"{recipe}: a recipe is a mapping of option: value, got {type(content).__name__}"
         )
-    return {key: _expand(value, recipe, key) for key, value in content.items()}
+    raw = Recipe(content, recipe, lines)
+    expanded = {key: _expand(value, raw.where(key), key) for key, value in raw.items()}
+    return Recipe(expanded, recipe, lines)
+
+
+def read_yaml_file(path: Path) -> tuple[Any, dict[str, int]]:
+    """The YAML document of ``path`` as it is written (no variables expanded) and the line
+    of each top-level key, through the one recipe reader; ConfigError naming the file and
+    line."""
+    try:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except RecipeYAMLError as error:
+        raise ConfigError(f"{path}{error.at}: {error}") from error
 
 
 # ``${STS_MODELS_DIR}/<name>`` in a recipe, with STS_MODELS_DIR unset, falls back to the
@@ -68,7 +94,8 @@ HUB_MODEL_IDS = {
 _MODELS_DIR_PATTERN = re.compile(r"^\$\{?" + MODELS_DIR_VARIABLE + r"\}?/([^/]+)/?$")
 
 
-def _expand(value: Any, recipe: Path, key: str) -> Any:
+def _expand(value: Any, recipe: str, key: str) -> Any:
+    """``value`` with its environment variables expanded; ``recipe``: where it is written."""
     if isinstance(value, list):
         return [_expand(item, recipe, key) for item in value]
     if isinstance(value, dict):  # train_datasets as a mapping: its paths
