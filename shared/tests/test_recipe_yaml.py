@@ -12,7 +12,7 @@ import pytest
 
 from sts_core.recipe_yaml import ALIAS_VALUES
 from sts_core.search.command import main as search_main
-from sts_core.training import ConfigError, read_recipe
+from sts_core.training import ConfigError, ConfigParser, read_recipe
 from sts_core.training.run import main as train_main
 
 
@@ -93,6 +93,52 @@ def test_an_alias_inside_the_value_it_names_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path / "r.yaml", "model_name_or_path: m\ntrain_datasets: &a [x, *a]\n")
     assert refusal(path) == (
         f"{path}:2: an alias inside the value it names (a value holding itself)"
+    )
+
+
+# ----------------------------------------------------------------- where a value came from
+@pytest.fixture
+def recipe(tmp_path: Path) -> Path:
+    return write(tmp_path / "r.yaml", "model_name_or_path: m\nseed: 3\nweight_decay: 0.1\n")
+
+
+def parse_error(*argv: str) -> str:
+    with pytest.raises(ConfigError) as error:
+        ConfigParser().parse(list(argv))
+    return str(error.value)
+
+
+def test_a_value_of_the_command_line_is_named_as_the_command_lines(recipe: Path) -> None:
+    message = parse_error("--config", str(recipe), "--learning_rate", "nan")
+    assert (
+        message == "command line (--learning_rate): learning_rate must be finite and > 0, got nan"
+    )
+
+
+def test_an_abbreviated_flag_is_named_as_the_command_lines(recipe: Path) -> None:
+    message = parse_error("--config", str(recipe), "--weight_dec", "-1")
+    assert message.startswith("command line (--weight_decay): weight_decay must be finite")
+
+
+def test_a_value_of_the_recipe_is_named_by_its_file_and_line(recipe: Path) -> None:
+    write(recipe, recipe.read_text(encoding="utf-8") + "learning_rate: .nan\n")
+    message = parse_error("--config", str(recipe), "--seed", "4")
+    assert message == f"{recipe}:4: learning_rate must be finite and > 0, got nan"
+
+
+def test_a_value_overridden_on_the_command_line_is_the_command_lines(recipe: Path) -> None:
+    message = parse_error("--config", str(recipe), "--weight_decay=-1")
+    assert message.startswith("command line (--weight_decay): weight_decay must be")
+
+
+def test_unknown_keys_and_unreadable_values_name_their_lines(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.yaml", "model_name_or_path: m\nlearnig_rate: 1\nzzz: 2\n")
+    assert parse_error("--config", str(path)) == (
+        f"{path}:2: unknown key(s) 'learnig_rate' (did you mean 'learning_rate'?), 'zzz' (line 3)"
+    )
+    write(path, "model_name_or_path: m\nseed: 1\nlearning_rate: fast\n")
+    assert parse_error("--config", str(path)).startswith(
+        f"{path}:3: learning_rate: cannot read 'fast' as float"
     )
 
 

@@ -13,6 +13,7 @@ import difflib
 import logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -141,6 +142,25 @@ def _variable_hint(names: list[str]) -> str:
     return ""
 
 
+def _where(values: Mapping[str, Any], key: str, source: str) -> str:
+    """Where ``key`` of ``values`` is written: a recipe's file and line, else ``source``."""
+    return values.where(key) if isinstance(values, Recipe) else source
+
+
+def _line(values: Mapping[str, Any], key: str) -> int | None:
+    return values.lines.get(key) if isinstance(values, Recipe) else None
+
+
+def named_options(message: str, options: set[str]) -> list[str]:
+    """The ``options`` that ``message`` names as words, in the order it names them."""
+    found = {}
+    for option in options:
+        match = re.search(rf"\b{re.escape(option)}\b", message)
+        if match:
+            found[option] = match.start()
+    return sorted(found, key=found.__getitem__)
+
+
 def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
     """One recipe value converted to the argparse ``type`` of its field (scalars only)."""
     if isinstance(value, dict | list | tuple):
@@ -225,11 +245,15 @@ class ConfigParser:
         return {f.name for cls in self.dataclass_types for f in fields(cls) if f.init}
 
     def check_keys(self, values: dict[str, Any], source: str) -> None:
+        """ConfigError naming each key of ``values`` that is no option (with the closest
+        option's name), after where the first is written (``source`` for values without
+        lines) and with the line of each other."""
         known = self.known_keys()
         unknown = sorted(set(values) - known)
         if unknown:
             hints = [
                 f"{key!r}"
+                + (f" (line {line})" if key != unknown[0] and (line := _line(values, key)) else "")
                 + (
                     f" (did you mean {close[0]!r}?)"
                     if (close := difflib.get_close_matches(key, known, 1))
@@ -237,7 +261,8 @@ class ConfigParser:
                 )
                 for key in unknown
             ]
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}")
+            where = _where(values, unknown[0], source)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(hints)}")
 
     def coerce_values(self, values: dict[str, Any], source: str) -> dict[str, Any]:
         """Give recipe values their fields' types, as flags would get them.
@@ -260,9 +285,10 @@ class ConfigParser:
                 coerced[key] = value
             elif action.nargs in ("+", "*"):
                 items = value if isinstance(value, list | tuple) else [value]
-                coerced[key] = [_coerce(action.type, item, source, key) for item in items]
+                where = _where(values, key, source)
+                coerced[key] = [_coerce(action.type, item, where, key) for item in items]
             else:
-                coerced[key] = _coerce(action.type, value, source, key)
+                coerced[key] = _coerce(action.type, value, _where(values, key, source), key)
         return coerced
 
     def parse(
@@ -273,9 +299,9 @@ class ConfigParser:
         pre.add_argument("--config", default=None)
         known, _ = pre.parse_known_args(argv)
         self._reset_defaults()
-        if known.config:
-            self._take_defaults(read_recipe(known.config), str(known.config))
-        return self._parse_arguments(argv, known.config or "command line")
+        recipe = read_recipe(known.config) if known.config else {}
+        self._take_defaults(recipe, str(known.config))
+        return self._parse_arguments(argv, known.config or "command line", recipe)
 
     def parse_values(
         self, values: Mapping[str, Any], source: str
@@ -286,7 +312,29 @@ class ConfigParser:
         ConfigError naming ``source`` (e.g. ``--set KEY=VALUE`` of a benchmark)."""
         self._reset_defaults()
         self._take_defaults(dict(values), source)
-        return self._parse_arguments([], source)
+        return self._parse_arguments([], source, values)
+
+    def where_set(
+        self, message: str, argv: Sequence[str] | None, values: Mapping[str, Any], source: str
+    ) -> str:
+        """Where the options ``message`` names were set, in its order: the command line
+        (``command line (--learning_rate)``) or the recipe's file and line (``source`` for
+        values without lines); ``source`` when it names none that was set."""
+        given = self.given_flags(sys.argv[1:] if argv is None else argv)
+        found: list[str] = []
+        for key in named_options(message, self.known_keys()):
+            if key in given:
+                found.append(f"command line (--{key})")
+            elif key in values:
+                found.append(_where(values, key, source))
+        return ", ".join(dict.fromkeys(found)) or source
+
+    def given_flags(self, argv: Sequence[str]) -> set[str]:
+        """The options ``argv`` sets (abbreviated flags as argparse reads them)."""
+        unset = object()
+        probe = argparse.Namespace(**{action.dest: unset for action in self.parser._actions})
+        self.parser.parse_known_args(list(argv), namespace=probe)
+        return {dest for dest, value in vars(probe).items() if value is not unset}
 
     def _take_defaults(self, values: dict[str, Any], source: str) -> None:
         """``values`` (a recipe's) checked for unknown keys and types, as the defaults."""
@@ -294,15 +342,18 @@ class ConfigParser:
         self.parser.set_defaults(**self.coerce_values(values, source))
 
     def _parse_arguments(
-        self, argv: Sequence[str] | None, source: str
+        self, argv: Sequence[str] | None, source: str, values: Mapping[str, Any]
     ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
-        """The dataclasses from the defaults and ``argv``; ConfigError naming ``source``."""
+        """The dataclasses from the defaults (``values``, from ``source``) and ``argv``; a
+        setting refused is a ConfigError naming where it was set."""
         try:
             *parsed, remaining = self.parser.parse_args_into_dataclasses(
                 args=argv, look_for_args_file=False, return_remaining_strings=True
             )
         except (TypeError, ValueError) as error:  # a setting __post_init__ refuses
-            raise ConfigError(f"{source}: {' '.join(str(error).split())}") from error
+            message = " ".join(str(error).split())
+            where = self.where_set(message, argv, values, source)
+            raise ConfigError(f"{where}: {message}") from error
         if remaining:
             raise ConfigError(f"unknown command-line argument(s): {' '.join(remaining)}")
         model_args, data_args, config = parsed[:3]
