@@ -219,6 +219,7 @@ class ConfigParser:
         group_options(self.parser, config_class)  # the --help in groups, the most used first
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
+        self._last: tuple[Sequence[str] | None, Mapping[str, Any]] = ([], {})  # argv, values
 
     @classmethod
     def for_method(cls, method: Any) -> ConfigParser:
@@ -329,6 +330,12 @@ class ConfigParser:
                 found.append(_where(values, key, source))
         return ", ".join(dict.fromkeys(found)) or source
 
+    def where(self, message: str) -> str:
+        """Where the last parse set the options ``message`` names (as :meth:`where_set`);
+        empty when it names none that was set: for the checks after parsing."""
+        argv, values = self._last
+        return self.where_set(message, argv, values, "")
+
     def given_flags(self, argv: Sequence[str]) -> set[str]:
         """The options ``argv`` sets (abbreviated flags as argparse reads them)."""
         unset = object()
@@ -346,6 +353,7 @@ class ConfigParser:
     ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
         """The dataclasses from the defaults (``values``, from ``source``) and ``argv``; a
         setting refused is a ConfigError naming where it was set."""
+        self._last = (argv, values)
         try:
             *parsed, remaining = self.parser.parse_args_into_dataclasses(
                 args=argv, look_for_args_file=False, return_remaining_strings=True
