@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sts_core.cli import eval_main
 from sts_core.encoder.model_shape import (
     ModelShape,
     ModelShapeError,
@@ -86,6 +87,23 @@ def test_a_recipes_length_is_named_by_its_line_and_the_models_own_width_passes(
     assert one_error_line(capsys).startswith(f"error: {path}:20: max_seq_length 1000 is more")
     at_the_limit = ["--max_seq_length", str(TINY_BERT_POSITIONS), "--matryoshka_dims", "32", "8"]
     assert main(["--config", str(path), *at_the_limit, "--check_only", "true"]) == 0
+
+
+def test_sts_eval_refuses_a_max_length_beyond_the_positions_before_loading(
+    tiny_bert_dir: Path, capsys, monkeypatch
+) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model or the data was loaded before --max-length was checked")
+
+    monkeypatch.setattr("sts_core.evaluation.sts.STSEvaluator.__init__", refuse)
+    monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", refuse)
+    argv = ["--model", str(tiny_bert_dir), "--tasks", "stsb", "--max-length", "129"]
+    assert eval_main(argv) == 2
+    assert one_error_line(capsys) == (
+        f"sts-eval: error: --max-length 129 is more than the model's 128 positions "
+        f"({tiny_bert_dir}/config.json): a longer sentence would have no position "
+        "embedding; use at most 128"
+    )
 
 
 # ----------------------------------------------------------------- after loading: one line

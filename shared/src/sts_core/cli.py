@@ -351,6 +351,9 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
             for path in _report_paths(args.output):
                 check_output_path(path)
         check_device(args.device)
+        from sts_core.encoder.model_shape import check_model_max_length
+
+        check_model_max_length(args.model, args.max_length, "--max-length", args.base_model)
         from sts_core.evaluation.sts import STSEvaluator
 
         tasks = args.tasks if args.tasks is not None else [] if args.pairs else list(STS_TASKS)
