@@ -25,19 +25,15 @@ from sts_core.training.run import main
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 FIXTURES = Path(__file__).parent / "fixtures" / "training"
+TRAIN, DEV = FIXTURES / "sts-train.csv", FIXTURES / "sts-dev.csv"
 TINY_BERT_POSITIONS = 128  # sts_core.testing.models: hidden 32, 128 positions
 
 
 def recipe(tmp_path: Path, model: Path, **overrides: str) -> Path:
+    settings = {"score_range": "[0, 5]", **overrides}
+    output_dir = tmp_path / "out"
     return write_fixture_recipe(
-        tmp_path / "recipe.yaml",
-        "model shape",
-        model,
-        FIXTURES / "sts-train.csv",
-        FIXTURES / "sts-dev.csv",
-        tmp_path / "out",
-        score_range="[0, 5]",
-        **overrides,
+        tmp_path / "recipe.yaml", "shape", model, TRAIN, DEV, output_dir, **settings
     )
 
 
@@ -107,32 +103,25 @@ def test_sts_eval_refuses_a_max_length_beyond_the_positions_before_loading(
 
 
 # ----------------------------------------------------------------- after loading: one line
-def test_a_width_only_the_loaded_model_tells_is_one_line(
-    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--matryoshka_dims", "64", "64 is wider than the model's embeddings (32 dimensions, "
+         "the loaded model)"),
+        ("--max_seq_length", "500", "max_length 500 is more than the model's 128 positions "
+         "(the loaded model's config)"),
+    ],
+)  # fmt: skip
+def test_a_shape_only_the_loaded_model_tells_is_one_line(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch, flag, value, words
 ) -> None:
-    """A config without the width (a LoRA adapter on a hub model, say): the loss refuses
-    it on the loaded model, in one line."""
+    """Config files that do not say (a LoRA adapter on a hub model, say): the loaded model
+    is checked, in one line."""
     monkeypatch.setattr(
         "sts_core.training.run.read_model_shape", lambda *a: ModelShape(), raising=False
     )
-    argv = ["--config", str(recipe(tmp_path, tiny_bert_dir)), "--matryoshka_dims", "64"]
-    assert main(argv) == 2
-    assert "64 is wider than the model's embeddings (32 dimensions, the loaded model)" in (
-        one_error_line(capsys)
-    )
-
-
-def test_a_length_only_the_loaded_model_tells_is_one_line(
-    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
-) -> None:
-    monkeypatch.setattr(
-        "sts_core.training.run.read_model_shape", lambda *a: ModelShape(), raising=False
-    )
-    argv = ["--config", str(recipe(tmp_path, tiny_bert_dir)), "--max_seq_length", "500"]
-    assert main(argv) == 2
-    assert "max_length 500 is more than the model's 128 positions (the loaded model's config)" in (
-        one_error_line(capsys)
-    )
+    assert main(["--config", str(recipe(tmp_path, tiny_bert_dir)), flag, value]) == 2
+    assert words in one_error_line(capsys)
 
 
 def test_an_encoder_longer_than_its_positions_is_refused(tiny_bert_dir: Path) -> None:
