@@ -276,7 +276,7 @@ def test_no_import_cycle_among_sts_core_modules() -> None:
 
 # ----------------------------------------------------------------- option checks
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-CHECKED_OPTIONS = ("teacher_model", "padding_free", "score_range")
+CHECKED_OPTIONS = ("teacher_model", "padding_free", "score_range", "matryoshka_dims")
 
 
 def raising_functions(src: Path, top: str, option: str) -> set[str]:

@@ -230,7 +230,7 @@ def test_environment_variables_in_recipe_values_are_expanded(
     assert values["model_name_or_path"] == "/models/mini"
     assert values["train_datasets"] == ["/models/a.csv", "stsb"]
     monkeypatch.delenv("MY_MODELS")
-    with pytest.raises(ConfigError, match=r"env\.yaml: model_name_or_path: .*MY_MODELS.*not set"):
+    with pytest.raises(ConfigError, match=r"env\.yaml:1: model_name_or_path: .*MY_MODELS.*not set"):
         read_recipe(path)
 
 

@@ -343,6 +343,9 @@ def eval_main(argv: Sequence[str] | None = None) -> int:
         files.check()
         args.input_identities = files.identities() if args.output else {}
         check_device(args.device)
+        from sts_core.encoder.model_shape import check_model_max_length
+
+        check_model_max_length(args.model, args.max_length, "--max-length", args.base_model)
         from sts_core.evaluation.sts import STSEvaluator
 
         evaluator = None

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from sts_core.encoder.model_shape import check_max_length, loaded_shape
 from sts_core.encoder.packing import choose_path, concat_features, run_backbone
 from sts_core.pooling import needs_hidden_states, pool
 from sts_core.prompts import apply_prompt
@@ -26,17 +27,18 @@ DEFAULT_MAX_LENGTH = 512
 
 
 def checked_max_length(max_length: int | None, tokenizer: Any, backbone: Any) -> int:
-    """``max_length`` (at least 1), by default the tokenizer's capped at the model's
-    positions and at 512."""
+    """``max_length`` (at least 1, at most the model's positions:
+    :class:`~sts_core.encoder.model_shape.ModelShapeError`), by default the tokenizer's
+    capped at the model's positions and at 512."""
     if max_length is not None and max_length < 1:
         raise ValueError(f"max_length must be at least 1 (or unset), got {max_length}")
-    return max_length or _default_max_length(tokenizer, backbone)
+    shape = loaded_shape(backbone)
+    check_max_length(max_length, shape, "max_length")
+    return max_length or _default_max_length(tokenizer, shape.positions)
 
 
-def _default_max_length(tokenizer: Any, backbone: Any) -> int:
-    candidates = [DEFAULT_MAX_LENGTH, getattr(tokenizer, "model_max_length", None)]
-    positions = getattr(getattr(backbone, "config", None), "max_position_embeddings", None)
-    candidates.append(positions)
+def _default_max_length(tokenizer: Any, positions: int | None) -> int:
+    candidates = [DEFAULT_MAX_LENGTH, getattr(tokenizer, "model_max_length", None), positions]
     return min(int(c) for c in candidates if isinstance(c, int | float) and c > 0)
 
 

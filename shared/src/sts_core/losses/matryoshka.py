@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
+from sts_core.encoder.model_shape import ModelShapeError
 from sts_core.losses.registry import EmbeddingLoss, HeadLoss, loss_and_parts
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,18 @@ def parse_matryoshka(
     return tuple(w for w, _ in ordered), tuple(g for _, g in ordered)
 
 
+def check_widths(dims: Sequence[int] | None, dimension: int | None, source: str) -> None:
+    """:class:`~sts_core.encoder.model_shape.ModelShapeError` when a width of ``dims`` is
+    wider than the model's embeddings (``dimension``, read from ``source``; None: not
+    known, nothing checked). The one check of it: before the weights load (the model's
+    config files) and, where they do not say, when the loss is built on the loaded model."""
+    if isinstance(dimension, int) and dims and max(dims) > dimension:
+        raise ModelShapeError(
+            f"matryoshka_dims {list(dims)}: {max(dims)} is wider than the model's "
+            f"embeddings ({dimension} dimensions, {source})"
+        )
+
+
 class MatryoshkaLoss(EmbeddingLoss):
     """Σᵢ wᵢ · L_base on the embeddings cut to each width and normalised; built by
     :func:`matryoshka_loss_class`, which sets the class attributes from the base loss."""
@@ -99,11 +112,7 @@ class MatryoshkaLoss(EmbeddingLoss):
         """The base loss built from ``config``, wrapped; ValueError when a width is wider
         than the model's embeddings (``model.dimension``)."""
         dimension = getattr(model, "dimension", None)
-        if isinstance(dimension, int) and max(cls.dims) > dimension:
-            raise ValueError(
-                f"matryoshka_dims {list(cls.dims)}: {max(cls.dims)} is wider than the model's "
-                f"embeddings ({dimension} dimensions)"
-            )
+        check_widths(cls.dims, dimension, "the loaded model")
         if isinstance(dimension, int) and dimension not in cls.dims:
             logger.warning(
                 "matryoshka_dims %s leave out the model's whole width (%d): its full "

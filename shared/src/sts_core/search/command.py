@@ -30,6 +30,7 @@ from sts_core.command_files import (
     FilesError,
     remove_path,
 )
+from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.search.cells import Cell
 from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
 from sts_core.search.report import write_report
@@ -190,8 +191,15 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_value(text: str) -> Any:
-    return yaml.safe_load(text) if text.strip() else text
+def parse_value(text: str, option: str = "--set") -> Any:
+    """A ``--set`` or ``--grid`` value as a recipe holds it (the recipe reader's YAML);
+    SearchError naming ``option`` (``--set KEY``) when the reader refuses it."""
+    if not text.strip():
+        return text
+    try:
+        return load_yaml(text)[0]
+    except RecipeYAMLError as error:
+        raise SearchError(f"{option} {text!r}: {error}") from None
 
 
 def parse_settings(items: Sequence[str], option: str) -> dict[str, str]:
@@ -204,12 +212,12 @@ def parse_settings(items: Sequence[str], option: str) -> dict[str, str]:
     return settings
 
 
-def grid_values(text: str) -> list[Any]:
+def grid_values(text: str, option: str = "--grid") -> list[Any]:
     """``a,b`` → ``[a, b]``; a YAML list as written."""
-    value = parse_value(text)
+    value = parse_value(text, option)
     if isinstance(value, list):
         return value
-    return [parse_value(part) for part in text.split(",")]
+    return [parse_value(part, option) for part in text.split(",")]
 
 
 def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
@@ -229,8 +237,12 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         methods=args.methods or [],
         epochs=args.epochs,
         learning_rates=args.learning_rates,
-        settings={k: parse_value(v) for k, v in parse_settings(args.set, "--set").items()},
-        grid={k: grid_values(v) for k, v in parse_settings(args.grid, "--grid").items()},
+        settings={
+            k: parse_value(v, f"--set {k}") for k, v in parse_settings(args.set, "--set").items()
+        },
+        grid={
+            k: grid_values(v, f"--grid {k}") for k, v in parse_settings(args.grid, "--grid").items()
+        },
         seeds=args.seeds,
         task=args.task,
         metric=args.metric,

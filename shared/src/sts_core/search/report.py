@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from sts_core.command_files import write_json, write_text, writing
+from sts_core.recipe_yaml import load_yaml
 from sts_core.search.cells import RECIPE_FILE
 from sts_core.search.peers import PEER_METHOD
 from sts_core.search.select import format_score, recipes_of, seed_summary
@@ -26,7 +27,7 @@ _CELL_COLUMNS = ("dev", "seconds", "steps", "peak_rss_mib", "peak_gpu_mib")
 def pick_recipe(record: dict[str, Any]) -> dict[str, Any]:
     """The pick's recipe: its cell's, without the cell's output folder (the command line
     gives it)."""
-    recipe = yaml.safe_load((Path(record["folder"]) / RECIPE_FILE).read_text(encoding="utf-8"))
+    recipe, _ = load_yaml((Path(record["folder"]) / RECIPE_FILE).read_text(encoding="utf-8"))
     recipe.pop("output_dir", None)
     return recipe
 

@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sts_core.saving import remove_path, write_json_atomic
 from sts_core.search.cells import (
     CELL_FILE,
@@ -138,7 +136,9 @@ def train(folder: Path) -> int:
     model = folder / MODEL_FOLDER
     start = time.perf_counter()
     if cell["method_name"] == PEER_METHOD:
-        recipe = yaml.safe_load((folder / RECIPE_FILE).read_text(encoding="utf-8"))
+        from sts_core.training.parser import read_recipe  # as sts-train reads the others
+
+        recipe = read_recipe(folder / RECIPE_FILE)
         steps = train_peer(recipe, model)
     else:
         argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]

@@ -1,7 +1,9 @@
 """``--config recipe.yaml`` gives defaults; command-line flags override them.
 
-An unknown YAML key is an error naming the file and the key (with the closest known
-names), never a silent no-op.
+An unknown YAML key is an error naming the file, the line and the key (with the closest
+known names), never a silent no-op; a key given twice and unbounded aliases are refused
+(:mod:`sts_core.recipe_yaml`). An error names where the value came from: the recipe's file
+and line, or the command line.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import difflib
 import logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
+from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.help import group_options
 
@@ -30,27 +33,51 @@ class ConfigError(ValueError):
     """A recipe or a command line that cannot be used (named file, key and problem)."""
 
 
-def read_recipe(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a YAML recipe as a flat mapping of option → value.
+class Recipe(dict):
+    """A recipe's option → value, with the file and the line of each option."""
+
+    def __init__(self, values: Mapping[str, Any], path: Path, lines: Mapping[str, int]) -> None:
+        super().__init__(values)
+        self.path = path
+        self.lines = dict(lines)
+
+    def where(self, key: str) -> str:
+        """``recipe.yaml:12``: where ``key`` is written (the file alone for another key)."""
+        line = self.lines.get(key)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+
+def read_recipe(path: str | os.PathLike) -> Recipe:
+    """Load a YAML recipe as a flat mapping of option → value, with each option's line.
 
     ``$VAR`` / ``${VAR}`` in string values are expanded from the environment (e.g.
     ``model_name_or_path: ${STS_MODELS_DIR}/all-MiniLM-L6-v2``); an unset variable is an
-    error naming the key.
+    error naming the key. A key given twice, at any depth, and aliases repeating more
+    than :data:`~sts_core.recipe_yaml.ALIAS_VALUES` values are errors naming the line.
     """
     recipe = Path(path)
     if not recipe.is_file():
         raise ConfigError(f"{recipe}: recipe file not found")
-    try:
-        content = yaml.safe_load(recipe.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{recipe}: not valid YAML: {error}") from error
+    content, lines = read_yaml_file(recipe)
     if content is None:
-        return {}
+        return Recipe({}, recipe, {})
     if not isinstance(content, dict):
         raise ConfigError(
             f"{recipe}: a recipe is a mapping of option: value, got {type(content).__name__}"
         )
-    return {key: _expand(value, recipe, key) for key, value in content.items()}
+    raw = Recipe(content, recipe, lines)
+    expanded = {key: _expand(value, raw.where(key), key) for key, value in raw.items()}
+    return Recipe(expanded, recipe, lines)
+
+
+def read_yaml_file(path: Path) -> tuple[Any, dict[str, int]]:
+    """The YAML document of ``path`` as it is written (no variables expanded) and the line
+    of each top-level key, through the one recipe reader; ConfigError naming the file and
+    line."""
+    try:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except RecipeYAMLError as error:
+        raise ConfigError(f"{path}{error.at}: {error}") from error
 
 
 # ``${STS_MODELS_DIR}/<name>`` in a recipe, with STS_MODELS_DIR unset, falls back to the
@@ -68,7 +95,8 @@ HUB_MODEL_IDS = {
 _MODELS_DIR_PATTERN = re.compile(r"^\$\{?" + MODELS_DIR_VARIABLE + r"\}?/([^/]+)/?$")
 
 
-def _expand(value: Any, recipe: Path, key: str) -> Any:
+def _expand(value: Any, recipe: str, key: str) -> Any:
+    """``value`` with its environment variables expanded; ``recipe``: where it is written."""
     if isinstance(value, list):
         return [_expand(item, recipe, key) for item in value]
     if isinstance(value, dict):  # train_datasets as a mapping: its paths
@@ -112,6 +140,25 @@ def _variable_hint(names: list[str]) -> str:
             "pass --model_name_or_path"
         )
     return ""
+
+
+def _where(values: Mapping[str, Any], key: str, source: str) -> str:
+    """Where ``key`` of ``values`` is written: a recipe's file and line, else ``source``."""
+    return values.where(key) if isinstance(values, Recipe) else source
+
+
+def _line(values: Mapping[str, Any], key: str) -> int | None:
+    return values.lines.get(key) if isinstance(values, Recipe) else None
+
+
+def named_options(message: str, options: set[str]) -> list[str]:
+    """The ``options`` that ``message`` names as words, in the order it names them."""
+    found = {}
+    for option in options:
+        match = re.search(rf"\b{re.escape(option)}\b", message)
+        if match:
+            found[option] = match.start()
+    return sorted(found, key=found.__getitem__)
 
 
 def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
@@ -172,6 +219,7 @@ class ConfigParser:
         group_options(self.parser, config_class)  # the --help in groups, the most used first
         self._initial_defaults = {id(a): a.default for a in self.parser._actions}
         self._initial_parser_defaults = dict(self.parser._defaults)
+        self._last: tuple[Sequence[str] | None, Mapping[str, Any]] = ([], {})  # argv, values
 
     @classmethod
     def for_method(cls, method: Any) -> ConfigParser:
@@ -198,11 +246,15 @@ class ConfigParser:
         return {f.name for cls in self.dataclass_types for f in fields(cls) if f.init}
 
     def check_keys(self, values: dict[str, Any], source: str) -> None:
+        """ConfigError naming each key of ``values`` that is no option (with the closest
+        option's name), after where the first is written (``source`` for values without
+        lines) and with the line of each other."""
         known = self.known_keys()
         unknown = sorted(set(values) - known)
         if unknown:
             hints = [
                 f"{key!r}"
+                + (f" (line {line})" if key != unknown[0] and (line := _line(values, key)) else "")
                 + (
                     f" (did you mean {close[0]!r}?)"
                     if (close := difflib.get_close_matches(key, known, 1))
@@ -210,7 +262,8 @@ class ConfigParser:
                 )
                 for key in unknown
             ]
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}")
+            where = _where(values, unknown[0], source)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(hints)}")
 
     def coerce_values(self, values: dict[str, Any], source: str) -> dict[str, Any]:
         """Give recipe values their fields' types, as flags would get them.
@@ -233,9 +286,10 @@ class ConfigParser:
                 coerced[key] = value
             elif action.nargs in ("+", "*"):
                 items = value if isinstance(value, list | tuple) else [value]
-                coerced[key] = [_coerce(action.type, item, source, key) for item in items]
+                where = _where(values, key, source)
+                coerced[key] = [_coerce(action.type, item, where, key) for item in items]
             else:
-                coerced[key] = _coerce(action.type, value, source, key)
+                coerced[key] = _coerce(action.type, value, _where(values, key, source), key)
         return coerced
 
     def parse(
@@ -246,9 +300,9 @@ class ConfigParser:
         pre.add_argument("--config", default=None)
         known, _ = pre.parse_known_args(argv)
         self._reset_defaults()
-        if known.config:
-            self._take_defaults(read_recipe(known.config), str(known.config))
-        return self._parse_arguments(argv, known.config or "command line")
+        recipe = read_recipe(known.config) if known.config else {}
+        self._take_defaults(recipe, str(known.config))
+        return self._parse_arguments(argv, known.config or "command line", recipe)
 
     def parse_values(
         self, values: Mapping[str, Any], source: str
@@ -259,7 +313,35 @@ class ConfigParser:
         ConfigError naming ``source`` (e.g. ``--set KEY=VALUE`` of a benchmark)."""
         self._reset_defaults()
         self._take_defaults(dict(values), source)
-        return self._parse_arguments([], source)
+        return self._parse_arguments([], source, values)
+
+    def where_set(
+        self, message: str, argv: Sequence[str] | None, values: Mapping[str, Any], source: str
+    ) -> str:
+        """Where the options ``message`` names were set, in its order: the command line
+        (``command line (--learning_rate)``) or the recipe's file and line (``source`` for
+        values without lines); ``source`` when it names none that was set."""
+        given = self.given_flags(sys.argv[1:] if argv is None else argv)
+        found: list[str] = []
+        for key in named_options(message, self.known_keys()):
+            if key in given:
+                found.append(f"command line (--{key})")
+            elif key in values:
+                found.append(_where(values, key, source))
+        return ", ".join(dict.fromkeys(found)) or source
+
+    def where(self, message: str) -> str:
+        """Where the last parse set the options ``message`` names (as :meth:`where_set`);
+        empty when it names none that was set: for the checks after parsing."""
+        argv, values = self._last
+        return self.where_set(message, argv, values, "")
+
+    def given_flags(self, argv: Sequence[str]) -> set[str]:
+        """The options ``argv`` sets (abbreviated flags as argparse reads them)."""
+        unset = object()
+        probe = argparse.Namespace(**{action.dest: unset for action in self.parser._actions})
+        self.parser.parse_known_args(list(argv), namespace=probe)
+        return {dest for dest, value in vars(probe).items() if value is not unset}
 
     def _take_defaults(self, values: dict[str, Any], source: str) -> None:
         """``values`` (a recipe's) checked for unknown keys and types, as the defaults."""
@@ -267,15 +349,19 @@ class ConfigParser:
         self.parser.set_defaults(**self.coerce_values(values, source))
 
     def _parse_arguments(
-        self, argv: Sequence[str] | None, source: str
+        self, argv: Sequence[str] | None, source: str, values: Mapping[str, Any]
     ) -> tuple[ModelArguments, DataArguments, BaseConfig]:
-        """The dataclasses from the defaults and ``argv``; ConfigError naming ``source``."""
+        """The dataclasses from the defaults (``values``, from ``source``) and ``argv``; a
+        setting refused is a ConfigError naming where it was set."""
+        self._last = (argv, values)
         try:
             *parsed, remaining = self.parser.parse_args_into_dataclasses(
                 args=argv, look_for_args_file=False, return_remaining_strings=True
             )
         except (TypeError, ValueError) as error:  # a setting __post_init__ refuses
-            raise ConfigError(f"{source}: {' '.join(str(error).split())}") from error
+            message = " ".join(str(error).split())
+            where = self.where_set(message, argv, values, source)
+            raise ConfigError(f"{where}: {message}") from error
         if remaining:
             raise ConfigError(f"unknown command-line argument(s): {' '.join(remaining)}")
         model_args, data_args, config = parsed[:3]

@@ -12,7 +12,8 @@ import gc
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,13 @@ from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 from sts_core.command_files import INTERRUPTED, NOTHING_HALF_WRITTEN, written_by_project
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
+from sts_core.encoder.model_shape import (
+    ModelShapeError,
+    check_max_length,
+    config_width,
+    read_model_shape,
+)
+from sts_core.losses.matryoshka import check_widths
 from sts_core.saving import (
     SAVE_MARKER,
     checkpoints,
@@ -120,6 +128,7 @@ class TrainingRun:
         self.config: BaseConfig
         self.inputs: RunInputs | None = None
         self.settings: dict[str, Any] | None = None  # what each checkpoint records
+        self.parser: ConfigParser | None = None  # after parse: where each value was set
 
     @classmethod
     def from_arguments(
@@ -147,8 +156,8 @@ class TrainingRun:
 
     # ------------------------------------------------------------------ the steps
     def parse(self) -> None:
-        parser = ConfigParser.for_method(self.method)
-        self.model_args, self.data_args, self.config = parser.parse(self.argv)
+        self.parser = ConfigParser.for_method(self.method)
+        self.model_args, self.data_args, self.config = self.parser.parse(self.argv)
         self.trainer_class = trainer_class(self.method, self.config)
         self.parsed = True
         logging.basicConfig(
@@ -160,6 +169,8 @@ class TrainingRun:
         """The checks before the work; returns the output-folder plan (locked)."""
         location = check_model_location(self.model_args.model_name_or_path)
         self.check_hardware()
+        with named_settings(self.parser):
+            check_model_shape(location, self.model_args, self.config)
         self.check_frozen_backbone()
         self.check_saved_heads(location)
         self.check_resume()
@@ -386,8 +397,30 @@ class TrainingRun:
     def _work(self) -> dict[str, Any]:
         set_seed(self.config.seed)
         self.apply_teacher()
-        self.trainer = self.build_trainer(self.build_model())
+        with named_settings(self.parser):  # the loaded model's shape, where its files are silent
+            self.trainer = self.build_trainer(self.build_model())
         return self.finalise(self.trainer, self.train(self.trainer))
+
+
+def check_model_shape(location: str, model_args: ModelArguments, config: BaseConfig) -> None:
+    """``max_seq_length`` against the model's positions and ``matryoshka_dims`` against its
+    width, from its config files (:mod:`sts_core.encoder.model_shape`), before any weights
+    load: the run checks them as ``check_only`` does (ModelShapeError)."""
+    shape = read_model_shape(location)
+    check_max_length(model_args.max_seq_length, shape, "max_seq_length")
+    check_widths(config.matryoshka_dims, shape.width, shape.width_source)
+
+
+@contextmanager
+def named_settings(parser: ConfigParser | None) -> Iterator[None]:
+    """A ModelShapeError inside as a one-line ConfigError naming where the options it names
+    were set (the recipe's file and line, or the command line), when ``parser`` read them."""
+    try:
+        yield
+    except ModelShapeError as error:
+        message = " ".join(str(error).split())
+        where = parser.where(message) if parser is not None else ""
+        raise ConfigError(f"{where}: {message}" if where else message) from error
 
 
 def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
@@ -404,13 +437,8 @@ def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
     except (OSError, ValueError):
         return {}, None
     heads = listing.get("heads") if isinstance(listing, dict) else None
-    widths = [config.get(key) for key in WIDTH_KEYS] if isinstance(config, dict) else []
-    dimension = next((width for width in widths if isinstance(width, int)), None)
+    dimension = config_width(config) if isinstance(config, dict) else None
     return (heads if isinstance(heads, dict) else {}), dimension
-
-
-# config.json's name for the hidden size: transformers', Nomic's / GPT-2's, T5's, DistilBERT's
-WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
 def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
