@@ -1,0 +1,221 @@
+"""Tables read the way the ecosystem reads them (issue 61, item 3), through the commands:
+``sts-train`` (files and Datasets in memory by one path; the loss decides what a column of
+numbers is), ``sts-eval``, ``sts-search`` and ``sts-mine``; every column error names the
+command's own option, exit status 2 before any weights load."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from datasets import Dataset
+
+from sts_core.data import load_named
+from sts_core.testing import WORDS, one_line_error
+from sts_core.training import ConfigParser, TrainingRun
+from sts_core.training.config import DataArguments
+from sts_core.training.data import build_train_dataset
+from sts_core.training.run import main as sts_train
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+FIXTURES = Path(__file__).parent / "fixtures" / "data"
+
+
+@pytest.fixture(autouse=True)
+def users_machine(monkeypatch):
+    """No benchmark folder, the hub switched off: only the user's files."""
+    monkeypatch.delenv("STS_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def sentences(rows: int, offset: int = 0) -> list[str]:
+    return [
+        " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(4))
+        for i in range(offset, offset + rows)
+    ]
+
+
+def csv_file(path: Path, columns: dict[str, list]) -> Path:
+    pd.DataFrame(columns).to_csv(path, index=False)
+    return path
+
+
+def check_run(model: Path, tmp_path: Path, train: Path, *options: str) -> list[str]:
+    """``sts-train --method cosent --check_only true`` on ``train``."""
+    return [
+        "--method", "cosent",
+        "--model_name_or_path", str(model),
+        "--train_datasets", str(train),
+        "--eval_dataset", "none",
+        "--output_dir", str(tmp_path / "out"),
+        "--check_only", "true",
+        *options,
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- sts-train
+
+
+def test_training_reads_graded_labels_as_scores_and_train_format_nli_as_classes(tmp_path):
+    """Before: 0/1/2 under label trained as NLI classes, the scores inverted."""
+    path = csv_file(
+        tmp_path / "graded.csv",
+        {"sentence1": sentences(3), "sentence2": sentences(3, 5), "label": [0, 1, 2]},
+    )
+    train, _ = build_train_dataset(DataArguments(train_datasets=[str(path)]))
+    assert train["score"] == [0.0, 1.0, 2.0]
+    nli = DataArguments(train_datasets=[str(path)], train_format="nli")
+    assert build_train_dataset(nli)[0]["score"] == [2.0, 1.0, 0.0]
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_a_column_of_numbers_is_the_score_of_a_loss_over_scores_and_refused_for_infonce(
+    tiny_bert_dir, tmp_path, capsys
+):
+    """``question,candidate,similarity``: before, similarity was a hard-negative text
+    (CoSENT then had no score, and InfoNCE trained on "0.6" as a negative)."""
+    path = csv_file(
+        tmp_path / "qa.csv",
+        {
+            "question": sentences(4),
+            "candidate": sentences(4, 9),
+            "similarity": [0.6, 0.1, 0.9, 0.3],
+        },
+    )
+    assert sts_train(check_run(tiny_bert_dir, tmp_path, path)) == 0
+    assert sts_train(check_run(tiny_bert_dir, tmp_path, path, "--loss", "infonce")) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line == (
+        f"error: {path}: column 'similarity' holds numbers, so it is no text, and a score is "
+        "read here only from a column named score or label: map it with columns (e.g. "
+        "columns: {score: similarity}), or leave the column out"
+    )
+    mapped = ["--loss", "infonce", "--columns", '{"score": "similarity"}']
+    assert sts_train(check_run(tiny_bert_dir, tmp_path, path, *mapped)) == 0
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_a_missing_label_column_names_columns_not_label_column(tiny_bert_dir, tmp_path, capsys):
+    """Before: '… set label_column', which cannot give a table a score."""
+    path = csv_file(
+        tmp_path / "pairs.csv",
+        {"sentence1": sentences(4), "sentence2": sentences(4, 3), "id_text": ["x"] * 4},
+    )
+    assert sts_train(check_run(tiny_bert_dir, tmp_path, path)) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line.endswith(
+        "the training set has no label column 'score' (it has sentence1, sentence2): name the "
+        "table's score column with columns, e.g. columns: {score: similarity}"
+    )
+    assert sts_train(check_run(tiny_bert_dir, tmp_path, path, "--loss", "softmax")) == 2
+    assert one_line_error(capsys.readouterr().err).endswith(
+        "name the table's label column with columns, e.g. columns: {label: gold}"
+    )
+    named = json.dumps({"mine": {"path": str(path), "loss": "cosent"}})
+    argv = check_run(tiny_bert_dir, tmp_path, path, "--train_datasets", named)
+    assert sts_train(argv) == 2
+    assert one_line_error(capsys.readouterr().err).startswith(
+        "error: train_datasets: mine: the training set has no label column 'score'"
+    )
+    assert "name the table's score column with columns" in line
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_the_dev_and_test_tables_errors_name_eval_columns(tiny_bert_dir, tmp_path, capsys):
+    train = csv_file(
+        tmp_path / "train.csv",
+        {"sentence1": sentences(4), "sentence2": sentences(4, 3), "score": [1, 2, 3, 4]},
+    )
+    dev = csv_file(tmp_path / "dev.csv", {"q": sentences(3), "d": sentences(3, 2)})
+    base = check_run(tiny_bert_dir, tmp_path, train)
+    for option in ("--eval_dataset", "--final_eval_datasets"):
+        assert sts_train([*base, option, str(dev)]) == 2
+        assert one_line_error(capsys.readouterr().err) == (
+            f"error: {dev}: no score or label column (its columns: q, d): the pairs are "
+            "scored against one; name it with eval_columns, e.g. eval_columns: {score: similarity}"
+        )
+    mapping = '{"sentence1": "q", "sentence2": "doc", "score": "sim"}'
+    assert sts_train([*base, "--eval_dataset", str(dev), "--eval_columns", mapping]) == 2
+    assert one_line_error(capsys.readouterr().err).startswith(
+        f"error: {dev}: eval_columns maps sentence2 to 'doc', which is not a column here"
+    )
+
+
+@pytest.mark.usefixtures("no_model_loading")
+@pytest.mark.parametrize(("loss", "warned"), [("cosent", True), ("softmax", False)])
+def test_integer_labels_like_nli_classes_are_named_for_a_loss_over_scores(
+    tiny_bert_dir, tmp_path, caplog, loss, warned
+):
+    path = csv_file(
+        tmp_path / "graded.csv",
+        {"sentence1": sentences(6), "sentence2": sentences(6, 2), "label": [0, 1, 2, 2, 1, 0]},
+    )
+    with caplog.at_level(logging.WARNING, logger="sts_core.data"):
+        assert sts_train(check_run(tiny_bert_dir, tmp_path, path, "--loss", loss)) == 0
+    notes = [r.getMessage() for r in caplog.records if "NLI classes" in r.getMessage()]
+    assert len(notes) == int(warned)
+    if warned:
+        assert notes[0].endswith("2 contradiction), set train_format: nli")
+
+
+def dataset_run(model: Path, tmp_path: Path, dataset: Dataset, **values) -> TrainingRun:
+    """``TrainingRun.from_arguments`` of cosent's method on ``dataset``, checked only."""
+    from sts_cosent.method import METHOD
+
+    values = {
+        "model_name_or_path": str(model),
+        "eval_dataset": "none",
+        "output_dir": str(tmp_path / "out"),
+        "check_only": True,
+        "report_to": "none",
+        **values,
+    }
+    model_args, data_args, config = ConfigParser.for_method(METHOD).parse_values(values, "python")
+    run = TrainingRun.from_arguments(METHOD, model_args, data_args, config, dataset)
+    run.run()
+    return run
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_a_dataset_in_memory_goes_the_way_of_a_file(tiny_bert_dir, tmp_path):
+    """Before: a Dataset given to ``from_arguments`` skipped the columns mapping,
+    ``filter_test_overlap``, the overlap count and ``score_range``'s check."""
+    test_pair = load_named("stsb", "test", FIXTURES)[0]
+    mine = Dataset.from_dict(
+        {
+            "q": [test_pair["sentence1"], *sentences(3)],
+            "d": [test_pair["sentence2"], *sentences(3, 4)],
+            "sim": [4.0, 1.0, 2.5, 3.0],
+        }
+    )
+    common = {
+        "data_dir": str(FIXTURES),
+        "columns": '{"sentence1": "q", "sentence2": "d", "score": "sim"}',
+    }
+    counted = dataset_run(tiny_bert_dir, tmp_path, mine, **common).inputs.data_summary
+    assert counted["sources"] == {"in-memory dataset": 4}
+    assert counted["test_overlap"]["pairs"] == 1 and counted["test_overlap"]["of"] == 4
+    filtered = dataset_run(tiny_bert_dir, tmp_path, mine, filter_test_overlap=True, **common)
+    assert filtered.inputs.data_summary["filter"]["removed"] == 1
+    assert len(filtered.inputs.train_dataset) == 3
+    with pytest.raises(Exception, match="row 1, column 'sim': score 4 is outside score_range"):
+        dataset_run(tiny_bert_dir, tmp_path, mine, score_range=[0, 3], **common)
+
+
+def test_a_label_column_that_is_no_project_column_says_what_label_column_is():
+    from types import SimpleNamespace
+
+    from sts_core.losses import loss_class
+    from sts_core.method import check_dataset_for_loss
+
+    pairs = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0]})
+    with pytest.raises(ValueError) as caught:
+        check_dataset_for_loss(pairs, loss_class("cosine_mse"), "similarity", SimpleNamespace())
+    assert str(caught.value).endswith(
+        "label_column 'similarity' is none of the project's label columns (score, label); a "
+        "table's own column is named with columns, e.g. columns: {score: similarity}"
+    )
