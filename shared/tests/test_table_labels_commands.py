@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 from datasets import Dataset
 
+from sts_core.cli import eval_main
 from sts_core.data import load_named
+from sts_core.search import main as search_main
 from sts_core.testing import WORDS, one_line_error
 from sts_core.training import ConfigParser, TrainingRun
 from sts_core.training.config import DataArguments
@@ -219,3 +221,82 @@ def test_a_label_column_that_is_no_project_column_says_what_label_column_is():
         "label_column 'similarity' is none of the project's label columns (score, label); a "
         "table's own column is named with columns, e.g. columns: {score: similarity}"
     )
+
+
+# --------------------------------------------------------------------------- sts-eval
+
+
+def test_sts_eval_scores_a_label_column_as_it_stands(tiny_bert_dir, tmp_path, capsys):
+    """The same rows under ``score`` and under ``label`` score alike (before: 0/1/2 under
+    label were NLI classes, the Spearman's sign flipped)."""
+    gold = [0, 1, 2, 2, 0, 1, 2, 0]
+    texts = {"sentence1": sentences(8), "sentence2": sentences(8, 1)}
+    scored = csv_file(tmp_path / "scored.csv", {**texts, "score": gold})
+    labelled = csv_file(tmp_path / "labelled.csv", {**texts, "label": gold})
+    argv = ["--model", str(tiny_bert_dir), "--device", "cpu", "--quiet"]
+    assert eval_main([*argv, "--pairs", str(scored), "--pairs", str(labelled)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first = next(x for x in lines if x.startswith(f"{scored}:")).split(": ", 1)[1]
+    second = next(x for x in lines if x.startswith(f"{labelled}:")).split(": ", 1)[1]
+    assert first == second
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_sts_eval_names_its_columns_option(tiny_bert_dir, tmp_path, capsys):
+    path = csv_file(tmp_path / "pairs.csv", {"q": sentences(3), "d": sentences(3, 2)})
+    assert eval_main(["--model", str(tiny_bert_dir), "--pairs", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"sts-eval: error: {path}: no score or label column (its columns: q, d): the pairs are "
+        "scored against one; name it with --columns, e.g. --columns: {score: similarity}"
+    )
+
+
+# --------------------------------------------------------------------------- sts-search
+
+
+def test_sts_search_names_its_columns_options(tiny_bert_dir, tmp_path, capsys):
+    good = csv_file(
+        tmp_path / "good.csv",
+        {"sentence1": sentences(4), "sentence2": sentences(4, 3), "score": [1, 2, 3, 4]},
+    )
+    unscored = csv_file(tmp_path / "pairs.csv", {"q": sentences(4), "d": sentences(4, 2)})
+    two = csv_file(
+        tmp_path / "two.csv",
+        {"id": [1, 2, 3, 4], "q": sentences(4), "d": sentences(4, 2), "sim": [1, 2, 3, 4]},
+    )
+    out = tmp_path / "search"
+    base = ["--model", str(tiny_bert_dir), "--output-dir", str(out), "--methods", "core"]
+    cases = [
+        (["--train", str(two), "--dev", str(good)], f"--train {two}:", "with --columns"),
+        (
+            ["--train", str(good), "--dev", str(unscored)],
+            f"--dev {unscored}:",
+            "with --eval-columns",
+        ),
+    ]
+    for argv, where, option in cases:
+        assert search_main([*base, *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and where in err[0] and option in err[0], err
+        assert not out.exists()
+
+
+def test_the_search_reads_a_registry_training_set_without_its_columns(tmp_path):
+    """``--columns`` maps the training tables; a registry set beside one is read as the
+    registry's (a mapping there would be refused)."""
+    from sts_core.search.command import check_training_tables
+    from sts_core.search.spec import SearchSpec
+
+    table = csv_file(
+        tmp_path / "mine.csv",
+        {"q": sentences(3), "d": sentences(3, 1), "sim": [1, 2, 3]},
+    )
+    spec = SearchSpec(
+        train=["stsb", str(table)],
+        dev=str(table),
+        model="m",
+        output_dir=tmp_path / "s",
+        columns={"sentence1": "q", "sentence2": "d", "score": "sim"},
+        data_dir=str(FIXTURES),
+    )
+    check_training_tables(spec)  # no error
