@@ -15,6 +15,7 @@ from datasets import Dataset
 
 from sts_core.cli import eval_main
 from sts_core.data import load_named
+from sts_core.mining_cli import main as mine_main
 from sts_core.search import main as search_main
 from sts_core.testing import WORDS, one_line_error
 from sts_core.training import ConfigParser, TrainingRun
@@ -300,3 +301,70 @@ def test_the_search_reads_a_registry_training_set_without_its_columns(tmp_path):
         data_dir=str(FIXTURES),
     )
     check_training_tables(spec)  # no error
+
+
+# --------------------------------------------------------------------------- sts-mine
+
+
+def mined_report(tiny_bert_dir: Path, tmp_path: Path, pairs: Path, *options: str) -> dict:
+    output = tmp_path / f"mined{len(list(tmp_path.glob('mined*')))}.jsonl"
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(pairs), "--output", str(output)]
+    assert mine_main([*argv, "--num-negatives", "1", "--device", "cpu", *options]) == 0
+    return json.loads(Path(f"{output}.report.json").read_text(encoding="utf-8"))
+
+
+def test_sts_mine_takes_as_positives_the_pairs_at_or_above_the_threshold(
+    tiny_bert_dir, tmp_path, capsys
+):
+    """Before: every pair was a positive, those scored 0 too, without a word."""
+    labels = [1, 0, 1, 0, 0, 1]
+    path = csv_file(
+        tmp_path / "pairs.csv",
+        {"sentence1": sentences(6), "sentence2": sentences(6, 3), "label": labels},
+    )
+    report = mined_report(tiny_bert_dir, tmp_path, path)
+    assert report["pairs"] == 3
+    assert report["positives"] == {"threshold": 1.0, "default": True, "rows": 6, "left_out": 3}
+    printed = capsys.readouterr().out
+    assert (
+        "positives: the pairs scored at or above 1 (the highest score of the table, the "
+        "default); 3 of 6 rows scored below it are left out"
+    ) in printed
+    report = mined_report(tiny_bert_dir, tmp_path, path, "--positive-threshold", "0")
+    assert report["pairs"] == 6 and report["positives"]["left_out"] == 0
+
+
+@pytest.mark.usefixtures("no_model_loading")
+def test_sts_mine_refuses_a_threshold_without_scores_and_an_unnamed_numbers_column(
+    tiny_bert_dir, tmp_path, capsys
+):
+    plain = csv_file(tmp_path / "plain.csv", {"anchor": sentences(3), "positive": sentences(3, 1)})
+    argv = ["--model", str(tiny_bert_dir), "--output", str(tmp_path / "m.csv"), "--device", "cpu"]
+    assert mine_main([*argv, "--pairs", str(plain), "--positive-threshold", "0.5"]) == 2
+    assert "positive_threshold: the pairs have no score or label column" in capsys.readouterr().err
+    qa = csv_file(
+        tmp_path / "qa.csv",
+        {"question": sentences(3), "answer": sentences(3, 1), "similarity": [0.2, 0.9, 0.5]},
+    )
+    assert mine_main([*argv, "--pairs", str(qa)]) == 2
+    assert "map it with --columns (e.g. --columns: {score: similarity})" in (
+        capsys.readouterr().err
+    )
+    assert mine_main([*argv, "--pairs", str(qa), "--positive-threshold", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "similarity" in err and not (tmp_path / "m.csv").exists()
+    mapped = ["--columns", '{"score": "similarity"}', "--positive-threshold", "2"]
+    assert mine_main([*argv, "--pairs", str(qa), *mapped]) == 2
+    assert "positive_threshold 2: no pair is scored at or above it (the highest score is 0.9)" in (
+        capsys.readouterr().err
+    )
+    assert mine_main([*argv, "--pairs", str(plain), "--positive-threshold", "nan"]) == 2
+    assert "positive_threshold must be a finite number" in capsys.readouterr().err
+
+
+def test_mining_a_scored_table_without_rows_is_refused_in_words():
+    from sts_core.mining import mine_hard_negatives
+
+    empty = Dataset.from_dict({"sentence1": [], "sentence2": [], "score": []})
+    with pytest.raises(ValueError, match="no pairs to mine hard negatives for"):
+        mine_hard_negatives(empty, object(), use_faiss=False)
