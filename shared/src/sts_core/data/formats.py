@@ -28,7 +28,6 @@ from .tables import (
     first_json_record,
     header_is_recognisable,
     is_saved_dataset,
-    read_nli_table,
     read_table,
     table_header,
 )
@@ -51,7 +50,7 @@ FORMATS: dict[str, Callable[..., Dataset]] = {
     "sst": read_sst,
     "sentences": read_sentences,
     "table": read_table,
-    "nli": read_nli_table,
+    "nli": read_table,  # a table of NLI classes (TableReading.for_format)
 }
 #: the formats read as tables with a header (``columns``, ``score_range``, a reading)
 TABLE_FORMATS = ("table", "nli")
@@ -185,7 +184,7 @@ def read_path(
     if fmt not in FORMATS:
         raise DataConfigError(f"unknown data format {fmt!r}; known: {', '.join(FORMATS)}")
     if fmt in TABLE_FORMATS:
-        return FORMATS[fmt](path, columns, split, score_range, reading)
+        return read_table(path, columns, split, score_range, reading.for_format(fmt))
     if columns:
         raise DataConfigError(
             f"{path}: {reading.option} is for tables with a header, but this is read as the "

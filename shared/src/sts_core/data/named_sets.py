@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -420,7 +420,7 @@ def load_pairs(
             path, split = folder, named_split
         elif looks_like_hub_id(base if sep and named_split else key) and fmt in HUB_FORMATS:
             repo_id, hub_split = (base, named_split) if sep and named_split else (key, split)
-            reading = replace(reading, nli=reading.nli or fmt == "nli")
+            reading = reading.for_format(fmt)
             return load_hub_table(repo_id, hub_split, columns, score_range, reading)
         else:
             known = ", ".join(REGISTRY)

@@ -5,7 +5,6 @@ or (in Python) a ``datasets.Dataset`` / ``DatasetDict``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from datasets import Dataset, DatasetDict
 
@@ -76,7 +75,7 @@ def load_reference(
     if isinstance(reference, Dataset | DatasetDict):
         if fmt not in (None, *TABLE_FORMATS):
             raise DataConfigError(f"fmt={fmt!r} is for files and folders, not a Dataset object")
-        reading = replace(reading, nli=reading.nli or fmt == "nli")
+        reading = reading.for_format(fmt)
         dataset = from_dataset(reference, columns, default_split, score_range, IN_MEMORY, reading)
         return IN_MEMORY, dataset
     name, split = split_reference(reference, default_split)

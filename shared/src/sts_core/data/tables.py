@@ -78,7 +78,6 @@ __all__ = [
     "is_saved_dataset",
     "looks_like_hub_id",
     "normalise_table",
-    "read_nli_table",
     "read_table",
     "table_header",
 ]
@@ -154,6 +153,12 @@ class TableReading:
     def __post_init__(self) -> None:
         if self.labels not in LABEL_READINGS:
             raise ValueError(f"labels must be one of {', '.join(LABEL_READINGS)}")
+
+    def for_format(self, fmt: str | None) -> TableReading:
+        """This reading for a table read in the format ``fmt``: ``nli`` (``train_format:
+        nli``) says its label column holds NLI classes, as names or as the integers 0
+        entailment, 1 neutral, 2 contradiction (-1 or ``-``: no gold label)."""
+        return replace(self, nli=self.nli or fmt == "nli")
 
     def expected(self) -> str:
         """What a table must have, and the option that names its columns."""
@@ -785,20 +790,6 @@ def read_table(
     else:
         raise DataFileNotFoundError(path, "no such file or folder")
     return normalise_table(raw, path, columns, score_range, reading)
-
-
-def read_nli_table(
-    path: PathLike,
-    columns: Mapping[str, str] | None = None,
-    split: str = "train",
-    score_range: ScoreRange | None = None,
-    reading: TableReading = READ,
-) -> Dataset:
-    """:func:`read_table` for a table whose label column (``label``, ``gold_label`` or the
-    one ``columns`` names) holds NLI classes, as names or as the integers 0 entailment,
-    1 neutral, 2 contradiction (-1 or ``-``: no gold label, skipped): the format ``nli``
-    (``train_format: nli``)."""
-    return read_table(path, columns, split, score_range, replace(reading, nli=True))
 
 
 def from_dataset(
