@@ -360,3 +360,20 @@ def test_columns_of_numbers_beside_named_texts_are_not_read():
     names = ["anchor", "positive", "negative", "positive_score", "negative_score"]
     found = find_columns(names, None, "mined.csv", numbers={"positive_score", "negative_score"})
     assert found == {"sentence1": "anchor", "sentence2": "positive", "hard_negative": "negative"}
+
+
+@pytest.mark.real_data
+def test_the_real_snli_and_multinli_csvs_read_by_path_as_their_registry_readers(sts_data_dir):
+    """The shared data's SNLI dev (a label of class names and '-') and MultiNLI dev CSVs,
+    given by path, are tables whose class names are NLI classes: the rows, classes and
+    scores of the NLI reader the registry uses."""
+    from sts_core.data import read_nli_csv
+
+    for relative in (
+        "nli/snli-devtest-raw/snli_1.0_dev.csv",
+        "nli/mnli-dev/multinli_1.0_dev_matched.goldonly.csv",
+    ):
+        path = sts_data_dir / relative
+        by_path = load_pairs(path)
+        assert by_path.to_dict() == read_nli_csv(path).to_dict(), relative
+        assert len(by_path) > 9000
