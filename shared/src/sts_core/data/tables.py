@@ -44,7 +44,7 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -227,12 +227,13 @@ def find_columns(
     columns: Mapping[str, str] | None,
     source: str | PathLike,
     reading: TableReading = READ,
-    numbers: Collection[str] = (),
+    numbers: Callable[[Sequence[str]], Collection[str]] | None = None,
 ) -> dict[str, str]:
     """``{project column: table column}`` for a table whose columns are ``names``, by the
-    ``columns`` mapping and the conventions (module docstring). ``numbers``: the columns
-    that hold numbers only, which are never taken for texts by their order
-    (:func:`_label_from_numbers`).
+    ``columns`` mapping and the conventions (module docstring). ``numbers``: which of some
+    columns hold numbers only (:func:`number_columns` of the table), asked of the columns
+    texts would be taken from by their order: those are never texts
+    (:func:`_label_from_numbers`); None: none do.
     DataFormatError naming ``source`` and ``reading.option`` for a mapped column the table
     lacks or a table without recognisable columns."""
     check_columns_mapping(columns, reading.option)
@@ -256,7 +257,8 @@ def find_columns(
     numeric: list[str] = []
     if not any(column in found for column in TEXT_COLUMNS):
         named = any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS)
-        numeric = [] if named else [name for name in rest if name in numbers]
+        held = () if named or numbers is None else numbers(rest)
+        numeric = [name for name in rest if name in held]
         found.update(_found_texts([n for n in rest if n not in numeric], names, source, reading))
     _label_from_numbers(found, numeric, names, source, reading)
     unused = [name for name in names if name not in found.values()]
@@ -396,9 +398,9 @@ def normalise_table(
     without a gold label skipped (logged); any other label is the label as it stands."""
     if len(table) == 0:
         raise DataFormatError(source, "no data rows")
-    check_columns_mapping(columns, reading.option)
-    numbers = number_columns(table, _by_order_candidates(table.column_names, columns))
-    found = find_columns(table.column_names, columns, source, reading, numbers)
+    found = find_columns(
+        table.column_names, columns, source, reading, lambda names: number_columns(table, names)
+    )
     out: dict[str, list[Any]] = {}
     for column in TEXT_COLUMNS:
         if column in found:
@@ -412,19 +414,6 @@ def normalise_table(
     if GROUP_COLUMN in found:
         out[GROUP_COLUMN] = _group_ids(table, found[GROUP_COLUMN], source)
     return to_dataset(*_without_no_gold(out, source))
-
-
-def _by_order_candidates(names: Sequence[str], columns: Mapping[str, str] | None) -> list[str]:
-    """The columns that texts taken by their order may come from (none when ``columns``
-    names a text or the table has a named layout): those :func:`find_columns` needs to
-    know hold numbers."""
-    mapped = dict(columns or {})
-    if any(key in TEXT_COLUMNS for key in mapped):
-        return []
-    rest = [n for n in names if n not in mapped.values() and n not in LABEL_COLUMNS]
-    if any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS):
-        return []
-    return [name for name in rest if name != GROUP_COLUMN]
 
 
 def number_columns(table: Dataset, names: Sequence[str]) -> set[str]:
