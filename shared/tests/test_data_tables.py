@@ -26,6 +26,7 @@ from sts_core.data import (
     tables,
 )
 from sts_core.data.formats import guess_format
+from sts_core.data.nli import read_nli_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 PAIRS = {
@@ -116,8 +117,12 @@ def test_a_dataset_object_and_a_dataset_dict_object():
     assert from_dataset(splits, split="test").to_dict() == READ
     with pytest.raises(DataConfigError, match="in-memory dataset has no split 'dev'"):
         from_dataset(splits, split="dev")
-    with pytest.raises(DataConfigError, match="fmt='table' is for files and folders"):
-        load_reference(dataset, "train", fmt="table")
+    with pytest.raises(DataConfigError, match="fmt='stsb' is for files and folders"):
+        load_reference(dataset, "train", fmt="stsb")
+    # a table format is what a Dataset is (train_format reaches one given in memory)
+    assert load_reference(dataset, "train", fmt="table", columns=columns)[1].to_dict() == (
+        read.to_dict()
+    )
     with pytest.raises(DataConfigError, match="expected a datasets.Dataset or DatasetDict"):
         from_dataset({"sentence": ["a"]})
 
@@ -194,8 +199,8 @@ def test_a_columns_mapping_names_them(tmp_path):
     mapping = {"sentence1": "text_a", "sentence2": "text_b", "score": "sim"}
     expected = {"sentence1": ["a", "b"], "sentence2": ["c", "d"], "score": [4.0, 2.5]}
     assert read_table(path, mapping).to_dict() == expected
-    # without it the four columns are not recognisable
-    with pytest.raises(DataFormatError, match="no recognisable columns: found id, text_a, text_b"):
+    # without it two columns of numbers: neither is a text, and which is the score?
+    with pytest.raises(DataFormatError, match="the columns 'id', 'sim' hold numbers, so none"):
         read_table(path)
     # a mapping of the label alone: the texts by the conventions
     named = write_table(
@@ -382,7 +387,7 @@ def test_the_benchmark_formats_read_as_before(tmp_path):
         "label": [1, 0],
     }
     cases = {
-        "nli/snli-devtest-raw/snli_1.0_dev.csv": "nli-csv",
+        "nli/snli-devtest-raw/snli_1.0_dev.csv": "table",  # class names: NLI, read by tables
         "nli/snli-jsonl/snli_1.0_dev.jsonl": "nli-jsonl",
         "nli/triplets/nli_triplets.csv": "nli-triplets",
         "senteval/STS/STSBenchmark/sts-dev.csv": "stsb",
@@ -390,6 +395,8 @@ def test_the_benchmark_formats_read_as_before(tmp_path):
     }
     for relative, fmt in cases.items():
         assert guess_format(FIXTURES / relative)[0] == fmt, relative
+    snli = FIXTURES / "nli/snli-devtest-raw/snli_1.0_dev.csv"
+    assert load_pairs(snli).to_dict() == read_nli_csv(snli).to_dict()  # as the NLI reader
 
 
 def test_a_csv_with_numeric_labels_is_a_table_and_with_class_names_nli(tmp_path):
@@ -402,7 +409,7 @@ def test_a_csv_with_numeric_labels_is_a_table_and_with_class_names_nli(tmp_path)
         tmp_path / "c.csv",
         {"sentence1": ["a", "b"], "sentence2": ["c", "d"], "label": ["entailment", "-"]},
     )
-    assert guess_format(names)[0] == "nli-csv"
+    assert guess_format(names)[0] == "table"  # its class names say NLI to the table reader
     assert load_pairs(names)["score"] == [2.0]  # NLI: entailment 2, '-' skipped
 
 
@@ -580,17 +587,17 @@ def test_a_header_only_csv_with_a_label_column_is_a_table(tmp_path):
         load_pairs(path)
 
 
-def test_a_csv_with_integer_nli_labels_reads_as_nli_and_a_binary_one_as_a_table(tmp_path):
-    """The hub's SNLI exports label 0 entailment, 1 neutral, 2 contradiction, -1 no gold: read
-    as NLI (entailment 2.0 > contradiction 0.0, -1 skipped), not as the score 0/2 reversed;
-    a 0/1 column is a binary label."""
-    nli = write_table(
-        tmp_path / "snli.csv",
+def test_integer_labels_are_scores_as_they_stand_and_a_binary_one_too(tmp_path):
+    """Issue 61: a ``label`` column of integers is the label as it stands, as
+    sentence-transformers reads it (0/1/2 graded, 2 the most similar; -1 kept), never NLI
+    classes by a guess (before: 0/2/-1 read as NLI, scores inverted, -1 rows dropped)."""
+    graded = write_table(
+        tmp_path / "graded.csv",
         {"sentence1": ["a", "b", "c"], "sentence2": ["d", "e", "f"], "label": [0, 2, -1]},
     )
-    assert guess_format(nli)[0] == "nli-csv"
-    read = load_pairs(nli)
-    assert read["score"] == [2.0, 0.0] and read["label"] == [0, 2]
+    assert guess_format(graded)[0] == "table"
+    read = load_pairs(graded)
+    assert read["score"] == [0.0, 2.0, -1.0] and read["label"] == [0, 2, -1]
     binary = write_table(
         tmp_path / "paraphrase.csv",
         {"sentence1": ["a", "b", "c"], "sentence2": ["d", "e", "f"], "label": [0, 1, 1]},

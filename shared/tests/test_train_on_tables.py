@@ -291,10 +291,12 @@ def test_columns_are_the_training_tables_and_eval_columns_the_dev_tables(
         "--output_dir", str(tmp_path / "out"),
         "--check_only", "true",
     ]  # fmt: skip
-    # columns is the training tables' mapping: the dev table's four columns are unread
+    # columns is the training tables' mapping: the dev table's two columns of numbers are
+    # not named, and its error names the dev tables' option (issue 61)
     assert sts_train(argv) == 2
     line = one_line_error(capsys.readouterr().err)
-    assert line.startswith(f"error: {dev}: no recognisable columns: found q, d, sim, id")
+    assert line.startswith(f"error: {dev}: the columns 'sim', 'id' hold numbers, so none is")
+    assert line.endswith("name the score column with eval_columns, e.g. eval_columns: {score: sim}")
     # eval_columns maps them, and score_range is checked in the dev table too
     assert sts_train([*argv, "--eval_columns", mapping]) == 2
     line = one_line_error(capsys.readouterr().err)

@@ -465,6 +465,7 @@ def _load_pair_sets(args: argparse.Namespace) -> dict:
     ``--columns`` applies to the sets that are not registry names."""
     from sts_core.data import check_columns_mapping, load_reference, registry_names
     from sts_core.data.references import split_reference
+    from sts_core.data.tables import scored_reading
     from sts_core.evaluation import PairEvaluator, cosine_scorer
     from sts_core.options import parse_json_mapping
 
@@ -485,6 +486,7 @@ def _load_pair_sets(args: argparse.Namespace) -> dict:
             variant=args.variant or "senteval",
             sick_to_sts_scale=True,  # as training scores SICK (correlations are unchanged)
             columns=columns if table else None,
+            reading=scored_reading("--columns"),
         )
         name = Path(reference).name if table else reference.replace(":", "_").replace("-", "_")
         evaluators[reference] = PairEvaluator(

@@ -202,19 +202,33 @@ def check_dataset_for_loss(
         raise ValueError(
             f"the training set has no column {', '.join(texts)} (it has "
             f"{', '.join(sorted(columns))}): {trainer_name} trains "
-            "on sentence pairs"
+            "on sentence pairs; name a table's text columns with columns, e.g. columns: "
+            "{sentence1: question, sentence2: answer}"
         )
     if loss_type.required_label_kind(config) is None:
         return
     if label not in columns:
         raise ValueError(
             f"the training set has no label column {label!r} (it has "
-            f"{', '.join(sorted(columns))}): set label_column"
+            f"{', '.join(sorted(columns))}): {missing_label_hint(label)}"
         )
     classes = getattr(config, "num_labels", DEFAULT_NUM_LABELS)  # the softmax loss's default
     problem = check_labels(loss_type, dataset[label], classes)
     if problem:
         raise ValueError(f"loss {loss_type.display_name()} {problem} in column {label!r}")
+
+
+def missing_label_hint(label: str) -> str:
+    """How to give a training table the label column ``label`` a loss reads: a table's
+    column is named with ``columns`` (``label_column`` only chooses between the project's
+    ``score`` and ``label``)."""
+    if label in ("score", "label"):
+        example = "similarity" if label == "score" else "gold"
+        return f"name the table's {label} column with columns, e.g. columns: {{{label}: {example}}}"
+    return (
+        f"label_column {label!r} is none of the project's label columns (score, label); a "
+        f"table's own column is named with columns, e.g. columns: {{score: {label}}}"
+    )
 
 
 def method_table(methods: Sequence[Method], link_prefix: str = "") -> str:

@@ -20,6 +20,10 @@ The same selection as sentence-transformers' ``util.mine_hard_negatives`` (``out
 5. Each pair gets one row per negative its anchor found; a pair whose anchor found fewer
    gets fewer, and the report counts the pairs by how many they got.
 
+Pairs with a ``score`` column (a scored or labelled table) are positives only when scored
+at or above ``positive_threshold`` — by default the highest score of the table (the 1s of
+0/1 labels, entailment of NLI classes) —; the others are left out, their count reported.
+
 Defaults as the peer's: ``range_max`` is ``range_min + num_negatives + max_positives``, or
 ``range_min + 10·num_negatives + max_positives`` when a margin or ``max_score`` filters.
 The output's columns ``anchor``, ``positive``, ``negative`` are read by ``train_datasets``
@@ -45,6 +49,7 @@ logger = logging.getLogger(__name__)
 SAMPLING = ("top", "random")
 OUTPUT_COLUMNS = ("anchor", "positive", "negative")
 SCORE_COLUMNS = ("positive_score", "negative_score")
+PAIR_COLUMNS = ("sentence1", "sentence2")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class MiningSettings:
     relative_margin: float | None = None
     sampling: str = "top"
     seed: int = 0
+    positive_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.num_negatives, bool) or self.num_negatives < 1:
@@ -76,7 +82,8 @@ class MiningSettings:
             raise ValueError(
                 f"sampling must be one of {', '.join(SAMPLING)}, got {self.sampling!r}"
             )
-        for name in ("max_score", "min_score", "absolute_margin", "relative_margin"):
+        bounded = ("max_score", "min_score", "absolute_margin", "relative_margin")
+        for name in (*bounded, "positive_threshold"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value}")
@@ -115,6 +122,7 @@ class MiningReport:
     pairs_by_negatives: dict[int, int] = field(default_factory=dict)
     triplets: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    positives: Positives | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,7 +140,55 @@ class MiningReport:
             f"pairs by negatives found: {got}",
             f"{self.triplets} triplets",
         ]
+        if self.positives is not None:
+            lines.insert(0, self.positives.line())
         return lines
+
+
+@dataclass
+class Positives:
+    """Which rows of a scored table were the positives: those scored at or above
+    ``threshold`` (``default``: the highest score, no threshold given); ``left_out`` rows
+    were scored below it, of ``rows``."""
+
+    threshold: float
+    default: bool
+    rows: int
+    left_out: int
+
+    def line(self) -> str:
+        which = " (the highest score of the table, the default)" if self.default else ""
+        return (
+            f"positives: the pairs scored at or above {self.threshold:g}{which}; "
+            f"{self.left_out} of {self.rows} rows scored below it are left out"
+        )
+
+
+def positive_rows(pairs: Any, threshold: float | None) -> tuple[np.ndarray, Positives | None]:
+    """The rows of ``pairs`` that are positives, and what was chosen: with a ``score``
+    column, those scored at or above ``threshold`` (None: the highest score); without one,
+    every row (ValueError for a threshold, which has nothing to apply to; or when no row
+    reaches it)."""
+    if "score" not in pairs.column_names or not len(pairs):
+        if threshold is not None and len(pairs):
+            raise ValueError(
+                "positive_threshold: the pairs have no score or label column to compare with "
+                "it (every pair is a positive): leave it out, or name the score column"
+            )
+        return np.arange(len(pairs)), None
+    scores = np.asarray(pairs["score"], dtype=np.float64)
+    chosen = float(scores.max()) if threshold is None else threshold
+    kept = np.flatnonzero(scores >= chosen)
+    if not len(kept):
+        raise ValueError(
+            f"positive_threshold {chosen:g}: no pair is scored at or above it (the highest "
+            f"score is {scores.max():g})"
+        )
+    return kept, Positives(chosen, threshold is None, len(scores), len(scores) - len(kept))
+
+
+def _rows_of(values: list[str], rows: np.ndarray) -> list[str]:
+    return [values[row] for row in rows]
 
 
 # ----------------------------------------------------------------------------- search
@@ -307,14 +363,18 @@ def mine_hard_negatives(
 ) -> tuple[Any, MiningReport]:
     """(anchor, positive, negative) triplets from ``pairs`` (a ``datasets.Dataset`` with the
     project's ``sentence1``/``sentence2``, as :func:`sts_core.data.load_reference` reads
-    any table) and an encoder; see the module docstring. ``use_faiss``: None, faiss when
-    installed. ``scores``: add the cosines (``positive_score``, ``negative_score``)."""
+    any table; with a ``score``, only the pairs at or above ``settings.positive_threshold``
+    are positives, :func:`positive_rows`) and an encoder; see the module docstring.
+    ``use_faiss``: None, faiss when installed. ``scores``: add the cosines
+    (``positive_score``, ``negative_score``)."""
     from datasets import Dataset
 
     settings = settings or MiningSettings()
     check_search_settings(memory_mb, use_faiss)
     started = time.perf_counter()
-    table = Pairs.build(list(pairs["sentence1"]), list(pairs["sentence2"]), list(corpus or []))
+    rows, positives = positive_rows(pairs, settings.positive_threshold)
+    first, second = (_rows_of(list(pairs[name]), rows) for name in PAIR_COLUMNS)
+    table = Pairs.build(first, second, list(corpus or []))
     if not table.pairs:
         raise ValueError("no pairs to mine hard negatives for")
     use_faiss = faiss_installed() if use_faiss is None else use_faiss
@@ -324,9 +384,9 @@ def mine_hard_negatives(
     encoded = time.perf_counter()
     max_positives = max(len(p) for p in table.positives_of)
     range_max = settings.window(max_positives)
-    rows = chunk_rows(len(table.corpus), memory_mb)
+    chunk = chunk_rows(len(table.corpus), memory_mb)
     found, indices = search(
-        anchor_vectors, corpus_vectors, range_max + max_positives, rows, use_faiss
+        anchor_vectors, corpus_vectors, range_max + max_positives, chunk, use_faiss
     )
     searched = time.perf_counter()
     positive_scores = np.array(
@@ -342,7 +402,8 @@ def mine_hard_negatives(
         range_max=range_max,
         candidates_per_anchor=int(found.shape[1]),
         search="faiss IndexFlatIP" if use_faiss else "exact (numpy)",
-        chunk_rows=rows,
+        chunk_rows=chunk,
+        positives=positives,
     )
     report.removed = remove_candidates(found, indices, table, lowest, settings)
     negative_scores, negatives = choose_negatives(found, indices, settings, range_max)

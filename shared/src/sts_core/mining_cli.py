@@ -23,6 +23,7 @@ from sts_core.mining import (
     MiningSettings,
     check_search_settings,
     mine_hard_negatives,
+    positive_rows,
 )
 
 #: the output formats, by the output's suffix
@@ -87,6 +88,15 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         help="keep a negative only if its cosine ≤ p − |p|·R (p: the lowest positive cosine)",
     )
+    parser.add_argument(
+        "--positive-threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="with a scored table (a score or label column): only the pairs scored at or "
+        "above T are positives, the others are left out and counted (default: the table's "
+        "highest score, e.g. the 1s of 0/1 labels, entailment of NLI class names)",
+    )
     parser.add_argument("--sampling", choices=SAMPLING, default="top")
     parser.add_argument("--seed", type=int, default=0, help="for --sampling random")
     parser.add_argument("--batch-size", type=_positive_int, default=64)
@@ -130,6 +140,19 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.name + ".report.json")
 
 
+def read_pairs(args: argparse.Namespace):
+    """The ``--pairs`` table under ``--columns``: its score only from a column named score
+    or label or mapped (a column of numbers not named is refused)."""
+    from sts_core.data import TableReading, check_columns_mapping, load_reference
+    from sts_core.data.tables import NLI_BY_NAMES
+    from sts_core.options import parse_json_mapping
+
+    columns = parse_json_mapping(args.columns, "--columns")
+    check_columns_mapping(columns, "--columns")
+    reading = TableReading("--columns", "named", nli_hint=NLI_BY_NAMES)
+    return load_reference(args.pairs, "train", args.data_dir, columns=columns, reading=reading)[1]
+
+
 def read_corpus(path: str | None) -> list[str]:
     """The extra candidates, one per line (blank lines skipped, counted)."""
     if path is None:
@@ -165,17 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             relative_margin=args.relative_margin,
             sampling=args.sampling,
             seed=args.seed,
+            positive_threshold=args.positive_threshold,
         )
         files, output = mining_files(args)
         files.check()
         check_search_settings(args.memory_mb, args.faiss)
         check_device(args.device)
-        from sts_core.data import check_columns_mapping, load_reference
-        from sts_core.options import parse_json_mapping
-
-        columns = parse_json_mapping(args.columns, "--columns")
-        check_columns_mapping(columns, "--columns")
-        _, pairs = load_reference(args.pairs, "train", data_dir=args.data_dir, columns=columns)
+        pairs = read_pairs(args)
+        positive_rows(pairs, settings.positive_threshold)  # checked before the model loads
         corpus = read_corpus(args.corpus)
         encoder = load_encoder(args, "sts-mine")
         triplets, report = mine_hard_negatives(

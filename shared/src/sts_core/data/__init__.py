@@ -60,6 +60,7 @@ from .readers import (
 from .references import load_reference, registry_names, split_reference
 from .tables import (
     PROJECT_COLUMNS,
+    TableReading,
     check_columns_mapping,
     find_columns,
     from_dataset,
@@ -71,6 +72,7 @@ __all__ = [
     "FORMATS",
     "PROJECT_COLUMNS",
     "DatasetSpec",
+    "TableReading",
     "FilterReport",
     "check_columns_mapping",
     "check_score_range",

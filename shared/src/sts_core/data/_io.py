@@ -26,7 +26,12 @@ ScoreRange = tuple[float, float]
 logger = logging.getLogger("sts_core.data")
 
 _BOM = b"\xef\xbb\xbf"
-_INT = re.compile(r"[+-]?\d+")
+_INT = re.compile(r"[+-]?[0-9]+")
+#: a decimal number as data files write one: a sign, ASCII digits with at most one point,
+#: an exponent; nothing else (no inf/nan, digit separators, comma decimals, other digits)
+NUMBER_PATTERN = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_NUMBER = re.compile(NUMBER_PATTERN)
+_NOT_FINITE = {"inf", "infinity", "nan"}
 
 #: dtype of every column the readers produce; anything else is a string.
 COLUMN_TYPES: Mapping[str, str] = {
@@ -139,14 +144,46 @@ def sentence(value: str, path: PathLike, lineno: int, column: str = "sentence") 
     return text
 
 
-def score(value: str, path: PathLike, lineno: int, score_range: ScoreRange | None = None) -> float:
-    """Parse a finite float, checking it lies in ``score_range`` (inclusive) when given."""
+def parse_number(text: str) -> float:
+    """The one rule for a number written in a data file: a decimal number — an optional
+    sign, ASCII digits with at most one point, an optional exponent (``4``, ``-0.5``,
+    ``.5``, ``1e-3``) — with surrounding spaces; finite. ValueError saying what is wrong
+    otherwise (Python's ``float`` also takes ``inf``, ``nan``, ``1_000``, other scripts'
+    digits, which no data file means as a number; ``0,5`` and ``1,000`` are refused too)."""
+    stripped = text.strip()
+    if _NUMBER.fullmatch(stripped) is None:
+        if stripped.lower().lstrip("+-") in _NOT_FINITE:
+            raise ValueError(f"{stripped!r} is not a finite number")
+        digits = any(character.isdigit() for character in stripped)  # 0,5 1_000 ٣
+        raise ValueError(f"{stripped!r} is not a number" + (_NUMBER_FORM if digits else ""))
+    number = float(stripped)
+    if not math.isfinite(number):  # 1e999
+        raise ValueError(f"{stripped!r} is not a finite number")
+    return number
+
+
+_NUMBER_FORM = (
+    " (a number is written as digits 0-9 with an optional sign, one decimal point and an "
+    "exponent, e.g. -0.5 or 1e-3: no digit separators, no decimal comma)"
+)
+
+
+def is_number(text: str) -> bool:
+    """Whether :func:`parse_number` reads ``text``."""
     try:
-        number = float(value)
+        parse_number(text)
     except ValueError:
-        raise DataFormatError(path, f"score {value.strip()!r} is not a number", lineno) from None
-    if not math.isfinite(number):
-        raise DataFormatError(path, f"score {value.strip()!r} is not a finite number", lineno)
+        return False
+    return True
+
+
+def score(value: str, path: PathLike, lineno: int, score_range: ScoreRange | None = None) -> float:
+    """Parse a score (:func:`parse_number`), checking it lies in ``score_range`` (inclusive)
+    when given."""
+    try:
+        number = parse_number(value)
+    except ValueError as error:
+        raise DataFormatError(path, f"score {error}", lineno) from None
     if score_range is not None and not score_range[0] <= number <= score_range[1]:
         low, high = score_range
         problem = f"score {number:g} outside the stated range [{low:g}, {high:g}]"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from datasets import Dataset
 
 from ._io import ScoreRange
 from .errors import DataConfigError, DataFormatError
-from .nli import NLI_LABELS, read_nli_csv, read_nli_jsonl, read_nli_senteval, read_nli_triplets
+from .nli import read_nli_csv, read_nli_jsonl, read_nli_senteval, read_nli_triplets
 from .readers import (
     read_cosent_tsv,
     read_mrpc,
@@ -23,7 +22,9 @@ from .readers import (
     read_wikiqa,
 )
 from .tables import (
+    READ,
     TABLE_SUFFIXES,
+    TableReading,
     first_json_record,
     header_is_recognisable,
     is_saved_dataset,
@@ -49,7 +50,10 @@ FORMATS: dict[str, Callable[..., Dataset]] = {
     "sst": read_sst,
     "sentences": read_sentences,
     "table": read_table,
+    "nli": read_table,  # a table of NLI classes (TableReading.for_format)
 }
+#: the formats read as tables with a header (``columns``, ``score_range``, a reading)
+TABLE_FORMATS = ("table", "nli")
 
 _SICK_FILES = {
     "train": "SICK_train.txt",
@@ -72,39 +76,15 @@ def _dir_target(path: Path, split: str) -> tuple[str, Path] | None:
 
 
 def _csv_format(path: Path) -> str:
-    """Tell the CSV formats apart by their header line: SimCSE's triplets, NLI (a
-    ``gold_label`` column, or ``sentence1`` and a ``label`` column of NLI class names), else
-    a table."""
+    """Tell the CSV formats apart by their header line: SimCSE's triplets, the official NLI
+    layout (a ``gold_label`` column), else a table (whose label column of NLI class names
+    is read as NLI classes there, :mod:`~sts_core.data.tables`)."""
     header = table_header(path)
     if header == ["sent0", "sent1", "hard_neg"]:
         return "nli-triplets"
     if "sentence1" in header and "gold_label" in header:
         return "nli-csv"
-    if "sentence1" in header and "label" in header and _nli_labels(path, "label"):
-        return "nli-csv"
     return "table"
-
-
-_NLI_WORDS = {*NLI_LABELS, "-"}
-
-
-#: NLI labels written as integers (0 entailment, 1 neutral, 2 contradiction, -1 no gold)
-_NLI_INTEGERS = {"0", "1", "2", "-1"}
-
-
-def _nli_labels(path: Path, column: str) -> bool:
-    """Whether a CSV ``column`` holds NLI labels: class names (or ``-``, SNLI's "no gold
-    label") with at least one name among its first 20 values, or integers of
-    {-1, 0, 1, 2} with a 2 or a -1 among them (the hub's SNLI/MultiNLI exports, read with
-    entailment 2.0 > neutral 1.0 > contradiction 0.0 as before tables were read; a 0/1
-    column is a binary label, read as a table)."""
-    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
-        reader = csv.DictReader(handle)
-        values = [str(row.get(column) or "").strip().lower() for row in reader]
-    first = values[:20]
-    if any(value in NLI_LABELS for value in first) and set(first) <= _NLI_WORDS:
-        return True
-    return set(values) <= _NLI_INTEGERS and bool({"2", "-1"} & set(values))
 
 
 def _jsonl_format(path: Path) -> str:
@@ -161,8 +141,8 @@ def guess_format(
     Folders: ``save_to_disk`` folders (``table``), STS12-16 (``STS*.input.*.txt``),
     SentEval NLI (``s1.<split>``), STS-B (``sts-<split>.csv``), SICK
     (``SICK_<train|trial|test_annotated>.txt``). Files: ``sts-*.csv`` STS-B; other ``.csv``
-    by header (SimCSE triplets ``sent0,sent1,hard_neg``; NLI: ``gold_label``, or
-    ``sentence1`` and ``label`` with class names; else a table); ``.jsonl`` NLI when its
+    by header (SimCSE triplets ``sent0,sent1,hard_neg``; NLI: ``sentence1`` and
+    ``gold_label``; else a table); ``.jsonl`` NLI when its
     first record has ``gold_label``, else a table; ``.json`` and ``.parquet`` tables;
     ``.tsv`` a table when its first line is a header (it names ``score`` or ``label``,
     ``anchor``/``positive``, ``sentence1``/``sentence2`` or ``sentence``), else CoSENT's
@@ -190,32 +170,34 @@ def read_path(
     fmt: str | None = None,
     columns: Mapping[str, str] | None = None,
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> Dataset:
-    """Read a file or folder in format ``fmt`` (guessed when ``None``). ``columns`` and
-    ``score_range`` are for tables (:func:`~sts_core.data.tables.read_table`); a
-    ``columns`` mapping for a file read in another format is an error."""
+    """Read a file or folder in format ``fmt`` (guessed when ``None``). ``columns``,
+    ``score_range`` and ``reading`` are for tables (:func:`~sts_core.data.tables.read_table`;
+    ``nli``: a table of NLI classes); a ``columns`` mapping for a file read in another
+    format is an error naming ``reading.option``."""
     guessed = fmt is None
     if fmt is None:
         fmt, path = guess_format(path, split, columns)
     if guessed and fmt == "cosent" and Path(path).suffix.lower() == ".tsv":
-        return _read_headerless_tsv(Path(path))
+        return _read_headerless_tsv(Path(path), reading.option)
     if fmt not in FORMATS:
         raise DataConfigError(f"unknown data format {fmt!r}; known: {', '.join(FORMATS)}")
-    if fmt == "table":
-        return read_table(path, columns, split, score_range)
+    if fmt in TABLE_FORMATS:
+        return read_table(path, columns, split, score_range, reading.for_format(fmt))
     if columns:
         raise DataConfigError(
-            f"{path}: columns is for tables with a header, but this is read as the {fmt} "
-            "format (set the format to table to read it as a table)"
+            f"{path}: {reading.option} is for tables with a header, but this is read as the "
+            f"{fmt} format (set the format to table to read it as a table)"
         )
     if fmt == "nli-senteval":
         return read_nli_senteval(path, split)
     return FORMATS[fmt](path)
 
 
-def _read_headerless_tsv(path: Path) -> Dataset:
+def _read_headerless_tsv(path: Path, option: str = "columns") -> Dataset:
     """A ``.tsv`` without a recognisable header, read as CoSENT's three columns; an error on
-    its first line says how a header is recognised."""
+    its first line says how a header is recognised (and names ``option``)."""
     try:
         return read_cosent_tsv(path)
     except DataFormatError as error:
@@ -224,6 +206,6 @@ def _read_headerless_tsv(path: Path) -> Dataset:
         hint = (
             "; read as three tab-separated columns without a header (sentence1, sentence2, "
             "score): a header line must name a score or label column, anchor/positive, "
-            "sentence1/sentence2 or sentence, or name the columns with columns"
+            f"sentence1/sentence2 or sentence, or name the columns with {option}"
         )
         raise DataFormatError(error.path, error.problem + hint, 1) from None

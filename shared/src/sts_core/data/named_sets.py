@@ -28,7 +28,7 @@ from datasets import Dataset
 from . import hub as _hub
 from ._io import PathLike, ScoreRange, logger
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
-from .formats import read_path
+from .formats import TABLE_FORMATS, read_path
 from .hub import HubSource, hub_offline, load_from_hub
 from .nli import read_nli_csv, read_nli_senteval, read_nli_triplets
 from .readers import (
@@ -42,7 +42,7 @@ from .readers import (
     read_stsb_csv,
     read_wikiqa,
 )
-from .tables import is_saved_dataset, load_hub_table, looks_like_hub_id
+from .tables import READ, TableReading, is_saved_dataset, load_hub_table, looks_like_hub_id
 
 __all__ = [
     "DEFAULT_VARIANT",
@@ -381,6 +381,10 @@ def load_named(
     return layout.read(root, split)
 
 
+#: the formats a hub dataset id may be read in (None: guessed, a table)
+HUB_FORMATS = (None, *TABLE_FORMATS)
+
+
 def load_pairs(
     name_or_path: PathLike,
     split: str = "train",
@@ -388,6 +392,7 @@ def load_pairs(
     fmt: str | None = None,
     columns: Mapping[str, str] | None = None,
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> Dataset:
     """Load training/evaluation data named by a recipe: a registry name, a path or a hub id.
 
@@ -398,13 +403,13 @@ def load_pairs(
     folders holding several splits (SentEval NLI, STS-B, SICK) and the split of a
     ``DatasetDict`` folder (``folder:split`` names one). A value that is no local path
     but has the form ``owner/name`` (``owner/name:split``) is a hub dataset id, read when
-    the hub can be reached (:func:`~sts_core.data.tables.load_hub_table`). ``columns``
-    and ``score_range`` are for tables (:mod:`~sts_core.data.tables`).
+    the hub can be reached (:func:`~sts_core.data.tables.load_hub_table`). ``columns``,
+    ``score_range`` and ``reading`` are for tables (:mod:`~sts_core.data.tables`).
     """
     key = os.fspath(name_or_path)
     if key in REGISTRY and not Path(key).exists():
         if fmt is not None or columns:
-            option = f"fmt={fmt!r}" if fmt is not None else "columns"
+            option = f"fmt={fmt!r}" if fmt is not None else reading.option
             raise DataConfigError(f"{option} is for files and folders; {key!r} is a dataset name")
         return load_named(key, split=split, data_dir=data_dir)
     path = _local_path(key, data_dir)
@@ -413,14 +418,15 @@ def load_pairs(
         folder = _local_path(base, data_dir) if sep and base and named_split else None
         if folder is not None and is_saved_dataset(folder):
             path, split = folder, named_split
-        elif looks_like_hub_id(base if sep and named_split else key) and fmt in (None, "table"):
-            repo_id = base if sep and named_split else key
-            return load_hub_table(repo_id, named_split if sep else split, columns, score_range)
+        elif looks_like_hub_id(base if sep and named_split else key) and fmt in HUB_FORMATS:
+            repo_id, hub_split = (base, named_split) if sep and named_split else (key, split)
+            reading = reading.for_format(fmt)
+            return load_hub_table(repo_id, hub_split, columns, score_range, reading)
         else:
             known = ", ".join(REGISTRY)
             problem = f"neither a file/folder nor a registered dataset (known: {known})"
             raise DataFileNotFoundError(Path(key).expanduser(), problem)
-    return read_path(path, split=split, fmt=fmt, columns=columns, score_range=score_range)
+    return read_path(path, split, fmt, columns, score_range, reading)
 
 
 def _local_path(key: str, data_dir: PathLike | None) -> Path | None:

@@ -32,6 +32,7 @@ from .errors import DataFormatError
 __all__ = [
     "NLI_LABELS",
     "NLI_SCORES",
+    "nli_class",
     "nli_label",
     "read_nli_csv",
     "read_nli_jsonl",
@@ -48,18 +49,31 @@ _TRIPLET_HEADER = ("sent0", "sent1", "hard_neg")
 _NO_GOLD_REASON = "no gold label '-'"
 
 
-def nli_label(value: str, path: PathLike, lineno: int) -> int | None:
-    """Label id of an NLI label name (or 0/1/2); ``None`` for "no gold label"."""
-    text = value.strip()
+def nli_class(value: str | int) -> int | None:
+    """The class id of one NLI label: a class name (any case) or 0/1/2 (as text or an
+    integer); ``None`` for "no gold label" (``-`` or -1). ValueError naming the value
+    otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    text = value.strip() if isinstance(value, str) else value
     if text in _NO_GOLD:
         return None
     if text in ("0", "1", "2"):
         return int(text)
-    label = NLI_LABELS.get(text.lower())
+    label = NLI_LABELS.get(text.lower()) if isinstance(text, str) else None
     if label is None:
         known = ", ".join([*NLI_LABELS, "'-'"])
-        raise DataFormatError(path, f"unknown NLI label {text!r} (expected {known})", lineno)
+        raise ValueError(f"unknown NLI label {text!r} (expected {known})")
     return label
+
+
+def nli_label(value: str, path: PathLike, lineno: int) -> int | None:
+    """Label id of an NLI label name (or 0/1/2); ``None`` for "no gold label"
+    (:func:`nli_class`, its error naming the file and line)."""
+    try:
+        return nli_class(value)
+    except ValueError as error:
+        raise DataFormatError(path, str(error), lineno) from None
 
 
 def _nli_dataset(

@@ -13,8 +13,9 @@ from datasets import Dataset, DatasetDict
 from ._io import PathLike, ScoreRange
 from .errors import DataConfigError, DataError
 from .filtering import sick_to_sts
+from .formats import TABLE_FORMATS
 from .named_sets import DEFAULT_VARIANT, data_location, list_datasets, load_named, load_pairs
-from .tables import from_dataset
+from .tables import READ, TableReading, from_dataset
 
 #: the name :func:`load_reference` gives a Dataset passed in memory
 IN_MEMORY = "in-memory dataset"
@@ -44,6 +45,7 @@ def load_reference(
     sick_to_sts_scale: bool = False,
     columns: Mapping[str, str] | None = None,
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> tuple[str, Dataset]:
     """Load a dataset reference: a registry name (``name[:split]``), a path, a hub dataset
     id (``owner/name[:split]``) or a ``datasets.Dataset`` / ``DatasetDict``.
@@ -64,27 +66,31 @@ def load_reference(
             file in a benchmark format.
         score_range: for tables: refuse a score outside ``[low, high]``, naming the row and
             the table's column.
+        reading: for tables: the option their errors name, how their label column is
+            found, NLI classes (:class:`~sts_core.data.tables.TableReading`; ``fmt="nli"``
+            reads NLI classes too).
 
     Returns:
         The dataset's name (the path for a file, ``"in-memory dataset"`` for an object) and
         the dataset.
     """
     if isinstance(reference, Dataset | DatasetDict):
-        if fmt is not None:
+        if fmt not in (None, *TABLE_FORMATS):
             raise DataConfigError(f"fmt={fmt!r} is for files and folders, not a Dataset object")
-        return IN_MEMORY, from_dataset(reference, columns, default_split, score_range, IN_MEMORY)
+        reading = reading.for_format(fmt)
+        dataset = from_dataset(reference, columns, default_split, score_range, IN_MEMORY, reading)
+        return IN_MEMORY, dataset
     name, split = split_reference(reference, default_split)
     if name in registry_names():
         if columns:
             raise DataConfigError(
-                f"columns: {name} is a registry dataset, read with the project's columns; "
-                "a columns mapping is for tables (files with a header, hub ids, Datasets)"
+                f"{reading.option}: {name} is a registry dataset, read with the project's "
+                "columns; a columns mapping is for tables (files with a header, hub ids, "
+                "Datasets)"
             )
         dataset = load_named(name, split, data_dir=data_dir, variant=variant)
     else:
-        dataset = load_pairs(
-            name, split, data_dir=data_dir, fmt=fmt, columns=columns, score_range=score_range
-        )
+        dataset = load_pairs(name, split, data_dir, fmt, columns, score_range, reading)
     if name == "sickr" and sick_to_sts_scale:
         dataset = sick_to_sts(dataset)
     return name, dataset

@@ -10,9 +10,17 @@ the fields, a line is a row).
 
 Columns (sentence-transformers' conventions, or a ``columns`` mapping):
 
-- a column named ``score`` or ``label`` is the label: ``score`` (float64); ``label`` gives
-  ``score`` (float64) and, when every value is an integer, ``label`` (int64). With both,
-  ``score`` is the score and ``label`` (integers) the class.
+- a column named ``score`` or ``label`` is the label as it stands: ``score`` (float64);
+  ``label`` gives ``score`` (float64) and, when every value is an integer, ``label``
+  (int64). With both, ``score`` is the score and ``label`` (integers) the class. NLI
+  classes only where the data say so: class names in the label column (or a
+  ``ClassLabel`` of them), or ``TableReading.nli`` (the format ``nli``); then ``label`` is
+  the class id and ``score`` entailment 2 > neutral 1 > contradiction 0, rows without a
+  gold label skipped (logged). Integer labels that look like NLI classes are read as
+  scores, named in one warning when the reader says how to choose the other reading.
+- a column whose every value is a number (:func:`~sts_core.data._io.parse_number`, the
+  one rule for numbers) is never taken for a text; with no label column named, one such
+  column is the label, as :class:`TableReading` says.
 - the text columns: the names ``anchor``/``positive``/``negative`` (→ ``sentence1``,
   ``sentence2``, ``hard_negative``), ``sentence1``/``sentence2`` (/``hard_negative``) or
   ``sentence``; otherwise, as sentence-transformers does, the remaining columns in their
@@ -24,7 +32,9 @@ Columns (sentence-transformers' conventions, or a ``columns`` mapping):
 
 Columns neither named nor found are not read (logged). Texts are stripped of surrounding
 spaces. A bad value is a :class:`~sts_core.data.errors.DataFormatError` naming the source,
-the row (1-based data row: the header is not counted) and the file's column.
+the row (1-based data row: the header is not counted) and the file's column; an error
+about a missing or wrong column names the option that maps the table's columns
+(``TableReading.option``).
 """
 
 from __future__ import annotations
@@ -34,21 +44,34 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from ._io import PathLike, ScoreRange, logger, score_range_problem, to_dataset
+from ._io import (
+    NUMBER_PATTERN,
+    PathLike,
+    ScoreRange,
+    is_number,
+    logger,
+    parse_number,
+    score_range_problem,
+    skip_note,
+    to_dataset,
+)
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
+from .nli import NLI_LABELS, NLI_SCORES, nli_class
 
 __all__ = [
     "LABEL_COLUMNS",
     "PROJECT_COLUMNS",
     "TABLE_SUFFIXES",
     "TEXT_COLUMNS",
+    "TableReading",
     "check_columns_mapping",
     "find_columns",
     "from_dataset",
@@ -99,11 +122,64 @@ SPLIT_NAMES: Mapping[str, tuple[str, ...]] = {
     "test": ("test",),
     "train": ("train",),
 }
-_EXPECTED = (
-    "expected two text columns and a score or label column (sentence-transformers' "
-    "convention), anchor/positive/negative, sentence1/sentence2 or sentence; or name "
-    "them with columns, e.g. {sentence1: text_a, sentence2: text_b, score: sim}"
-)
+LABEL_READINGS = ("needed", "read", "named")
+
+
+@dataclass(frozen=True)
+class TableReading:
+    """What reads a table, beside its ``columns`` mapping: how its label columns are found
+    and what its errors name.
+
+    Attributes:
+        option: the option that maps this table's columns, named in every error about a
+            missing or wrong column (``columns`` for training tables, ``eval_columns`` for
+            dev and test tables, ``--columns`` for ``sts-eval --pairs``…).
+        labels: ``"read"`` (default): a column of numbers that is not named (no ``score``
+            or ``label`` column found by name or mapping) is the label; ``"needed"``: so
+            too, and a table without a label column is refused (a scorer reads the
+            scores); ``"named"``: only a named label column is read, and a column of
+            numbers not named is refused (the loss reads no labels: what is it?).
+        nli: the label column holds NLI classes (``train_format: nli``).
+        nli_hint: how to choose the NLI reading instead, said in the one warning given
+            when an integer label column looks like NLI classes and is read as scores;
+            None: no warning (the scores are not read).
+    """
+
+    option: str = "columns"
+    labels: str = "read"
+    nli: bool = False
+    nli_hint: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.labels not in LABEL_READINGS:
+            raise ValueError(f"labels must be one of {', '.join(LABEL_READINGS)}")
+
+    def for_format(self, fmt: str | None) -> TableReading:
+        """This reading for a table read in the format ``fmt``: ``nli`` (``train_format:
+        nli``) says its label column holds NLI classes, as names or as the integers 0
+        entailment, 1 neutral, 2 contradiction (-1 or ``-``: no gold label)."""
+        return replace(self, nli=self.nli or fmt == "nli")
+
+    def expected(self) -> str:
+        """What a table must have, and the option that names its columns."""
+        return (
+            "expected two text columns and a score or label column (sentence-transformers' "
+            "convention), anchor/positive/negative, sentence1/sentence2 or sentence; or name "
+            f"them with {self.option}, e.g. {{sentence1: text_a, sentence2: text_b, score: sim}}"
+        )
+
+
+#: a table read with the defaults
+READ = TableReading()
+#: how to choose NLI classes for an evaluation table (no format option there)
+NLI_BY_NAMES = "write the classes as names (entailment, neutral, contradiction)"
+
+
+def scored_reading(option: str) -> TableReading:
+    """How a dev or test table is read, under ``option`` (``eval_columns``, ``sts-eval
+    --columns``…): its pairs are scored against its labels, so a column of numbers not
+    named is the label and a table without one is refused."""
+    return TableReading(option, "needed", nli_hint=NLI_BY_NAMES)
 
 
 # --------------------------------------------------------------------------- the mapping
@@ -147,19 +223,27 @@ def _listed(names: set[str]) -> str:
 
 
 def find_columns(
-    names: Sequence[str], columns: Mapping[str, str] | None, source: str | PathLike
+    names: Sequence[str],
+    columns: Mapping[str, str] | None,
+    source: str | PathLike,
+    reading: TableReading = READ,
+    numbers: Callable[[Sequence[str]], Collection[str]] | None = None,
 ) -> dict[str, str]:
     """``{project column: table column}`` for a table whose columns are ``names``, by the
-    ``columns`` mapping and the conventions (module docstring); DataFormatError naming
-    ``source`` for a mapped column it lacks or a table without recognisable columns."""
-    check_columns_mapping(columns)
+    ``columns`` mapping and the conventions (module docstring). ``numbers``: which of some
+    columns hold numbers only (:func:`number_columns` of the table), asked of the columns
+    texts would be taken from by their order: those are never texts
+    (:func:`_label_from_numbers`); None: none do.
+    DataFormatError naming ``source`` and ``reading.option`` for a mapped column the table
+    lacks or a table without recognisable columns."""
+    check_columns_mapping(columns, reading.option)
     found: dict[str, str] = dict(columns or {})
     absent = [(key, value) for key, value in found.items() if value not in names]
     if absent:
         key, value = absent[0]
         raise DataFormatError(
             source,
-            f"columns maps {key} to {value!r}, which is not a column here "
+            f"{reading.option} maps {key} to {value!r}, which is not a column here "
             f"(its columns: {', '.join(names)})",
         )
     rest = [name for name in names if name not in found.values()]
@@ -167,22 +251,78 @@ def find_columns(
         if label not in found and label in rest:
             found[label] = label
             rest.remove(label)
+    if reading.nli and "label" not in found and NLI_LABEL_NAME in rest:
+        found["label"] = NLI_LABEL_NAME
+        rest.remove(NLI_LABEL_NAME)
+    numeric: list[str] = []
     if not any(column in found for column in TEXT_COLUMNS):
-        missing = _partial_layout(rest)
-        if missing:
-            problem = f"no column {missing!r} (its columns: {', '.join(names)})"
-            raise DataFormatError(source, f"{problem}; {_EXPECTED}")
-        texts = _text_columns(rest)
-        if texts is None:
-            problem = f"no recognisable columns: found {', '.join(names) or 'none'}"
-            raise DataFormatError(source, f"{problem}; {_EXPECTED}")
-        if not any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS):
-            check_names_by_order(texts, names, source)
-        found.update(texts)
+        named = any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS)
+        held = () if named or numbers is None else numbers(rest)
+        numeric = [name for name in rest if name in held]
+        found.update(_found_texts([n for n in rest if n not in numeric], names, source, reading))
+    _label_from_numbers(found, numeric, names, source, reading)
     unused = [name for name in names if name not in found.values()]
     if unused:
         logger.info("%s: columns not read: %s", source, ", ".join(unused))
     return found
+
+
+#: the label column of the official NLI releases, read as ``label`` under ``nli``
+NLI_LABEL_NAME = "gold_label"
+
+
+def _found_texts(
+    rest: list[str], names: Sequence[str], source: str | PathLike, reading: TableReading
+) -> dict[str, str]:
+    """The text columns among ``rest`` (neither mapped, labels nor numbers), by name or by
+    order; DataFormatError for a half-named layout or none."""
+    missing = _partial_layout(rest)
+    if missing:
+        problem = f"no column {missing!r} (its columns: {', '.join(names)})"
+        raise DataFormatError(source, f"{problem}; {reading.expected()}")
+    texts = _text_columns(rest)
+    if texts is None:
+        problem = f"no recognisable columns: found {', '.join(names) or 'none'}"
+        raise DataFormatError(source, f"{problem}; {reading.expected()}")
+    if not any(set(layout) <= set(rest) for layout in NAMED_LAYOUTS):
+        check_names_by_order(texts, names, source)
+    return texts
+
+
+def _label_from_numbers(
+    found: dict[str, str],
+    numeric: list[str],
+    names: Sequence[str],
+    source: str | PathLike,
+    reading: TableReading,
+) -> None:
+    """``numeric``: the columns of numbers left out of the texts taken by their order (a
+    column of numbers is never a text). With no label column named, one such column is
+    the label (``found["label"]``) unless ``reading.labels`` is ``"named"``; several, or
+    one under ``"named"``, are refused in one line naming ``reading.option``; so is a
+    table without a label column when ``reading.labels`` is ``"needed"``."""
+    if any(label in found for label in LABEL_COLUMNS):
+        return
+    listed = ", ".join(repr(name) for name in numeric)
+    others = [name for name in names if name not in found.values()]
+    example = f"e.g. {reading.option}: {{score: {(numeric or others or ['similarity'])[0]}}}"
+    if len(numeric) > 1:
+        problem = f"the columns {listed} hold numbers, so none is a text, and no column is "
+        problem += f"named score or label: name the score column with {reading.option}, {example}"
+        raise DataFormatError(source, problem)
+    if numeric and reading.labels == "named":
+        raise DataFormatError(
+            source,
+            f"column {listed} holds numbers, so it is no text, and a score is read here only "
+            f"from a column named score or label: map it with {reading.option} ({example}), "
+            "or leave the column out",
+        )
+    if numeric:
+        found["label"] = numeric[0]
+    elif reading.labels == "needed":
+        problem = f"no score or label column (its columns: {', '.join(names)}): the pairs are "
+        problem += f"scored against one; name it with {reading.option}, {example}"
+        raise DataFormatError(source, problem)
 
 
 def _text_columns(names: list[str]) -> dict[str, str] | None:
@@ -199,7 +339,7 @@ def check_names_by_order(texts: Mapping[str, str], names: Sequence[str], source:
     column name is a number (a file without a header line, whose first row was taken for
     one); otherwise a warning saying which column became which, so a first line of data
     read as a header is seen."""
-    numbers = [name for name in names if _is_number(name)]
+    numbers = [name for name in names if is_number(str(name))]
     if numbers:
         raise DataFormatError(
             source,
@@ -209,14 +349,6 @@ def check_names_by_order(texts: Mapping[str, str], names: Sequence[str], source:
         )
     taken = ", ".join(f"{project} ← {name!r}" for project, name in texts.items())
     logger.warning("%s: text columns taken by their order: %s", source, taken)
-
-
-def _is_number(name: str) -> bool:
-    try:
-        float(str(name))
-    except ValueError:
-        return False
-    return True
 
 
 def _partial_layout(names: list[str]) -> str | None:
@@ -254,20 +386,79 @@ def normalise_table(
     source: str | PathLike,
     columns: Mapping[str, str] | None = None,
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> Dataset:
     """``table`` (any column names and types) as the project's columns: texts (str,
     stripped), ``score`` (float64), ``label`` (int64). Every value is checked: an empty or
-    non-text text, a score that is not a finite number or lies outside ``score_range``, a
-    ``label`` beside ``score`` that is not an integer — DataFormatError naming ``source``,
-    the 1-based row and the table's column."""
+    non-text text, a score that is not a number (:func:`~sts_core.data._io.parse_number`)
+    or lies outside ``score_range``, a ``label`` beside ``score`` that is not an integer —
+    DataFormatError naming ``source``, the 1-based row and the table's column. A label
+    column of NLI classes (``reading.nli``, class names, or a ``ClassLabel`` of them) gives
+    the class ids and ``score`` entailment 2 > neutral 1 > contradiction 0, its rows
+    without a gold label skipped (logged); any other label is the label as it stands."""
     if len(table) == 0:
         raise DataFormatError(source, "no data rows")
-    found = find_columns(table.column_names, columns, source)
+    found = find_columns(
+        table.column_names, columns, source, reading, lambda names: number_columns(table, names)
+    )
     out: dict[str, list[Any]] = {}
     for column in TEXT_COLUMNS:
         if column in found:
             name = found[column]
             out[column] = [_text(value, source, n, name) for n, value in _rows(table, name)]
+    if _holds_nli_classes(table, found, source, reading):
+        out |= _nli_labels(table, found, source, score_range)
+    else:
+        out |= _labels(table, found, source, score_range)
+        _note_nli_like(out, found, source, reading)
+    if GROUP_COLUMN in found:
+        out[GROUP_COLUMN] = _group_ids(table, found[GROUP_COLUMN], source)
+    return to_dataset(*_without_no_gold(out, source))
+
+
+def number_columns(table: Dataset, names: Sequence[str]) -> set[str]:
+    """Those of ``names`` whose every value is a number: a numeric type, texts that
+    :func:`~sts_core.data._io.parse_number` reads (checked vectorised by Arrow), or, in a
+    column of mixed JSON values, numbers and such texts."""
+    return {name for name in names if _holds_numbers(table, name)}
+
+
+def _holds_numbers(table: Dataset, name: str) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = table.data.column(name)
+    kind = values.type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return True
+    if _dtype(table, name) in STRING_TYPES:
+        matched = pc.match_substring_regex(pc.utf8_trim_whitespace(values), NUMBER_PATTERN)
+        return values.null_count == 0 and bool(pc.all(matched).as_py())
+    return all(_is_number_value(value) for value in table[name])  # e.g. JSON values, decoded
+
+
+#: the ``datasets`` types of text columns
+STRING_TYPES = ("string", "large_string")
+
+
+def _dtype(table: Dataset, name: str) -> str | None:
+    """A column's ``datasets`` type (``string``, ``int64``…; None for a ``Json`` column)."""
+    return getattr(table.features[name], "dtype", None)
+
+
+def _is_number_value(value: Any) -> bool:
+    if isinstance(value, str):
+        return is_number(value)
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _labels(
+    table: Dataset, found: Mapping[str, str], source: str | PathLike, score_range: Any
+) -> dict[str, list[Any]]:
+    """``score`` and ``label`` as they stand (sentence-transformers' convention): ``score``
+    from a score column, else from the label column (with ``label`` when every value is an
+    integer); ``label`` beside ``score`` must be integers."""
+    out: dict[str, list[Any]] = {}
     if "score" in found:
         out["score"] = _scores(table, found["score"], source, score_range)
         if "label" in found:
@@ -278,9 +469,98 @@ def normalise_table(
         out["score"] = scores
         if all(float(x).is_integer() for x in scores):
             out["label"] = [int(x) for x in scores]
-    if GROUP_COLUMN in found:
-        out[GROUP_COLUMN] = _group_ids(table, found[GROUP_COLUMN], source)
-    return to_dataset(out)
+    return out
+
+
+def _holds_nli_classes(
+    table: Dataset, found: Mapping[str, str], source: str | PathLike, reading: TableReading
+) -> bool:
+    """Whether the label column holds NLI classes: ``reading.nli`` (refused without a label
+    column), a ``ClassLabel`` whose names are NLI classes, or texts with a class name."""
+    column = found.get("label")
+    if column is None:
+        if reading.nli:
+            problem = f"no label column of NLI classes (its columns: {_names(table)}): name "
+            raise DataFormatError(source, f"{problem}it with {reading.option}, e.g. {{label: y}}")
+        return False
+    names = getattr(table.features[column], "names", None)
+    if reading.nli or (names and {name.lower() for name in names} <= set(NLI_LABELS)):
+        return True
+    if _dtype(table, column) not in STRING_TYPES:
+        return False
+    return any(str(value).strip().lower() in NLI_LABELS for value in table.unique(column))
+
+
+def _names(table: Dataset) -> str:
+    return ", ".join(table.column_names)
+
+
+def _nli_labels(
+    table: Dataset, found: Mapping[str, str], source: str | PathLike, score_range: Any
+) -> dict[str, list[Any]]:
+    """``label`` (class ids, None where there is no gold label) and ``score`` (entailment
+    2 > neutral 1 > contradiction 0, or the score column's) from a label column of NLI
+    classes; DataFormatError naming the row and column of a value that is no class."""
+    column = found["label"]
+    names = getattr(table.features[column], "names", None)  # a ClassLabel's, by id
+    labels = []
+    for row, value in _rows(table, column):
+        if names and isinstance(value, int) and 0 <= value < len(names):
+            value = names[value]
+        try:
+            labels.append(nli_class(value))
+        except (ValueError, AttributeError) as error:
+            raise DataFormatError(source, f"{_where(row, column)}: {error}") from None
+    if "score" in found:
+        return {"score": _scores(table, found["score"], source, score_range), "label": labels}
+    scores = [math.nan if label is None else NLI_SCORES[label] for label in labels]
+    problem = score_range_problem(scores, score_range, column) if score_range else None
+    if problem:
+        raise DataFormatError(source, problem)
+    return {"score": scores, "label": labels}
+
+
+def _without_no_gold(
+    out: dict[str, list[Any]], source: str | PathLike
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """``out`` without the rows whose NLI label is None (no gold label), and the note
+    that says how many were skipped (logged)."""
+    labels = out.get("label", [])
+    keep = [n for n, label in enumerate(labels) if label is not None]
+    if len(keep) == len(labels):
+        return out, []
+    if not keep:
+        problem = "no data rows left: every row's NLI label is '-' or -1 (no gold label)"
+        raise DataFormatError(source, problem)
+    note = skip_note(source, len(labels) - len(keep), len(labels), "no gold label: '-' or -1")
+    return {name: [values[n] for n in keep] for name, values in out.items()}, note
+
+
+#: integer labels that may be NLI classes (0 entailment, 1 neutral, 2 contradiction, -1)
+_NLI_LIKE = {-1, 0, 1, 2}
+
+
+def _note_nli_like(
+    out: Mapping[str, list[Any]],
+    found: Mapping[str, str],
+    source: str | PathLike,
+    reading: TableReading,
+) -> None:
+    """One warning when a label column (no score column) holds the integers 0, 1 and 2
+    (-1 too, perhaps), read as scores where they may be NLI classes, saying how to choose
+    the other reading (``reading.nli_hint``; no warning without one)."""
+    labels = set(out.get("label", ()))
+    if reading.nli_hint is None or "score" in found or not {0, 1, 2} <= labels <= _NLI_LIKE:
+        return
+    logger.warning(
+        "%s: column %r holds the integers %s: read as scores as they stand, as "
+        "sentence-transformers reads a label column (2 the most similar); if they are NLI "
+        "classes (0 entailment, 1 neutral, 2 contradiction), %s",
+        source,
+        found["label"],
+        ", ".join(str(label) for label in sorted(labels)),
+        reading.nli_hint,
+    )
 
 
 def _group_ids(table: Dataset, column: str, source: str | PathLike) -> list[int]:
@@ -317,19 +597,21 @@ def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
 
 
 def _number(value: Any, source: str | PathLike, row: int, column: str) -> float:
-    """A finite number from a number or a text (``"3.5"``)."""
+    """A finite number from a number or a text (``"3.5"``, read by
+    :func:`~sts_core.data._io.parse_number`)."""
     where = _where(row, column)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise DataFormatError(source, f"{where}: no value")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise DataFormatError(source, f"{where}: {value!r} is not a number")
-    try:
-        number = float(value)
-    except ValueError:
-        raise DataFormatError(source, f"{where}: {value.strip()!r} is not a number") from None
-    if not math.isfinite(number):
+    if isinstance(value, str):
+        try:
+            return parse_number(value)
+        except ValueError as error:
+            raise DataFormatError(source, f"{where}: {error}") from None
+    if not math.isfinite(value):
         raise DataFormatError(source, f"{where}: {value!r} is not a finite number")
-    return number
+    return float(value)
 
 
 def _scores(
@@ -477,10 +759,12 @@ def read_table(
     columns: Mapping[str, str] | None = None,
     split: str = "train",
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> Dataset:
     """Read a table with a header: a ``.csv``, ``.tsv``, ``.json``, ``.jsonl`` or
     ``.parquet`` file, or a ``save_to_disk`` folder (``split`` of a DatasetDict's), as the
-    project's columns (:func:`normalise_table`: ``columns`` mapping, ``score_range`` check).
+    project's columns (:func:`normalise_table`: ``columns`` mapping, ``score_range`` check,
+    ``reading``).
     """
     path = Path(path)
     if path.is_dir():
@@ -494,7 +778,7 @@ def read_table(
         raw = _load_file(path)
     else:
         raise DataFileNotFoundError(path, "no such file or folder")
-    return normalise_table(raw, path, columns, score_range)
+    return normalise_table(raw, path, columns, score_range, reading)
 
 
 def from_dataset(
@@ -503,6 +787,7 @@ def from_dataset(
     split: str = "train",
     score_range: ScoreRange | None = None,
     name: str = "in-memory dataset",
+    reading: TableReading = READ,
 ) -> Dataset:
     """A ``datasets.Dataset`` (or split ``split`` of a ``DatasetDict``) with any column
     names, as the project's columns: the same conventions, mapping and checks as a file
@@ -514,7 +799,7 @@ def from_dataset(
         raise DataConfigError(
             f"{name}: expected a datasets.Dataset or DatasetDict, got {type(dataset).__name__}"
         )
-    return normalise_table(dataset, name, columns, score_range)
+    return normalise_table(dataset, name, columns, score_range, reading)
 
 
 # --------------------------------------------------------------------------- the hub
@@ -551,6 +836,7 @@ def load_hub_table(
     split: str = "train",
     columns: Mapping[str, str] | None = None,
     score_range: ScoreRange | None = None,
+    reading: TableReading = READ,
 ) -> Dataset:
     """Split ``split`` of the hub dataset ``repo_id`` as the project's columns. One-line
     DataConfigError when the hub is switched off or cannot be reached, or the dataset or
@@ -580,7 +866,7 @@ def load_hub_table(
             f"{repo_id}: loading it from the hub failed ({_cause(error)})"
         ) from None
     logger.info("%s: read split %s from the hub (%d rows)", repo_id, hub_split, len(raw))
-    return normalise_table(raw, f"{repo_id}:{hub_split}", columns, score_range)
+    return normalise_table(raw, f"{repo_id}:{hub_split}", columns, score_range, reading)
 
 
 def first_json_record(path: PathLike) -> dict[str, Any] | None:

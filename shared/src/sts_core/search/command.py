@@ -325,13 +325,35 @@ def scoring_of(spec: SearchSpec) -> dict[str, Any]:
     }
 
 
+def check_training_tables(spec: SearchSpec) -> None:
+    """Each ``--train`` table read with ``--columns`` before any cell's check, so that a
+    missing or wrong column is named with the search's option (a cell's ``sts-train``
+    names its recipe key, ``columns``)."""
+    from sts_core.data import TableReading, load_reference, registry_names, split_reference
+
+    for table in spec.train:
+        registry = split_reference(table, "train")[0] in registry_names()
+        try:
+            load_reference(
+                table,
+                "train",
+                data_dir=spec.data_dir,
+                columns=None if registry else spec.columns,
+                reading=TableReading("--columns"),
+            )
+        except (ValueError, OSError) as error:
+            raise SearchError(f"--train {table}: {' '.join(str(error).split())}") from None
+
+
 def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
-    """Before any training: the dev (and test) table loads under the scorer, and each
-    method's first cell passes ``sts-train --check_only`` (recipe keys, training tables,
-    model): the first problem is one line."""
+    """Before any training: the training tables read under ``--columns``, the dev (and
+    test) table loads under the scorer, and each method's first cell passes ``sts-train
+    --check_only`` (recipe keys, training tables under each loss, model): the first problem
+    is one line."""
     from sts_core.search.worker import table_evaluator
     from sts_core.training.run import main as sts_train
 
+    check_training_tables(spec)
     scoring = scoring_of(spec)
     for table, name in ((spec.dev, "dev"), (spec.test, "test")):
         if table is not None:

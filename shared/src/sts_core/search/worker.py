@@ -38,13 +38,18 @@ def table_evaluator(scoring: dict[str, Any], reference: str, name: str, default_
     on: test accuracy and F1 use the dev set's thresholds; the dev set's own are chosen on
     itself)."""
     from sts_core.data import load_reference
+    from sts_core.data.tables import scored_reading
     from sts_core.evaluation import PairEvaluator, cosine_scorer
     from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
     from sts_core.evaluation.sts import spread_sample
 
     def load(table: str, split: str) -> Any:
         dataset = load_reference(
-            table, split, data_dir=scoring.get("data_dir"), columns=scoring.get("eval_columns")
+            table,
+            split,
+            data_dir=scoring.get("data_dir"),
+            columns=scoring.get("eval_columns"),
+            reading=scored_reading("--eval-columns"),
         )[1]
         return spread_sample(dataset, scoring.get("eval_pairs"))
 

@@ -250,7 +250,8 @@ class DataArguments:
         default=None,
         metadata={
             "help": "Format of training files given by path, when the name does not say "
-            "(table: any file with a header)."
+            "(table: any file with a header; nli: a table whose label column holds NLI "
+            "classes, names or 0 entailment, 1 neutral, 2 contradiction, -1 no gold label)."
         },
     )
     columns: str | None = field(
@@ -538,7 +539,9 @@ class BaseConfig(TrainingArguments):
         False, "Must stay false: the collator reads text columns."
     )
     label_column: str = _default(
-        "score", "Dataset column the loss reads as labels (score or label)."
+        "score",
+        "Which of the project's label columns the loss reads: score or label (a loss over "
+        "classes reads label). A table's own column names are mapped with columns.",
     )
     overwrite_output_dir: bool = _default(
         False,

@@ -6,13 +6,13 @@ import logging
 from typing import Any
 
 import numpy as np
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
 from sts_core.data import (
     DataConfigError,
+    TableReading,
     check_score_range,
     filter_test_overlap,
-    from_dataset,
     load_test_sets,
     map_labels,
     merge_datasets,
@@ -22,6 +22,8 @@ from sts_core.data import (
     split_reference,
 )
 from sts_core.data import load_reference as _load_reference
+from sts_core.data.references import IN_MEMORY
+from sts_core.data.tables import scored_reading
 from sts_core.method import check_dataset_for_loss, loss_label_column
 from sts_core.training.collator import text_columns_with
 from sts_core.training.config import DataArguments
@@ -37,30 +39,39 @@ from sts_core.training.multi_dataset import (
 logger = logging.getLogger(__name__)
 
 
+#: the loss reads the score column, or the label column, or no labels (None)
+Reads = str | None
+
+
 def load_reference(
-    reference: str,
+    reference: str | Dataset | DatasetDict,
     default_split: str,
     data_args: DataArguments,
     columns: dict[str, str] | None = None,
-    check_scores: bool = True,
+    reads: Reads = "score",
 ) -> tuple[str, Dataset]:
-    """Load a recipe's dataset reference with ``data_args``' data folder, variant and SICK
-    rescaling (see :func:`sts_core.data.load_reference`); ``train_format`` and ``columns``
-    apply to the training sets (``default_split`` train), ``eval_columns`` to the others
-    (a dev or test file's format is guessed from its name); ``columns`` given here (an
-    entry of ``train_datasets`` as a mapping) replaces the recipe's. A column mapping is
-    for tables: registry names do not take it. ``score_range`` is checked in the tables of
-    the training sets (unless ``label_mapping`` maps them first) and of the dev set,
-    naming the file's column (not with ``check_scores`` false: a set whose loss does not
-    read the scores)."""
+    """Load a recipe's dataset reference (or a Dataset / DatasetDict in memory, by the same
+    path) with ``data_args``' data folder, variant and SICK rescaling (see
+    :func:`sts_core.data.load_reference`); ``train_format`` and ``columns`` apply to the
+    training sets (``default_split`` train), ``eval_columns`` to the others (a dev or test
+    file's format is guessed from its name); ``columns`` given here (an entry of
+    ``train_datasets`` as a mapping) replaces the recipe's. A column mapping is for tables:
+    registry names do not take it. ``reads``: what the training set's loss reads (``score``,
+    ``label`` or None), which decides how a table's label column is found
+    (:func:`table_reading`); ``score_range`` is checked in the tables of the training sets
+    whose loss reads the scores (unless ``label_mapping`` maps them first) and of the dev
+    set, naming the file's column."""
     training = default_split == "train"
     if columns is None:
         columns = data_args.columns if training else data_args.eval_columns
-    name, _ = split_reference(reference, default_split)
-    if name in registry_names():
+    if isinstance(reference, str) and split_reference(reference, default_split)[0] in (
+        registry_names()
+    ):
         columns = None
-    checks_scores = (training and not data_args.label_mapping) or default_split == "dev"
-    score_range = data_args.score_range if checks_scores and check_scores else None
+    checks_scores = (training and not data_args.label_mapping and reads == "score") or (
+        default_split == "dev"
+    )
+    score_range = data_args.score_range if checks_scores else None
     return _load_reference(
         reference,
         default_split,
@@ -70,21 +81,47 @@ def load_reference(
         sick_to_sts_scale=data_args.sick_to_sts_scale,
         columns=columns,
         score_range=_score_range(score_range) if score_range else None,
+        reading=table_reading(training, reads),
     )
+
+
+def table_reading(training: bool, reads: Reads = "score") -> TableReading:
+    """How a run reads its tables (:class:`~sts_core.data.TableReading`): a training table
+    under ``columns``, its unnamed column of numbers the label when the loss reads one
+    (else refused), integer labels that look like NLI classes named in a warning when the
+    loss reads them as scores (choose ``train_format: nli``); a dev or test table under
+    ``eval_columns``, scored against its labels (a table without them is refused)."""
+    if not training:
+        return scored_reading("eval_columns")
+    hint = "set train_format: nli" if reads == "score" else None
+    return TableReading("columns", "read" if reads else "named", nli_hint=hint)
+
+
+def loss_reads(loss_type: Any, label_column: str, config: Any) -> Reads:
+    """What a loss reads of a training set: ``label_column`` (score or label) when its
+    label kind needs labels, else None."""
+    return label_column if loss_type.required_label_kind(config) is not None else None
 
 
 def build_train_dataset(
-    data_args: DataArguments, seed: int = 42, label_column: str = "score"
+    data_args: DataArguments,
+    seed: int = 42,
+    label_column: str = "score",
+    reads: Reads = "score",
+    given: Dataset | DatasetDict | None = None,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Load, merge, filter, map the labels of (``label_mapping`` on ``label_column``) and
-    rescale the training sets; return them and a summary."""
+    rescale the training sets — or ``given``, a Dataset in memory instead of
+    ``train_datasets``, by the same path — and return them and a summary. ``reads``: what
+    the loss reads (:func:`load_reference`)."""
+    references = data_args.train_datasets if given is None else [given]
+    sources = [IN_MEMORY if given is not None else str(ref) for ref in references]
     loaded = source_names(
-        data_args.train_datasets,
-        [load_reference(ref, "train", data_args) for ref in data_args.train_datasets],
+        sources, [load_reference(ref, "train", data_args, reads=reads) for ref in references]
     )
     summary: dict[str, Any] = {"sources": {name: len(ds) for name, ds in loaded}}
     if data_args.score_range:  # each file's rows, before the sets are merged and filtered
-        check_train_scores(data_args, [ds for _, ds in loaded], label_column)
+        check_train_scores(data_args, [ds for _, ds in loaded], label_column, sources)
     if len(loaded) == 1:
         train = loaded[0][1]
     else:
@@ -118,10 +155,16 @@ def build_train_dataset(
     return train, summary
 
 
-def check_train_scores(data_args: DataArguments, loaded: list[Dataset], label_column: str) -> None:
+def check_train_scores(
+    data_args: DataArguments,
+    loaded: list[Dataset],
+    label_column: str,
+    sources: list[str] | None = None,
+) -> None:
     """``score_range`` holds every training score it will rescale: each training set's
-    scores (DataFormatError naming the file or dataset, the row and the column), or with
-    ``label_mapping`` on the score column the values it maps to (DataConfigError)."""
+    scores (DataFormatError naming the file or dataset — ``sources``, default the
+    references of ``train_datasets`` —, the row and the column), or with ``label_mapping``
+    on the score column the values it maps to (DataConfigError)."""
     low, high = _score_range(data_args.score_range)
     if data_args.label_mapping and label_column == "score":  # every score becomes one of these
         resolved = resolve_label_mapping(data_args.label_mapping, label_column)
@@ -132,8 +175,8 @@ def check_train_scores(data_args: DataArguments, loaded: list[Dataset], label_co
                 f"[{low:g}, {high:g}], which the mapped scores are rescaled from"
             )
         return
-    for reference, dataset in zip(data_args.train_datasets, loaded, strict=True):
-        check_score_range(dataset, (low, high), reference)
+    for source, dataset in zip(sources or data_args.train_datasets, loaded, strict=True):
+        check_score_range(dataset, (low, high), source)
 
 
 def filter_or_count_test_pairs(
@@ -205,13 +248,10 @@ def build_dev_set(data_args: DataArguments, given: Any = None) -> tuple[str, Dat
     """The dev set for model selection, or None when ``eval_dataset`` is empty/none;
     ``given`` (a ``Dataset``/``DatasetDict`` in memory, read with ``eval_columns``) replaces
     ``eval_dataset`` and is named ``dev``."""
-    reference = data_args.eval_dataset if given is None else "in-memory dataset"
+    reference = data_args.eval_dataset if given is None else IN_MEMORY
     if given is None and (not reference or reference.lower() == "none"):
         return None
-    if given is None:
-        name, dataset = load_reference(reference, "dev", data_args)
-    else:
-        name, dataset = reference, from_dataset(given, data_args.eval_columns, split="dev")
+    name, dataset = load_reference(reference if given is None else given, "dev", data_args)
     if data_args.score_range:
         check_score_range(dataset, _score_range(data_args.score_range), reference)
         dataset = rescale_scores(dataset, _score_range(data_args.score_range))
@@ -266,10 +306,8 @@ def _build_train_set(
             f"{where}: columns is for tables, and {spec.path!r} is a registry dataset "
             "(its columns are the project's): drop columns"
         )
-    reads_scores = label_column == "score" and loss_type.required_label_kind(config) is not None
-    _, dataset = load_reference(
-        spec.path, "train", data_args, columns=spec.columns, check_scores=reads_scores
-    )
+    reads = loss_reads(loss_type, label_column, config)
+    _, dataset = load_reference(spec.path, "train", data_args, columns=spec.columns, reads=reads)
     info: dict[str, Any] = {"path": spec.path, "loss": loss_name, "weight": spec.weight}
     info["read"] = len(dataset)
     dataset = _prepare_set(dataset, data_args, label_column, loss_type, config, info, where)

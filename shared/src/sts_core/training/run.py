@@ -141,8 +141,10 @@ class TrainingRun:
         eval_dataset: Any = None,
     ) -> TrainingRun:
         """A run of ``method`` from argument objects instead of a command line (what the
-        benchmarks use); ``train_dataset``, a dataset in memory, replaces
-        ``data_args.train_datasets`` (it is still prepared and checked by the method), and
+        benchmarks use); ``train_dataset``, a ``datasets.Dataset`` in memory with any column
+        names (``columns``), replaces ``data_args.train_datasets`` and goes the files' way
+        (the same reading, test-pair filter or overlap count, label mapping, rescaling,
+        ``max_train_samples`` and the method's preparation and checks), and
         ``eval_dataset``, a ``datasets.Dataset`` or ``DatasetDict`` (its dev split) with
         any column names (``eval_columns``), replaces ``data_args.eval_dataset`` as the dev
         set. Every check and step is the command line's."""
@@ -509,18 +511,16 @@ def prepare_inputs(
 def prepare_train_list(
     method: Any, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
 ) -> tuple[Any, dict[str, Any]]:
-    """The training set of the list form (or ``train_dataset``, in memory), prepared and
-    checked by the method, and its summary (ConfigError / DataError on a problem)."""
-    from sts_core.training.data import build_train_dataset
+    """The training set of the list form (or ``train_dataset``, in memory, read, filtered
+    and checked by the same path as a file), prepared and checked by the method, and its
+    summary (ConfigError / DataError on a problem)."""
+    from sts_core.training.data import build_train_dataset, loss_reads
 
     label_column = method.label_column(config)
-    if train_dataset is None:
-        train_dataset, data_summary = build_train_dataset(data_args, config.seed, label_column)
-    else:
-        data_summary = {
-            "train_pairs": len(train_dataset),
-            "sources": {"in memory": len(train_dataset)},
-        }
+    reads = loss_reads(method.loss_class(config), label_column, config)
+    train_dataset, data_summary = build_train_dataset(
+        data_args, config.seed, label_column, reads, given=train_dataset
+    )
     try:
         train_dataset, prepared = method.prepare_train_dataset(train_dataset, config)
     except ValueError as error:
