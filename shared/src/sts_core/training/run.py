@@ -175,28 +175,11 @@ class TrainingRun:
             check_model_shape(location, self.model_args, self.config)
         self.check_frozen_backbone()
         self.check_saved_heads(location)
-        self.check_resume()
+        self.settings = checked_resume_settings(self.model_args, self.data_args, self.config)
         self.inputs = self.prepare_data()
         self.check_teacher()
         inputs = run_inputs(self.model_args, self.data_args, self.config)
         return prepare_output_dir(self.config, dry_run=self.config.check_only, inputs=inputs)
-
-    def check_resume(self) -> None:
-        """Record the settings each checkpoint will hold (:mod:`.resume_settings`);
-        ``resume_from_checkpoint``: a complete checkpoint whose pickled training state
-        torch's safe loader reads, saved under these settings."""
-        from sts_core.training.checkpoints import check_trusted_state_files
-
-        self.settings = recipe_settings(self.config, self.model_args, self.data_args)
-        self.settings[INPUTS_KEY] = input_identities(self.model_args, self.data_args, self.config)
-        checkpoint = self.config.resume_from_checkpoint
-        check_resume_checkpoint(checkpoint)
-        if checkpoint:
-            check_trusted_state_files(checkpoint)
-        try:
-            check_resume_settings(self.config, self.settings, self.model_args, self.data_args)
-        except ValueError as error:
-            raise ConfigError(str(error)) from error
 
     def check_teacher(self) -> None:
         """``teacher_model`` against the loss and the loaded training set
@@ -423,6 +406,28 @@ def named_settings(parser: ConfigParser | None) -> Iterator[None]:
         message = " ".join(str(error).split())
         where = parser.where(message) if parser is not None else ""
         raise ConfigError(f"{where}: {message}" if where else message) from error
+
+
+def checked_resume_settings(
+    model_args: ModelArguments, data_args: DataArguments, config: BaseConfig
+) -> dict[str, Any]:
+    """The settings each checkpoint of the run will record (:mod:`.resume_settings`, with
+    the content identities of its inputs), checked against ``resume_from_checkpoint``: a
+    complete checkpoint whose pickled training state torch's safe loader reads, saved under
+    these settings from the same inputs."""
+    from sts_core.training.checkpoints import check_trusted_state_files
+
+    settings = recipe_settings(config, model_args, data_args)
+    settings[INPUTS_KEY] = input_identities(model_args, data_args, config)
+    checkpoint = config.resume_from_checkpoint
+    check_resume_checkpoint(checkpoint)
+    if checkpoint:
+        check_trusted_state_files(checkpoint)
+    try:
+        check_resume_settings(config, settings, model_args, data_args)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    return settings
 
 
 def saved_heads(location: str) -> tuple[dict[str, Any], int | None]:
