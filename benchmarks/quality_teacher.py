@@ -35,6 +35,7 @@ from pathlib import Path
 
 import _common as common
 import quality
+from grid_search.report import TEACHER_COST_FILE
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -111,8 +112,6 @@ def check_files(args: argparse.Namespace) -> Path:
 def save_teacher(teacher: object, output: Path, cost: dict, cross_encoder: bool) -> None:
     """The teacher's folder with its cost (:data:`TEACHER_COST_FILE`), saved atomically:
     staged, the save marker written last (:func:`sts_core.saving.staged_contents`)."""
-    from grid_search.report import TEACHER_COST_FILE
-
     from sts_core.command_files import write_text
     from sts_core.saving import staged_contents
 
