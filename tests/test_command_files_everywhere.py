@@ -446,3 +446,38 @@ def test_the_committed_results_are_in_their_ledgers() -> None:
     command = [sys.executable, str(REPO / "tools" / "record_results.py"), "--check"]
     done = subprocess.run([*command, "benchmarks/results"], cwd=REPO, capture_output=True)
     assert done.returncode == 0, done.stdout.decode()
+
+
+@pytest.mark.usefixtures("no_model_loading")
+@pytest.mark.parametrize(
+    "script,argv,report",
+    [
+        ("gpu_check", [*SMOKE_CPU], "train_smoke.md"),  # a step's report
+        ("gpu_check", [*SMOKE_CPU], "encode_smoke.png"),
+        ("quality", ["--render", "{out}/quality.json"], "quality.png"),
+        ("pair_tasks", ["--render", "{out}/quality.json"], "quality.md"),
+        ("quality_search", ["--compare", "{out}/quality.json"], "quality_search_reproduced.md"),
+    ],
+)
+def test_every_file_a_run_writes_is_declared(
+    workspace: Workspace, capsys, script: str, argv: list[str], report: str
+) -> None:
+    """The files a benchmark writes besides its own stem's: the GPU check's steps' reports,
+    a ``--render``'s markdown and chart, ``--compare``'s report: a foreign one is refused
+    before any step or rendering."""
+    workspace.out.mkdir()
+    common.write_json(workspace.out / "quality", {"cells": {}})  # a result of sts-core's
+    foreign = workspace.foreign(report)
+    argv = [arg.format(out=workspace.out) for arg in argv]
+    assert benchmark(script)([*argv, "--output-dir", str(workspace.out)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and f"{foreign} exists and was not written" in line
+    assert foreign.read_text(encoding="utf-8") == "the user's own file\n"
+
+
+def test_no_temporary_file_of_a_write_is_sent_or_committed() -> None:
+    """A write's temporary file or a staged bundle (``.sts-partial…``) left by a kill is
+    ignored by git, so the device tool never sends it with a call."""
+    names = [".sts-partial-1-0a1b-.gpu-call/wheels/x.whl", "benchmarks/results/.sts-partial-x"]
+    done = subprocess.run(["git", "check-ignore", *names], cwd=REPO, capture_output=True)
+    assert done.stdout.decode().split() == names
