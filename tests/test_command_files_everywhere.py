@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from benchmark_support import REPO, load_benchmark_module, load_benchmark_script
@@ -41,20 +42,27 @@ from sts_core.testing import make_tiny_bert
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 common = load_benchmark_module("_common")  # as the scripts import it (their BenchmarkError)
 
-CASES = ("an input file", "inside an input folder", "a model's file", "a link", "foreign")
-PAIRS_TEXT = "".join(
-    f'{{"sentence1": "a man plays {i}", "sentence2": "a dog runs {i}", "score": {i % 5}}}\n'
-    for i in range(8)
-)
+
+def core_cases() -> ModuleType:
+    """sts-core's own cases (``shared/tests/test_command_files.py``): their workspace's
+    links, foreign files and pairs are these cases' too."""
+    path = REPO / "shared" / "tests" / "test_command_files.py"
+    spec = importlib.util.spec_from_file_location("sts_core_command_file_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+core = core_cases()
+CASES = core.CASES
 
 
 @dataclass
-class Workspace:
-    """The inputs: a model folder under the models folder (MiniLM's name: the benchmarks'
-    default), a second model, a data folder with a pairs table, a recipe, a word list, a
-    training script; and a folder for outputs."""
-
-    root: Path
+class Workspace(core.Workspace):
+    """sts-core's workspace (a data folder with a pairs table, an output folder, links and
+    foreign files there) with the models under a models folder (MiniLM's and mpnet's names:
+    the benchmarks' defaults), a recipe, a word list and a training script."""
 
     @property
     def models(self) -> Path:
@@ -65,12 +73,8 @@ class Workspace:
         return self.models / common.MINILM
 
     @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def pairs(self) -> Path:
-        return self.data / "pairs.json"
+    def second_model(self) -> Path:
+        return self.models / common.MPNET
 
     @property
     def recipe(self) -> Path:
@@ -84,29 +88,13 @@ class Workspace:
     def script(self) -> Path:
         return self.root / "train.py"
 
-    @property
-    def out(self) -> Path:
-        return self.root / "out"
-
     def inputs(self) -> dict[str, str]:
-        """Every input file with its content hash."""
+        """Every input file (all but the output folder's) with its content hash."""
         found = {}
         for path in sorted(self.root.rglob("*")):
             if path.is_file() and not path.is_relative_to(self.out):
                 found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         return found
-
-    def link(self, name: str, target: Path) -> Path:
-        self.out.mkdir(exist_ok=True)
-        os.symlink(target, self.out / name)
-        return self.out / name
-
-    def foreign(self, name: str) -> Path:
-        """A file of the user's where an output goes."""
-        path = self.out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("the user's own file\n", encoding="utf-8")
-        return path
 
 
 @pytest.fixture
@@ -118,9 +106,9 @@ def workspace(
 ) -> Workspace:
     space = Workspace(tmp_path)
     shutil.copytree(tiny_bert_dir, space.model)
-    make_tiny_bert(space.models / common.MPNET, seed=1)
+    make_tiny_bert(space.second_model, seed=1)
     (space.data / "senteval").mkdir(parents=True)
-    space.pairs.write_text(PAIRS_TEXT, encoding="utf-8")
+    space.pairs.write_text(core.PAIRS_TEXT, encoding="utf-8")
     space.words.write_text("good\nbad\n", encoding="utf-8")
     space.script.write_text("raise SystemExit(3)  # no run may start\n", encoding="utf-8")
     (space.root / "dist").mkdir()
@@ -139,15 +127,22 @@ def workspace(
 Case = tuple[list[str], Path]
 
 
+def folder_output(space: Workspace, case: str, name: str, link_to: Path | None = None) -> Path:
+    """A folder output ``name`` for ``case``: the pairs file, a folder in the model, the
+    model's config, a link to ``link_to`` (default: the model), a folder holding a foreign
+    file."""
+    return {
+        "an input file": lambda: space.pairs,
+        "inside an input folder": lambda: space.model / name,
+        "a model's file": lambda: space.model / "config.json",
+        "a link": lambda: space.link(name, link_to or space.model),
+        "foreign": lambda: space.foreign(f"{name}/notes.txt").parent,
+    }[case]()  # only this case's link or foreign file is made
+
+
 def train_case(space: Workspace, case: str) -> Case:
     """``sts-<method>-train --config recipe.yaml``: the core's training path."""
-    output = {
-        "an input file": lambda: space.pairs,
-        "inside an input folder": lambda: space.model / "run",
-        "a model's file": lambda: space.model / "config.json",
-        "a link": lambda: space.link("run", space.model),
-        "foreign": lambda: space.foreign("run/notes.txt").parent,
-    }[case]()  # only this case's link or foreign file is made
+    output = folder_output(space, case, "run")
     space.recipe.write_text(
         f"model_name_or_path: {space.model}\ntrain_datasets: [{space.pairs}]\n"
         f"eval_dataset: {space.pairs}\nscore_range: [0, 5]\nmax_steps: 1\n"
@@ -218,13 +213,7 @@ def search_case(space: Workspace, case: str) -> Case:
 
 def teacher_case(space: Workspace, case: str) -> Case:
     """``quality_teacher.py --output FOLDER`` (a new folder)."""
-    output = {
-        "an input file": lambda: space.pairs,
-        "inside an input folder": lambda: space.model / "teacher",
-        "a model's file": lambda: space.model / "config.json",
-        "a link": lambda: space.link("teacher", space.model),
-        "foreign": lambda: space.foreign("teacher/notes.txt").parent,
-    }[case]()  # only this case's link or foreign file is made
+    output = folder_output(space, case, "teacher")
     return ["--smoke", "--model", common.MINILM, "--output", str(output)], output
 
 
@@ -241,13 +230,7 @@ def recipes_case(space: Workspace, case: str) -> Case:
 
 def bundle_case(space: Workspace, case: str) -> Case:
     """``gpu_call.py prepare --bundle FOLDER``."""
-    bundle = {
-        "an input file": lambda: space.pairs,
-        "inside an input folder": lambda: space.model / "bundle",
-        "a model's file": lambda: space.model / "config.json",
-        "a link": lambda: space.link("bundle", space.data / "senteval"),
-        "foreign": lambda: space.foreign("bundle/notes.txt").parent,
-    }[case]()  # only this case's link or foreign file is made
+    bundle = folder_output(space, case, "bundle", link_to=space.data / "senteval")
     argv = ["prepare", "--bundle", str(bundle), "--data-dir", str(space.data)]
     return [*argv, "--models-dir", str(space.models), "--dist", str(space.root / "dist")], bundle
 
