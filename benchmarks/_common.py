@@ -4,6 +4,13 @@ subprocesses, medians and ratios, machine description and result files.
 Each benchmark re-invokes its own script with ``--worker <side> --spec <json>``; the worker
 prints one line ``RESULT <json>`` and exits, so every measured run (and its peak memory)
 belongs to a process of its own.
+
+Every script declares what it reads and writes to a :class:`ScriptFiles` before its work
+(:mod:`sts_core.command_files`, the rule of every console script): no output on, in or
+around an input; an existing output replaced only when sts-core wrote it (the folder's
+ledger vouches for it, unchanged since); every result written atomically and recorded.
+A re-run of a benchmark replaces the results it wrote before without a flag (they are
+regenerated, and committed under git); a file it did not write, never.
 """
 
 from __future__ import annotations
@@ -24,6 +31,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from sts_core.command_files import (
+    CommandFiles,
+    FilesError,
+    OutputPathError,
+    write_text,
+    writing,
+)
 
 RESULT_PREFIX = "RESULT "
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -76,10 +91,11 @@ def check_environment(models: Iterable[str]) -> None:
 
 
 def main_guard(main: Callable[[], int]) -> None:
-    """Run ``main``; a ``BenchmarkError`` becomes ``error: …`` on stderr and exit status 2."""
+    """Run ``main``; a ``BenchmarkError`` (or a write refused by
+    :mod:`sts_core.command_files`) becomes ``error: …`` on stderr and exit status 2."""
     try:
         sys.exit(main())
-    except BenchmarkError as error:
+    except (BenchmarkError, FilesError, OutputPathError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
 
@@ -176,15 +192,15 @@ def summary_line(result: dict[str, Any]) -> str:
 
 
 def save_runs_so_far(path: Path, key: str, results: dict[str, list[dict]]) -> None:
-    """``path`` (JSON) with ``key`` set to each side's run summaries so far; other keys kept."""
+    """``path`` (JSON) with ``key`` set to each side's run summaries so far; other keys kept.
+    Written atomically (a kill mid-write leaves the runs before it), never over a file
+    sts-core did not write."""
     saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     saved[key] = {
         side: [{k: r[k] for k in RUN_SUMMARY_KEYS if k in r} for r in runs]
         for side, runs in results.items()
     }
-    partial = path.with_name(f".{path.name}.partial")  # a kill mid-write leaves the old file
-    partial.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_text(path, json.dumps(saved, indent=2) + "\n")
 
 
 def add_runs_file_argument(parser: argparse.ArgumentParser) -> None:
@@ -278,11 +294,19 @@ def read_result(path: Path, script: str) -> tuple[Any, list[dict[str, Any]], dic
 
 
 def render_result(
-    path: Path, script: str, write_report: Callable[[list, Any, dict, Path], list[Path]]
+    path: Path,
+    script: str,
+    write_report: Callable[[list, Any, dict, Path], list[Path]],
+    suffixes: Sequence[str] = (".md",),
 ) -> int:
     """``--render``: the report of ``script`` written again from its saved result JSON
     ``path`` alone (e.g. after the report's wording changed), beside it;
-    ``write_report(rows, args, machine, stem)`` returns the files it wrote."""
+    ``write_report(rows, args, machine, stem)`` returns the files it wrote (``suffixes``:
+    declared before, with ``path`` as the input)."""
+    files = ScriptFiles(script, data=False)
+    files.reads("--render", path)
+    files.results(path.with_suffix(""), suffixes, "--render")
+    files.check()
     args, rows, info = read_result(path, script)
     written = write_report(rows, args, info, path.with_suffix(""))
     print("wrote " + " and ".join(str(file) for file in written))
@@ -357,15 +381,100 @@ def output_stem(name: str, output_dir: str | os.PathLike[str] | None, mode: str)
 
 
 def write_json(stem: Path, content: dict[str, Any]) -> Path:
+    """``<stem>.json``, written atomically and recorded in its folder's ledger."""
     path = stem.with_suffix(".json")
-    path.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(content, indent=2, default=str) + "\n")
     return path
 
 
 def write_markdown(stem: Path, text: str) -> Path:
+    """``<stem>.md``, written atomically and recorded in its folder's ledger."""
     path = stem.with_suffix(".md")
-    path.write_text(text.rstrip() + "\n", encoding="utf-8")
+    write_text(path, text.rstrip() + "\n")
     return path
+
+
+def save_figure(figure: Any, path: Path) -> Path:
+    """A matplotlib figure as ``path`` (PNG, 120 dpi), written atomically and recorded;
+    the figure is closed."""
+    try:
+        with writing(path) as temporary:
+            figure.savefig(temporary, dpi=120, format=path.suffix.lstrip(".") or "png")
+    finally:
+        pyplot().close(figure)
+    return path
+
+
+# ----------------------------------------------------------------------------- declared files
+#: the files of a result stem: its JSON, its markdown and, for the scripts that draw one,
+#: its chart
+REPORT = (".json", ".md")
+REPORT_AND_CHART = (".json", ".md", ".png")
+
+
+class ScriptFiles:
+    """What one benchmark run reads and writes, declared before its work and checked at
+    once by :meth:`check` (:class:`sts_core.command_files.CommandFiles`): no output is, holds
+    or lies inside an input (as given and with symbolic links resolved); an existing output
+    is replaced only when sts-core wrote it (a re-run replaces its own results, no flag); a
+    file sts-core did not write, never. The data folder (``$STS_DATA_DIR``) is an input of
+    every script that reads it (``data``)."""
+
+    def __init__(self, script: str, data: bool = True) -> None:
+        self.declared = CommandFiles(script, replace_flag=None, replace=True)
+        if data:
+            self.reads("STS_DATA_DIR", data_dir())
+
+    def reads(self, option: str, path: str | os.PathLike[str] | None) -> None:
+        """An input (a path that exists; nothing otherwise)."""
+        self.declared.reads(option, path)
+
+    def model(self, name: str, option: str = "--model") -> Path:
+        """A model input (:func:`model_path`, checked); its folder."""
+        path = model_path(name, option)
+        self.reads(option, path)
+        return path
+
+    def writes(self, option: str, path: str | os.PathLike[str], kind: str = "file") -> Path:
+        """An output: a file, or a folder the script manages itself (``kind="run"``: a run's
+        folder, a cache), which must only not be, hold or lie inside an input."""
+        return self.declared.writes(option, path, kind)
+
+    def results(
+        self, stem: Path, suffixes: Sequence[str] = REPORT, option: str = "--output-dir"
+    ) -> Path:
+        """The files of the result ``stem`` (``<stem>.json``, …), named by ``option``."""
+        for suffix in suffixes:
+            self.writes(option, stem.with_suffix(suffix))
+        return stem
+
+    def check(self) -> None:
+        """BenchmarkError (one line) for the first declared output that would overwrite an
+        input or a file sts-core did not write."""
+        try:
+            self.declared.check()
+        except (FilesError, OutputPathError) as error:
+            raise BenchmarkError(str(error)) from None
+
+
+def result_files(
+    script: str,
+    name: str,
+    args: Any,
+    suffixes: Sequence[str] = REPORT,
+    models: Sequence[str] = (),
+) -> tuple[ScriptFiles, Path]:
+    """The declaration most benchmark runs make: the data folder and ``models`` read; the
+    result stem ``name`` in the checked ``--output-dir`` (:func:`output_stem`, with
+    ``suffixes``) and ``--runs-file`` (when the script has it and it is given) written. Not
+    checked yet: the caller declares what else it reads or writes, then :meth:`check`."""
+    files = ScriptFiles(script)
+    for model in models:
+        files.model(model)
+    stem = files.results(output_stem(name, args.output_dir, args.mode), suffixes)
+    if getattr(args, "runs_file", None):
+        files.writes("--runs-file", args.runs_file)
+    return files, stem
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -533,8 +533,7 @@ def draw_chart(results: list[dict], path: Path) -> None:
             _ablation_panel(axes[0][panel], r)
             panel += 1
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    common.save_figure(fig, path)
 
 
 def _ablation_panel(ax: Any, result: dict[str, Any]) -> None:
@@ -589,8 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu.check_device(args)
     if args.model_config:  # one random-weight model; the first named gives its tokenizer
         args.models = args.models[:1]
-    common.check_environment(args.models)
-    common.check_output_dir(args.output_dir)
+    name = gpu.stem_name("encode", args.device)
+    files, _ = common.result_files("encode.py", name, args, common.REPORT_AND_CHART, args.models)
+    files.check()
     if args.device == "cuda" and args.ablation:
         print("the ablation is CPU-only: skipped on cuda")
         args.ablation = False

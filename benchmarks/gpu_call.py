@@ -13,26 +13,35 @@ ignores it):
 - ``models/all-MiniLM-L6-v2``: its tokenizer and config, without the weights (the GPU
   steps train and encode a random-weight BERT-base with that tokenizer).
 
-It prints the size of what is sent and the exact call; ``benchmarks/gpu_check.sh`` runs
-there. ``uv run python benchmarks/gpu_call.py prepare`` (``--dist DIR`` takes wheels
-already built there instead of building them).
+The bundle is built beside ``--bundle`` and replaces it whole once complete; a folder there
+that this script did not write (its ledger, ``.sts-outputs.json``, lists each entry) is
+refused before anything is built. It prints the size of what is sent and the exact call;
+``benchmarks/gpu_check.sh`` runs there. ``uv run python benchmarks/gpu_call.py prepare``
+(``--dist DIR`` takes wheels already built there instead of building them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import _common as common
 
+from sts_core import command_files as files
+from sts_core.saving import publish_folder
+
 REPO = Path(__file__).resolve().parents[1]
-MARKER = ".sts-gpu-call"  # in a bundle this script wrote: only such a folder is replaced
+#: written last into a complete bundle (gpu_check.sh runs only with it); which folder is
+#: this script's, and may be replaced, its ledger says (:func:`check_files`)
+MARKER = ".sts-gpu-call"
 SEND_LIMIT = 64 * 2**20  # what one device call may send: the working tree and the bundle
 #: the GPU image lacks these third-party packages that sts-core needs (versions: uv.lock)
 MISSING_THERE = ("datasets", "dill", "multiprocess")
@@ -46,6 +55,7 @@ LEFT_OUT = {
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64")  # fmt: skip
 MODEL = "all-MiniLM-L6-v2"
+PROJECT_WHEELS = "sts_*-py3-none-any.whl"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot")
 #: seconds the call may run there: the check's budget (510), the install (about 25 s on the
 #: H200 of 2026-11-27) and a margin; with a start of 40–80 s that is about 640 of the 900
@@ -94,9 +104,9 @@ def project_wheels(folder: Path, dist: Path | None) -> list[Path]:
         command = ["uv", "build", "--all-packages", "--wheel", "--quiet", "--out-dir", str(folder)]
         subprocess.run(command, cwd=REPO, check=True)
     else:
-        for wheel in sorted(dist.glob("sts_*-py3-none-any.whl")):
+        for wheel in sorted(dist.glob(PROJECT_WHEELS)):
             shutil.copy(wheel, folder)
-    wheels = sorted(folder.glob("sts_*-py3-none-any.whl"))
+    wheels = sorted(folder.glob(PROJECT_WHEELS))
     if len(wheels) != 6:
         raise PrepareError(f"expected the six project wheels, found {[w.name for w in wheels]}")
     return wheels
@@ -129,14 +139,38 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def fresh_bundle(bundle: Path) -> None:
-    """An empty bundle folder; an existing one only if this script wrote it."""
-    if bundle.exists():
-        if not (bundle / MARKER).is_file() and any(bundle.iterdir()):
-            raise PrepareError(f"{bundle} exists and was not written by gpu_call.py: move it")
-        shutil.rmtree(bundle)
-    (bundle / "wheels").mkdir(parents=True)
-    (bundle / MARKER).write_text("written by benchmarks/gpu_call.py prepare\n", encoding="utf-8")
+def check_files(args: argparse.Namespace) -> None:
+    """What ``prepare`` reads (the data's ``senteval/``, the model folder, the wheels of
+    ``--dist``) and writes (``--bundle``: new, or a bundle this script wrote, which it
+    replaces whole; a folder holding anything else is refused), declared and checked
+    before anything is built."""
+    declared = common.ScriptFiles("gpu_call.py", data=False)
+    declared.reads("--data-dir", args.data_dir / "senteval")
+    declared.reads("--models-dir", args.models_dir / MODEL)
+    for wheel in sorted(args.dist.glob(PROJECT_WHEELS)) if args.dist else ():
+        declared.reads("--dist", wheel)
+    declared.writes("--bundle", args.bundle, kind="folder")
+    declared.check()
+
+
+@contextlib.contextmanager
+def staged_bundle(bundle: Path) -> Iterator[Path]:
+    """A new bundle built in a staging folder beside ``bundle`` (``wheels/`` made): when the
+    block ends, each of its entries is recorded in its ledger (so a later ``prepare`` knows
+    the folder as its own), :data:`MARKER` is written last, and the folder replaces
+    ``bundle`` whole (:func:`sts_core.saving.publish_folder`: the old bundle, the new one or
+    none, never a mix). An error in the block leaves ``bundle`` as it was."""
+    staging = files.temporary_name(bundle)  # git ignores it: never sent with a call
+    (staging / "wheels").mkdir(parents=True)
+    try:
+        yield staging
+        for entry in sorted(staging.iterdir()):
+            kind = "folder" if entry.is_dir() else "file"
+            files.record_output(entry, kind)
+        files.write_text(staging / MARKER, "written by benchmarks/gpu_call.py prepare\n")
+        publish_folder(staging, bundle)
+    finally:
+        files.remove_path(staging)
 
 
 def mib(size: int) -> str:
@@ -158,7 +192,15 @@ def check_inputs(data_dir: Path, models_dir: Path) -> None:
 def prepare(args: argparse.Namespace) -> int:
     bundle = args.bundle.resolve()
     check_inputs(args.data_dir, args.models_dir)
-    fresh_bundle(bundle)
+    check_files(args)
+    with staged_bundle(bundle) as staging:
+        report(staging, bundle, *build(args, staging))  # over the limit: none published
+    return 0
+
+
+def build(args: argparse.Namespace, bundle: Path) -> tuple[int, list[str], dict[str, str]]:
+    """Fill the (staged) ``bundle``: the wheels, the data, the tokenizer, the optional
+    wheels that fit; the working tree's size, what was carried and what was left out."""
     wheels = bundle / "wheels"
     project_wheels(wheels, args.dist)
     needed = locked_versions(MISSING_THERE)
@@ -178,24 +220,32 @@ def prepare(args: argparse.Namespace) -> int:
         else:
             left_out[name] = f"{mib(folder_bytes(scratch))}: over the {mib(SEND_LIMIT)} limit"
         shutil.rmtree(scratch)
-    total = tree + folder_bytes(bundle)
-    print(f"bundle {bundle}: {mib(folder_bytes(bundle))}")
+    return tree, carried, left_out
+
+
+def report(
+    staging: Path, bundle: Path, tree: int, carried: list[str], left_out: dict[str, str]
+) -> None:
+    """What the call sends (its size against the limit: PrepareError over it) and the call
+    itself; ``staging`` holds what becomes ``bundle``."""
+    wheels = staging / "wheels"
+    total = tree + folder_bytes(staging)
+    print(f"bundle {bundle}: {mib(folder_bytes(staging))}")
     for wheel in sorted(wheels.iterdir()):
         print(f"  wheels/{wheel.name} ({mib(wheel.stat().st_size)})")
-    print(f"  data.tar.gz ({mib((bundle / 'data.tar.gz').stat().st_size)}): senteval/")
+    print(f"  data.tar.gz ({mib((staging / 'data.tar.gz').stat().st_size)}): senteval/")
     print(f"  models/{MODEL}: tokenizer and config, no weights")
     print("optional wheels carried: " + (", ".join(carried) or "none"))
     for name, why in left_out.items():
         print(f"left out: {name}: {why}")
     print(f"sent with the call: working tree {mib(tree)} + bundle "
-          f"{mib(folder_bytes(bundle))} = {mib(total)} of {mib(SEND_LIMIT)}")  # fmt: skip
+          f"{mib(folder_bytes(staging))} = {mib(total)} of {mib(SEND_LIMIT)}")  # fmt: skip
     if total > SEND_LIMIT:
         raise PrepareError(f"{mib(total)} is over the device call's {mib(SEND_LIMIT)}")
     relative = bundle.relative_to(REPO) if bundle.is_relative_to(REPO) else bundle
     print("the call (device tool, run): "
           f'command="bash benchmarks/gpu_check.sh", carry=["{relative}"], '
           f"timeout_s={CALL_TIMEOUT}")  # fmt: skip
-    return 0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -113,6 +113,10 @@ def cuda_tests_step(args: argparse.Namespace) -> dict[str, Any]:
     return merged
 
 
+#: the steps that run a speed benchmark, which writes its report beside the check's
+SPEED_STEPS = ("train", "encode")
+
+
 def train_step(args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, str(BENCHMARKS / "train.py"), "--packed"]
     # on a GPU ``auto`` pads until measured, so ours is the padded side: no separate one
@@ -394,17 +398,28 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(faiss_worker()), flush=True)
         return 0
     gpu.check_device(argparse.Namespace(device=args.device, dtype="fp32"))
-    common.check_environment([common.MINILM])
-    if args.decoder:  # every input and output checked before the steps' minutes
-        common.model_path(args.decoder, "--decoder")
-    args.out = common.check_output_dir(args.output_dir)
+    stem = check_files(args)  # every input and output checked before the steps' minutes
     info = {**common.machine_info(), **gpu.gpu_info(), "budget_seconds": args.budget}
-    stem = common.output_stem("gpu_check", args.out, args.mode)
     steps = run_steps(args, lambda done: write_report(stem, done, info))
     auto = auto_path(steps.get("train", {}))
     print(f"padding_free auto should take: {auto['take']} ({auto['why']})")
     print(f"wrote {stem}.md/.json")
     return 1 if any(s["status"] == "failed" for s in steps.values()) else 0
+
+
+def check_files(args: argparse.Namespace) -> Path:
+    """Declare and check what the check reads (the data, MiniLM, ``--decoder``) and writes
+    in ``--output-dir`` (its own report and the train and encode steps' reports), before
+    any step; ``args.out`` is the checked folder. The stem of ``gpu_check.*``."""
+    files, stem = common.result_files("gpu_check.py", "gpu_check", args, models=[common.MINILM])
+    if args.decoder:
+        files.model(args.decoder, "--decoder")
+    args.out = stem.parent
+    for step in SPEED_STEPS:
+        report = args.out / (gpu.stem_name(step, args.device) + suffix(args))
+        files.results(report, common.REPORT_AND_CHART)
+    files.check()
+    return stem
 
 
 PLAN: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {

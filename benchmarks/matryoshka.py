@@ -164,7 +164,7 @@ def report_markdown(spec: dict[str, Any], table: dict[str, Any], info: dict[str,
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = common.benchmark_parser(
         __doc__, quick="100 steps, one seed, 300 test pairs a task", smoke="2 steps (CI)"
     )
@@ -179,15 +179,14 @@ def main() -> int:
     parser.add_argument("--train-pairs-cap", type=int, default=None)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--output-dir", default=None)
-    args = common.apply_mode(parser.parse_args(), MODES)
-    common.check_environment([args.model])
+    args = common.apply_mode(parser.parse_args(argv), MODES)
+    files, stem = common.result_files("matryoshka.py", "matryoshka", args, models=[args.model])
+    files.check()
     if args.threads:
         common.set_threads(args.threads)
-    out = common.check_output_dir(args.output_dir)
-    stem = common.output_stem("matryoshka", out, args.mode)
     spec = {
         "mode": args.mode,
-        "flags": "".join(f" {a}" for a in sys.argv[1:]),
+        "flags": "".join(f" {a}" for a in (sys.argv[1:] if argv is None else argv)),
         "model": args.model,
         "seeds": args.seeds,
         "max_steps": args.max_steps,

@@ -22,6 +22,7 @@ import csv
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,7 @@ def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) 
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = common.benchmark_parser(
         __doc__, quick="20,000 candidates", smoke="300 candidates (CI)"
     )
@@ -209,17 +210,31 @@ def main() -> int:
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         common.emit_result(worker(args.worker, json.loads(args.spec)))
         return 0
     args = common.apply_mode(args, MODES)
-    common.check_environment([args.model])
-    out = common.check_output_dir(args.output_dir)
-    stem = common.output_stem("mine", out, args.mode)
+    files, stem = common.result_files("mine.py", "mine", args, models=[args.model])
+    files.check()
     inputs = build_inputs(common.data_dir(), args.pairs, args.corpus_size)
-    inputs_path = stem.with_name(stem.name + "_inputs.json")
-    inputs_path.write_text(json.dumps(inputs), encoding="utf-8")
+    info = common.machine_info()
+    with tempfile.TemporaryDirectory(prefix="sts-bench-mine-") as scratch:
+        inputs_path = Path(scratch) / "inputs.json"  # the sides' inputs and triplets
+        inputs_path.write_text(json.dumps(inputs), encoding="utf-8")
+        spec, results = run_sides(args, inputs, inputs_path)
+    common.write_json(stem, {"spec": spec, "machine": info, "results": results})
+    path = common.write_markdown(stem, report_markdown(results, spec, info))
+    print(f"wrote {path}")
+    return 0
+
+
+def run_sides(
+    args: argparse.Namespace, inputs: dict[str, Any], inputs_path: Path
+) -> tuple[dict[str, Any], dict[str, dict]]:
+    """Each side in a fresh process on ``inputs`` (saved at ``inputs_path``, in a scratch
+    folder where the sides write their triplets); the spec, with how the triplets differ,
+    and each side's result."""
     spec = {
         "mode": args.mode,
         "model": str(common.model_path(args.model)),
@@ -230,24 +245,16 @@ def main() -> int:
         "faiss": args.faiss,
         "inputs": str(inputs_path),
     }
-    info = common.machine_info()
     results = {}
-    rows = {side: Path(f"{inputs_path}.{side}.json") for side in SIDES}
-    try:
-        for side in SIDES:
-            print(f"  {side} …", flush=True)
-            results[side] = common.run_worker(__file__, side, spec)
-            print(f"    {common.summary_line(results[side])}", flush=True)
-        spec["difference"] = compare_triplets(
-            *(json.loads(rows[side].read_text(encoding="utf-8")) for side in SIDES)
-        )
-    finally:
-        for path in (inputs_path, *rows.values()):
-            path.unlink(missing_ok=True)
-    common.write_json(stem, {"spec": spec, "machine": info, "results": results})
-    path = common.write_markdown(stem, report_markdown(results, spec, info))
-    print(f"wrote {path}")
-    return 0
+    for side in SIDES:
+        print(f"  {side} …", flush=True)
+        results[side] = common.run_worker(__file__, side, spec)
+        print(f"    {common.summary_line(results[side])}", flush=True)
+    rows = [Path(f"{inputs_path}.{side}.json") for side in SIDES]
+    spec["difference"] = compare_triplets(
+        *(json.loads(path.read_text(encoding="utf-8")) for path in rows)
+    )
+    return spec, results
 
 
 if __name__ == "__main__":

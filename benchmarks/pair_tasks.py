@@ -231,12 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         return common.render_result(Path(args.render), "pair_tasks.py", write_report)
     if args.threads:
         common.set_threads(args.threads)
-    common.check_environment([args.model])
-    common.check_output_dir(args.output_dir)
+    files, stem = common.result_files("pair_tasks.py", "pair_tasks", args, models=[args.model])
+    files.check()
     start = time.perf_counter()
     rows = [row for name in args.tasks for row in run_task(name, args)]
     info = common.machine_info()
-    stem = common.output_stem("pair_tasks", args.output_dir, args.mode)
     settings = {k: v for k, v in vars(args).items() if k != "output_dir"}
     common.write_json(stem, {"settings": settings, "rows": rows, "machine": info})
     write_report(rows, args, info, stem)

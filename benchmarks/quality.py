@@ -476,8 +476,7 @@ def draw_chart(rows: list[dict], args: argparse.Namespace, path: Path) -> None:
     ax.set_title(f"Seven STS tasks ({args.mode} mode; error bars: sd over seeds)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    common.save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- entry
@@ -521,16 +520,17 @@ def write_report(rows: list[dict], args: argparse.Namespace, info: dict, stem: P
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
-        return common.render_result(Path(args.render), "quality.py", write_report)
-    common.check_environment([args.model])
-    common.check_output_dir(args.output_dir)
+        return common.render_result(Path(args.render), "quality.py", write_report, (".md", ".png"))
+    files, stem = common.result_files(
+        "quality.py", "quality", args, common.REPORT_AND_CHART, [args.model]
+    )
+    files.check()
     if args.threads:
         common.set_threads(args.threads)
     info = common.machine_info()
     start = time.perf_counter()
     rows = run_all(args)
     info["wall_seconds"] = round(time.perf_counter() - start, 1)
-    stem = common.output_stem("quality", args.output_dir, args.mode)
     settings = dict(vars(args))
     common.write_json(stem, {"settings": settings, "machine": info, "rows": rows})
     write_report(rows, args, info, stem)

@@ -82,7 +82,7 @@ from grid_search.cells import (
     parse_settings,
 )
 from grid_search.report import report_markdown, scores_cell
-from grid_search.reproduce import write_comparison
+from grid_search.reproduce import COMPARISON, write_comparison
 from grid_search.search import run_search, train_cell
 
 from sts_core.cli import positive_int
@@ -177,8 +177,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_paths(args: argparse.Namespace) -> None:
     """The folders the search writes (the report's, the cells file's, the weights') checked
-    writable, and for ``--render`` the cells file present, before any data loads or any cell
-    trains (BenchmarkError naming the flag and the path)."""
+    writable, and for ``--render`` the cells file present; then what it reads and writes
+    (:func:`search_files`): before any data loads or any cell trains (BenchmarkError naming
+    the flag and the path)."""
     common.check_output_dir(args.output_dir)
     cells = Path(args.cells).expanduser()
     if cells.is_dir():
@@ -188,6 +189,31 @@ def check_paths(args: argparse.Namespace) -> None:
         raise common.BenchmarkError(f"--cells {cells}: no such file (nothing to --render)")
     if not args.render:
         common.writable_folder("--weights-dir", args.weights_dir)
+    search_files(args).check()
+
+
+def search_files(args: argparse.Namespace) -> common.ScriptFiles:
+    """What a search reads (the data, ``--model``, a ``--set teacher_model``; the cells file
+    for ``--render``) and writes (its report, the cells file it extends, ``--weights-dir``:
+    a cache of the cells' weights it manages itself); ``--compare`` reads the two cells
+    files and writes the comparison."""
+    files = common.ScriptFiles("quality_search.py", data=not (args.render or args.compare))
+    if args.compare:
+        files.reads("--cells", args.cells)
+        files.reads("--compare", args.compare)
+        files.results(Path(args.stem).with_name(COMPARISON))
+        return files
+    if args.render:
+        files.reads("--cells", args.cells)
+    else:
+        files.model(args.model)
+        teacher = dict(args.settings).get("teacher_model")
+        if teacher:
+            files.model(teacher, "--set teacher_model")
+        files.writes("--cells", args.cells)
+        files.writes("--weights-dir", args.weights_dir, kind="run")
+    files.results(Path(args.stem))
+    return files
 
 
 def write_report(args: argparse.Namespace, info: dict) -> Path:
@@ -206,12 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.compare:
         common.check_output_dir(args.output_dir)
+        search_files(args).check()
         print(f"wrote {write_comparison(args)}.md/.json")
         return 0
-    check_paths(args)
+    check_paths(args)  # the data and the model too (search_files)
     info = common.machine_info()
     if not args.render:
-        common.check_environment([args.model])
         if args.threads:
             common.set_threads(args.threads)
         start = time.perf_counter()

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import _common as common
 import quality
+from grid_search.report import TEACHER_COST_FILE
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,17 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grid_search.report import TEACHER_COST_FILE
     from grid_search.search import Scorer
 
     from sts_core.training.method_registry import quality_rows
 
     args = parse_args(argv)
-    output = Path(args.output).expanduser()
-    if output.exists():
-        raise common.BenchmarkError(f"--output {output} exists: name a new folder")
-    common.writable_folder("--output", output.parent)  # before the training, not after
-    common.check_environment([args.model])
+    output = check_files(args)
     if args.threads:
         common.set_threads(args.threads)
     steps = 2 if args.smoke else -1
@@ -83,10 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         teacher = train(recipe, args.seed, unit_data)
     seconds = round(time.perf_counter() - start, 1)
     print(f"trained in {seconds:.0f} s", flush=True)
-    (teacher.save if args.cross_encoder else teacher.save_pretrained)(str(output))
     cost = {"train_seconds": seconds, "steps": teacher.trained_steps, "model": args.model}
     cost["peak_rss_mb"] = round(common.peak_rss_mb(), 1)
-    (output / TEACHER_COST_FILE).write_text(json.dumps(cost, indent=1) + "\n", encoding="utf-8")
+    save_teacher(teacher, output, cost, args.cross_encoder)
     scorer = Scorer(argparse.Namespace(eval_pairs=40 if args.smoke else 0))
     if args.cross_encoder:
         print(f"STS-B dev Spearman: {cross_encoder_dev(teacher, scorer.dev):.2f}", flush=True)
@@ -98,6 +93,37 @@ def main(argv: list[str] | None = None) -> int:
         print("test: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()), flush=True)
     print(f"wrote {output}")
     return 0
+
+
+def check_files(args: argparse.Namespace) -> Path:
+    """``--output`` (a new folder, its parent writable; not in, on or around an input) and
+    what the training reads (the data, ``--model``), before any of it; the folder."""
+    output = Path(args.output).expanduser()
+    if output.exists():
+        raise common.BenchmarkError(f"--output {output} exists: name a new folder")
+    common.writable_folder("--output", output.parent)  # before the training, not after
+    files = common.ScriptFiles("quality_teacher.py")
+    files.model(args.model)
+    files.writes("--output", output, kind="run")
+    files.check()
+    return output
+
+
+def save_teacher(teacher: object, output: Path, cost: dict, cross_encoder: bool) -> None:
+    """The teacher's folder with its cost (:data:`TEACHER_COST_FILE`), saved atomically:
+    staged, the save marker written last (:func:`sts_core.saving.staged_contents`)."""
+    from sts_core.command_files import write_text
+    from sts_core.saving import staged_contents
+
+    def write_cost(folder: Path) -> None:
+        write_text(folder / TEACHER_COST_FILE, json.dumps(cost, indent=1) + "\n", record=False)
+
+    if not cross_encoder:  # SentenceEncoder.save_pretrained stages its save itself
+        teacher.save_pretrained(str(output), write_extra=write_cost)
+        return
+    with staged_contents(output) as folder:
+        teacher.save(str(folder))
+        write_cost(folder)
 
 
 def train_cross_encoder(recipe: quality.Recipe, seed: int, data: object) -> object:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from typing import Any
 
 import _common as common
 
+from sts_core.command_files import write_text
 from sts_core.names import STS_TASKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,7 +110,9 @@ def run_once(
             + " ".join(result.stderr.strip().splitlines()[-3:])
         )
     record = {"command": command[1:], "seconds": round(seconds, 1)}
-    (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    # recorded in the run folder's ledger: a later run into the folder
+    # (--overwrite_output_dir) removes it as a file sts-core wrote
+    write_text(output_dir / RUN_RECORD, json.dumps(record, indent=2))
     scores = finished_run(output_dir, command)
     if scores is None:
         raise common.BenchmarkError(f"{' '.join(command)} wrote no {output_dir / 'metrics.json'}")
@@ -313,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             (label, shlex.join(flags)) for label, flags in map(parse_variant, args.variant)
         ]
         runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
-        refuse_inputs_in_runs(args, runs_root, extra)
+        stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
+        recipes_files(args, runs_root, extra, stem).check()
         rows = run_all(args, runs_root, extra)
     info = common.machine_info()
-    stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
     settings = {k: v for k, v in vars(args).items() if k != "variant"}
     common.write_json(stem, {"settings": settings, "machine": info, "rows": rows})
     common.write_markdown(stem, report_markdown(rows, args, info))
@@ -339,43 +343,46 @@ def run_folder(runs_root: Path, index: int, seed: int) -> Path:
     return runs_root / f"variant{index}-seed{seed}"
 
 
-def refuse_inputs_in_runs(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> None:
-    """BenchmarkError naming both when an input of the runs lies in a run's folder, which
-    ``--overwrite_output_dir`` empties before that run: ``--recipe``, ``--script``,
-    ``--base``, every path the recipe names (its model, data files) and every path among
-    the variants' flags (another ``--config``)."""
-    folders = [
-        run_folder(runs_root, index, seed).resolve()
-        for index in range(len(args.variant))
-        for seed in args.seeds
-    ]
-    for given in input_paths(args, extra):
-        resolved = given.resolve()
-        inside = next((f for f in folders if resolved.is_relative_to(f)), None)
-        if inside is not None:
-            raise common.BenchmarkError(
-                f"{given} is an input of the runs but lies in {inside}, a run's folder that "
-                "its run empties (--overwrite_output_dir): choose another --keep-runs"
-            )
+def recipes_files(
+    args: argparse.Namespace, runs_root: Path, extra: list[str], stem: Path
+) -> common.ScriptFiles:
+    """What the runs read (:func:`input_paths`, and the data folder when set) and write:
+    each run's folder, which its run empties (``--overwrite_output_dir``), so no input may
+    lie in one; and the result ``stem``'s files."""
+    files = common.ScriptFiles("recipes.py", data=False)
+    files.reads("STS_DATA_DIR", os.environ.get("STS_DATA_DIR"))
+    for option, path in input_paths(args, extra):
+        files.reads(option, path)
+    for index in range(len(args.variant)):
+        for seed in args.seeds:
+            files.writes("--keep-runs", run_folder(runs_root, index, seed), kind="run")
+    files.results(stem)
+    return files
 
 
-def input_paths(args: argparse.Namespace, extra: list[str]) -> list[Path]:
-    """Every existing path the runs read: the recipe, the script, the base model, the
-    recipe's values and the flags' values that name a file or folder (a relative one from
-    the repository, where the runs start)."""
+def input_paths(args: argparse.Namespace, extra: list[str]) -> list[tuple[str, Path]]:
+    """Every existing path the runs read, with what names it: the recipe, the script, the
+    base model, the recipe's values and the flags' values that name a file or folder (a
+    relative one from the repository, where the runs start)."""
     from sts_core.training.parser import ConfigError, read_recipe
 
     try:
         recipe = read_recipe(args.recipe)
     except ConfigError as error:
         raise common.BenchmarkError(f"--recipe: {error}") from error
-    texts = [args.recipe, args.script, *extra]
-    texts += [str(common.model_path(args.base, "--base"))] if args.base else []
-    for value in recipe.values():
-        texts += [str(v) for v in (value if isinstance(value, list) else [value])]
-    texts += [token for _, flags in map(parse_variant, args.variant) for token in flags]
-    found = [REPO / Path(t).expanduser() for t in texts if t and isinstance(t, str)]
-    return [path for path in found if _exists(path)]
+    named = [("--recipe", args.recipe), ("--script", args.script)]
+    named += [("--smoke", text) for text in extra]
+    named += [("--base", str(common.model_path(args.base, "--base")))] if args.base else []
+    for key, value in recipe.items():
+        named += [(f"--recipe's {key}", str(v)) for v in _as_list(value)]
+    for label, flags in map(parse_variant, args.variant):
+        named += [(f"--variant {label}", token) for token in flags]
+    found = [(option, REPO / Path(text).expanduser()) for option, text in named if text]
+    return [(option, path) for option, path in found if _exists(path)]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def _exists(path: Path) -> bool:

@@ -521,8 +521,7 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
     bars.set_ylabel("pairs / s (bar: median, dots: rounds)")
     bars.set_title(f"Throughput: ratio {summary['throughput']['ratio_median']:.2f}×")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    common.save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- entry
@@ -574,8 +573,9 @@ def main(argv: list[str] | None = None) -> int:
         common.emit_result(run_side(args.worker, json.loads(args.spec)))
         return 0
     gpu.check_device(args)
-    common.check_environment([args.model])
-    common.check_output_dir(args.output_dir)
+    name = gpu.stem_name("train", args.device)
+    files, stem = common.result_files("train.py", name, args, common.REPORT_AND_CHART, [args.model])
+    files.check()
     scratch = tempfile.TemporaryDirectory(prefix="sts-bench-model-")
     args.model_path = common.model_path(args.model)
     if args.model_config:
@@ -593,7 +593,6 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(runs)
     summary["efficiency"] = efficiency(runs, args, info)
     scratch.cleanup()
-    stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     settings = {k: v for k, v in vars(args).items() if k not in ("worker", "spec")}
     common.write_json(
         stem, {"settings": settings, "machine": info, "summary": summary, "runs": runs}

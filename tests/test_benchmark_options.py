@@ -344,9 +344,12 @@ def test_recipes_refuses_an_input_inside_a_folder_its_runs_empty(
     argv += ["--seeds", "0", "1", "--keep-runs", str(keep), "--output-dir", str(fake_env / "o")]
     argv += ["--base", str(inside)] if where == "base" else []
     line = refused(recipes.main, argv, capsys)
+    named = {"base": "--base", "recipe data": "--recipe's train_datasets"}
+    option = named.get(where, "--variant a")
     assert line == (
-        f"error: {inside} is an input of the runs but lies in {run_folder}, a run's folder "
-        "that its run empties (--overwrite_output_dir): choose another --keep-runs"
+        f"error: --keep-runs {run_folder} holds {inside}, the input {option} of recipes.py: "
+        "writing there would change what it reads; nothing was written: choose another "
+        "--keep-runs"
     )
     assert inside.exists()
 
@@ -365,8 +368,9 @@ def test_the_cells_file_is_written_without_replacing_a_file_beside_it(
     assert neighbour.read_text(encoding="utf-8") == "the user's notes"
     saved = json.loads((tmp_path / "cells.json").read_text(encoding="utf-8"))["cells"]
     assert saved[cell.key]["dev"] == 88.0
+    # the ledger beside it: the cells file is sts-core's, a later search may replace it
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".cells.json.lock", "cells.json", "cells.tmp", "weights",
+        ".cells.json.lock", ".sts-outputs.json", "cells.json", "cells.tmp", "weights",
     ]  # fmt: skip
 
 

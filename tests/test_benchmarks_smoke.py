@@ -25,6 +25,8 @@ from benchmark_support import load_benchmark_module, load_benchmark_script
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
+from sts_core.command_files import write_text
+
 MODE = os.environ.get("BENCHMARK_TEST_MODE", "quick")
 STS_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 
@@ -394,7 +396,9 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     record_path = tmp_path / "runs" / "variant1-seed0" / "recipe-run.json"
     record = json.loads(record_path.read_text(encoding="utf-8"))
     record["command"].append("--changed")
-    record_path.write_text(json.dumps(record), encoding="utf-8")
+    # as a run with another command recorded it (through sts-core's writer: a record edited
+    # by hand is no longer sts-core's, and the rerun into its folder would refuse it)
+    write_text(record_path, json.dumps(record))
     second_output = run_script("recipes", "--smoke", "--output-dir", str(tmp_path), *keep)
     assert second_output.count("read, not rerun") == 1  # variant 0 read, variant 1 rerun
     again = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))

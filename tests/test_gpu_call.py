@@ -17,6 +17,9 @@ import pytest
 from benchmark_support import load_benchmark_script
 from launch_support import REPO
 
+from sts_core import command_files
+from sts_core.command_files import write_json
+
 
 @pytest.fixture(scope="module")
 def check():
@@ -72,7 +75,7 @@ def test_a_speed_step_cut_off_keeps_the_runs_it_measured(check) -> None:
 def test_alternate_saves_each_run_as_it_ends(tmp_path: Path) -> None:
     common = load_benchmark_script("_common")
     runs_file = tmp_path / "runs.json"
-    runs_file.write_text(json.dumps({"other-model": {"ours": []}}), encoding="utf-8")
+    write_json(runs_file, {"other-model": {"ours": []}})  # an earlier run's (sts-core's)
     seen: list[dict] = []
 
     def run(side: str, round_index: int) -> dict:
@@ -161,18 +164,42 @@ def test_the_gpu_steps_and_the_call_fit_the_device_window(check, call) -> None:
     assert list(check.STEP_LIMITS) == list(check.PLAN)
 
 
+def bundle_args(tmp_path: Path, bundle: Path) -> argparse.Namespace:
+    """``prepare``'s arguments with a data folder and a model folder under ``tmp_path``."""
+    (tmp_path / "data" / "senteval").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "models" / "all-MiniLM-L6-v2").mkdir(parents=True, exist_ok=True)
+    return argparse.Namespace(
+        data_dir=tmp_path / "data", models_dir=tmp_path / "models", dist=None, bundle=bundle
+    )
+
+
 def test_the_bundle_replaces_only_a_folder_it_wrote(call, tmp_path: Path) -> None:
     users = tmp_path / "mine"
     users.mkdir()
     (users / "notes.txt").write_text("keep", encoding="utf-8")
-    with pytest.raises(call.PrepareError, match="was not written by gpu_call.py"):
-        call.fresh_bundle(users)
+    with pytest.raises(call.PrepareError, match="holds files sts-core did not write"):
+        call.check_files(bundle_args(tmp_path, users))
     assert (users / "notes.txt").read_text(encoding="utf-8") == "keep"
     ours = tmp_path / "bundle"
-    call.fresh_bundle(ours)
-    (ours / "wheels" / "old.whl").write_bytes(b"x")
-    call.fresh_bundle(ours)
+    with call.staged_bundle(ours) as staging:
+        (staging / "wheels" / "old.whl").write_bytes(b"x")
+    call.check_files(bundle_args(tmp_path, ours))  # a bundle it wrote: replaced
+    with call.staged_bundle(ours) as staging:
+        (staging / "data.tar.gz").write_bytes(b"new")
     assert not (ours / "wheels" / "old.whl").exists() and (ours / call.MARKER).is_file()
+    assert (ours / "data.tar.gz").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "data", "mine", "models"]
+
+
+def test_a_bundle_that_fails_half_way_leaves_the_earlier_one(call, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    with call.staged_bundle(bundle) as staging:
+        (staging / "wheels" / "earlier.whl").write_bytes(b"x")
+    with pytest.raises(call.PrepareError), call.staged_bundle(bundle) as staging:
+        (staging / "data.tar.gz").write_bytes(b"half")
+        raise call.PrepareError("over the limit")
+    assert (bundle / "wheels" / "earlier.whl").is_file() and not (bundle / "data.tar.gz").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # no staging folder left
 
 
 def test_the_bundle_carries_the_tokenizer_without_the_weights(call, tmp_path: Path) -> None:
@@ -199,8 +226,8 @@ def test_the_bundle_takes_the_locked_versions_of_what_the_gpu_machine_lacks(call
 
 def test_prepare_checks_the_data_before_it_replaces_an_earlier_bundle(call, tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
-    call.fresh_bundle(bundle)
-    (bundle / "wheels" / "earlier.whl").write_bytes(b"x")
+    with call.staged_bundle(bundle) as staging:
+        (staging / "wheels" / "earlier.whl").write_bytes(b"x")
     command = [sys.executable, str(REPO / "benchmarks" / "gpu_call.py"), "prepare"]
     command += ["--bundle", str(bundle), "--dist", str(tmp_path)]
     command += ["--data-dir", str(tmp_path / "none"), "--models-dir", str(tmp_path)]
@@ -280,7 +307,7 @@ def test_the_runs_file_is_replaced_whole(tmp_path: Path, monkeypatch) -> None:
         written.append(json.loads(Path(source).read_text(encoding="utf-8"))["runs"]["ours"])
         raise KeyboardInterrupt  # killed before the move
 
-    monkeypatch.setattr(common.os, "replace", replace)
+    monkeypatch.setattr(command_files.OPS, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
         common.save_runs_so_far(runs_file, "runs", {"ours": [{"throughput": 1.0}, {"x": 2}]})
     assert json.loads(runs_file.read_text(encoding="utf-8"))["runs"]["ours"] == [

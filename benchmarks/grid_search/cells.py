@@ -8,7 +8,6 @@ import argparse
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import _common as common
 import quality
 
+from sts_core.command_files import write_text
 from sts_core.training.parser import ConfigParser
 
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
@@ -245,25 +245,20 @@ class CellStore:
 
     def save(self, key: str) -> None:
         """Write cell ``key`` into the file: read again under a lock and merged, so two
-        searches may share one cells file."""
+        searches may share one cells file; written atomically (a temporary file of its own
+        name, synced and renamed into place) and recorded in the folder's ledger, never over
+        a file sts-core did not write."""
         import fcntl
 
-        with open(self.path.with_name(f".{self.path.name}.lock"), "w") as lock:
+        lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             on_disk = self.read() if self.path.is_file() else {}
             on_disk[key] = self.cells[key]
             self.cells = on_disk
-            text = json.dumps({"cells": on_disk}, indent=1) + "\n"
-            handle, tmp = tempfile.mkstemp(  # a name of its own: no file beside it replaced
-                prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-            )
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    out.write(text)
-                os.replace(tmp, self.path)
-            except BaseException:
-                os.unlink(tmp)  # this write's own file, never the store
-                raise
+            write_text(self.path, json.dumps({"cells": on_disk}, indent=1) + "\n")
+        finally:
+            os.close(lock)  # closing releases the lock
 
     def read(self) -> dict[str, dict[str, Any]]:
         try:

@@ -209,6 +209,10 @@ def signed(value: float | None, digits: int) -> str:
     return "n/a" if value is None else f"{value:+.{digits}f}"
 
 
+#: the stem of the comparison's report, beside the search's
+COMPARISON = "quality_search_reproduced"
+
+
 def write_comparison(args: Any) -> Path:
     """``--compare``: the stored cells (``--cells``) against ``args.compare``'s, written to
     ``<output-dir>/quality_search_reproduced.{md,json}``."""
@@ -218,7 +222,7 @@ def write_comparison(args: Any) -> Path:
         **compare(stored, fresh, args.select_seeds),
         "second_run": second_run(args.compare),
     }
-    stem = Path(args.stem).with_name("quality_search_reproduced")
+    stem = Path(args.stem).with_name(COMPARISON)
     paths = shown(args.cells), shown(args.compare)
     common.write_json(stem, {"stored": paths[0], "fresh": paths[1], **comparison})
     common.write_markdown(stem, render(comparison, *paths))

@@ -29,6 +29,7 @@ from grid_search.cells import (
     first_stage,
 )
 from grid_search.via_search import model_state, run_method, searched_row
+from sts_core.command_files import writing
 from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
 
@@ -416,7 +417,9 @@ def train_cell(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     encoder = trainer.train(cell)
     seconds = round(time.perf_counter() - start, 1)
-    torch.save(embedding_weights(encoder), spec["weights"])
+    # the weights cache's own file, written where none is: atomic, so a kill leaves none
+    with writing(spec["weights"], record=False) as temporary:
+        torch.save(embedding_weights(encoder), temporary)
     return {
         "train_seconds": seconds,
         "steps": getattr(encoder, "trained_steps", None),

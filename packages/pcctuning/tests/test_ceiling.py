@@ -97,6 +97,12 @@ def stsb_folder(root: Path) -> Path:
     return root
 
 
+def data_of(tmp_path: Path) -> str:
+    """A data folder with a tiny STS-B test set beside (not around) the outputs of a test:
+    an output inside the data folder is refused."""
+    return str(stsb_folder(tmp_path / "data"))
+
+
 def test_a_missing_data_folder_is_one_line(tmp_path: Path, capsys) -> None:
     absent = tmp_path / "absent"
     assert main(["--data-dir", str(absent), "--tasks", "stsb"]) == 2
@@ -124,7 +130,7 @@ def test_a_json_that_is_a_folder_fails_before_any_work(tmp_path: Path, capsys, m
     forbid_work(monkeypatch)
     folder = tmp_path / "out"
     folder.mkdir()
-    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(folder)]
+    argv = ["--data-dir", data_of(tmp_path), "--tasks", "stsb", "--json", str(folder)]
     assert main(argv) == 2
     captured = capsys.readouterr()
     line = one_line(captured.err)
@@ -137,7 +143,7 @@ def test_a_json_under_a_file_fails_before_any_work(tmp_path: Path, capsys, monke
     blocker = tmp_path / "file"
     blocker.write_text("x", encoding="utf-8")
     target = blocker / "ceilings.json"
-    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(target)]
+    argv = ["--data-dir", data_of(tmp_path), "--tasks", "stsb", "--json", str(target)]
     assert main(argv) == 2
     line = one_line(capsys.readouterr().err)
     assert f"--json {target}" in line and "is not a folder" in line
@@ -145,8 +151,26 @@ def test_a_json_under_a_file_fails_before_any_work(tmp_path: Path, capsys, monke
 
 def test_a_json_in_a_missing_folder_is_written(tmp_path: Path, capsys) -> None:
     target = tmp_path / "new" / "deeper" / "ceilings.json"
-    argv = ["--data-dir", str(stsb_folder(tmp_path)), "--tasks", "stsb", "--json", str(target)]
+    argv = ["--data-dir", data_of(tmp_path), "--tasks", "stsb", "--json", str(target)]
     assert main(argv) == 0
     saved = json.loads(target.read_text(encoding="utf-8"))
     assert list(saved) == ["stsb"] and saved["stsb"]["pairs"] == 4
     assert "| stsb | 4 |" in capsys.readouterr().out
+
+
+def test_a_json_it_wrote_is_replaced_only_with_overwrite(tmp_path: Path, capsys) -> None:
+    """``--json`` goes through the one door for a command's files: an earlier ceiling file
+    is replaced with ``--overwrite`` only; a file sts-core did not write, never."""
+    target = tmp_path / "out" / "ceilings.json"
+    argv = ["--data-dir", data_of(tmp_path), "--tasks", "stsb", "--json", str(target)]
+    assert main(argv) == 0
+    written = target.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "pass --overwrite to replace it" in one_line(capsys.readouterr().err)
+    assert main([*argv, "--overwrite"]) == 0 and target.read_bytes() == written
+    target.write_text("the user's own notes", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*argv, "--overwrite"]) == 2
+    assert "was not written by sts-core" in one_line(capsys.readouterr().err)
+    assert target.read_text(encoding="utf-8") == "the user's own notes"

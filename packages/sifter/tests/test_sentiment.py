@@ -166,3 +166,25 @@ def test_a_train_limit_below_one_is_refused(capsys) -> None:
         main(["--embeddings", "x", "--train-limit", "0"])
     assert exit_info.value.code == 2
     assert "--train-limit" in capsys.readouterr().err
+
+
+def test_an_output_it_wrote_is_replaced_only_with_overwrite(
+    tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """``<output>.json`` and ``.md`` go through the one door for a command's files: written
+    atomically and recorded, replaced with ``--overwrite`` only, a file sts-core did not
+    write never (the training is replaced by a fixed report here)."""
+    monkeypatch.setattr(sentiment, "run", lambda args: {"models": {}})
+    monkeypatch.setattr(sentiment, "markdown", lambda report: "| model |\n")
+    output = tmp_path / "out" / "lstm"
+    data = write_sst(tmp_path / "data")
+    argv = ["--embeddings", str(tiny_bert_dir), "--data-dir", str(data), "--output", str(output)]
+    assert main(argv) == 0
+    assert main(argv) == 2
+    assert "pass --overwrite to replace it" in one_line(capsys.readouterr().err)
+    assert main([*argv, "--overwrite"]) == 0
+    output.with_suffix(".md").write_text("the user's own notes", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*argv, "--overwrite"]) == 2
+    assert "was not written by sts-core" in one_line(capsys.readouterr().err)
+    assert output.with_suffix(".md").read_text(encoding="utf-8") == "the user's own notes"

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from sts_core.command_files import write_text
 from sts_core.cross_encoder import PairCrossCollator
 from sts_core.saving import staged_contents
 from sts_core.training import AnyModelTrainer
@@ -57,7 +58,7 @@ class CoSENTCrossEncoderTrainer(AnyModelTrainer):
             return
         with staged_contents(output_dir or self.args.output_dir) as folder:
             super()._save(str(folder), state_dict)
-            (folder / "README.md").write_text(self.model_card_text(), encoding="utf-8")
+            write_text(folder / "README.md", self.model_card_text(), record=False)  # of the save
 
     def model_card_text(self) -> str:
         return "\n".join(

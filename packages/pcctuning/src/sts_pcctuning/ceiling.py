@@ -22,12 +22,14 @@ Two numbers:
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.stats import rankdata
+
+from sts_core.command_files import CommandFiles, write_json
 
 __all__ = [
     "Ceiling",
@@ -162,28 +164,46 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None, help="benchmark folder ($STS_DATA_DIR)")
     parser.add_argument("--data-variant", default="senteval", choices=("senteval", "raw"))
     parser.add_argument("--json", default=None, help="also write the ceilings here")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a --json written by an earlier sts-pcc-ceiling (a file sts-core did not "
+        "write is never replaced)",
+    )
     return parser
+
+
+def ceiling_files(args: argparse.Namespace) -> CommandFiles:
+    """What ``sts-pcc-ceiling`` reads (the data folder) and writes (``--json``), for
+    :meth:`CommandFiles.check` before any task is read."""
+    files = CommandFiles(PROG, "--overwrite", args.overwrite)
+    files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
+    if args.json:
+        files.writes("--json", args.json)
+    return files
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``sts-pcc-ceiling``: the contrastive ceiling of each STS test set.
 
-    The ``--json`` location (its folder is created) and every task's data are checked
-    before any ceiling is computed; a problem is one line on stderr and exit status 2.
+    The ``--json`` location (its folder is created; never the data folder or in it, never
+    a file sts-core did not write, one it wrote only with ``--overwrite``) and every task's
+    data are checked before any ceiling is computed; a problem is one line on stderr and
+    exit status 2. The JSON is written atomically.
     """
-    from sts_core.cli import check_output_path, fail
+    from sts_core.cli import fail
 
     args = make_parser().parse_args(argv)
     try:
-        output = check_output_path(args.json, "--json") if args.json else None
+        ceiling_files(args).check()
         ceilings = ceilings_of_tasks(args.tasks, args.data_dir, args.data_variant)
     except (OSError, ValueError) as error:
         return fail(PROG, error)
     print(format_table(ceilings))
-    if output is not None:
+    if args.json:
         content = {task: asdict(c) for task, c in ceilings.items()}
         try:
-            output.write_text(json.dumps(content, indent=2), encoding="utf-8")
-        except OSError as error:
+            write_json(os.path.expanduser(args.json), content)
+        except (OSError, ValueError) as error:
             return fail(PROG, error)
     return 0

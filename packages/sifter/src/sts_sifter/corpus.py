@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import write_text
 from sts_sifter.augment import Augmented, AugmentOptions, AugmentReport, augment
 from sts_sifter.parsing import Parser, build_parser, check_parser_package
 
@@ -136,11 +137,12 @@ def read_chunk(path: Path, texts: Sequence[str]) -> list[Augmented] | None:
 
 
 def write_chunk(path: Path, items: Sequence[Augmented]) -> None:
-    """Atomically: a chunk file is complete or absent."""
-    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    """Atomically (:func:`sts_core.command_files.write_text`: a temporary file synced and
+    renamed into place): a chunk file is complete or absent. Not recorded in a ledger: the
+    folder is the cache's own, named by the hash of the corpus and the parser's settings,
+    and a chunk file there that does not hold its chunk is parsed and written again."""
     lines = "".join(json.dumps(item.to_dict(), ensure_ascii=False) + "\n" for item in items)
-    temporary.write_text(lines, encoding="utf-8")
-    os.replace(temporary, path)
+    write_text(path, lines, record=False)
 
 
 # ----------------------------------------------------------------------------- the work

@@ -12,9 +12,9 @@ the test set. The number of epochs is not given in the paper (``--epochs``).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
+import os
 import statistics
 import sys
 import time
@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from sts_core.cli import check_output_path, fail, positive_int
+from sts_core.cli import fail, positive_int
+from sts_core.command_files import CommandFiles, write_json, write_text
 from sts_sifter.lstm import SentimentLSTM
 
 PROG = "sts-sifter-lstm"
@@ -272,6 +273,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--train-limit", type=positive_int, help="the first N training rows")
     parser.add_argument("--threads", type=positive_int)
     parser.add_argument("--output", help="write <output>.json and <output>.md")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace <output>.json and .md written by an earlier sts-sifter-lstm (a file "
+        "sts-core did not write is never replaced)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.models) - {"plain", "sifter"}
     if unknown or args.epochs <= 0 or args.batch_size < 1 or args.eval_steps < 1:
@@ -280,11 +287,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def output_paths(output: str | None) -> tuple[Path, ...]:
-    """``<output>.json`` and ``<output>.md``, each checked writable (folder created) before
-    any work; none without ``--output``. Raises an OSError naming ``--output``."""
+    """``<output>.json`` and ``<output>.md``; none without ``--output``."""
     if not output:
         return ()
-    return tuple(check_output_path(f"{output}{suffix}", "--output") for suffix in (".json", ".md"))
+    return tuple(Path(f"{output}{suffix}").expanduser() for suffix in (".json", ".md"))
+
+
+def lexicon_files(spec: str) -> list[str]:
+    """The word-list files a ``--lexicon`` of files names (none for a named lexicon, whose
+    files lie in the data folder)."""
+    return [] if spec in LEXICONS or spec == "vader-package" else spec.split(",")
+
+
+def command_files(args: argparse.Namespace) -> CommandFiles:
+    """What ``sts-sifter-lstm`` reads (the embeddings' model, the data folder, word lists)
+    and writes (``<output>.json`` and ``.md``), for :meth:`CommandFiles.check` before any
+    work: an output never on or in an input, never over a file sts-core did not write, over
+    one it wrote only with ``--overwrite``; its folder is created."""
+    files = CommandFiles(PROG, "--overwrite", args.overwrite)
+    files.reads("--embeddings", args.embeddings)
+    files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
+    for path in lexicon_files(args.lexicon):
+        files.reads("--lexicon", path)
+    for path in output_paths(args.output):
+        files.writes("--output", path)
+    return files
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -357,18 +384,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        outputs = output_paths(args.output)
+        command_files(args).check()
         report = run(args)
     except (OSError, ValueError, ImportError) as error:
         return fail(PROG, error)
     text = markdown(report)
     print(text)
-    if outputs:
-        json_path, md_path = outputs
+    if args.output:
+        json_path, md_path = output_paths(args.output)
         try:
-            json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
-            md_path.write_text(text, encoding="utf-8")
-        except OSError as error:
+            write_json(json_path, report)
+            write_text(md_path, text)
+        except (OSError, ValueError) as error:
             return fail(PROG, error)
     return 0
 
