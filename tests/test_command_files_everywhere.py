@@ -8,9 +8,8 @@ model's files, is a link to an input, or is an existing file sts-core did not wr
 refused: exit status 2, one error line naming the path, no traceback, every input and the
 foreign file byte-identical after, before any model loads (``no_model_loading``). The
 benchmarks and the two tools refuse before any data is read (the data folder holds one
-small table: a script that read it would fail otherwise, with another line); the training
-scripts, as ``sts-train``, after their data checks (the output folder is the last check of
-a run, ``sts_core.training.run.TrainingRun.check``).
+small table: a script that read it would fail otherwise, with another line), the training
+scripts too (``sts_core.training.run.TrainingRun.check`` checks the output folder first).
 
 The scripts come from the installed distributions (the ``console_scripts`` of every
 distribution that declares a method) and from ``benchmarks/*.py`` with a ``main``: a new

@@ -36,7 +36,9 @@ PAIRS_TEXT = "".join(
 @dataclass
 class Workspace:
     """The inputs every script reads: a model folder (two, for a soup), a pairs table and a
-    data folder, and a folder for outputs."""
+    data folder, and a folder for outputs. A case makes only its own link or foreign file
+    (each case's output is built lazily: a foreign file written through another case's
+    link would change an input before the test looks)."""
 
     root: Path
 
@@ -96,24 +98,24 @@ def workspace(tiny_bert_dir: Path, tmp_path: Path) -> Workspace:
 def eval_case(space: Workspace, case: str) -> list[str]:
     """``sts-eval --output BASE`` writes BASE.json and BASE.md."""
     base = {
-        "an input file": space.data / "pairs",  # → data/pairs.json, the --pairs table
-        "inside an input folder": space.model / "results",
-        "a model's file": space.model / "config",  # → model/config.json
-        "a link": space.link("results.json", space.pairs).with_suffix(""),
-        "foreign": space.foreign("results.json").with_suffix(""),
-    }[case]
+        "an input file": lambda: space.data / "pairs",  # → data/pairs.json, the --pairs table
+        "inside an input folder": lambda: space.model / "results",
+        "a model's file": lambda: space.model / "config",  # → model/config.json
+        "a link": lambda: space.link("results.json", space.pairs).with_suffix(""),
+        "foreign": lambda: space.foreign("results.json").with_suffix(""),
+    }[case]()
     return ["--model", str(space.model), "--pairs", str(space.pairs), "--output", str(base)]
 
 
 def data_case(space: Workspace, case: str) -> list[str] | None:
     """``sts-data filter --data-dir DATA --output FILE`` (no model)."""
     output = {
-        "an input file": space.data,
-        "inside an input folder": space.data / "kept.jsonl",
-        "a model's file": None,
-        "a link": space.link("kept.jsonl", space.pairs),
-        "foreign": space.foreign("kept.jsonl"),
-    }[case]
+        "an input file": lambda: space.data,
+        "inside an input folder": lambda: space.data / "kept.jsonl",
+        "a model's file": lambda: None,
+        "a link": lambda: space.link("kept.jsonl", space.pairs),
+        "foreign": lambda: space.foreign("kept.jsonl"),
+    }[case]()
     if output is None:
         return None
     return ["filter", "--data-dir", str(space.data), "--output", str(output)]
@@ -121,47 +123,47 @@ def data_case(space: Workspace, case: str) -> list[str] | None:
 
 def mine_case(space: Workspace, case: str) -> list[str]:
     output = {
-        "an input file": space.pairs,
-        "inside an input folder": space.model / "mined.csv",
-        "a model's file": space.model / "tokenizer.json",
-        "a link": space.link("mined.json", space.pairs),
-        "foreign": space.foreign("mined.csv"),
-    }[case]
+        "an input file": lambda: space.pairs,
+        "inside an input folder": lambda: space.model / "mined.csv",
+        "a model's file": lambda: space.model / "tokenizer.json",
+        "a link": lambda: space.link("mined.json", space.pairs),
+        "foreign": lambda: space.foreign("mined.csv"),
+    }[case]()
     return ["--model", str(space.model), "--pairs", str(space.pairs), "--output", str(output)]
 
 
 def soup_case(space: Workspace, case: str) -> list[str]:
     output = {
-        "an input file": space.model,
-        "inside an input folder": space.model / "soup",
-        "a model's file": space.model / "config.json",
-        "a link": space.link("soup", space.model),
-        "foreign": space.foreign("soup/notes.txt").parent,
-    }[case]
+        "an input file": lambda: space.model,
+        "inside an input folder": lambda: space.model / "soup",
+        "a model's file": lambda: space.model / "config.json",
+        "a link": lambda: space.link("soup", space.model),
+        "foreign": lambda: space.foreign("soup/notes.txt").parent,
+    }[case]()
     models = [str(space.model), str(space.second_model)]
     return [*models, "--output", str(output), "--overwrite"]
 
 
 def search_case(space: Workspace, case: str) -> list[str]:
     output = {
-        "an input file": space.pairs,
-        "inside an input folder": space.model / "search",
-        "a model's file": space.model / "config.json",
-        "a link": space.link("search", space.data),
-        "foreign": space.foreign("search/notes.txt").parent,
-    }[case]
+        "an input file": lambda: space.pairs,
+        "inside an input folder": lambda: space.model / "search",
+        "a model's file": lambda: space.model / "config.json",
+        "a link": lambda: space.link("search", space.data),
+        "foreign": lambda: space.foreign("search/notes.txt").parent,
+    }[case]()
     tables = ["--train", str(space.pairs), "--dev", str(space.pairs)]
     return [*tables, "--model", str(space.model), "--methods", "core", "--output-dir", str(output)]
 
 
 def train_case(space: Workspace, case: str) -> list[str]:
     output = {
-        "an input file": space.pairs,
-        "inside an input folder": space.model / "run",
-        "a model's file": space.model / "config.json",
-        "a link": space.link("run", space.model),
-        "foreign": space.foreign("run/notes.txt").parent,
-    }[case]
+        "an input file": lambda: space.pairs,
+        "inside an input folder": lambda: space.model / "run",
+        "a model's file": lambda: space.model / "config.json",
+        "a link": lambda: space.link("run", space.model),
+        "foreign": lambda: space.foreign("run/notes.txt").parent,
+    }[case]()
     recipe = space.root / "recipe.yaml"
     recipe.write_text(
         f"model_name_or_path: {space.model}\ntrain_datasets: [{space.pairs}]\n"
@@ -211,6 +213,7 @@ def test_an_output_on_an_input_or_a_foreign_file_is_refused_in_one_line(
     argv = argv_of(workspace, case)
     if argv is None:
         pytest.skip(f"{script} reads no model")
+    assert workspace.pairs.read_text(encoding="utf-8") == PAIRS_TEXT  # the case left it
     foreign = {p: p.read_bytes() for p in workspace.out.rglob("*") if p.is_file()}
     before = workspace.inputs()
     assert main(argv) == 2, argv

@@ -165,7 +165,7 @@ def test_a_folder_of_another_search_or_of_other_files_is_refused(tmp_path: Path)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(SearchError, match="is not empty and holds no search.json"):
+    with pytest.raises(SearchError, match=r"is not empty \(notes.txt\) and holds no search.json"):
         check_folder(spec(tmp_path, output_dir=other))
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
@@ -439,7 +439,7 @@ def test_found_by_mutation_the_folder_its_identity_file_and_its_lock(tmp_path: P
     (other / "x").write_text("x", encoding="utf-8")
     with pytest.raises(SearchError) as refused:
         check_folder(spec(tmp_path, output_dir=other))
-    assert str(refused.value).endswith("a new or empty folder, or its own")
+    assert str(refused.value).endswith("a new or empty folder, or its own; nothing was written")
 
 
 def test_found_by_mutation_cells_keep_their_method_and_settings() -> None:

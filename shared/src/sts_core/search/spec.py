@@ -249,9 +249,11 @@ def check_folder(spec: SearchSpec) -> None:
                 f"{', '.join(changed) or 'its keys'}): name a new --output-dir"
             )
     elif folder.exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
+        held = sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
         raise SearchError(
-            f"{folder} is not empty and holds no {IDENTITY_FILE}: a search writes only into "
-            "a new or empty folder, or its own"
+            f"--output-dir {folder} is not empty ({', '.join(held[:4])}) and holds no "
+            f"{IDENTITY_FILE}: a search writes only into a new or empty folder, or its own; "
+            "nothing was written"
         )
 
 

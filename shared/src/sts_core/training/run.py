@@ -170,6 +170,8 @@ class TrainingRun:
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
         location = check_model_location(self.model_args.model_name_or_path)
+        inputs = run_inputs(self.model_args, self.data_args, self.config)
+        prepare_output_dir(self.config, dry_run=True, inputs=inputs)  # before the data work
         self.check_hardware()
         with named_settings(self.parser):
             check_model_shape(location, self.model_args, self.config)
@@ -178,7 +180,6 @@ class TrainingRun:
         self.settings = checked_resume_settings(self.model_args, self.data_args, self.config)
         self.inputs = self.prepare_data()
         self.check_teacher()
-        inputs = run_inputs(self.model_args, self.data_args, self.config)
         return prepare_output_dir(self.config, dry_run=self.config.check_only, inputs=inputs)
 
     def check_teacher(self) -> None:
