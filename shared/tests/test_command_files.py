@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from sts_core.testing import make_tiny_bert
+from sts_core.testing.option_checks import refused_leaving
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread", "no_model_loading")
 
@@ -70,6 +71,11 @@ class Workspace:
                 if path.is_file():
                     found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         return found
+
+    def state(self) -> tuple[dict[str, str], dict[Path, bytes]]:
+        """What a refused command must leave as it was: the inputs, and the files of the
+        output folder (a user's file where the output would go)."""
+        return self.inputs(), {p: p.read_bytes() for p in self.out.rglob("*") if p.is_file()}
 
     def link(self, name: str, target: Path) -> Path:
         self.out.mkdir(exist_ok=True)
@@ -214,15 +220,7 @@ def test_an_output_on_an_input_or_a_foreign_file_is_refused_in_one_line(
     if argv is None:
         pytest.skip(f"{script} reads no model")
     assert workspace.pairs.read_text(encoding="utf-8") == PAIRS_TEXT  # the case left it
-    foreign = {p: p.read_bytes() for p in workspace.out.rglob("*") if p.is_file()}
-    before = workspace.inputs()
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    errors = [line for line in err.splitlines() if line.startswith(prefix)]
-    assert len(errors) == 1, err
+    line = refused_leaving(main, argv, capsys, prefix, workspace.state)
     # refused by the files rule (not for another reason): it names the output and says so
-    assert re.search(r"nothing (was|is) (written|replaced|removed)", errors[0]), errors[0]
-    assert re.search(r"(--output|--output-dir|output_dir) ", errors[0]), errors[0]
-    assert workspace.inputs() == before
-    assert {p: p.read_bytes() for p in foreign} == foreign
+    assert re.search(r"nothing (was|is) (written|replaced|removed)", line), line
+    assert re.search(r"(--output|--output-dir|output_dir) ", line), line

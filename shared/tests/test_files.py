@@ -288,3 +288,17 @@ def test_the_ledger_is_json_a_reader_can_use(tmp_path: Path) -> None:
     content = json.loads((tmp_path / LEDGER_NAME).read_text(encoding="utf-8"))
     assert content["written_by"] == "sts-core"
     assert content["entries"]["a.bin"]["size"] == 3
+
+
+def test_a_recorded_write_never_replaces_a_file_sts_core_did_not_write(tmp_path: Path) -> None:
+    """The last guard, at the write itself: a result whose name a user's file took since the
+    command's checks (or that no declaration named) is refused, the user's file kept."""
+    mine = tmp_path / "metrics.json"
+    mine.write_text('{"my": "notes"}', encoding="utf-8")
+    with pytest.raises(FilesError, match="exists and was not written by sts-core"):
+        write_json(mine, {"spearman": 1.0})
+    assert mine.read_text(encoding="utf-8") == '{"my": "notes"}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
+    ours = write_json(tmp_path / "results.json", {"spearman": 1.0})
+    write_json(ours, {"spearman": 2.0})  # what sts-core wrote is replaced
+    assert json.loads(ours.read_text(encoding="utf-8")) == {"spearman": 2.0}

@@ -220,11 +220,7 @@ def write_bytes(path: str | os.PathLike, data: bytes, record: bool = True) -> Pa
     ``fsync``-ed and closed, renamed into place, the folder ``fsync``-ed; recorded in the
     folder's ledger unless ``record`` is false. A failure at any step removes the temporary
     file and leaves ``path`` as it was."""
-    path = Path(path)
-    if record:
-        refuse_foreign(path)
-    temporary = temporary_name(path)
-    try:
+    with _publishing(Path(path), record, synced=True) as temporary:
         handle = OPS.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             view = memoryview(data)
@@ -233,14 +229,7 @@ def write_bytes(path: str | os.PathLike, data: bytes, record: bool = True) -> Pa
             OPS.fsync(handle)
         finally:
             OPS.close(handle)
-        OPS.replace(temporary, path)
-    except BaseException:
-        _discard(temporary)
-        raise
-    sync_folder(path.parent)
-    if record:
-        record_output(path)
-    return path
+    return Path(path)
 
 
 def write_text(path: str | os.PathLike, text: str, record: bool = True) -> Path:
@@ -254,19 +243,26 @@ def write_json(path: str | os.PathLike, content: Any, record: bool = True) -> Pa
     return write_text(path, json.dumps(content, indent=2, default=str), record)
 
 
-@contextlib.contextmanager
-def writing(path: str | os.PathLike, record: bool = True) -> Iterator[Path]:
+def writing(path: str | os.PathLike, record: bool = True) -> contextlib.AbstractContextManager:
     """For a writer that takes a path (``Dataset.to_parquet``, ``Figure.savefig``): yield a
     temporary path in ``path``'s folder to write to; when the block ends, ``fsync`` it,
     rename it into place and ``fsync`` the folder (and record it). An exception in the
     block, or at any step, removes the temporary file and leaves ``path`` as it was."""
-    path = Path(path)
+    return _publishing(Path(path), record, synced=False)
+
+
+@contextlib.contextmanager
+def _publishing(path: Path, record: bool, synced: bool) -> Iterator[Path]:
+    """The steps of every write around the block that writes the temporary file (already
+    ``fsync``-ed when ``synced``): refuse a file sts-core did not write (when recorded),
+    sync, rename, sync the folder, record; the temporary file goes on any failure."""
     if record:
         refuse_foreign(path)
     temporary = temporary_name(path)
     try:
         yield temporary
-        sync_file(temporary)
+        if not synced:
+            sync_file(temporary)
         OPS.replace(temporary, path)
     except BaseException:
         _discard(temporary)

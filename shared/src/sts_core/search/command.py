@@ -37,6 +37,7 @@ from sts_core.search.report import write_report
 from sts_core.search.schedule import Scheduler, finished, score_tests, slots, train_cells
 from sts_core.search.select import headline, method_picks, overall_pick, recipes_of
 from sts_core.search.spec import (
+    LOCK_FILE,
     TASK_METRICS,
     SearchError,
     SearchSpec,
@@ -406,6 +407,7 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
     except FilesError as error:
         raise SearchError(str(error)) from None
     new_folder = not spec.output_dir.exists()
+    new_lock = not (spec.output_dir / LOCK_FILE).exists()
     lock = folder_lock(spec)
     try:
         check_folder(spec)
@@ -415,6 +417,8 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
         lock.release()
         if new_folder:  # made for the lock alone: nothing of the user's is in it
             remove_path(spec.output_dir)
+        elif new_lock:  # the folder is left as it was
+            (spec.output_dir / LOCK_FILE).unlink(missing_ok=True)
         raise
     try:
         return _search(spec, grid, log)

@@ -126,6 +126,20 @@ def refusal(main: Any, argv: list[str], capsys: Any) -> str:
     return one_line_error(capsys.readouterr().err)
 
 
+def refused_leaving(main: Any, argv: list[str], capsys: Any, prefix: str, state: Any) -> str:
+    """``main(argv)`` exits with status 2 after exactly one line starting with ``prefix`` on
+    standard error (loading bars may come with it, a traceback may not), and ``state()``
+    (what must be left as it was: inputs, a user's files) is the same after: the line."""
+    before = state()
+    assert main(list(argv)) == 2, argv
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith(prefix)]
+    assert len(errors) == 1, err
+    assert state() == before
+    return errors[0]
+
+
 def bad_recipe_tests(main: Any, write_recipe: Any, cases: list[tuple[dict[str, str], str]]) -> type:
     """A package's bad-input check of ``main`` (its train.py), as a pytest test class (bind
     it to a ``Test…`` name): for each of ``cases`` ((recipe lines over the package's fixture

@@ -84,10 +84,14 @@ class OutputDirPlan:
     lock: Any = None
     leftovers: list[str] = field(default_factory=list)  # a killed run's staging files
 
-    def release(self) -> None:
+    def release(self, remove: bool = False) -> None:
+        """Release the lock; ``remove``: and its file (made by this check, which ends the
+        run: a refused or checked folder is left as it was)."""
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+            if remove:
+                (self.path / LOCK_NAME).unlink(missing_ok=True)
 
     def describe(self) -> str:
         if self.action == "replace":
@@ -141,6 +145,7 @@ def prepare_output_dir(
         raise ConfigError(f"output_dir {path} cannot be created: {error}") from error
     if not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(f"output_dir {path} is not writable")
+    created = not (path / LOCK_NAME).exists()  # removed again when the run does not go on
     lock = _acquire_lock(path)
     earlier = sorted(e.name for e in path.iterdir() if e.name != LOCK_NAME)
     plan = OutputDirPlan(path, "new", earlier, lock)
@@ -161,10 +166,10 @@ def prepare_output_dir(
                 "another output_dir"
             )
     except ConfigError:
-        plan.release()
+        plan.release(remove=created)
         raise
     if dry_run:
-        plan.release()
+        plan.release(remove=created)
     elif plan.leftovers:
         logger.warning(
             "output_dir %s: removing what a run killed while saving left (%s)",
