@@ -302,3 +302,60 @@ def test_a_recorded_write_never_replaces_a_file_sts_core_did_not_write(tmp_path:
     ours = write_json(tmp_path / "results.json", {"spearman": 1.0})
     write_json(ours, {"spearman": 2.0})  # what sts-core wrote is replaced
     assert json.loads(ours.read_text(encoding="utf-8")) == {"spearman": 2.0}
+
+
+# ------------------------------------------------------------------ the Python API (the probe)
+def test_a_save_never_replaces_a_file_sts_core_did_not_write(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """``SentenceEncoder.save_pretrained`` replaced a user's ``config.json``, and the files of
+    the transformers folder the model was loaded from, silently (probe cases 38, 39)."""
+    import shutil
+
+    from sts_core.encoder import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"mine": true}', encoding="utf-8")
+    (mine / "notes.txt").write_text("kept", encoding="utf-8")
+    with pytest.raises(
+        FilesError,
+        match=r"did not write that the save would replace \(config.json\): nothing was saved",
+    ):
+        encoder.save_pretrained(mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["config.json", "notes.txt"]
+    assert (mine / "config.json").read_text(encoding="utf-8") == '{"mine": true}'
+    loaded_from = tmp_path / "plain"
+    shutil.copytree(tiny_bert_dir, loaded_from)
+    before = {p.name: p.read_bytes() for p in loaded_from.iterdir() if p.is_file()}
+    with pytest.raises(FilesError, match="nothing was saved"):
+        SentenceEncoder.from_pretrained(loaded_from).save_pretrained(loaded_from)
+    assert {p.name: p.read_bytes() for p in loaded_from.iterdir() if p.is_file()} == before
+    saved = tmp_path / "saved"
+    encoder.save_pretrained(saved)
+    encoder.save_pretrained(saved)  # sts-core's own save is replaced
+    SentenceEncoder.from_pretrained(saved)
+
+
+def test_the_soup_function_checks_its_output_as_the_command_does(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """``sts_core.soup.soup([a, b], a)`` overwrote model a and deleted its run's files (probe
+    case 61): the function checks its output itself, before any weights load."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.soup import soup
+
+    runs = []
+    for seed in (0, 1):
+        folder = tmp_path / f"seed{seed}"
+        SentenceEncoder.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+        runs.append(str(folder))
+    before = {p.name: p.read_bytes() for p in Path(runs[0]).iterdir() if p.is_file()}
+    with pytest.raises(FilesError, match="is the input model of sts-soup"):
+        soup(runs, runs[0])
+    assert {p.name: p.read_bytes() for p in Path(runs[0]).iterdir() if p.is_file()} == before
+    soup(runs, str(tmp_path / "soup"))
+    with pytest.raises(FilesError, match="pass --overwrite"):
+        soup(runs, str(tmp_path / "soup"))
+    soup(runs, str(tmp_path / "soup"), overwrite=True)

@@ -162,8 +162,9 @@ def test_a_worker_ends_when_its_search_is_killed(tmp_path: Path) -> None:
     """A worker outlived a killed sts-search and kept training."""
     child_pid = tmp_path / "child.pid"
     worker = (
-        "import os, time; from sts_core.search.worker import end_with_parent; "
-        f"end_with_parent(0.2); open({str(child_pid)!r}, 'w').write(str(os.getpid())); "
+        "import os, time; from sts_core.command_files import end_with_parent; "
+        "end_with_parent('its search', 'stopped', 0.2); "
+        f"open({str(child_pid)!r}, 'w').write(str(os.getpid())); "
         "time.sleep(60)"
     )
     parent = (
@@ -200,6 +201,25 @@ def test_the_worker_watches_its_parent_from_its_start(monkeypatch) -> None:
     from sts_core.search import worker
 
     calls = []
-    monkeypatch.setattr(worker, "end_with_parent", lambda: calls.append("watching"))
+    monkeypatch.setattr(worker, "end_with_parent", lambda *args: calls.append("watching"))
     assert worker.main(["nothing"]) == 2
     assert calls == ["watching"]
+
+
+@pytest.mark.parametrize("variable", ["TORCHELASTIC_RUN_ID", "STS_LAUNCHED", None])
+def test_a_launched_training_process_watches_its_launcher(
+    variable: str | None, monkeypatch, tmp_path: Path
+) -> None:
+    """A training process outlived a killed ``sts-launch`` and trained to its end (probe
+    case 29); a plain ``sts-train`` (its parent a shell, perhaps gone under ``nohup``) does
+    not watch."""
+    from sts_core.training import run as run_module
+
+    for name in run_module.LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if variable:
+        monkeypatch.setenv(variable, "1")
+    calls = []
+    monkeypatch.setattr(run_module, "end_with_parent", lambda *args: calls.append(args[0]))
+    assert run_module.main(["--config", str(tmp_path / "missing.yaml")]) == 2
+    assert calls == (["the launcher that started this training process"] if variable else [])

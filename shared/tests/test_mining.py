@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -261,3 +262,23 @@ def test_sts_mine_refuses_a_report_it_would_write_over_an_empty_corpus_and_no_fa
     monkeypatch.setitem(sys.modules, "faiss", None)
     assert main([*argv, "--output", other, "--faiss"]) == 2
     assert "sts-core[faiss]" in capsys.readouterr().err and not Path(other).exists()
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"score": [1.0, float("nan"), 1.0]}, "row 2, column 'score': nan is not a finite number"),
+        ({"score": ["1", "4,5", "1"]}, "row 2, column 'score': '4,5' is not a number"),
+        ({"sentence1": ["a b", "", "e f"]}, "row 2, column 'sentence1': empty text"),
+    ],
+)
+def test_the_python_function_reads_its_pairs_as_every_table_is_read(
+    encoder, columns: dict, message: str
+) -> None:
+    """``mine_hard_negatives`` read a Dataset's columns directly: a NaN score dropped its
+    pair silently, "4,5" was a bare float() error, an empty anchor was mined (the probe)."""
+    from sts_core.data import DataFormatError
+
+    data = {"sentence1": ["a b", "c d", "e f"], "sentence2": ["g h", "i j", "k l"], **columns}
+    with pytest.raises(DataFormatError, match=re.escape(f"pairs: {message}")):
+        mine_hard_negatives(Dataset.from_dict(data), encoder, use_faiss=False)

@@ -568,3 +568,26 @@ def test_the_command_line_passes_threads_and_eval_pairs_to_the_search(tmp_path: 
         make_parser().parse_args([*argv, "--threads", "1", "--eval-pairs", "40"])
     )
     assert given.threads == 1 and given.eval_pairs == 40
+
+
+def test_a_bad_set_key_names_the_users_settings_not_a_scratch_recipe(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """The refusal named the search's temporary recipe.yaml (the probe's case 44)."""
+    from sts_core.search.command import run_search
+
+    table = tmp_path / "pairs.csv"
+    table.write_text(
+        "sentence1,sentence2,score\n" + "".join(f"a {i},b {i},{i % 5}\n" for i in range(8)),
+        encoding="utf-8",
+    )
+    search = spec(
+        tmp_path, model=str(tiny_bert_dir), methods=["core"], train=[str(table)],
+        dev=str(table), settings={"learnin_rate": 1},
+    )  # fmt: skip
+    with pytest.raises(SearchError) as refused:
+        run_search(search)
+    message = str(refused.value)
+    assert message.startswith("--methods core: its recipe (the row's settings and --set), line ")
+    assert "unknown key(s) 'learnin_rate' (did you mean 'learning_rate'?)" in message
+    assert "sts-search-check-" not in message

@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -487,6 +488,26 @@ def on_interrupt(prog: str, saved: Callable[[], str] | None = None) -> Callable:
 
 
 NOTHING_HALF_WRITTEN = "nothing was written half-way (a file is written whole or not at all)"
+
+
+def end_with_parent(parent_is: str, after: str, interval: float = 1.0) -> None:
+    """End this process when the one that started it is gone (killed, so that it could not
+    stop it: ``kill -9`` of ``sts-search`` or of a launcher): a daemon thread watches the
+    parent's process id, which changes when the parent dies, and then exits with one line
+    (``parent_is``: who the parent was; ``after``: what happens to the work)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                sys.stderr.write(
+                    f"error: {parent_is} (process {parent}) has ended: stopping; {after}\n"
+                )
+                sys.stderr.flush()
+                os._exit(1)
+
+    threading.Thread(target=watch, name="sts-parent-watch", daemon=True).start()
 
 
 # ----------------------------------------------------------------------------- declaring

@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -227,9 +229,11 @@ def launch_method(args: Any, method: str) -> int:
 def launch(args: object) -> int:
     """``accelerate launch`` with ``args``; the first failed process's exit status."""
     from accelerate.commands.launch import launch_command
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    os.environ["STS_LAUNCHED"] = "1"  # the processes end when this one is killed
     try:
         launch_command(args)
     except subprocess.CalledProcessError as error:
@@ -237,7 +241,19 @@ def launch(args: object) -> int:
     except ChildFailedError as error:
         rank, failure = error.get_first_failure()
         return _failed(failure.exitcode, f"the training process of rank {rank}")
+    except SignalException as error:  # the elastic agent's Ctrl-C (SIGINT) or SIGTERM
+        print(
+            f"sts-launch: interrupted ({signal_name(error.sigval)}): the training processes "
+            "were stopped (the main one says above what it kept)",
+            file=sys.stderr,
+        )
+        return 128 + int(error.sigval)
     return 0
+
+
+def signal_name(value: int) -> str:
+    """``Ctrl-C`` for SIGINT, else the signal's name (``SIGTERM``)."""
+    return "Ctrl-C" if value == signal.SIGINT else signal.Signals(value).name
 
 
 def _failed(status: int, who: str) -> int:

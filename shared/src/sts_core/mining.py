@@ -369,8 +369,13 @@ def mine_hard_negatives(
     (``positive_score``, ``negative_score``)."""
     from datasets import Dataset
 
+    from sts_core.data import from_dataset
+
     settings = settings or MiningSettings()
     check_search_settings(memory_mb, use_faiss)
+    if len(pairs) == 0:
+        raise ValueError("no pairs to mine hard negatives for")
+    pairs = from_dataset(pairs, name="pairs")  # read as every table is (numbers, texts)
     started = time.perf_counter()
     rows, positives = positive_rows(pairs, settings.positive_threshold)
     first, second = (_rows_of(list(pairs[name]), rows) for name in PAIR_COLUMNS)

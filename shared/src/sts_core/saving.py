@@ -290,11 +290,33 @@ def staged_contents(target: str | os.PathLike, replaces: Iterable[str] = ()) -> 
             target, "nothing of it was published (an earlier save there is unchanged)"
         ):
             yield staging
+        refuse_foreign_entries(staging, target)
         previous = read_save_marker(target) if (target / SAVE_MARKER).is_file() else None
         with named_save_failure(target, "the folder holds no complete save"):
             _publish_entries(staging, target, previous, replaces)
     finally:
         remove_path(staging)
+
+
+def refuse_foreign_entries(staging: Path, target: Path) -> None:
+    """:class:`~sts_core.command_files.FilesError` when the save staged in ``staging`` would
+    replace an entry of ``target`` that sts-core did not write (a user's ``config.json``, the
+    files of the transformers folder the model was loaded from): nothing is published. A
+    folder of an earlier sts-core save without a marker (its encoder config) counts as
+    sts-core's."""
+    if (target / ENCODER_CONFIG_NAME).is_file() and not (target / SAVE_MARKER).exists():
+        return
+    clashes = sorted(
+        entry.name
+        for entry in staging.iterdir()
+        if (target / entry.name).exists() and files.written_by_project(target / entry.name) is None
+    )
+    if clashes:
+        raise files.FilesError(
+            f"{target} holds files sts-core did not write that the save would replace "
+            f"({', '.join(clashes[:6])}): nothing was saved; save into a new folder, or move "
+            "them out"
+        )
 
 
 def _publish_entries(

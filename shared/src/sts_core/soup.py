@@ -204,9 +204,17 @@ def lora_note(locations: Sequence[str], bases: Mapping[str, str]) -> str:
     )
 
 
-def soup(locations: Sequence[str], output: str, bases: Mapping[str, str] | None = None) -> Path:
+def soup(
+    locations: Sequence[str],
+    output: str,
+    bases: Mapping[str, str] | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Average the models at ``locations`` and save the result in ``output``; ``bases``:
-    :func:`lora_bases` of ``locations``, checked here when not given."""
+    :func:`lora_bases` of ``locations``, checked here when not given. The output is checked
+    as ``sts-soup`` checks it (:func:`soup_files`; ``overwrite``: replace a model sts-core
+    saved there), before any weights load."""
+    soup_files(locations, output, overwrite)
     bases = lora_bases(locations) if bases is None else bases
     first = load_model(locations[0], bases.get(locations[0]))
     from sts_core.training.averaging import RunningAverage
@@ -249,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         locations = check_inputs(args.models, args.output, args.overwrite)
         bases = lora_bases(locations, args.base_model)  # before any weights load
         check_tokenizers(locations)
-        folder = soup(locations, args.output, bases)
+        folder = soup(locations, args.output, bases, args.overwrite)
     except (OSError, ValueError) as error:
         return fail("sts-soup", error)
     print(f"averaged {len(locations)} models into {folder}{lora_note(locations, bases)}")

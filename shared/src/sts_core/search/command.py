@@ -379,6 +379,10 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
             if status != 0:
                 lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
                 reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
+                # the scratch recipe is the search's own: name what the user gave instead
+                reason = reason.replace(
+                    f"{recipe}:", "its recipe (the row's settings and --set), line "
+                )
                 raise SearchError(f"--methods {method}: {reason}")
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from sts_core.command_files import end_with_parent
 from sts_core.saving import remove_path, write_json_atomic
 from sts_core.search.cells import (
     CELL_FILE,
@@ -205,30 +205,12 @@ def score_test(folder: Path) -> int:
     return 0
 
 
-def end_with_parent(interval: float = 1.0) -> None:
-    """End this worker when the ``sts-search`` that started it is gone (killed, so that it
-    could not stop its workers): a daemon thread watches the parent's process id, which
-    changes when the parent dies. The cell has no ``result.json`` then, so the next search
-    trains it again."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(interval)
-            if os.getppid() != parent:
-                sys.stderr.write(
-                    f"error: the sts-search that started this worker (process {parent}) has "
-                    "ended: stopping; the cell is trained again when the search is run again\n"
-                )
-                sys.stderr.flush()
-                os._exit(1)
-
-    threading.Thread(target=watch, name="sts-search-parent", daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    end_with_parent()
+    end_with_parent(
+        "the sts-search that started this worker",
+        "the cell is trained again when the search is run again",
+    )
     if len(args) != 2 or args[0] not in ("train", "score"):
         print("usage: python -m sts_core.search.worker train|score CELL_FOLDER", file=sys.stderr)
         return 2

@@ -97,8 +97,9 @@ def _vocab() -> dict[str, int]:
     return {token: index for index, token in enumerate(tokens)}
 
 
-def make_tiny_bert(folder: Path, seed: int = 0) -> Path:
+def make_tiny_bert(folder: str | Path, seed: int = 0) -> Path:
     """A 2-layer BERT (hidden 32) with a WordPiece tokenizer, saved to ``folder``."""
+    folder = Path(folder)  # a str too
     import torch
     from transformers import BertModel
 
@@ -127,10 +128,11 @@ def _tiny_bert_parts(folder: Path, **settings: Any) -> tuple[Any, Any]:
     return tokenizer, config
 
 
-def make_tiny_cross_encoder(folder: Path, seed: int = 0, num_labels: int = 1) -> Path:
+def make_tiny_cross_encoder(folder: str | Path, seed: int = 0, num_labels: int = 1) -> Path:
     """The tiny BERT as a sequence classifier (``BertForSequenceClassification``, one output
     by default: a cross-encoder as ``sts-cosent`` saves one), seeded, saved to ``folder``;
     weights drawn wide enough that pairs get clearly different scores."""
+    folder = Path(folder)  # a str too
     import torch
     from transformers import BertForSequenceClassification
 
@@ -142,8 +144,9 @@ def make_tiny_cross_encoder(folder: Path, seed: int = 0, num_labels: int = 1) ->
     return folder
 
 
-def make_tiny_llama(folder: Path, seed: int = 0) -> Path:
+def make_tiny_llama(folder: str | Path, seed: int = 0) -> Path:
     """A 2-layer Llama decoder (hidden 32) with a word-level tokenizer and no pad token."""
+    folder = Path(folder)  # a str too
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast

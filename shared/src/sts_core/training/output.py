@@ -153,7 +153,7 @@ def prepare_output_dir(
         foreign = [name for name in earlier if written_by_project(path / name) is None]
         if earlier and config.resume_from_checkpoint:
             plan.action = "resume"
-            _refuse_foreign(path, [name for name in foreign if name in RESULT_FILES], "resume")
+            _refuse_foreign(path, foreign, "resume")
         elif earlier and config.overwrite_output_dir:
             plan.action = "replace"
             _refuse_foreign(path, foreign, "replace")
@@ -198,7 +198,7 @@ def _refuse_foreign(path: Path, foreign: list[str], action: str) -> None:
     what = (
         "--overwrite_output_dir true removes only what sts-core wrote"
         if action == "replace"
-        else "the resumed run writes its results under these names"
+        else "the resumed run saves its model and results there, over files of any name"
     )
     raise ConfigError(
         f"output_dir {path} holds files sts-core did not write ({_listing(foreign)}): "

@@ -11,6 +11,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,12 @@ from typing import Any
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from sts_core.command_files import INTERRUPTED, NOTHING_HALF_WRITTEN, written_by_project
+from sts_core.command_files import (
+    INTERRUPTED,
+    NOTHING_HALF_WRITTEN,
+    end_with_parent,
+    written_by_project,
+)
 from sts_core.data import DataError
 from sts_core.encoder import check_model_location
 from sts_core.encoder.model_shape import (
@@ -566,6 +572,11 @@ def cli_main(
     from sts_core.distributed import close_process_group
 
     finished = False
+    if launched():
+        end_with_parent(
+            "the launcher that started this training process",
+            "its complete checkpoints are kept (resume from the newest)",
+        )
     run = run_class(argv, method)
     try:
         run.run()
@@ -583,6 +594,16 @@ def cli_main(
     finally:
         close_process_group(wait_for_others=finished)
     return 0
+
+
+#: set in a process a launcher started: torchrun's (also under ``accelerate launch`` and
+#: ``sts-launch`` with several processes), and ``sts-launch``'s own for one process
+LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "STS_LAUNCHED")
+
+
+def launched() -> bool:
+    """Whether a launcher started this process (it ends when the launcher is killed)."""
+    return any(os.environ.get(name) for name in LAUNCHER_VARIABLES)
 
 
 def interrupted_run(run: TrainingRun) -> str:
