@@ -168,6 +168,17 @@ def test_a_train_limit_below_one_is_refused(capsys) -> None:
     assert "--train-limit" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("rate", ["nan", "0", "-1e-5", "inf"])
+def test_a_learning_rate_that_is_no_rate_is_refused_before_any_weights_load(
+    rate: str, capsys
+) -> None:
+    """It was refused by the optimizer, after the weights had loaded (the probe)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--embeddings", "x", f"--learning-rate={rate}"])
+    assert exit_info.value.code == 2
+    assert "--learning-rate must be finite and > 0" in capsys.readouterr().err
+
+
 def test_an_output_it_wrote_is_replaced_only_with_overwrite(
     tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:

@@ -28,6 +28,7 @@ from torch import nn
 
 from sts_core.cli import fail, positive_int
 from sts_core.command_files import CommandFiles, write_json, write_text
+from sts_core.options import check_number
 from sts_sifter.lstm import SentimentLSTM
 
 PROG = "sts-sifter-lstm"
@@ -283,6 +284,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.models) - {"plain", "sifter"}
     if unknown or args.epochs <= 0 or args.batch_size < 1 or args.eval_steps < 1:
         parser.error("--models takes plain and sifter; epochs, batch and eval steps above 0")
+    try:  # before any weights load (it was checked by the optimizer, after them)
+        check_number("--learning-rate", args.learning_rate, 0, min_inclusive=False)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 
