@@ -11,6 +11,9 @@ around an input; an existing output replaced only when sts-core wrote it (the fo
 ledger vouches for it, unchanged since); every result written atomically and recorded.
 A re-run of a benchmark replaces the results it wrote before without a flag (they are
 regenerated, and committed under git); a file it did not write, never.
+
+Every numeric option is checked when the command line is parsed (:func:`checked`, the
+rule of :func:`sts_core.options.check_number`), before any data loads.
 """
 
 from __future__ import annotations
@@ -30,15 +33,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from sts_core.cli import positive_int
 from sts_core.command_files import (
     CommandFiles,
     FilesError,
     OutputPathError,
+    on_interrupt,
     write_text,
     writing,
 )
+from sts_core.options import NON_NEGATIVE, POSITIVE, UP_TO_ONE, check_number
 
 RESULT_PREFIX = "RESULT "
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -90,11 +96,15 @@ def check_environment(models: Iterable[str]) -> None:
         model_path(name)
 
 
-def main_guard(main: Callable[[], int]) -> None:
+def main_guard(main: Callable[[], int], saved: Callable[[], str] | None = None) -> None:
     """Run ``main``; a ``BenchmarkError`` (or a write refused by
-    :mod:`sts_core.command_files`) becomes ``error: …`` on stderr and exit status 2."""
+    :mod:`sts_core.command_files`) becomes ``error: …`` on stderr and exit status 2; Ctrl-C
+    one line (``<script>: interrupted (Ctrl-C): …``, ``saved()`` saying what was kept) and
+    exit status 130, no traceback (:func:`sts_core.command_files.on_interrupt`). Any other
+    exception keeps its traceback: a bad option is refused when it is parsed."""
+    script = Path(sys.argv[0]).name or "benchmark"
     try:
-        sys.exit(main())
+        sys.exit(on_interrupt(script, saved)(main)())
     except (BenchmarkError, FilesError, OutputPathError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -565,13 +575,52 @@ def mode_of(args: Any) -> str:
     return "quick" if getattr(args, "quick", False) else "full"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A benchmark's parser: a bad option stops it with one line, ``error: argument
+    --pairs: must be an integer of at least 1, got 0``, and exit status 2, as every other
+    refusal of a benchmark (no usage block: ``--help`` has it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\n")
+
+
+def checked(kind: type, **bounds: Any) -> Callable[[str], Any]:
+    """An argparse type: the text read as ``kind`` (``int`` or ``float``), then within
+    ``bounds`` by the rule of every numeric option (:func:`sts_core.options.check_number`:
+    finite, in range); argparse names the option: ``error: argument --fraction: must be
+    in (0, 1], got nan``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        try:
+            check_number("value", value, **bounds)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+#: the types of the benchmarks' numeric options: a count (steps, rounds, pairs, threads, a
+#: width), a seed or a cap where 0 means all, a rate, epochs or seconds, a share of a whole
+COUNT = positive_int
+NON_NEGATIVE_INT = checked(int, **NON_NEGATIVE)
+POSITIVE_NUMBER = checked(float, **POSITIVE)
+FRACTION = checked(float, **UP_TO_ONE)
+
+
 def benchmark_parser(
     doc: str, quick: str | None = None, smoke: str | None = None
 ) -> argparse.ArgumentParser:
-    """A benchmark's parser, described by the first paragraph of its docstring ``doc``; with
-    ``quick`` and / or ``smoke`` (their help), the ``--quick`` and ``--smoke`` modes, one at
-    a time (:func:`apply_mode`)."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    """A benchmark's parser (:class:`OneLineParser`), described by the first paragraph of
+    its docstring ``doc``; with ``quick`` and / or ``smoke`` (their help), the ``--quick``
+    and ``--smoke`` modes, one at a time (:func:`apply_mode`)."""
+    parser = OneLineParser(description=doc.split("\n\n")[0])
     if quick or smoke:
         size = parser.add_mutually_exclusive_group()
         if quick:

@@ -85,8 +85,6 @@ from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import COMPARISON, write_comparison
 from grid_search.search import run_search, train_cell
 
-from sts_core.cli import positive_int
-
 MODES = {
     "smoke": {
         "max_steps": 2,
@@ -105,10 +103,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--methods", nargs="+", choices=sorted(k for k in SEARCH_METHODS if k != "base")
     )
-    parser.add_argument("--epochs", nargs="+", type=float, default=[1.0])
-    parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
-    parser.add_argument("--seeds", nargs="+", type=int)
-    parser.add_argument("--select-seeds", nargs="+", type=int, help="default: the first seed")
+    parser.add_argument("--epochs", nargs="+", type=common.POSITIVE_NUMBER, default=[1.0])
+    parser.add_argument("--learning-rate", nargs="+", type=common.POSITIVE_NUMBER, default=[2e-5])
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
+    parser.add_argument(
+        "--select-seeds", nargs="+", type=common.NON_NEGATIVE_INT, help="default: the first seed"
+    )
     parser.add_argument(
         "--set",
         dest="set_pairs",
@@ -118,11 +118,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a config field of our rows (repeatable)",
     )
     parser.add_argument("--soup", action="store_true", help="add the soup of each selection")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=positive_int)
+    parser.add_argument("--batch-size", type=common.COUNT, default=16)
+    parser.add_argument("--threads", type=common.COUNT)
     parser.add_argument(
         "--jobs",
-        type=positive_int,
+        type=common.COUNT,
         help="cells an sts-search row trains side by side (sts-search --jobs; the cores split "
         "over them unless --threads); default 1, 2 in the smoke mode",
     )
@@ -250,5 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def kept() -> str:
+    """What a search stopped by Ctrl-C keeps (``main_guard``)."""
+    return (
+        "the cells trained so far are kept in the cells file (--cells) with their weights; "
+        "the same command goes on from there"
+    )
+
+
 if __name__ == "__main__":
-    common.main_guard(main)
+    common.main_guard(main, kept)

@@ -287,7 +287,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", default="recipes", help="result file name")
     parser.add_argument("--recipe", help="the package recipe (YAML) every variant starts from")
     parser.add_argument("--variant", action="append", help="label=flags (repeatable)")
-    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
     parser.add_argument("--base", help="model scored before training (name or folder)")
     parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), choices=STS_TASKS)
     parser.add_argument("--script", help="the train.py to run (default: the recipe's package's)")

@@ -405,3 +405,75 @@ def test_the_mining_benchmark_tells_ties_from_other_differences() -> None:
     assert mine.compare_triplets(ours, peer) == {"rows_differ": 3, "ties": 2, "lengths": [3, 3]}
     assert mine.compare_triplets(ours, ours) == {"rows_differ": 0, "ties": 0, "lengths": [3, 3]}
     assert mine.compare_triplets(ours, peer[:2])["rows_differ"] is None
+
+
+# ----------------------------------------------------------------------------- numbers
+COUNT = "must be an integer of at least 1, got"
+POSITIVE = "must be finite and > 0, got"
+SEED = "must be finite and ≥ 0, got"
+RECIPE = ["--recipe", "r.yaml", "--variant", "a="]
+BAD_NUMBERS = [
+    ("mine", ["--smoke", "--pairs", "0"], f"--pairs: {COUNT} 0"),
+    ("mine", ["--smoke", "--pairs", "-5"], f"--pairs: {COUNT} -5"),
+    ("mine", ["--smoke", "--corpus-size", "-1"], f"--corpus-size: {COUNT} -1"),
+    ("encode", ["--smoke", "--fraction", "nan"], "--fraction: must be in (0, 1], got nan"),
+    ("encode", ["--smoke", "--fraction", "1.5"], "--fraction: must be in (0, 1], got 1.5"),
+    ("encode", ["--smoke", "--peak-tflops", "0"], f"--peak-tflops: {POSITIVE} 0.0"),
+    ("train", ["--smoke", "--learning-rate", "nan"], f"--learning-rate: {POSITIVE} nan"),
+    ("train", ["--smoke", "--max-steps", "0"], f"--max-steps: {COUNT} 0"),
+    ("train", ["--smoke", "--batch-size", "abc"], "--batch-size: 'abc' is not an integer"),
+    ("quality", ["--smoke", "--learning-rate", "inf"], f"--learning-rate: {POSITIVE} inf"),
+    ("quality", ["--smoke", "--seeds", "0", "-1"], f"--seeds: {SEED} -1"),
+    ("quality", ["--smoke", "--eval-pairs", "x"], "--eval-pairs: 'x' is not an integer"),
+    ("matryoshka", ["--smoke", "--dims", "0"], f"--dims: {COUNT} 0"),
+    ("matryoshka", ["--smoke", "--learning-rate", "-0.5"], f"--learning-rate: {POSITIVE} -0.5"),
+    ("pair_tasks", ["--smoke", "--epochs", "0"], f"--epochs: {POSITIVE} 0.0"),
+    ("quality_search", ["--smoke", "--epochs", "nan"], f"--epochs: {POSITIVE} nan"),
+    ("quality_teacher", ["--output", "t", "--batch-size", "0"], f"--batch-size: {COUNT} 0"),
+    ("recipes", [*RECIPE, "--seeds", "-1"], f"--seeds: {SEED} -1"),
+    ("gpu_check", ["--smoke", "--device", "cpu", "--budget", "nan"], f"--budget: {POSITIVE} nan"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("script,argv,words", BAD_NUMBERS)
+def test_a_numeric_option_out_of_range_is_one_line_when_parsed(
+    fake_env: Path, capsys: pytest.CaptureFixture[str], script: str, argv: list[str], words: str
+) -> None:
+    """Each stopped late before (``--pairs 0`` after the data loaded, ``--fraction nan`` in a
+    worker, ``--max-steps 0`` reporting throughput for no step): now one line, exit 2,
+    before any data loads (the fake environment has none)."""
+    main = load_benchmark_script(script).main
+    argv = [*argv, "--output-dir", str(fake_env / "out")]
+    assert refused(main, argv, capsys) == f"error: argument {words}"
+    assert not (fake_env / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--dims", "--score-dims"])
+def test_a_matryoshka_width_beyond_the_model_is_refused_before_the_data(
+    fake_env: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    config = fake_env / "models" / common.MINILM / "config.json"
+    config.write_text(json.dumps({"hidden_size": 384}), encoding="utf-8")
+    argv = ["--smoke", flag, "384", "100000", "--output-dir", str(fake_env / "out")]
+    assert refused(load_benchmark_script("matryoshka").main, argv, capsys) == (
+        f"error: {flag} 100000: wider than the embeddings of {common.MINILM} (384 dimensions): "
+        "give widths from 1 to 384"
+    )
+
+
+def test_ctrl_c_ends_a_benchmark_with_one_line_and_status_130(capsys) -> None:
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            common.main_guard(interrupted)
+    except KeyboardInterrupt:  # it would end the test session
+        pytest.fail("Ctrl-C went through main_guard: a traceback")
+    assert stopped.value.code == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        ": interrupted (Ctrl-C): nothing was written half-way (a file is written whole or not "
+        "at all)"
+    )
+

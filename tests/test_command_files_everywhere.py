@@ -287,13 +287,15 @@ PACKAGE_CASES: dict[str, tuple[Callable, str]] = {
 }
 SMOKE_CPU = ("--smoke", "--device", "cpu")
 MODEL = ("--model", common.MINILM)
+WIDTHS = ("--dims", "32", "16", "--score-dims", "32")
 #: benchmark script → its cases (its error line starts ``error: ``)
 BENCHMARK_CASES: dict[str, Callable] = {
     "encode": results_case("encode_smoke", *SMOKE_CPU, runs_file=True),
     "train": results_case("train_smoke", *SMOKE_CPU, *MODEL, runs_file=True),
     "quality": results_case("quality_smoke", "--smoke", *MODEL),
     "pair_tasks": results_case("pair_tasks_smoke", "--smoke", *MODEL),
-    "matryoshka": results_case("matryoshka_smoke", "--smoke", *MODEL),
+    # the widths within the tiny model's 32 (checked first, as the other option values)
+    "matryoshka": results_case("matryoshka_smoke", "--smoke", *MODEL, *WIDTHS),
     "mine": results_case("mine_smoke", "--smoke", *MODEL),
     "gpu_check": results_case("gpu_check_smoke", *SMOKE_CPU),
     "quality_search": search_case,
