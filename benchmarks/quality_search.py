@@ -176,19 +176,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The folders the search writes (the report's, the cells file's, the weights') checked
-    writable, and for ``--render`` the cells file present; then what it reads and writes
-    (:func:`search_files`): before any data loads or any cell trains (BenchmarkError naming
-    the flag and the path)."""
-    common.check_output_dir(args.output_dir)
+    """What the search reads and writes (:func:`search_files`: the report's folder, the
+    cells file's, the weights'), for ``--render`` the cells file present: before any data
+    loads or any cell trains (BenchmarkError naming the flag and the path)."""
     cells = Path(args.cells).expanduser()
     if cells.is_dir():
         raise common.BenchmarkError(f"--cells {cells}: a folder, not a cells file")
-    common.writable_folder("--cells", cells.parent)
     if args.render and not cells.is_file():
         raise common.BenchmarkError(f"--cells {cells}: no such file (nothing to --render)")
-    if not args.render:
-        common.writable_folder("--weights-dir", args.weights_dir)
     search_files(args).check()
 
 
@@ -203,6 +198,7 @@ def search_files(args: argparse.Namespace) -> common.ScriptFiles:
         files.reads("--compare", args.compare)
         files.results(Path(args.stem).with_name(COMPARISON))
         return files
+    files.results(Path(args.stem))
     if args.render:
         files.reads("--cells", args.cells)
     else:
@@ -210,9 +206,10 @@ def search_files(args: argparse.Namespace) -> common.ScriptFiles:
         teacher = dict(args.settings).get("teacher_model")
         if teacher:
             files.model(teacher, "--set teacher_model")
+        files.folder("--cells", Path(args.cells).parent)
         files.writes("--cells", args.cells)
+        files.folder("--weights-dir", args.weights_dir)
         files.writes("--weights-dir", args.weights_dir, kind="run")
-    files.results(Path(args.stem))
     return files
 
 
@@ -231,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         common.emit_result(train_cell(json.loads(args.spec)))
         return 0
     if args.compare:
-        common.check_output_dir(args.output_dir)
         search_files(args).check()
         print(f"wrote {write_comparison(args)}.md/.json")
         return 0

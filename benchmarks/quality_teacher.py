@@ -101,9 +101,9 @@ def check_files(args: argparse.Namespace) -> Path:
     output = Path(args.output).expanduser()
     if output.exists():
         raise common.BenchmarkError(f"--output {output} exists: name a new folder")
-    common.writable_folder("--output", output.parent)  # before the training, not after
     files = common.ScriptFiles("quality_teacher.py")
     files.model(args.model)
+    files.folder("--output", output.parent)  # made before the training, not after
     files.writes("--output", output, kind="run")
     files.check()
     return output

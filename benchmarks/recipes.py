@@ -300,13 +300,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    folder = common.check_output_dir(args.output_dir)  # before any run, as --keep-runs
-    if args.keep_runs:
-        common.writable_folder("--keep-runs", args.keep_runs)
     with tempfile.TemporaryDirectory(prefix="sts-bench-recipes-") as scratch:
-        # smoke: the tiny model and recipe beside kept runs, so a rerun names the same paths
-        setup = Path(args.keep_runs) / "smoke-setup" if args.keep_runs else Path(scratch)
-        extra = smoke_setup(args, setup) if args.smoke else []
+        runs_root = Path(args.keep_runs).expanduser() if args.keep_runs else Path(scratch) / "runs"
+        stem = common.output_folder(args.output_dir) / (
+            f"{args.name}_smoke" if args.smoke else args.name
+        )
+        extra = []
+        if args.smoke:  # the tiny model and recipe beside kept runs (a rerun names the same
+            # paths), written once the folders are checked
+            folder_files(args, runs_root, stem).check()
+            setup = runs_root / "smoke-setup" if args.keep_runs else Path(scratch)
+            extra = smoke_setup(args, setup)
         if not args.recipe or not args.variant:
             raise common.BenchmarkError("--recipe and at least one --variant are needed")
         check_files(args)
@@ -316,8 +320,6 @@ def main(argv: list[str] | None = None) -> int:
         args.variant_texts = [
             (label, shlex.join(flags)) for label, flags in map(parse_variant, args.variant)
         ]
-        runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
-        stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
         recipes_files(args, runs_root, extra, stem).check()
         rows = run_all(args, runs_root, extra)
     info = common.machine_info()
@@ -343,16 +345,32 @@ def run_folder(runs_root: Path, index: int, seed: int) -> Path:
     return runs_root / f"variant{index}-seed{seed}"
 
 
+def folder_files(args: argparse.Namespace, runs_root: Path, stem: Path) -> common.ScriptFiles:
+    """The folders the benchmark writes (``--keep-runs``, the result ``stem``'s) and the data
+    folder when set, checked before ``--smoke`` writes its model and recipe under
+    ``--keep-runs``."""
+    files = common.ScriptFiles("recipes.py", data=False)
+    files.reads("STS_DATA_DIR", os.environ.get("STS_DATA_DIR"))
+    if args.keep_runs:
+        files.folder("--keep-runs", runs_root)
+        files.writes("--keep-runs", runs_root, kind="run")
+    files.results(stem)
+    return files
+
+
 def recipes_files(
     args: argparse.Namespace, runs_root: Path, extra: list[str], stem: Path
 ) -> common.ScriptFiles:
     """What the runs read (:func:`input_paths`, and the data folder when set) and write:
     each run's folder, which its run empties (``--overwrite_output_dir``), so no input may
-    lie in one; and the result ``stem``'s files."""
+    lie in one; ``--keep-runs`` (made once the outputs are checked) and the result
+    ``stem``'s files."""
     files = common.ScriptFiles("recipes.py", data=False)
     files.reads("STS_DATA_DIR", os.environ.get("STS_DATA_DIR"))
     for option, path in input_paths(args, extra):
         files.reads(option, path)
+    if args.keep_runs:
+        files.folder("--keep-runs", runs_root)
     for index in range(len(args.variant)):
         for seed in args.seeds:
             files.writes("--keep-runs", run_folder(runs_root, index, seed), kind="run")

@@ -197,6 +197,24 @@ def _spec(args: SimpleNamespace, folder: Path) -> SimpleNamespace:
     return SimpleNamespace(output_dir=folder, test="sts-tasks", methods=["st:cosine"])
 
 
+def test_what_the_benchmark_writes_after_sts_search_is_its_own(tmp_path: Path, monkeypatch) -> None:
+    """``sts-search`` runs in the benchmark's process and names itself the writer of what
+    it writes; the cells file and the report written after it are the benchmark's again
+    (a later run replaces them without a flag)."""
+    from sts_core.command_files import read_ledger, set_command, write_text
+
+    def searched(spec, log):
+        set_command("sts-search")
+        return {"failures": []}
+
+    args = arguments(tmp_path)
+    monkeypatch.setattr("sts_core.search.command.run_search", searched)
+    monkeypatch.setattr(via, "search_spec", lambda *a: _spec(args, tmp_path / "search"))
+    via.run_method(args, "st-cosine", (), lambda *a: None)
+    write_text(tmp_path / "report.md", "# after the search\n")
+    assert read_ledger(tmp_path)["report.md"]["command"] == "quality_search.py"
+
+
 @pytest.mark.parametrize("flag", ["--jobs", "--threads"])
 def test_a_count_below_one_is_refused_before_anything_loads(flag: str, capsys) -> None:
     with pytest.raises(SystemExit) as stop:

@@ -29,6 +29,7 @@ import _common as common
 import quality
 
 from grid_search.cells import STAGE_KEYS, Cell, config_values, describe
+from sts_core.command_files import set_command
 
 #: the peer's rows ``sts-search`` trains itself (``st:<row>``), without a teacher
 PEER_ROWS = {"st-cosine": "st:cosine", "st-cosent": "st:cosent", "st-angle": "st:angle"}
@@ -46,6 +47,8 @@ FIXED_SETTINGS: dict[str, Any] = {
 
 #: the folder, under ``--weights-dir``, of the ``sts-search`` folders
 SEARCH_FOLDER = "sts-search"
+#: the writer the ledgers name for what the benchmark writes (its cells file, its report)
+BENCHMARK = "quality_search.py"
 
 
 def searched_row(args: argparse.Namespace, method: str, settings: tuple) -> str | None:
@@ -177,6 +180,7 @@ def run_method(
     except SearchError as error:
         raise common.BenchmarkError(f"sts-search for {method}: {error}") from None
     finally:
+        set_command(BENCHMARK)  # what the benchmark writes next is its own, not sts-search's
         for found in finished_cells(spec):
             keep(*stored_record(args, method, settings, found))
     if summary["failures"]:
