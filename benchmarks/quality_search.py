@@ -77,9 +77,11 @@ from grid_search.cells import (
     SMOKE_METHODS,
     STAGE_KEYS,
     check_settings,
+    check_stored_inputs,
     config_values,
     first_stage,
     parse_settings,
+    search_inputs,
 )
 from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import COMPARISON, write_comparison
@@ -172,19 +174,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.cells = args.cells or str(output / f"{stem}_cells.json")
     default_weights = Path.home() / ".cache" / "sts-quality-search" / args.mode
     args.weights_dir = args.weights_dir or str(default_weights)
+    args.inputs = {}  # what the cells are trained on: check_paths fills it
     return args
 
 
 def check_paths(args: argparse.Namespace) -> None:
     """What the search reads and writes (:func:`search_files`: the report's folder, the
-    cells file's, the weights'), for ``--render`` the cells file present: before any data
-    loads or any cell trains (BenchmarkError naming the flag and the path)."""
+    cells file's, the weights'), for ``--render`` the cells file present; then the stored
+    cells against this search's inputs (:func:`grid_search.cells.check_stored_inputs`):
+    before any data loads or any cell trains (BenchmarkError naming the flag and the
+    path)."""
     cells = Path(args.cells).expanduser()
     if cells.is_dir():
         raise common.BenchmarkError(f"--cells {cells}: a folder, not a cells file")
     if args.render and not cells.is_file():
         raise common.BenchmarkError(f"--cells {cells}: no such file (nothing to --render)")
     search_files(args).check()
+    if not args.render:
+        args.inputs = search_inputs(args)
+        check_stored_inputs(cells, args.inputs)
 
 
 def search_files(args: argparse.Namespace) -> common.ScriptFiles:

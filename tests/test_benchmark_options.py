@@ -480,3 +480,111 @@ def test_ctrl_c_ends_a_benchmark_with_one_line_and_status_130(capsys) -> None:
         ": interrupted (Ctrl-C): nothing was written half-way (a file is written whole or not "
         "at all)"
     )
+
+
+# ----------------------------------------------------------------------------- stored results
+def stored_cell(cells, path: Path, inputs: dict) -> str:
+    """A cells file at ``path`` holding one cell trained on ``inputs``, as the benchmark
+    writes it; its key."""
+    from sts_core.command_files import set_command
+
+    set_command("quality_search.py")
+    store = cells.CellStore(path, path.parent / "weights")
+    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0, "inputs": inputs}
+    store.save(cell.key)
+    return cell.key
+
+
+@pytest.mark.parametrize("changed", ["model", "budget"])
+def test_cells_trained_on_other_inputs_are_refused_before_anything_trains(
+    search, cells, fake_env: Path, capsys: pytest.CaptureFixture[str], changed: str
+) -> None:
+    """``quality_search.py --smoke`` run again with another ``--model`` reused the cells and
+    its report named the new model: each cell records what it was trained on, and a search
+    on other inputs (the model's or a table's content, the budget) is refused, naming it."""
+    out = fake_env / "out"
+    argv = ["--smoke", "--in-process", "--output-dir", str(out)]
+    argv += ["--weights-dir", str(fake_env / "weights")]
+    now = cells.search_inputs(search.parse_args(argv))
+    recorded = json.loads(json.dumps(now))
+    if changed == "model":
+        recorded["--model"]["xxh3_128"] = "0" * 32
+    else:
+        recorded["budget"]["batch_size"] = 32
+    key = stored_cell(cells, out / "quality_search_smoke_cells.json", recorded)
+    what = (
+        f"--model {now['--model']['path']}: xxh3_128 000000000000… → "
+        f"{now['--model']['xxh3_128'][:12]}…"
+        if changed == "model"
+        else "the budget's batch_size 32 → 16"
+    )
+    assert refused(search.main, argv, capsys) == (
+        f"error: --cells {out / 'quality_search_smoke_cells.json'}: cell {key!r} was trained "
+        f"on other inputs ({what}): give this search a cells file and --weights-dir of its "
+        "own, or run it on the inputs its cells were trained on"
+    )
+    cells.check_stored_inputs(out / "quality_search_smoke_cells.json", recorded)  # its own
+    stored_cell(cells, fake_env / "old.json", {})  # recorded before the inputs were
+    cells.check_stored_inputs(fake_env / "old.json", now)
+
+
+def test_weights_no_record_vouches_for_are_trained_again(cells, training, tmp_path) -> None:
+    """A shared ``--weights-dir`` holds the weights of a cell of that name another search
+    trained: the weights load only when the cells file records the cell with their hash."""
+    from sts_core.command_files import file_digest
+
+    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    path = store.weights_path(cell)
+    path.write_bytes(b"the weights of another search's cell")
+    kept = training.Search.__new__(training.Search)
+    kept.store = store
+    assert not kept.weights_fit(cell, path)  # no record of the cell
+    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0}
+    assert kept.weights_fit(cell, path)  # a record from before the hash: not compared
+    store.cells[cell.key][cells.WEIGHTS_HASH] = file_digest(path)
+    assert kept.weights_fit(cell, path)
+    path.write_bytes(b"trained again by another search")
+    assert not kept.weights_fit(cell, path)
+
+
+COUNTING_SCRIPT = """import json, sys
+from pathlib import Path
+from sts_core.command_files import content_identity
+out = Path(sys.argv[sys.argv.index('--output_dir') + 1]); out.mkdir(parents=True, exist_ok=True)
+with open(sys.argv[0] + '.runs', 'a') as runs: runs.write('run\\n')
+data = str(Path(sys.argv[0]).parent / 'train.csv')
+metrics = {'sts': {'tasks': {}, 'average': {'spearman_all': 80.0}}, 'dev': {},
+           'inputs': {'train_datasets ' + data: content_identity(data)}}
+(out / 'metrics.json').write_text(json.dumps(metrics))
+"""
+
+
+def test_a_kept_run_is_rerun_when_what_it_read_changed(tmp_path: Path, capsys) -> None:
+    """``recipes.py --keep-runs`` read a finished run whose command was the same, though the
+    recipe (or the data) at the same path had changed: the run records the content of what
+    it read, and a change is a rerun, saying why."""
+    from argparse import Namespace
+
+    recipes = load_benchmark_script("recipes")
+    script, recipe, data = tmp_path / "train.py", tmp_path / "r.yaml", tmp_path / "train.csv"
+    script.write_text(COUNTING_SCRIPT, encoding="utf-8")
+    recipe.write_text("learning_rate: 1.0e-5\n", encoding="utf-8")
+    data.write_text("sentence1,sentence2,score\na,b,1\n", encoding="utf-8")
+    args = Namespace(recipe=str(recipe), script=str(script), base=None, variant=["a="])
+    run = tmp_path / "runs" / "variant0-seed0"
+
+    def runs_after() -> int:
+        recipes.run_once(script, recipe, [], 0, run, [], recipes.run_identities(args, []))
+        return len(Path(f"{script}.runs").read_text().splitlines())
+
+    assert runs_after() == 1
+    assert runs_after() == 1  # read, not rerun
+    recipe.write_text("learning_rate: 2.0e-5\n", encoding="utf-8")
+    assert runs_after() == 2
+    assert f"rerun, its input --recipe {recipe} changed since (xxh3_128 " in capsys.readouterr().out
+    data.write_text("sentence1,sentence2,score\na,b,2\n", encoding="utf-8")  # the run's own
+    assert runs_after() == 3
+    assert f"rerun, its input train_datasets {data} changed since" in capsys.readouterr().out
+    assert runs_after() == 3

@@ -188,21 +188,24 @@ def run_method(
 
 
 def finished_cells(spec: Any) -> list[dict[str, Any]]:
-    """The records of every finished cell in the search's folder (with its test score when
-    it was scored on the search's test table), in folder order."""
+    """The records of every finished cell in the search's folder trained on the search's
+    inputs as they are now (their content identities; a cell trained on other content is
+    left out: ``sts-search`` trains it again), with its test score when it was scored on
+    the search's test table, in folder order."""
     from sts_core.search.cells import CELL_FILE, done_record, read_json
     from sts_core.search.cells import Cell as SearchCell
     from sts_core.search.command import CELLS_FOLDER
     from sts_core.search.spec import fingerprint
 
     test = fingerprint(spec.test) if spec.test else None
+    inputs = spec.input_identities()
     records = []
     for folder in sorted((spec.output_dir / CELLS_FOLDER).glob("*/")):
         described = read_json(folder / CELL_FILE)
         if described is None:
             continue
         cell = SearchCell(**{f.name: described[f.name] for f in fields(SearchCell)})
-        record = done_record(folder, cell, test)
+        record = done_record(folder, cell, test, inputs)
         if record is not None:
             records.append(record)
     return records
