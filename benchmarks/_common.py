@@ -534,9 +534,11 @@ def benchmark_wrote(path: Path) -> bool:
 
 def refuse_saved_model(output: Declared) -> None:
     """FilesError when ``output`` is or lies inside a model sts-core saved (a folder with a
-    save marker), read by this run or not: a benchmark never writes there."""
+    save marker), read by this run or not: a benchmark never writes there. A run's own
+    folder (``kind="run"``) may be one: the model its earlier run saved, which the run
+    replaces itself."""
     for form in forms(output.path):
-        for folder in (form, *form.parents):
+        for folder in form.parents if output.kind == "run" else (form, *form.parents):
             if (folder / SAVE_MARKER).is_file():
                 where = "is" if folder == form else f"lies inside {folder},"
                 raise FilesError(

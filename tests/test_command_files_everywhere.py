@@ -439,6 +439,19 @@ def test_no_benchmark_writes_into_a_model_sts_core_saved(
     assert tree(saved_model) == before
 
 
+def test_a_run_folder_may_be_the_model_its_earlier_run_saved(saved_model: Path) -> None:
+    """``recipes.py --keep-runs``: a run's folder holds the model its earlier run saved,
+    which the run replaces itself (``--overwrite_output_dir``); a run folder inside a saved
+    model is refused as any output there."""
+    again = common.ScriptFiles("recipes.py", data=False)
+    again.writes("--keep-runs", saved_model, kind="run")
+    again.check()
+    inside = common.ScriptFiles("recipes.py", data=False)
+    inside.writes("--keep-runs", saved_model / "runs" / "variant0-seed0", kind="run")
+    with pytest.raises(common.BenchmarkError, match=f"lies inside {saved_model}, a model saved"):
+        inside.check()
+
+
 def test_a_killed_writes_partial_files_are_removed_by_the_next_run(tmp_path: Path) -> None:
     """A write killed before its rename leaves ``.sts-partial-<pid>-…-<name>``: the next
     run of the script removes those of its own results whose writer is gone, and no
