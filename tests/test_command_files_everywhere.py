@@ -375,10 +375,15 @@ def declared_results(stem: Path, script: str = "quality.py") -> common.ScriptFil
     return files
 
 
-def test_a_benchmark_replaces_what_a_benchmark_wrote_and_nothing_else(tmp_path: Path) -> None:
+def test_a_benchmark_replaces_what_a_benchmark_wrote_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Any benchmark's result (the GPU check rewrites the reports its train and encode
     steps wrote) and the committed results (``tools/record_results.py``) are replaced
     without a flag; a file another command of sts-core wrote is not."""
+    from sts_core import command_files
+
+    monkeypatch.setitem(command_files._COMMAND, "name", "quality.py")  # restored after
     stem = tmp_path / "quality"
     for writer in ("train.py", common.RESULTS_RECORDER):
         set_command(writer)
