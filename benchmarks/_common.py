@@ -7,10 +7,14 @@ belongs to a process of its own.
 
 Every script declares what it reads and writes to a :class:`ScriptFiles` before its work
 (:mod:`sts_core.command_files`, the rule of every console script): no output on, in or
-around an input; an existing output replaced only when sts-core wrote it (the folder's
-ledger vouches for it, unchanged since); every result written atomically and recorded.
-A re-run of a benchmark replaces the results it wrote before without a flag (they are
-regenerated, and committed under git); a file it did not write, never.
+around an input, nor inside a model sts-core saved; an existing output replaced only when
+a benchmark script wrote it (the folder's ledger vouches for it, unchanged since); every
+result written atomically and recorded. A re-run of a benchmark replaces the results a
+benchmark wrote before without a flag (they are regenerated, and committed under git); a
+file another command wrote, a saved model's files or a file of the user's, never.
+
+Every numeric option is checked when the command line is parsed (:func:`checked`, the
+rule of :func:`sts_core.options.check_number`), before any data loads.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -30,18 +35,34 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from sts_core.cli import positive_int
 from sts_core.command_files import (
+    CONTENT_HASH,
+    LEDGER_NAME,
+    PARTIAL_PREFIX,
+    SAVE_MARKER,
     CommandFiles,
+    Declared,
     FilesError,
     OutputPathError,
+    check_off_inputs,
+    file_digest,
+    forms,
+    on_interrupt,
+    read_ledger,
     write_text,
     writing,
+    written_by_project,
 )
+from sts_core.options import NON_NEGATIVE, POSITIVE, UP_TO_ONE, check_number
 
 RESULT_PREFIX = "RESULT "
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+BENCHMARKS_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCHMARKS_DIR / "results"
+#: the writer ``tools/record_results.py`` names in the ledgers of the committed results
+RESULTS_RECORDER = "tools/record_results.py (committed results)"
 MINILM = "all-MiniLM-L6-v2"
 MPNET = "all-mpnet-base-v2"
 # the table titles of the seven STS tasks (sts_core.names.STS_TASKS, in its order)
@@ -90,11 +111,15 @@ def check_environment(models: Iterable[str]) -> None:
         model_path(name)
 
 
-def main_guard(main: Callable[[], int]) -> None:
+def main_guard(main: Callable[[], int], saved: Callable[[], str] | None = None) -> None:
     """Run ``main``; a ``BenchmarkError`` (or a write refused by
-    :mod:`sts_core.command_files`) becomes ``error: …`` on stderr and exit status 2."""
+    :mod:`sts_core.command_files`) becomes ``error: …`` on stderr and exit status 2; Ctrl-C
+    one line (``<script>: interrupted (Ctrl-C): …``, ``saved()`` saying what was kept) and
+    exit status 130, no traceback (:func:`sts_core.command_files.on_interrupt`). Any other
+    exception keeps its traceback: a bad option is refused when it is parsed."""
+    script = Path(sys.argv[0]).name or "benchmark"
     try:
-        sys.exit(main())
+        sys.exit(on_interrupt(script, saved)(main)())
     except (BenchmarkError, FilesError, OutputPathError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -353,10 +378,7 @@ def writable_folder(flag: str, path: str | os.PathLike[str]) -> Path:
     its parents when missing, then a probe file written there and removed. BenchmarkError
     naming ``flag`` and the path otherwise (a regular file there or above it, no permission,
     a full disk)."""
-    folder = Path(path).expanduser()
-    blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise BenchmarkError(f"{flag} {folder}: cannot be a folder ({blocker} is a file)")
+    folder = refuse_blocked(flag, path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle, probe = tempfile.mkstemp(prefix=".sts-write-probe-", dir=folder)
@@ -368,16 +390,27 @@ def writable_folder(flag: str, path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def check_output_dir(output_dir: str | os.PathLike[str] | None) -> Path:
-    """``--output-dir`` (default ``benchmarks/results``) checked by :func:`writable_folder`:
-    every script calls it before its work, so that no result is lost after it."""
-    return writable_folder("--output-dir", output_dir or RESULTS_DIR)
+def refuse_blocked(flag: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` (a folder to write into), or BenchmarkError naming ``flag`` when a regular
+    file is there or above it; nothing is made."""
+    folder = Path(path).expanduser()
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise BenchmarkError(f"{flag} {folder}: cannot be a folder ({blocker} is a file)")
+    return folder
+
+
+def output_folder(output_dir: str | os.PathLike[str] | None) -> Path:
+    """``--output-dir`` (default ``benchmarks/results``); made and probed by
+    :meth:`ScriptFiles.check` (a result stem's folder), after the outputs are checked off
+    the inputs, before the work, so that no result is lost after it."""
+    return Path(output_dir or RESULTS_DIR).expanduser()
 
 
 def output_stem(name: str, output_dir: str | os.PathLike[str] | None, mode: str) -> Path:
-    """``<dir>/<name>[_quick|_smoke]`` (full results keep the bare name) in the checked
-    ``--output-dir`` (:func:`check_output_dir`)."""
-    return check_output_dir(output_dir) / (name if mode == "full" else f"{name}_{mode}")
+    """``<dir>/<name>[_quick|_smoke]`` (full results keep the bare name) in ``--output-dir``
+    (:func:`output_folder`)."""
+    return output_folder(output_dir) / (name if mode == "full" else f"{name}_{mode}")
 
 
 def write_json(stem: Path, content: dict[str, Any]) -> Path:
@@ -415,13 +448,15 @@ REPORT_AND_CHART = (".json", ".md", ".png")
 class ScriptFiles:
     """What one benchmark run reads and writes, declared before its work and checked at
     once by :meth:`check` (:class:`sts_core.command_files.CommandFiles`): no output is, holds
-    or lies inside an input (as given and with symbolic links resolved); an existing output
-    is replaced only when sts-core wrote it (a re-run replaces its own results, no flag); a
-    file sts-core did not write, never. The data folder (``$STS_DATA_DIR``) is an input of
-    every script that reads it (``data``)."""
+    or lies inside an input (as given and with symbolic links resolved), nor lies inside a
+    model sts-core saved; an existing output is replaced only when a benchmark script wrote
+    it (:func:`benchmark_wrote`: a re-run replaces the results, no flag); a file another
+    command wrote, a saved model's or one sts-core did not write, never. The data folder
+    (``$STS_DATA_DIR``) is an input of every script that reads it (``data``)."""
 
     def __init__(self, script: str, data: bool = True) -> None:
         self.declared = CommandFiles(script, replace_flag=None, replace=True)
+        self.folders: dict[Path, str] = {}
         if data:
             self.reads("STS_DATA_DIR", data_dir())
 
@@ -440,21 +475,141 @@ class ScriptFiles:
         folder, a cache), which must only not be, hold or lie inside an input."""
         return self.declared.writes(option, path, kind)
 
+    def folder(self, option: str, path: str | os.PathLike[str]) -> Path:
+        """A folder the run writes into, made and probed (:func:`writable_folder`) once the
+        outputs are checked, before the work."""
+        folder = Path(path).expanduser()
+        self.folders.setdefault(folder, option)
+        return folder
+
     def results(
         self, stem: Path, suffixes: Sequence[str] = REPORT, option: str = "--output-dir"
     ) -> Path:
-        """The files of the result ``stem`` (``<stem>.json``, …), named by ``option``."""
+        """The files of the result ``stem`` (``<stem>.json``, …) in its folder, named by
+        ``option``."""
+        self.folder(option, stem.parent)
         for suffix in suffixes:
             self.writes(option, stem.with_suffix(suffix))
         return stem
 
     def check(self) -> None:
         """BenchmarkError (one line) for the first declared output that would overwrite an
-        input or a file sts-core did not write."""
+        input, lie inside a saved model or replace a file no benchmark wrote, or a folder
+        with a file in its way; then the folders made and probed, and the partial files of
+        this script's killed writes there removed (:func:`remove_stale_partials`). Nothing
+        is made before every refusal is past."""
         try:
-            self.declared.check()
+            for output in self.declared.outputs:
+                check_off_inputs(output, self.declared.inputs, self.declared.command)
+                refuse_saved_model(output)
+                refuse_other_writers(output)
+            for folder, option in self.folders.items():
+                refuse_blocked(option, folder)
+            self.declared.check()  # a file sts-core did not write; the files' folders probed
+            for folder, option in self.folders.items():
+                writable_folder(option, folder)
         except (FilesError, OutputPathError) as error:
             raise BenchmarkError(str(error)) from None
+        remove_stale_partials(self.declared.outputs)
+
+
+def benchmark_writers() -> set[str]:
+    """The writers whose files a benchmark replaces: the benchmark scripts (the command
+    their ledger entries name) and the tool that recorded the committed results."""
+    return {path.name for path in BENCHMARKS_DIR.glob("*.py")} | {RESULTS_RECORDER}
+
+
+def benchmark_wrote(path: Path) -> bool:
+    """Whether the ledger of ``path``'s folder records it as a benchmark's
+    (:func:`benchmark_writers`), unchanged since."""
+    entry = read_ledger(path.parent).get(path.name)
+    if entry is None or entry.get("command") not in benchmark_writers() or path.is_symlink():
+        return False
+    if entry.get("kind") == "folder":
+        return path.is_dir()
+    if not path.is_file() or path.stat().st_size != entry.get("size"):
+        return False
+    return file_digest(path) == entry.get(CONTENT_HASH)
+
+
+def refuse_saved_model(output: Declared) -> None:
+    """FilesError when ``output`` is or lies inside a model sts-core saved (a folder with a
+    save marker), read by this run or not: a benchmark never writes there. A run's own
+    folder (``kind="run"``) may be one: the model its earlier run saved, which the run
+    replaces itself."""
+    for form in forms(output.path):
+        for folder in form.parents if output.kind == "run" else (form, *form.parents):
+            if (folder / SAVE_MARKER).is_file():
+                where = "is" if folder == form else f"lies inside {folder},"
+                raise FilesError(
+                    f"{output.option} {output.path} {where} a model saved by sts-core: a "
+                    f"benchmark never writes into a saved model; choose another {output.option}"
+                )
+
+
+def refuse_other_writers(output: Declared) -> None:
+    """FilesError when an existing output file (or an entry of a folder output) is one
+    sts-core wrote but no benchmark (another command's, a saved model's): a benchmark
+    replaces what a benchmark wrote, nothing else. A file sts-core did not write at all is
+    refused by the core's check, with its own words."""
+    path = output.path
+    if output.kind == "run" or path.is_symlink() or not path.exists():
+        return
+    if output.kind == "folder":
+        entries = sorted(path.iterdir()) if path.is_dir() else []
+    elif path.is_dir():
+        return  # a folder where a file goes: the core's check names it
+    else:
+        entries = [path]
+    for entry in entries:
+        ours = written_by_project(entry)
+        if ours is not None and not _scratch(entry) and not benchmark_wrote(entry):
+            raise FilesError(
+                f"{output.option} {entry} exists ({ours}): a benchmark replaces only what a "
+                "benchmark script wrote; nothing was replaced: choose a new name or move it"
+            )
+
+
+def _scratch(path: Path) -> bool:
+    """A ledger or a partial file of an interrupted write (never a result)."""
+    return path.name == LEDGER_NAME or path.name.startswith(PARTIAL_PREFIX)
+
+
+#: a partial file of an atomic write: ``.sts-partial-<pid>-<8 hex>-<target name>``
+PARTIAL_FILE = re.compile(rf"^{re.escape(PARTIAL_PREFIX)}-(\d+)-[0-9a-f]{{8}}-(.+)$")
+
+
+def remove_stale_partials(outputs: Iterable[Declared]) -> list[Path]:
+    """Remove the partial files that a killed write of one of ``outputs`` (or of its
+    folder's ledger) left beside it, whose writer no longer runs; the files removed. A
+    partial file of a process still running (a search beside this one), or of another
+    file, stays."""
+    names: dict[Path, set[str]] = {}
+    for output in outputs:
+        if output.kind == "file":
+            names.setdefault(output.path.parent, {LEDGER_NAME}).add(output.path.name)
+    removed = []
+    for folder, targets in names.items():
+        for entry in folder.iterdir() if folder.is_dir() else ():
+            found = PARTIAL_FILE.match(entry.name)
+            if found and found[2] in targets and _stale(entry, int(found[1])):
+                entry.unlink(missing_ok=True)
+                removed.append(entry)
+    return removed
+
+
+def _stale(partial: Path, pid: int) -> bool:
+    """Whether ``partial`` (a file, not a link) was left by a writer ``pid`` that no longer
+    runs (one this user may not signal counts as running)."""
+    if not partial.is_file() or partial.is_symlink():
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def result_files(
@@ -465,9 +620,9 @@ def result_files(
     models: Sequence[str] = (),
 ) -> tuple[ScriptFiles, Path]:
     """The declaration most benchmark runs make: the data folder and ``models`` read; the
-    result stem ``name`` in the checked ``--output-dir`` (:func:`output_stem`, with
-    ``suffixes``) and ``--runs-file`` (when the script has it and it is given) written. Not
-    checked yet: the caller declares what else it reads or writes, then :meth:`check`."""
+    result stem ``name`` in ``--output-dir`` (:func:`output_stem`, with ``suffixes``) and
+    ``--runs-file`` (when the script has it and it is given) written. Not checked yet: the
+    caller declares what else it reads or writes, then :meth:`check`."""
     files = ScriptFiles(script)
     for model in models:
         files.model(model)
@@ -565,13 +720,52 @@ def mode_of(args: Any) -> str:
     return "quick" if getattr(args, "quick", False) else "full"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A benchmark's parser: a bad option stops it with one line, ``error: argument
+    --pairs: must be an integer of at least 1, got 0``, and exit status 2, as every other
+    refusal of a benchmark (no usage block: ``--help`` has it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\n")
+
+
+def checked(kind: type, **bounds: Any) -> Callable[[str], Any]:
+    """An argparse type: the text read as ``kind`` (``int`` or ``float``), then within
+    ``bounds`` by the rule of every numeric option (:func:`sts_core.options.check_number`:
+    finite, in range); argparse names the option: ``error: argument --fraction: must be
+    in (0, 1], got nan``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        try:
+            check_number("value", value, **bounds)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+#: the types of the benchmarks' numeric options: a count (steps, rounds, pairs, threads, a
+#: width), a seed or a cap where 0 means all, a rate, epochs or seconds, a share of a whole
+COUNT = positive_int
+NON_NEGATIVE_INT = checked(int, **NON_NEGATIVE)
+POSITIVE_NUMBER = checked(float, **POSITIVE)
+FRACTION = checked(float, **UP_TO_ONE)
+
+
 def benchmark_parser(
     doc: str, quick: str | None = None, smoke: str | None = None
 ) -> argparse.ArgumentParser:
-    """A benchmark's parser, described by the first paragraph of its docstring ``doc``; with
-    ``quick`` and / or ``smoke`` (their help), the ``--quick`` and ``--smoke`` modes, one at
-    a time (:func:`apply_mode`)."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    """A benchmark's parser (:class:`OneLineParser`), described by the first paragraph of
+    its docstring ``doc``; with ``quick`` and / or ``smoke`` (their help), the ``--quick``
+    and ``--smoke`` modes, one at a time (:func:`apply_mode`)."""
+    parser = OneLineParser(description=doc.split("\n\n")[0])
     if quick or smoke:
         size = parser.add_mutually_exclusive_group()
         if quick:

@@ -16,6 +16,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import _common as common
+
 MODEL_CONFIGS: dict[str, dict[str, int]] = {
     "bert-base": {
         "hidden_size": 768,
@@ -57,7 +59,9 @@ def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
         help="a random-weight model of this shape with --model's tokenizer (no download)",
     )
     parser.add_argument(
-        "--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: from its name)"
+        "--peak-tflops",
+        type=common.POSITIVE_NUMBER,
+        help="the GPU's dense bf16 peak (default: from its name)",
     )
 
 

@@ -556,19 +556,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         smoke="seconds: a tiny subset, 1 round",
     )
     parser.add_argument("--models", nargs="+", help="model names under STS_MODELS_DIR or paths")
-    parser.add_argument("--fraction", type=float, help="share of distinct sentences kept")
-    parser.add_argument("--repeats", type=int, help="alternated rounds (A B per round)")
-    parser.add_argument("--passes", type=int, help="timed passes per process (best counts)")
-    parser.add_argument("--ablation-fraction", type=float, help="subset for the ablation")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=common.default_threads())
+    parser.add_argument("--fraction", type=common.FRACTION, help="share of distinct sentences kept")
+    parser.add_argument("--repeats", type=common.COUNT, help="alternated rounds (A B per round)")
+    parser.add_argument(
+        "--passes", type=common.COUNT, help="timed passes per process (best counts)"
+    )
+    parser.add_argument("--ablation-fraction", type=common.FRACTION, help="subset for the ablation")
+    parser.add_argument("--batch-size", type=common.COUNT, default=64)
+    parser.add_argument("--threads", type=common.COUNT, default=common.default_threads())
     parser.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument(
         "--compile", action="store_true", help="ours: the backbone under torch.compile"
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument(
-        "--token-budget", type=int, help="ours: batches of up to N padded tokens (encode())"
+        "--token-budget",
+        type=common.COUNT,
+        help="ours: batches of up to N padded tokens (encode())",
     )
     common.add_runs_file_argument(parser)
     gpu.add_gpu_arguments(parser)

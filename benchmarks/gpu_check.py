@@ -375,7 +375,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--decoder", help="a decoder under STS_MODELS_DIR for the LoRA steps")
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument(
-        "--budget", type=float, help="seconds the whole check may take (510; --smoke 1800)"
+        "--budget",
+        type=common.POSITIVE_NUMBER,
+        help="seconds the whole check may take (510; --smoke 1800)",
     )
     parser.add_argument(
         "--only",

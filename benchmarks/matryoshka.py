@@ -164,22 +164,44 @@ def report_markdown(spec: dict[str, Any], table: dict[str, Any], info: dict[str,
     )
 
 
+def check_widths(args: Any) -> None:
+    """``--dims`` and ``--score-dims`` no wider than the model's embeddings (its config's
+    ``hidden_size``: mean pooling), before any data loads (BenchmarkError)."""
+    import json
+
+    config = common.model_path(args.model) / "config.json"
+    try:
+        width = json.loads(config.read_text(encoding="utf-8")).get("hidden_size")
+    except (OSError, ValueError, AttributeError):
+        width = None
+    if not isinstance(width, int):
+        return  # a config without it: the training names the problem
+    for flag, dims in (("--dims", args.dims), ("--score-dims", args.score_dims)):
+        wider = [dim for dim in dims if dim > width]
+        if wider:
+            raise common.BenchmarkError(
+                f"{flag} {wider[0]}: wider than the embeddings of {args.model} ({width} "
+                f"dimensions): give widths from 1 to {width}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = common.benchmark_parser(
         __doc__, quick="100 steps, one seed, 300 test pairs a task", smoke="2 steps (CI)"
     )
     common.add_model_argument(parser)
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
-    parser.add_argument("--dims", type=int, nargs="+", default=[384, 256, 128, 64])
-    parser.add_argument("--score-dims", type=int, nargs="+", default=[384, 128, 64])
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--max-steps", type=int, default=None)
-    parser.add_argument("--eval-pairs", type=int, default=None)
-    parser.add_argument("--train-pairs-cap", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dims", type=common.COUNT, nargs="+", default=[384, 256, 128, 64])
+    parser.add_argument("--score-dims", type=common.COUNT, nargs="+", default=[384, 128, 64])
+    parser.add_argument("--learning-rate", type=common.POSITIVE_NUMBER, default=2e-5)
+    parser.add_argument("--seeds", type=common.NON_NEGATIVE_INT, nargs="+", default=None)
+    parser.add_argument("--max-steps", type=common.COUNT, default=None)
+    parser.add_argument("--eval-pairs", type=common.NON_NEGATIVE_INT, default=None)
+    parser.add_argument("--train-pairs-cap", type=common.NON_NEGATIVE_INT, default=None)
+    parser.add_argument("--threads", type=common.COUNT, default=None)
     parser.add_argument("--output-dir", default=None)
     args = common.apply_mode(parser.parse_args(argv), MODES)
+    check_widths(args)
     files, stem = common.result_files("matryoshka.py", "matryoshka", args, models=[args.model])
     files.check()
     if args.threads:

@@ -206,15 +206,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
     common.add_model_argument(parser)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--batch-size", type=int, default=30)
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--learning-rate", type=common.POSITIVE_NUMBER, default=2e-5)
+    parser.add_argument("--batch-size", type=common.COUNT, default=30)
+    parser.add_argument("--epochs", type=common.POSITIVE_NUMBER, default=1.0)
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
     parser.add_argument(
-        "--train-pairs", type=int, help="the first N training pairs of a task (0: all)"
+        "--train-pairs",
+        type=common.NON_NEGATIVE_INT,
+        help="the first N training pairs of a task (0: all)",
     )
-    parser.add_argument("--test-pairs", type=int, help="the first N test pairs (0: all)")
-    parser.add_argument("--threads", type=int)
+    parser.add_argument(
+        "--test-pairs", type=common.NON_NEGATIVE_INT, help="the first N test pairs (0: all)"
+    )
+    parser.add_argument("--threads", type=common.COUNT)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument("--render", metavar="JSON", help="only rewrite the report of a result")
     return common.apply_mode(parser.parse_args(argv), MODES)

@@ -488,15 +488,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     common.add_model_argument(parser)
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
-    parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
+    parser.add_argument("--learning-rate", nargs="+", type=common.POSITIVE_NUMBER, default=[2e-5])
     parser.add_argument("--pooling", nargs="+", default=["mean"], choices=POOLING_MODES)
-    parser.add_argument("--seeds", nargs="+", type=int)
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--max-steps", type=int, help="overrides --epochs when > 0")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-length", type=int, help="default: the model's")
-    parser.add_argument("--eval-pairs", type=int, help="cap per task (0: all pairs)")
-    parser.add_argument("--threads", type=int)
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
+    parser.add_argument("--epochs", type=common.POSITIVE_NUMBER, default=1.0)
+    parser.add_argument(
+        "--max-steps", type=common.COUNT, help="optimizer steps (default: --epochs)"
+    )
+    parser.add_argument("--batch-size", type=common.COUNT, default=16)
+    parser.add_argument("--max-length", type=common.COUNT, help="default: the model's")
+    parser.add_argument(
+        "--eval-pairs", type=common.NON_NEGATIVE_INT, help="cap per task (0: all pairs)"
+    )
+    parser.add_argument("--threads", type=common.COUNT)
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument(
         "--render",

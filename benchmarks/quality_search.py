@@ -77,15 +77,15 @@ from grid_search.cells import (
     SMOKE_METHODS,
     STAGE_KEYS,
     check_settings,
+    check_stored_inputs,
     config_values,
     first_stage,
     parse_settings,
+    search_inputs,
 )
 from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import COMPARISON, write_comparison
 from grid_search.search import run_search, train_cell
-
-from sts_core.cli import positive_int
 
 MODES = {
     "smoke": {
@@ -105,10 +105,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--methods", nargs="+", choices=sorted(k for k in SEARCH_METHODS if k != "base")
     )
-    parser.add_argument("--epochs", nargs="+", type=float, default=[1.0])
-    parser.add_argument("--learning-rate", nargs="+", type=float, default=[2e-5])
-    parser.add_argument("--seeds", nargs="+", type=int)
-    parser.add_argument("--select-seeds", nargs="+", type=int, help="default: the first seed")
+    parser.add_argument("--epochs", nargs="+", type=common.POSITIVE_NUMBER, default=[1.0])
+    parser.add_argument("--learning-rate", nargs="+", type=common.POSITIVE_NUMBER, default=[2e-5])
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
+    parser.add_argument(
+        "--select-seeds", nargs="+", type=common.NON_NEGATIVE_INT, help="default: the first seed"
+    )
     parser.add_argument(
         "--set",
         dest="set_pairs",
@@ -118,11 +120,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a config field of our rows (repeatable)",
     )
     parser.add_argument("--soup", action="store_true", help="add the soup of each selection")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=positive_int)
+    parser.add_argument("--batch-size", type=common.COUNT, default=16)
+    parser.add_argument("--threads", type=common.COUNT)
     parser.add_argument(
         "--jobs",
-        type=positive_int,
+        type=common.COUNT,
         help="cells an sts-search row trains side by side (sts-search --jobs; the cores split "
         "over them unless --threads); default 1, 2 in the smoke mode",
     )
@@ -172,24 +174,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.cells = args.cells or str(output / f"{stem}_cells.json")
     default_weights = Path.home() / ".cache" / "sts-quality-search" / args.mode
     args.weights_dir = args.weights_dir or str(default_weights)
+    args.inputs = {}  # what the cells are trained on: check_paths fills it
     return args
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The folders the search writes (the report's, the cells file's, the weights') checked
-    writable, and for ``--render`` the cells file present; then what it reads and writes
-    (:func:`search_files`): before any data loads or any cell trains (BenchmarkError naming
-    the flag and the path)."""
-    common.check_output_dir(args.output_dir)
+    """What the search reads and writes (:func:`search_files`: the report's folder, the
+    cells file's, the weights'), for ``--render`` the cells file present; then the stored
+    cells against this search's inputs (:func:`grid_search.cells.check_stored_inputs`):
+    before any data loads or any cell trains (BenchmarkError naming the flag and the
+    path)."""
     cells = Path(args.cells).expanduser()
     if cells.is_dir():
         raise common.BenchmarkError(f"--cells {cells}: a folder, not a cells file")
-    common.writable_folder("--cells", cells.parent)
     if args.render and not cells.is_file():
         raise common.BenchmarkError(f"--cells {cells}: no such file (nothing to --render)")
-    if not args.render:
-        common.writable_folder("--weights-dir", args.weights_dir)
     search_files(args).check()
+    if not args.render:
+        args.inputs = search_inputs(args)
+        check_stored_inputs(cells, args.inputs)
 
 
 def search_files(args: argparse.Namespace) -> common.ScriptFiles:
@@ -203,6 +206,7 @@ def search_files(args: argparse.Namespace) -> common.ScriptFiles:
         files.reads("--compare", args.compare)
         files.results(Path(args.stem).with_name(COMPARISON))
         return files
+    files.results(Path(args.stem))
     if args.render:
         files.reads("--cells", args.cells)
     else:
@@ -210,9 +214,10 @@ def search_files(args: argparse.Namespace) -> common.ScriptFiles:
         teacher = dict(args.settings).get("teacher_model")
         if teacher:
             files.model(teacher, "--set teacher_model")
+        files.folder("--cells", Path(args.cells).parent)
         files.writes("--cells", args.cells)
+        files.folder("--weights-dir", args.weights_dir)
         files.writes("--weights-dir", args.weights_dir, kind="run")
-    files.results(Path(args.stem))
     return files
 
 
@@ -231,7 +236,6 @@ def main(argv: list[str] | None = None) -> int:
         common.emit_result(train_cell(json.loads(args.spec)))
         return 0
     if args.compare:
-        common.check_output_dir(args.output_dir)
         search_files(args).check()
         print(f"wrote {write_comparison(args)}.md/.json")
         return 0
@@ -250,5 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def kept() -> str:
+    """What a search stopped by Ctrl-C keeps (``main_guard``)."""
+    return (
+        "the cells trained so far are kept in the cells file (--cells) with their weights; "
+        "the same command goes on from there"
+    )
+
+
 if __name__ == "__main__":
-    common.main_guard(main)
+    common.main_guard(main, kept)

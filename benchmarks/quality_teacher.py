@@ -41,13 +41,13 @@ from grid_search.report import TEACHER_COST_FILE
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = common.benchmark_parser(__doc__)
     common.add_model_argument(parser, default=common.MPNET)
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=common.POSITIVE_NUMBER, default=1.0)
+    parser.add_argument("--learning-rate", type=common.POSITIVE_NUMBER, default=2e-5)
+    parser.add_argument("--batch-size", type=common.COUNT, default=16)
+    parser.add_argument("--seed", type=common.NON_NEGATIVE_INT, default=0)
     parser.add_argument("--output", required=True, help="the teacher's folder (must not exist)")
     parser.add_argument("--test", action="store_true", help="also score the seven test tasks")
-    parser.add_argument("--threads", type=int)
+    parser.add_argument("--threads", type=common.COUNT)
     parser.add_argument("--smoke", action="store_true", help="2 steps, 40 dev pairs (CI)")
     parser.add_argument(
         "--cross-encoder",
@@ -101,9 +101,9 @@ def check_files(args: argparse.Namespace) -> Path:
     output = Path(args.output).expanduser()
     if output.exists():
         raise common.BenchmarkError(f"--output {output} exists: name a new folder")
-    common.writable_folder("--output", output.parent)  # before the training, not after
     files = common.ScriptFiles("quality_teacher.py")
     files.model(args.model)
+    files.folder("--output", output.parent)  # made before the training, not after
     files.writes("--output", output, kind="run")
     files.check()
     return output

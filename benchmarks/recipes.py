@@ -19,7 +19,10 @@ A variant is ``label=flags``: the flags go after ``--config`` (``--config other.
 them replaces the recipe). Results: ``benchmarks/results/<name>.{md,json}`` (or
 ``--output-dir``); each run's folder is removed unless ``--keep-runs DIR`` keeps them there.
 With ``--keep-runs``, a run whose folder already holds its ``metrics.json`` and a
-``recipe-run.json`` naming the same command (an interrupted benchmark) is read, not rerun.
+``recipe-run.json`` naming the same command, trained on the same content (the recipe, the
+script and every file the recipe or the flags name, recorded there; the model and tables
+the run recorded in its ``metrics.json``), is read, not rerun (an interrupted benchmark);
+a run whose command or inputs differ is rerun, saying why.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 
 import _common as common
 
-from sts_core.command_files import write_text
+from sts_core.command_files import changed_identity, content_identity, write_text
 from sts_core.names import STS_TASKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,10 +82,17 @@ RUN_RECORD = "recipe-run.json"  # the command and wall time of a finished run, i
 
 
 def run_once(
-    script: Path, recipe: Path, flags: list[str], seed: int, output_dir: Path, extra: list[str]
+    script: Path,
+    recipe: Path,
+    flags: list[str],
+    seed: int,
+    output_dir: Path,
+    extra: list[str],
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train one variant with one seed in a fresh process; its scores and wall time. A run
-    already finished in ``output_dir`` with the same command is read instead."""
+    already finished in ``output_dir`` with the same command on the same ``inputs`` (their
+    content identities: :func:`run_identities`) is read instead."""
     command = [
         sys.executable,
         str(script),
@@ -97,7 +107,8 @@ def run_once(
         "--overwrite_output_dir",
         "true",
     ]
-    finished = finished_run(output_dir, command)
+    inputs = inputs or {}
+    finished = finished_run(output_dir, command, inputs)
     if finished is not None:
         print(f"    read, not rerun: {output_dir / RUN_RECORD}", flush=True)
         return finished
@@ -109,27 +120,61 @@ def run_once(
             f"{' '.join(command)} failed (exit {result.returncode}): "
             + " ".join(result.stderr.strip().splitlines()[-3:])
         )
-    record = {"command": command[1:], "seconds": round(seconds, 1)}
+    record = {"command": command[1:], "seconds": round(seconds, 1), "inputs": inputs}
     # recorded in the run folder's ledger: a later run into the folder
     # (--overwrite_output_dir) removes it as a file sts-core wrote
     write_text(output_dir / RUN_RECORD, json.dumps(record, indent=2))
-    scores = finished_run(output_dir, command)
-    if scores is None:
-        raise common.BenchmarkError(f"{' '.join(command)} wrote no {output_dir / 'metrics.json'}")
-    return scores
+    metrics_path = output_dir / "metrics.json"
+    if not metrics_path.is_file():
+        raise common.BenchmarkError(f"{' '.join(command)} wrote no {metrics_path}")
+    return scores_of_run(record, json.loads(metrics_path.read_text(encoding="utf-8")))
 
 
-def finished_run(output_dir: Path, command: list[str]) -> dict[str, Any] | None:
-    """The scores of a run finished in ``output_dir`` by ``command`` (the interpreter aside),
-    or None when there is none."""
+def finished_run(
+    output_dir: Path, command: list[str], inputs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The scores of a run finished in ``output_dir`` by ``command`` (the interpreter aside)
+    on ``inputs`` as they are now (:func:`rerun_reason`), or None when there is none (a
+    run to do again, printed with the reason)."""
     record_path, metrics_path = output_dir / RUN_RECORD, output_dir / "metrics.json"
     if not (record_path.is_file() and metrics_path.is_file()):
         return None
     record = json.loads(record_path.read_text(encoding="utf-8"))
-    if record.get("command") != command[1:]:
-        return None
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    reason = rerun_reason(record, metrics, command, inputs)
+    if reason is not None:
+        print(f"    rerun, {reason}: {output_dir}", flush=True)
+        return None
+    return scores_of_run(record, metrics)
+
+
+def scores_of_run(record: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """A run's scores from its record (:data:`RUN_RECORD`) and its ``metrics.json``."""
     return scores_of(metrics["sts"], record["seconds"], metrics.get("dev", {}))
+
+
+def rerun_reason(
+    record: dict[str, Any], metrics: dict[str, Any], command: list[str], inputs: dict[str, Any]
+) -> str | None:
+    """Why a finished run (its record and ``metrics.json``) is no run of ``command`` on
+    ``inputs``: another command, a record without inputs (an older one), an input of the
+    record or of the run's own (``metrics.json``'s ``inputs``: the model, the tables it
+    read) whose content changed since; None when it is one."""
+    if record.get("command") != command[1:]:
+        return "its command differs"
+    if "inputs" not in record:
+        return "its record names no inputs (an older run)"
+    recorded = {**record["inputs"], **(metrics.get("inputs") or {})}
+    for name, identity in recorded.items():
+        how = changed_identity(identity, inputs.get(name) or current_identity(identity))
+        if how:
+            return f"its input {name} changed since ({how})"
+    return None
+
+
+def current_identity(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The content identity now of what ``recorded`` (an identity) is of: a path or a hub id."""
+    return content_identity(recorded.get("path") or recorded.get("hub") or "")
 
 
 def scores_of(report: dict[str, Any], seconds: float, dev: dict[str, Any]) -> dict[str, Any]:
@@ -287,7 +332,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", default="recipes", help="result file name")
     parser.add_argument("--recipe", help="the package recipe (YAML) every variant starts from")
     parser.add_argument("--variant", action="append", help="label=flags (repeatable)")
-    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--seeds", nargs="+", type=common.NON_NEGATIVE_INT)
     parser.add_argument("--base", help="model scored before training (name or folder)")
     parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), choices=STS_TASKS)
     parser.add_argument("--script", help="the train.py to run (default: the recipe's package's)")
@@ -300,13 +345,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    folder = common.check_output_dir(args.output_dir)  # before any run, as --keep-runs
-    if args.keep_runs:
-        common.writable_folder("--keep-runs", args.keep_runs)
     with tempfile.TemporaryDirectory(prefix="sts-bench-recipes-") as scratch:
-        # smoke: the tiny model and recipe beside kept runs, so a rerun names the same paths
-        setup = Path(args.keep_runs) / "smoke-setup" if args.keep_runs else Path(scratch)
-        extra = smoke_setup(args, setup) if args.smoke else []
+        runs_root = Path(args.keep_runs).expanduser() if args.keep_runs else Path(scratch) / "runs"
+        stem = common.output_folder(args.output_dir) / (
+            f"{args.name}_smoke" if args.smoke else args.name
+        )
+        extra = []
+        if args.smoke:  # the tiny model and recipe beside kept runs (a rerun names the same
+            # paths), written once the folders are checked
+            folder_files(args, runs_root, stem).check()
+            setup = runs_root / "smoke-setup" if args.keep_runs else Path(scratch)
+            extra = smoke_setup(args, setup)
         if not args.recipe or not args.variant:
             raise common.BenchmarkError("--recipe and at least one --variant are needed")
         check_files(args)
@@ -316,8 +365,6 @@ def main(argv: list[str] | None = None) -> int:
         args.variant_texts = [
             (label, shlex.join(flags)) for label, flags in map(parse_variant, args.variant)
         ]
-        runs_root = Path(args.keep_runs) if args.keep_runs else Path(scratch) / "runs"
-        stem = folder / (f"{args.name}_smoke" if args.smoke else args.name)
         recipes_files(args, runs_root, extra, stem).check()
         rows = run_all(args, runs_root, extra)
     info = common.machine_info()
@@ -343,21 +390,54 @@ def run_folder(runs_root: Path, index: int, seed: int) -> Path:
     return runs_root / f"variant{index}-seed{seed}"
 
 
+def folder_files(args: argparse.Namespace, runs_root: Path, stem: Path) -> common.ScriptFiles:
+    """The folders the benchmark writes (``--keep-runs``, the result ``stem``'s) and the data
+    folder when set, checked before ``--smoke`` writes its model and recipe under
+    ``--keep-runs``."""
+    files = common.ScriptFiles("recipes.py", data=False)
+    files.reads("STS_DATA_DIR", os.environ.get("STS_DATA_DIR"))
+    if args.keep_runs:
+        files.folder("--keep-runs", runs_root)
+        files.writes("--keep-runs", runs_root, kind="run")
+    files.results(stem)
+    return files
+
+
 def recipes_files(
     args: argparse.Namespace, runs_root: Path, extra: list[str], stem: Path
 ) -> common.ScriptFiles:
     """What the runs read (:func:`input_paths`, and the data folder when set) and write:
     each run's folder, which its run empties (``--overwrite_output_dir``), so no input may
-    lie in one; and the result ``stem``'s files."""
+    lie in one; ``--keep-runs`` (made once the outputs are checked) and the result
+    ``stem``'s files."""
     files = common.ScriptFiles("recipes.py", data=False)
     files.reads("STS_DATA_DIR", os.environ.get("STS_DATA_DIR"))
     for option, path in input_paths(args, extra):
         files.reads(option, path)
+    if args.keep_runs:
+        files.folder("--keep-runs", runs_root)
     for index in range(len(args.variant)):
         for seed in args.seeds:
             files.writes("--keep-runs", run_folder(runs_root, index, seed), kind="run")
     files.results(stem)
     return files
+
+
+#: the recipe's keys that name what a run writes, not what it reads
+OUTPUT_KEYS = ("output_dir", "logging_dir")
+
+
+def run_identities(args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
+    """``"<option> <path>"`` → content identity of every input the runs read
+    (:func:`input_paths`: the recipe, the script, what the recipe and the flags name; not
+    ``--base``, which no run reads, nor the recipe's output folders), recorded with each
+    run: a kept run whose inputs changed since is rerun."""
+    skipped = {"--base", *(f"--recipe's {key}" for key in OUTPUT_KEYS)}
+    return {
+        f"{option} {path.resolve()}": content_identity(path)
+        for option, path in input_paths(args, extra)
+        if option not in skipped
+    }
 
 
 def input_paths(args: argparse.Namespace, extra: list[str]) -> list[tuple[str, Path]]:
@@ -395,6 +475,7 @@ def _exists(path: Path) -> bool:
 def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list[dict[str, Any]]:
     rows = []
     recipe, script = Path(args.recipe), Path(args.script)
+    inputs = run_identities(args, extra)
     if args.base:
         base = base_scores(str(common.model_path(args.base)), args.tasks)
         rows.append({**summarise("before training", {0: base}, args.tasks), "base": True})
@@ -403,7 +484,7 @@ def run_all(args: argparse.Namespace, runs_root: Path, extra: list[str]) -> list
         for seed in args.seeds:
             print(f"  {label} (seed {seed}) …", flush=True)
             output_dir = run_folder(runs_root, index, seed)
-            runs[seed] = run_once(script, recipe, flags, seed, output_dir, extra)
+            runs[seed] = run_once(script, recipe, flags, seed, output_dir, extra, inputs)
             print(f"    avg {runs[seed]['avg']:.2f} ({runs[seed]['seconds']:.0f} s)", flush=True)
         rows.append(summarise(label, runs, args.tasks))
     return rows

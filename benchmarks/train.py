@@ -531,14 +531,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     common.add_model_argument(parser)
     parser.add_argument(
-        "--max-steps", type=int, help="optimizer steps per run (default in full mode: one epoch)"
+        "--max-steps",
+        type=common.COUNT,
+        help="optimizer steps per run, at least 1 (default in full mode: one epoch)",
     )
-    parser.add_argument("--repeats", type=int, help="alternated rounds")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-length", type=int, help="default: the model's (256 for MiniLM)")
-    parser.add_argument("--threads", type=int, default=common.default_threads())
+    parser.add_argument("--repeats", type=common.COUNT, help="alternated rounds")
+    parser.add_argument("--batch-size", type=common.COUNT, default=16)
+    parser.add_argument("--learning-rate", type=common.POSITIVE_NUMBER, default=2e-5)
+    parser.add_argument("--seed", type=common.NON_NEGATIVE_INT, default=0)
+    parser.add_argument(
+        "--max-length", type=common.COUNT, help="default: the model's (256 for MiniLM)"
+    )
+    parser.add_argument("--threads", type=common.COUNT, default=common.default_threads())
     parser.add_argument(
         "--ablation",
         action=argparse.BooleanOptionalAction,
@@ -552,7 +556,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cached",
-        type=int,
+        type=common.COUNT,
         metavar="TOKENS",
         default=None,
         help="also run gradient caching by this token budget: ours (infonce + "

@@ -257,6 +257,10 @@ def test_every_output_folder_is_checked_before_the_work(
     module = load_benchmark_script(script)
     if flag != "--output-dir":
         argv = [*argv, "--output-dir", str(fake_env / "out")]
+    if script == "recipes":  # the folders are made once checked off what the runs read
+        (fake_env / "r.yaml").write_text("learning_rate: 1.0e-5\n", encoding="utf-8")
+        argv = [str(fake_env / a) if a == "r.yaml" else a for a in argv]
+        argv += ["--script", str(fake_script(fake_env))]
     line = refused(module.main, [*argv, flag, str(target)], capsys)
     assert line.startswith(f"error: {flag} {target}: cannot be a folder")
 
@@ -405,3 +409,182 @@ def test_the_mining_benchmark_tells_ties_from_other_differences() -> None:
     assert mine.compare_triplets(ours, peer) == {"rows_differ": 3, "ties": 2, "lengths": [3, 3]}
     assert mine.compare_triplets(ours, ours) == {"rows_differ": 0, "ties": 0, "lengths": [3, 3]}
     assert mine.compare_triplets(ours, peer[:2])["rows_differ"] is None
+
+
+# ----------------------------------------------------------------------------- numbers
+COUNT = "must be an integer of at least 1, got"
+POSITIVE = "must be finite and > 0, got"
+SEED = "must be finite and ≥ 0, got"
+RECIPE = ["--recipe", "r.yaml", "--variant", "a="]
+BAD_NUMBERS = [
+    ("mine", ["--smoke", "--pairs", "0"], f"--pairs: {COUNT} 0"),
+    ("mine", ["--smoke", "--pairs", "-5"], f"--pairs: {COUNT} -5"),
+    ("mine", ["--smoke", "--corpus-size", "-1"], f"--corpus-size: {COUNT} -1"),
+    ("encode", ["--smoke", "--fraction", "nan"], "--fraction: must be in (0, 1], got nan"),
+    ("encode", ["--smoke", "--fraction", "1.5"], "--fraction: must be in (0, 1], got 1.5"),
+    ("encode", ["--smoke", "--peak-tflops", "0"], f"--peak-tflops: {POSITIVE} 0.0"),
+    ("train", ["--smoke", "--learning-rate", "nan"], f"--learning-rate: {POSITIVE} nan"),
+    ("train", ["--smoke", "--max-steps", "0"], f"--max-steps: {COUNT} 0"),
+    ("train", ["--smoke", "--batch-size", "abc"], "--batch-size: 'abc' is not an integer"),
+    ("quality", ["--smoke", "--learning-rate", "inf"], f"--learning-rate: {POSITIVE} inf"),
+    ("quality", ["--smoke", "--seeds", "0", "-1"], f"--seeds: {SEED} -1"),
+    ("quality", ["--smoke", "--eval-pairs", "x"], "--eval-pairs: 'x' is not an integer"),
+    ("matryoshka", ["--smoke", "--dims", "0"], f"--dims: {COUNT} 0"),
+    ("matryoshka", ["--smoke", "--learning-rate", "-0.5"], f"--learning-rate: {POSITIVE} -0.5"),
+    ("pair_tasks", ["--smoke", "--epochs", "0"], f"--epochs: {POSITIVE} 0.0"),
+    ("quality_search", ["--smoke", "--epochs", "nan"], f"--epochs: {POSITIVE} nan"),
+    ("quality_teacher", ["--output", "t", "--batch-size", "0"], f"--batch-size: {COUNT} 0"),
+    ("recipes", [*RECIPE, "--seeds", "-1"], f"--seeds: {SEED} -1"),
+    ("gpu_check", ["--smoke", "--device", "cpu", "--budget", "nan"], f"--budget: {POSITIVE} nan"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("script,argv,words", BAD_NUMBERS)
+def test_a_numeric_option_out_of_range_is_one_line_when_parsed(
+    fake_env: Path, capsys: pytest.CaptureFixture[str], script: str, argv: list[str], words: str
+) -> None:
+    """Each stopped late before (``--pairs 0`` after the data loaded, ``--fraction nan`` in a
+    worker, ``--max-steps 0`` reporting throughput for no step): now one line, exit 2,
+    before any data loads (the fake environment has none)."""
+    main = load_benchmark_script(script).main
+    argv = [*argv, "--output-dir", str(fake_env / "out")]
+    assert refused(main, argv, capsys) == f"error: argument {words}"
+    assert not (fake_env / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--dims", "--score-dims"])
+def test_a_matryoshka_width_beyond_the_model_is_refused_before_the_data(
+    fake_env: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    config = fake_env / "models" / common.MINILM / "config.json"
+    config.write_text(json.dumps({"hidden_size": 384}), encoding="utf-8")
+    argv = ["--smoke", flag, "384", "100000", "--output-dir", str(fake_env / "out")]
+    assert refused(load_benchmark_script("matryoshka").main, argv, capsys) == (
+        f"error: {flag} 100000: wider than the embeddings of {common.MINILM} (384 dimensions): "
+        "give widths from 1 to 384"
+    )
+
+
+def test_ctrl_c_ends_a_benchmark_with_one_line_and_status_130(capsys) -> None:
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            common.main_guard(interrupted)
+    except KeyboardInterrupt:  # it would end the test session
+        pytest.fail("Ctrl-C went through main_guard: a traceback")
+    assert stopped.value.code == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        ": interrupted (Ctrl-C): nothing was written half-way (a file is written whole or not "
+        "at all)"
+    )
+
+
+# ----------------------------------------------------------------------------- stored results
+def stored_cell(cells, path: Path, inputs: dict) -> str:
+    """A cells file at ``path`` holding one cell trained on ``inputs``, as the benchmark
+    writes it; its key."""
+    from sts_core.command_files import set_command
+
+    set_command("quality_search.py")
+    store = cells.CellStore(path, path.parent / "weights")
+    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0, "inputs": inputs}
+    store.save(cell.key)
+    return cell.key
+
+
+@pytest.mark.parametrize("changed", ["model", "budget"])
+def test_cells_trained_on_other_inputs_are_refused_before_anything_trains(
+    search, cells, fake_env: Path, capsys: pytest.CaptureFixture[str], changed: str
+) -> None:
+    """``quality_search.py --smoke`` run again with another ``--model`` reused the cells and
+    its report named the new model: each cell records what it was trained on, and a search
+    on other inputs (the model's or a table's content, the budget) is refused, naming it."""
+    out = fake_env / "out"
+    argv = ["--smoke", "--in-process", "--output-dir", str(out)]
+    argv += ["--weights-dir", str(fake_env / "weights")]
+    now = cells.search_inputs(search.parse_args(argv))
+    recorded = json.loads(json.dumps(now))
+    if changed == "model":
+        recorded["--model"]["xxh3_128"] = "0" * 32
+    else:
+        recorded["budget"]["batch_size"] = 32
+    key = stored_cell(cells, out / "quality_search_smoke_cells.json", recorded)
+    what = (
+        f"--model {now['--model']['path']}: xxh3_128 000000000000… → "
+        f"{now['--model']['xxh3_128'][:12]}…"
+        if changed == "model"
+        else "the budget's batch_size 32 → 16"
+    )
+    assert refused(search.main, argv, capsys) == (
+        f"error: --cells {out / 'quality_search_smoke_cells.json'}: cell {key!r} was trained "
+        f"on other inputs ({what}): give this search a cells file and --weights-dir of its "
+        "own, or run it on the inputs its cells were trained on"
+    )
+    cells.check_stored_inputs(out / "quality_search_smoke_cells.json", recorded)  # its own
+    stored_cell(cells, fake_env / "old.json", {})  # recorded before the inputs were
+    cells.check_stored_inputs(fake_env / "old.json", now)
+
+
+def test_weights_no_record_vouches_for_are_trained_again(cells, training, tmp_path) -> None:
+    """A shared ``--weights-dir`` holds the weights of a cell of that name another search
+    trained: the weights load only when the cells file records the cell with their hash."""
+    from sts_core.command_files import file_digest
+
+    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    path = store.weights_path(cell)
+    path.write_bytes(b"the weights of another search's cell")
+    kept = training.Search.__new__(training.Search)
+    kept.store = store
+    assert not kept.weights_fit(cell, path)  # no record of the cell
+    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0}
+    assert kept.weights_fit(cell, path)  # a record from before the hash: not compared
+    store.cells[cell.key][cells.WEIGHTS_HASH] = file_digest(path)
+    assert kept.weights_fit(cell, path)
+    path.write_bytes(b"trained again by another search")
+    assert not kept.weights_fit(cell, path)
+
+
+COUNTING_SCRIPT = """import json, sys
+from pathlib import Path
+from sts_core.command_files import content_identity
+out = Path(sys.argv[sys.argv.index('--output_dir') + 1]); out.mkdir(parents=True, exist_ok=True)
+with open(sys.argv[0] + '.runs', 'a') as runs: runs.write('run\\n')
+data = str(Path(sys.argv[0]).parent / 'train.csv')
+metrics = {'sts': {'tasks': {}, 'average': {'spearman_all': 80.0}}, 'dev': {},
+           'inputs': {'train_datasets ' + data: content_identity(data)}}
+(out / 'metrics.json').write_text(json.dumps(metrics))
+"""
+
+
+def test_a_kept_run_is_rerun_when_what_it_read_changed(tmp_path: Path, capsys) -> None:
+    """``recipes.py --keep-runs`` read a finished run whose command was the same, though the
+    recipe (or the data) at the same path had changed: the run records the content of what
+    it read, and a change is a rerun, saying why."""
+    from argparse import Namespace
+
+    recipes = load_benchmark_script("recipes")
+    script, recipe, data = tmp_path / "train.py", tmp_path / "r.yaml", tmp_path / "train.csv"
+    script.write_text(COUNTING_SCRIPT, encoding="utf-8")
+    recipe.write_text("learning_rate: 1.0e-5\n", encoding="utf-8")
+    data.write_text("sentence1,sentence2,score\na,b,1\n", encoding="utf-8")
+    args = Namespace(recipe=str(recipe), script=str(script), base=None, variant=["a="])
+    run = tmp_path / "runs" / "variant0-seed0"
+
+    def runs_after() -> int:
+        recipes.run_once(script, recipe, [], 0, run, [], recipes.run_identities(args, []))
+        return len(Path(f"{script}.runs").read_text().splitlines())
+
+    assert runs_after() == 1
+    assert runs_after() == 1  # read, not rerun
+    recipe.write_text("learning_rate: 2.0e-5\n", encoding="utf-8")
+    assert runs_after() == 2
+    assert f"rerun, its input --recipe {recipe} changed since (xxh3_128 " in capsys.readouterr().out
+    data.write_text("sentence1,sentence2,score\na,b,2\n", encoding="utf-8")  # the run's own
+    assert runs_after() == 3
+    assert f"rerun, its input train_datasets {data} changed since" in capsys.readouterr().out
+    assert runs_after() == 3

@@ -23,6 +23,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ from types import ModuleType
 import pytest
 from benchmark_support import REPO, load_benchmark_module, load_benchmark_script
 
-from sts_core.command_files import read_ledger, written_by_project
+from sts_core.command_files import LEDGER_NAME, read_ledger, set_command, written_by_project
 from sts_core.testing import make_tiny_bert
 from sts_core.testing.option_checks import refused_leaving
 
@@ -95,6 +96,12 @@ class Workspace(core.Workspace):
             if path.is_file() and not path.is_relative_to(self.out):
                 found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         return found
+
+    def state_and_folders(self) -> tuple[tuple, list[Path]]:
+        """:meth:`state` and every folder under the workspace: a refused benchmark makes
+        none (not even an empty one inside an input)."""
+        folders = [p for p in self.root.rglob("*") if p.is_dir() and not p.is_symlink()]
+        return self.state(), sorted(folders)
 
 
 @pytest.fixture
@@ -287,13 +294,15 @@ PACKAGE_CASES: dict[str, tuple[Callable, str]] = {
 }
 SMOKE_CPU = ("--smoke", "--device", "cpu")
 MODEL = ("--model", common.MINILM)
+WIDTHS = ("--dims", "32", "16", "--score-dims", "32")
 #: benchmark script → its cases (its error line starts ``error: ``)
 BENCHMARK_CASES: dict[str, Callable] = {
     "encode": results_case("encode_smoke", *SMOKE_CPU, runs_file=True),
     "train": results_case("train_smoke", *SMOKE_CPU, *MODEL, runs_file=True),
     "quality": results_case("quality_smoke", "--smoke", *MODEL),
     "pair_tasks": results_case("pair_tasks_smoke", "--smoke", *MODEL),
-    "matryoshka": results_case("matryoshka_smoke", "--smoke", *MODEL),
+    # the widths within the tiny model's 32 (checked first, as the other option values)
+    "matryoshka": results_case("matryoshka_smoke", "--smoke", *MODEL, *WIDTHS),
     "mine": results_case("mine_smoke", "--smoke", *MODEL),
     "gpu_check": results_case("gpu_check_smoke", *SMOKE_CPU),
     "quality_search": search_case,
@@ -316,14 +325,15 @@ def test_an_output_on_an_input_or_a_foreign_file_is_refused_in_one_line(
 ) -> None:
     if script in PACKAGE_CASES:
         cases, prefix = PACKAGE_CASES[script]
-        main = entry_point(package_scripts()[script])
+        main, state = entry_point(package_scripts()[script]), workspace.state
     else:
         cases, prefix, main = BENCHMARK_CASES[script], "error: ", benchmark(script)
+        state = workspace.state_and_folders  # a benchmark refuses before it makes a folder
     made = cases(workspace, case)
     if made is None:
         pytest.skip(f"{script} reads no model")
     argv, named = made
-    line = refused_leaving(main, argv, capsys, prefix, workspace.state)
+    line = refused_leaving(main, argv, capsys, prefix, state)
     assert str(named) in line, line  # refused for this output, not later
 
 
@@ -336,6 +346,7 @@ def test_a_rerun_replaces_its_own_results_and_never_a_file_sts_core_did_not_writ
     user's, is refused before the work, and by the write itself."""
     stem = tmp_path / "results" / "quality"
     stem.parent.mkdir()
+    set_command("quality.py")  # as the benchmark writes them
     common.write_json(stem, {"rows": []})
     common.write_markdown(stem, "# table")
     common.save_runs_so_far(stem.with_name("runs.json"), "runs", {"ours": [{"throughput": 1}]})
@@ -355,6 +366,117 @@ def test_a_rerun_replaces_its_own_results_and_never_a_file_sts_core_did_not_writ
         common.main_guard(lambda: common.write_markdown(stem, "# new table"))
     assert stopped.value.code == 2
     assert stem.with_suffix(".md").read_text(encoding="utf-8") == "# table, edited by hand\n"
+
+
+def declared_results(stem: Path, script: str = "quality.py") -> common.ScriptFiles:
+    """The declaration of ``script``'s results at ``stem`` (JSON and markdown)."""
+    files = common.ScriptFiles(script, data=False)
+    files.results(stem)
+    return files
+
+
+def test_a_benchmark_replaces_what_a_benchmark_wrote_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any benchmark's result (the GPU check rewrites the reports its train and encode
+    steps wrote) and the committed results (``tools/record_results.py``) are replaced
+    without a flag; a file another command of sts-core wrote is not."""
+    from sts_core import command_files
+
+    monkeypatch.setitem(command_files._COMMAND, "name", "quality.py")  # restored after
+    stem = tmp_path / "quality"
+    for writer in ("train.py", common.RESULTS_RECORDER):
+        set_command(writer)
+        common.write_json(stem, {"rows": []})
+        common.write_markdown(stem, "# table")
+        declared_results(stem).check()
+    set_command("sts-eval")
+    common.write_json(stem, {"rows": [1]})
+    with pytest.raises(common.BenchmarkError) as refused:
+        declared_results(stem).check()
+    assert re.fullmatch(
+        rf"--output-dir {stem}\.json exists \(written by sts-eval on [-0-9T:]+\): a benchmark "
+        "replaces only what a benchmark script wrote; nothing was replaced: choose a new name "
+        "or move it",
+        str(refused.value),
+    )
+
+
+def test_the_committed_results_writer_is_the_tools(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("record", REPO / "tools" / "record_results.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.COMMAND == common.RESULTS_RECORDER
+
+
+@pytest.fixture(scope="module")
+def saved_model(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model folder sts-core saved (its save marker lists its files)."""
+    from sts_core.encoder import SentenceEncoder
+
+    folder = tmp_path_factory.mktemp("saved") / "model"
+    SentenceEncoder.from_pretrained(str(tiny_bert_dir)).save_pretrained(str(folder))
+    return folder
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with a file's content (None for a folder)."""
+    return {str(p): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.usefixtures("no_model_loading")
+@pytest.mark.parametrize("name", ["config.json", "runs.json", "sub/runs.json"])
+def test_no_benchmark_writes_into_a_model_sts_core_saved(
+    workspace: Workspace, saved_model: Path, capsys, name: str
+) -> None:
+    """``encode.py --smoke --runs-file <saved model>/config.json`` rewrote the model's
+    config and broke it, exit 0 (a saved model's files count as sts-core's): a model saved
+    by sts-core takes no benchmark output, its own file or a new one, read by the run or
+    not."""
+    target = saved_model / name
+    before = tree(saved_model)
+    argv = [*SMOKE_CPU, "--output-dir", str(workspace.out), "--runs-file", str(target)]
+    assert benchmark("encode")(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --runs-file {target} lies inside {saved_model}, a model saved by sts-core: "
+        "a benchmark never writes into a saved model; choose another --runs-file"
+    )
+    assert tree(saved_model) == before
+
+
+def test_a_run_folder_may_be_the_model_its_earlier_run_saved(saved_model: Path) -> None:
+    """``recipes.py --keep-runs``: a run's folder holds the model its earlier run saved,
+    which the run replaces itself (``--overwrite_output_dir``); a run folder inside a saved
+    model is refused as any output there."""
+    again = common.ScriptFiles("recipes.py", data=False)
+    again.writes("--keep-runs", saved_model, kind="run")
+    again.check()
+    inside = common.ScriptFiles("recipes.py", data=False)
+    inside.writes("--keep-runs", saved_model / "runs" / "variant0-seed0", kind="run")
+    with pytest.raises(common.BenchmarkError, match=f"lies inside {saved_model}, a model saved"):
+        inside.check()
+
+
+def test_a_killed_writes_partial_files_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A write killed before its rename leaves ``.sts-partial-<pid>-…-<name>``: the next
+    run of the script removes those of its own results whose writer is gone, and no
+    other (a running writer's, another file's, a file of the user's)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, check=True, text=True).stdout.strip()  # fmt: skip
+    stem = tmp_path / "quality"
+    stale = [
+        f".sts-partial-{gone}-0a1b2c3d-quality.json",
+        f".sts-partial-{gone}-0a1b2c3d-{LEDGER_NAME}",
+    ]
+    kept = [
+        f".sts-partial-{os.getpid()}-0a1b2c3d-quality.md",  # a writer still running
+        f".sts-partial-{gone}-0a1b2c3d-notes.txt",  # another file's
+        ".sts-partial-notes.txt",  # not named as a write names it
+    ]
+    for name in (*stale, *kept):
+        (tmp_path / name).write_text("part", encoding="utf-8")
+    declared_results(stem).check()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
 
 
 def test_a_chart_is_written_atomically_and_recorded(tmp_path: Path) -> None:

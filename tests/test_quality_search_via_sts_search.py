@@ -193,8 +193,51 @@ def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monke
     assert kept[0][1]["dev"] == 88.0 and kept[0][1]["test"]["avg_wmean"] == 2.0
 
 
-def _spec(args: SimpleNamespace, folder: Path) -> SimpleNamespace:
-    return SimpleNamespace(output_dir=folder, test="sts-tasks", methods=["st:cosine"])
+def _spec(args: SimpleNamespace, folder: Path, inputs: dict | None = None) -> SimpleNamespace:
+    """A search spec of ``folder``, its inputs' identities ``inputs`` (None: not compared)."""
+    return SimpleNamespace(
+        output_dir=folder,
+        test="sts-tasks",
+        methods=["st:cosine"],
+        input_identities=lambda: inputs,
+    )
+
+
+def test_a_cell_trained_on_other_inputs_is_not_kept(tmp_path: Path, monkeypatch) -> None:
+    """A search stopped before it trained again the cells of an older content of its model
+    (or a table) leaves them in its folder: they are not copied into the cells file."""
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE
+    from sts_core.search.cells import Cell as SearchCell
+
+    args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--grid-only")
+    folder = via.search_folder(args, "st-cosine", ()) / "cells"
+    for epochs, model in ((1.0, "now"), (2.0, "before")):
+        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        (folder / cell.folder_name).mkdir(parents=True)
+        described = {**cell.describe(), "scoring": {"inputs": {"--model m": model}}}
+        (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(described))
+        result = {"dev": 88.0, "train_seconds": 9.0, "steps": 338, "peak_rss_mib": 99.0}
+        (folder / cell.folder_name / RESULT_FILE).write_text(json.dumps(result))
+    spec = _spec(args, folder.parent, {"--model m": "now"})
+    assert [r["epochs"] for r in via.finished_cells(spec)] == [1.0]
+
+
+def test_what_the_benchmark_writes_after_sts_search_is_its_own(tmp_path: Path, monkeypatch) -> None:
+    """``sts-search`` runs in the benchmark's process and names itself the writer of what
+    it writes; the cells file and the report written after it are the benchmark's again
+    (a later run replaces them without a flag)."""
+    from sts_core.command_files import read_ledger, set_command, write_text
+
+    def searched(spec, log):
+        set_command("sts-search")
+        return {"failures": []}
+
+    args = arguments(tmp_path)
+    monkeypatch.setattr("sts_core.search.command.run_search", searched)
+    monkeypatch.setattr(via, "search_spec", lambda *a: _spec(args, tmp_path / "search"))
+    via.run_method(args, "st-cosine", (), lambda *a: None)
+    write_text(tmp_path / "report.md", "# after the search\n")
+    assert read_ledger(tmp_path)["report.md"]["command"] == "quality_search.py"
 
 
 @pytest.mark.parametrize("flag", ["--jobs", "--threads"])

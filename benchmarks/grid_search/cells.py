@@ -15,7 +15,7 @@ from typing import Any
 import _common as common
 import quality
 
-from sts_core.command_files import write_text
+from sts_core.command_files import CONTENT_HASH, changed_identity, content_identity, write_text
 from sts_core.training.parser import ConfigParser
 
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
@@ -228,19 +228,20 @@ def first_stage(values: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
     return {"loss": loss}, float(epochs)
 
 
+def read_cells(path: Path) -> dict[str, dict[str, Any]]:
+    """The cells of the cells file ``path`` (BenchmarkError when it is not one)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise common.BenchmarkError(f"{path}: not a cells file of this script ({error})") from error
+
+
 class CellStore:
     """The cells trained so far (JSON, rewritten after each) and their weights."""
 
     def __init__(self, path: Path, weights_dir: Path) -> None:
         self.path, self.weights_dir = path, weights_dir
-        self.cells: dict[str, dict[str, Any]] = {}
-        if path.is_file():
-            try:
-                self.cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-            except (ValueError, KeyError, TypeError) as error:
-                raise common.BenchmarkError(
-                    f"{path}: not a cells file of this script ({error})"
-                ) from error
+        self.cells: dict[str, dict[str, Any]] = read_cells(path) if path.is_file() else {}
         weights_dir.mkdir(parents=True, exist_ok=True)
 
     def save(self, key: str) -> None:
@@ -253,20 +254,12 @@ class CellStore:
         lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            on_disk = self.read() if self.path.is_file() else {}
+            on_disk = read_cells(self.path) if self.path.is_file() else {}
             on_disk[key] = self.cells[key]
             self.cells = on_disk
             write_text(self.path, json.dumps({"cells": on_disk}, indent=1) + "\n")
         finally:
             os.close(lock)  # closing releases the lock
-
-    def read(self) -> dict[str, dict[str, Any]]:
-        try:
-            return json.loads(self.path.read_text(encoding="utf-8"))["cells"]
-        except (ValueError, KeyError, TypeError) as error:
-            raise common.BenchmarkError(
-                f"{self.path}: not a cells file of this script ({error})"
-            ) from error
 
     def weights_path(self, cell: Cell) -> Path:
         return self.weights_dir / cell.file_name()
@@ -326,3 +319,63 @@ def check_cell_teacher(store_path: Path, key: str, record: dict[str, Any]) -> No
 
 #: what a trained cell records of its cost
 COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
+
+
+# ----------------------------------------------------------------------------- inputs
+#: the settings of a search that change what a cell learns or how it is scored
+BUDGET_KEYS = ("batch_size", "max_steps", "train_pairs_cap", "eval_pairs")
+BUDGET = "budget"
+#: a trained cell's record: the content hash of its weights file (``--weights-dir``)
+WEIGHTS_HASH = f"weights_{CONTENT_HASH}"
+
+
+def search_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """What every cell of this search is trained on, beside its own recipe (each new record
+    keeps it under ``inputs``): the content identity of ``--model`` and of the training and
+    dev tables (:func:`sts_core.command_files.content_identity`), and the budget that
+    changes a cell's result (:data:`BUDGET_KEYS`)."""
+    from grid_search.via_search import DEV_TABLE, TRAIN_TABLES
+    from sts_core.data.references import reference_path
+
+    data = common.data_dir()
+    found = {"--model": content_identity(common.model_path(args.model))}
+    for table, split in [*((name, "train") for name in TRAIN_TABLES), (DEV_TABLE, "dev")]:
+        path = reference_path(table, split, data) or table
+        found[f"{split} set {table}"] = content_identity(path)
+    found[BUDGET] = {key: getattr(args, key) for key in BUDGET_KEYS}
+    return found
+
+
+def changed_inputs(recorded: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """How ``recorded`` (a cell's ``inputs``) differs from ``now`` (:func:`search_inputs`),
+    in words; None when it does not (what a record lacks is not compared)."""
+    for name, identity in now.items():
+        old = recorded.get(name)
+        if old is None:
+            continue
+        if name == BUDGET:
+            changes = [f"{k} {old[k]} → {v}" for k, v in identity.items() if old.get(k, v) != v]
+            change = f"the budget's {changes[0]}" if changes else None
+        else:
+            how = changed_identity(old, identity)
+            change = f"{name} {old.get('path') or old.get('hub')}: {how}" if how else None
+        if change:
+            return change
+    return None
+
+
+def check_stored_inputs(path: Path, inputs: dict[str, Any]) -> None:
+    """BenchmarkError when a cell of the cells file ``path`` was trained on other inputs
+    than ``inputs`` (:func:`changed_inputs`): its scores are no scores of this search, and
+    the report covers every cell of the file. A cell that records no inputs (trained
+    before they were recorded) is not compared."""
+    if not path.is_file():
+        return
+    for key, record in read_cells(path).items():
+        change = changed_inputs(record.get("inputs") or {}, inputs)
+        if change:
+            raise common.BenchmarkError(
+                f"--cells {path}: cell {key!r} was trained on other inputs ({change}): give "
+                "this search a cells file and --weights-dir of its own, or run it on the "
+                "inputs its cells were trained on"
+            )

@@ -21,6 +21,7 @@ from grid_search.cells import (
     COST_KEYS,
     DISTILL_METHODS,
     DISTILL_METRICS,
+    WEIGHTS_HASH,
     Cell,
     CellStore,
     check_cell_teacher,
@@ -29,7 +30,7 @@ from grid_search.cells import (
     first_stage,
 )
 from grid_search.via_search import model_state, run_method, searched_row
-from sts_core.command_files import writing
+from sts_core.command_files import file_digest, writing
 from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
 
@@ -194,15 +195,21 @@ class Scorer:
 class Search:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.inputs = args.inputs  # what its cells are trained on (search_inputs)
         self.store = CellStore(Path(args.cells), Path(args.weights_dir))
         self.scorer = Scorer(args)
 
+    def record(self, cell: Cell, **fields: Any) -> dict[str, Any]:
+        """A new record of ``cell``: its description, the inputs this search trains on
+        (``inputs``: a later search on others refuses the cells file), ``fields``."""
+        return {**describe(cell), "inputs": self.inputs, **fields}
+
     def encoder_of(self, cell: Cell) -> Any:
-        """The cell's trained model: from its saved weights, else trained now in a fresh
-        process (:func:`train_cell`; its weights saved, dev scored, the cost recorded: a
-        retrained cell replaces its record)."""
+        """The cell's trained model: from its saved weights (:meth:`weights_fit`), else
+        trained now in a fresh process (:func:`train_cell`; its weights saved, dev scored,
+        the cost recorded: a retrained cell replaces its record)."""
         path = self.store.weights_path(cell)
-        trained = self.train_into(cell, path) if not path.is_file() else None
+        trained = None if self.weights_fit(cell, path) else self.train_into(cell, path)
         encoder = self.load(cell, path)
         if trained is not None:
             dev = self.scorer.dev_spearman(encoder)
@@ -210,10 +217,21 @@ class Search:
             if trained.get("teacher"):  # what the teacher step made of the pairs
                 print(f"    teacher labels: {trained['teacher']}", flush=True)
                 cost["teacher"] = trained["teacher"]
-            self.store.cells[cell.key] = {**describe(cell), **cost, "dev": dev}
+            weights = {WEIGHTS_HASH: file_digest(path)}
+            self.store.cells[cell.key] = self.record(cell, **cost, dev=dev, **weights)
             self.store.save(cell.key)
             print(f"    dev {dev:.2f} (train {cost['train_seconds']:.0f} s)", flush=True)
         return encoder
+
+    def weights_fit(self, cell: Cell, path: Path) -> bool:
+        """Whether the weights file ``path`` is the stored cell's: the cells file records
+        the cell, and the weights' content hash it recorded (if any) is the file's. Weights
+        no record vouches for (another search's cell of that name, in a shared
+        ``--weights-dir``) are trained again."""
+        record = self.store.cells.get(cell.key)
+        if record is None or not path.is_file():
+            return False
+        return record.get(WEIGHTS_HASH) in (None, file_digest(path))
 
     def train_into(self, cell: Cell, path: Path) -> dict[str, Any]:
         """Train the cell (a fresh process unless ``--in-process``), its weights to ``path``;
@@ -269,7 +287,7 @@ class Search:
             self.measure_cost(cell)
         if "dev" not in (self.stored(cell.key) or {}):
             encoder = self.encoder_of(cell)
-            record = self.store.cells.setdefault(cell.key, describe(cell))
+            record = self.store.cells.setdefault(cell.key, self.record(cell))
             if "dev" not in record:  # weights kept, record lost
                 record["dev"] = self.scorer.dev_spearman(encoder)
                 self.store.save(cell.key)
@@ -296,7 +314,7 @@ class Search:
         printed, as for the cells trained here)."""
         if record.get("teacher"):
             print(f"    teacher labels: {record['teacher']}", flush=True)
-        self.store.cells[cell.key] = record
+        self.store.cells[cell.key] = {**record, "inputs": self.inputs}
         self.store.save(cell.key)
 
     def state_of(self, cell: Cell) -> dict[str, Any]:
@@ -344,12 +362,12 @@ class Search:
         states = [self.state_of(c) for c in cells]
         encoder = quality.load_ours(recipe_of(self.args, cells[0]))
         load_weights(encoder, average_state_dicts(states, [c.key for c in cells]), key)
-        record = {
-            **describe(cells[0]),
-            "soup_of": [c.seed for c in cells],
-            "dev": self.scorer.dev_spearman(encoder),
-            "test": self.scorer.test_scores(encoder),
-        }
+        record = self.record(
+            cells[0],
+            soup_of=[c.seed for c in cells],
+            dev=self.scorer.dev_spearman(encoder),
+            test=self.scorer.test_scores(encoder),
+        )
         self.store.cells[key] = record
         self.store.save(key)
         print(

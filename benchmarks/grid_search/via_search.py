@@ -29,6 +29,7 @@ import _common as common
 import quality
 
 from grid_search.cells import STAGE_KEYS, Cell, config_values, describe
+from sts_core.command_files import set_command
 
 #: the peer's rows ``sts-search`` trains itself (``st:<row>``), without a teacher
 PEER_ROWS = {"st-cosine": "st:cosine", "st-cosent": "st:cosent", "st-angle": "st:angle"}
@@ -46,6 +47,8 @@ FIXED_SETTINGS: dict[str, Any] = {
 
 #: the folder, under ``--weights-dir``, of the ``sts-search`` folders
 SEARCH_FOLDER = "sts-search"
+#: the writer the ledgers name for what the benchmark writes (its cells file, its report)
+BENCHMARK = "quality_search.py"
 
 
 def searched_row(args: argparse.Namespace, method: str, settings: tuple) -> str | None:
@@ -177,6 +180,7 @@ def run_method(
     except SearchError as error:
         raise common.BenchmarkError(f"sts-search for {method}: {error}") from None
     finally:
+        set_command(BENCHMARK)  # what the benchmark writes next is its own, not sts-search's
         for found in finished_cells(spec):
             keep(*stored_record(args, method, settings, found))
     if summary["failures"]:
@@ -184,21 +188,24 @@ def run_method(
 
 
 def finished_cells(spec: Any) -> list[dict[str, Any]]:
-    """The records of every finished cell in the search's folder (with its test score when
-    it was scored on the search's test table), in folder order."""
+    """The records of every finished cell in the search's folder trained on the search's
+    inputs as they are now (their content identities; a cell trained on other content is
+    left out: ``sts-search`` trains it again), with its test score when it was scored on
+    the search's test table, in folder order."""
     from sts_core.search.cells import CELL_FILE, done_record, read_json
     from sts_core.search.cells import Cell as SearchCell
     from sts_core.search.command import CELLS_FOLDER
     from sts_core.search.spec import fingerprint
 
     test = fingerprint(spec.test) if spec.test else None
+    inputs = spec.input_identities()
     records = []
     for folder in sorted((spec.output_dir / CELLS_FOLDER).glob("*/")):
         described = read_json(folder / CELL_FILE)
         if described is None:
             continue
         cell = SearchCell(**{f.name: described[f.name] for f in fields(SearchCell)})
-        record = done_record(folder, cell, test)
+        record = done_record(folder, cell, test, inputs)
         if record is not None:
             records.append(record)
     return records
