@@ -328,8 +328,10 @@ def _publish_entries(
     entries = sorted(staging.iterdir(), key=lambda p: p.name != ENCODER_CONFIG_NAME)
     for entry in entries:
         _publish_mode(entry)
-        remove_path(target / entry.name)
-        files.OPS.replace(entry, target / entry.name)
+        existing = target / entry.name
+        if entry.is_dir() or existing.is_dir():  # a file is renamed over its old self at once:
+            remove_path(existing)  # the encoder config, which vouches for the folder, never absent
+        files.OPS.replace(entry, existing)
     written = {p.name for p in entries}
     stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
     for name in stale.union(replaces) - written:
