@@ -17,7 +17,9 @@ def test_ci_run_runs_the_readme_test_command() -> None:
 def test_ci_test_runs_each_suite_and_installs_each_package_from_the_wheels() -> None:
     script = (REPO / ".ci" / "test").read_text(encoding="utf-8")
     assert 'uv run pytest shared/tests -n 2 "$@"' in script
-    assert 'uv run pytest tests "$@"' in script
+    # every cross-package test runs: the launches apart, the rest on two workers
+    assert 'uv run pytest tests -n 2 -m "not launch" "$@"' in script
+    assert 'uv run pytest tests -m launch "$@"' in script
     assert 'bash .ci/wheels build "$dist"' in script
     assert 'bash .ci/wheels install "$dist" "$package"' in script
     assert 'bash benchmarks/gpu_call_smoke.sh "$dist"' in script

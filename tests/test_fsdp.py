@@ -37,7 +37,7 @@ from safetensors.torch import load_file
 
 from sts_core.testing import spearman_of_saved_model
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.launch]  # launch: several processes, every core
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 
 

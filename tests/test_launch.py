@@ -53,7 +53,7 @@ from sts_core.saving import SAVE_MARKER
 from sts_core.testing import load_train_script, spearman_of_saved_model, write_fixture_recipe
 from sts_core.training.config import accelerator_available
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.launch]  # launch: several processes, every core
 COSENT = next(p for p in PACKAGES if p.name == "cosent")
 
 ONE_SGD_STEP = {

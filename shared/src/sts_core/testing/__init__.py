@@ -151,6 +151,8 @@ MARKERS = {
     "real_data": "needs STS_DATA_DIR (the benchmark data folder); skipped when unset",
     "real_model": "needs STS_MODELS_DIR (local pretrained models); skipped when unset",
     "slow": "takes more than a few seconds",
+    "launch": "starts several processes that use every core: run these one at a time "
+    "(CI runs them apart, without pytest-xdist)",
     "cuda": "needs a CUDA GPU; skipped elsewhere (benchmarks/gpu_check.py runs them)",
 }
 
