@@ -142,3 +142,24 @@ def test_the_suite_reader_finds_each_suite_and_an_order_that_differs() -> None:
     steps = documented_steps(text)
     assert steps[1] == ["uv run pytest tests -m launch", "uv build"]
     assert suites_in_order(steps, suites) == [0, 3, 1, 2, 4]
+
+
+def test_the_wheel_build_expects_two_artifacts_for_the_core_and_each_package(tmp_path) -> None:
+    """No count is written in .ci/wheels: a new folder under packages/ adds its wheel and
+    sdist to what the build expects."""
+    import subprocess
+
+    wheels = (REPO / ".ci" / "wheels").read_text(encoding="utf-8")
+    assert not re.search(r"-eq \d", wheels), "a written count of artifacts in .ci/wheels"
+    [computed] = [line.strip() for line in wheels.splitlines() if "expected=$((" in line]
+    for count in (1, 2, 3):
+        (tmp_path / "packages" / f"m{count}").mkdir(parents=True)
+        (tmp_path / "packages" / f"m{count}" / "pyproject.toml").write_text("", encoding="utf-8")
+        done = subprocess.run(
+            ["bash", "-c", f'{computed}; echo "$expected"'],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.strip() == str(2 * (1 + count))
