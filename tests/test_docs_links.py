@@ -2,14 +2,16 @@
 docs/, the packages' READMEs and benchmarks/README.md names a file or folder of the
 repository, and a link to ``file.md#anchor`` (or ``#anchor``) names a heading of that file
 by its GitHub slug; every module, class, function and option docs/architecture.md names in
-code imports from the core. The README stays a short user's guide: at most 420 lines, no
-issue numbers."""
+code imports from the core; no file writes how many methods or distributions there are. The
+README stays a short user's guide: at most 420 lines, no issue numbers."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import shutil
+import subprocess
 import types
 from collections.abc import Iterator
 from importlib import metadata
@@ -101,6 +103,91 @@ def test_the_readme_is_short_and_has_no_issue_numbers() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= README_MAX_LINES
     assert re.findall(r"\bissues? \d+", text, flags=re.I) == []
+
+
+# ------------------------------------------------------- no written count of the methods
+# A new method is its folder and the root pyproject.toml: no file of the repository says how
+# many methods (packages, papers), distributions (wheels, sdists) or built artifacts there
+# are — the history (CHANGELOG.md) and the recorded results (benchmarks/results/) aside.
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve thirteen".split()
+NOT_COUNTED = ("CHANGELOG.md", "uv.lock", "benchmarks/results/")
+
+
+def count_pattern(methods: int) -> re.Pattern[str]:
+    """A written count of ``methods`` methods, their distributions (and sts-core's) or
+    their artifacts (a wheel and an sdist each): "N methods", "N + 1 project wheels",
+    "all 2(N + 1)", in words or digits."""
+
+    def number(count: int) -> str:
+        return rf"(?:{NUMBERS[count]}|{count})" if count < len(NUMBERS) else str(count)
+
+    distributions, artifacts = number(methods + 1), number(2 * (methods + 1))
+    return re.compile(
+        "|".join(
+            [
+                rf"\b{number(methods)}(?:\s+[\w-]+)?\s+(?:methods|papers'?|packages)(?![\w-])",
+                rf"\b{distributions}(?:\s+[\w-]+)?\s+(?:distributions|wheels|sdists|packages)"
+                r"(?![\w-])",
+                rf"\b{artifacts}(?:\s+[\w-]+)?\s+(?:artifacts|files)(?![\w-])",
+                rf"\ball\s+(?:{distributions}|{artifacts})\b",
+            ]
+        ),
+        re.I,
+    )
+
+
+def written_counts(files: list[str], root: Path = REPO) -> list[str]:
+    """``file:line: words`` for each written count of the repository's methods."""
+    pattern = count_pattern(len(list(root.glob("packages/*/pyproject.toml"))))
+    found = []
+    for name in files:
+        if name.startswith(NOT_COUNTED) or not (root / name).is_file():
+            continue
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for match in pattern.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{name}:{line}: {match.group(0)}")
+    return found
+
+
+def test_no_file_counts_the_methods_or_their_distributions() -> None:
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the files git lists are read")
+    listed = subprocess.run(
+        [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    counts = written_counts([name for name in listed.split("\0") if name])
+    assert not counts, "written counts that a new method makes wrong:\n" + "\n".join(counts)
+
+
+def test_a_written_count_is_found(tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        (tmp_path / "packages" / name).mkdir(parents=True)
+        (tmp_path / "packages" / name / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "doc.md").write_text(
+        "# Three papers' losses\n3 methods, the three packages; four project wheels and 4\n"
+        "sdists, all four of them, eight artifacts; all eight.\n"
+        "Not: three seeds, five wheels, two methods, four steps, thirty methods.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "CHANGELOG.md").write_text("three methods\n", encoding="utf-8")
+    assert written_counts(["doc.md", "CHANGELOG.md"], tmp_path) == [
+        "doc.md:1: Three papers'",
+        "doc.md:2: 3 methods",
+        "doc.md:2: three packages",
+        "doc.md:2: four project wheels",
+        "doc.md:2: 4\nsdists",
+        "doc.md:3: all four",
+        "doc.md:3: eight artifacts",
+        "doc.md:3: all eight",
+    ]
 
 
 def test_slugs_follow_github() -> None:
