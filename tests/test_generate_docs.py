@@ -119,3 +119,62 @@ def test_an_entry_the_layout_cannot_describe_stops_the_generator(
     monkeypatch.setattr(tool, "generated_parts", lambda: parts)
     assert tool.main([]) == 1
     assert "error: doc.md (layout): the layout's TOP_LEVEL" in capsys.readouterr().err
+
+
+class FakeLoss:
+    """What the loss table reads of a registered loss."""
+
+    def __init__(self, name: str, columns: tuple[str, ...], label_kind: str | None) -> None:
+        self.registered_name, self.columns, self.label_kind = name, columns, label_kind
+
+
+class FakeMethod:
+    """What the loss table reads of a method: its name, losses and table columns."""
+
+    def __init__(self, name: str, losses: list[FakeLoss], columns=None) -> None:
+        self.name, self.losses, self.columns = name, losses, columns
+
+    def table_columns(self, loss: FakeLoss) -> tuple[str, ...]:
+        return self.columns or loss.columns
+
+
+def test_the_loss_table_has_a_row_per_kind_of_table_and_each_loss_with_its_methods() -> None:
+    tool = load_tool()
+    pair = ("sentence1", "sentence2")
+    mse, ranked = FakeLoss("mse", pair, "score"), FakeLoss("ranked", pair, "binary")
+    classes = FakeLoss("classes", pair, "class")
+    query = FakeLoss("query", ("query", "document"), "score")
+    methods = [
+        FakeMethod("core", [mse]),
+        FakeMethod("b", [ranked, classes, mse]),
+        FakeMethod("c", [FakeLoss("simple", (*pair, "hard_negative"), None)], ("sentence",)),
+        FakeMethod("d", [query]),
+    ]
+    lines = tool.loss_table(methods).splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == [
+        "| scored pairs",
+        "| labelled pairs",
+        "| single sentences",
+        "| texts `query`, `document` (score)",
+    ]
+    assert lines[2].endswith(" | `mse` (core, b) |")
+    assert lines[3].endswith(
+        " | `classes` (classes 0 … n−1; b), `ranked` (0/1; b), and every loss over scores |"
+    )
+    assert lines[4].endswith(" | `sentence` | `simple` (c) |")
+    assert lines[5] == (
+        "| texts `query`, `document` (score) | `query`, `document` | `query`, `document` "
+        "| `query` (d) |"
+    )
+
+
+def test_a_method_that_builds_its_columns_says_what_a_table_gives_it() -> None:
+    from sts_core.losses.registry import loss_class
+    from sts_core.training.method_registry import CORE_METHOD, installed_method
+
+    tool = load_tool()
+    sifter, simcse = installed_method("sifter"), loss_class("simcse")
+    assert simcse.columns == ("sentence1", "sentence2")
+    assert tool.table_kind(sifter.table_columns(simcse), simcse.label_kind) == "sentences"
+    assert CORE_METHOD.table_columns(simcse) == simcse.columns
+    assert tool.table_kind(("sentence1", "sentence2", "hard_negative"), None) == "unlabelled"

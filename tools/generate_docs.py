@@ -46,7 +46,7 @@ def generated_parts() -> dict[str, tuple[Path, Callable[[], str]]]:
     """name → (document, the text between its markers)."""
     from sts_core.method import method_table
     from sts_core.training.help import options_reference
-    from sts_core.training.method_registry import load_methods
+    from sts_core.training.method_registry import CORE_METHOD, load_methods
 
     methods = list(load_methods().values())
     return {
@@ -59,6 +59,7 @@ def generated_parts() -> dict[str, tuple[Path, Callable[[], str]]]:
             REPO / "docs" / "options.md",
             lambda: options_reference(methods, link_prefix="../"),
         ),
+        "loss-table": (REPO / "docs" / "data.md", lambda: loss_table([CORE_METHOD, *methods])),
         "layout": (REPO / "docs" / "testing.md", lambda: layout(repository_files(REPO))),
     }
 
@@ -112,6 +113,71 @@ def replace_part(text: str, name: str, body: str) -> str:
     if not pattern.search(text):
         raise ValueError(f"no <!-- {name} --> … <!-- end {name} --> markers")
     return pattern.sub(lambda m: f"{m.group(1)}{body}\n{m.group(3)}", text, count=1)
+
+
+# ------------------------------------------------------------------------ the loss table
+# docs/data.md's table of the columns each loss needs: each kind of training table (by the
+# text columns a method's loss reads from it, Method.table_columns, and the loss's
+# label_kind) with the losses that train on it and the methods that declare each.
+PAIR = ("sentence1", "sentence2")
+TABLE_KINDS = {  # kind: what the table holds, its columns, read as, after the losses
+    "scored": ("scored pairs", "two texts, `score` (any numbers, e.g. 0–5)", "`sentence1`, "
+               "`sentence2`, `score`", ""),
+    "labelled": ("labelled pairs", "two texts, `label` (integers)", "`sentence1`, "
+                 "`sentence2`, `label`, and `score` = the label", ", and every loss over scores"),
+    "unlabelled": ("pairs or triplets without labels", "two texts (`anchor`, `positive`), or "
+                   "three (`anchor`, `positive`, `negative`)", "`sentence1`, `sentence2` (, "
+                   "`hard_negative`)", ""),
+    "sentences": ("single sentences", "one text", "`sentence`", ""),
+}  # fmt: skip
+LABEL_NOTES = {"binary": "0/1", "class": "classes 0 … n−1"}
+
+
+def table_kind(columns: tuple[str, ...], label_kind: str | None) -> str:
+    """The kind of table (a key of TABLE_KINDS) a loss trains on, else its columns and
+    labels: ``"a, b; score"``."""
+    texts = tuple(column for column in columns if column != "hard_negative")
+    if texts == ("sentence",) and label_kind is None:
+        return "sentences"
+    if texts == PAIR:
+        kinds = {"score": "scored", "class": "labelled", "binary": "labelled", None: "unlabelled"}
+        if label_kind in kinds:
+            return kinds[label_kind]
+    return f"{', '.join(texts)}; {label_kind or 'no labels'}"
+
+
+def loss_table(methods: list) -> str:
+    """The markdown table: a row per kind of training table, each loss with its methods."""
+    rows: dict[str, dict[str, list[str]]] = {kind: {} for kind in TABLE_KINDS}
+    labels: dict[str, str | None] = {}
+    for method in methods:
+        for loss in method.losses:
+            kind = table_kind(method.table_columns(loss), loss.label_kind)
+            rows.setdefault(kind, {}).setdefault(loss.registered_name, []).append(method.name)
+            labels[loss.registered_name] = loss.label_kind
+    lines = [
+        "| what the table holds | its columns | read as | losses that train on it |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind, losses in rows.items():
+        if losses:
+            what, columns, read_as, after = TABLE_KINDS.get(kind) or other_kind(kind)
+            trained = [loss_cell(name, labels[name], losses[name]) for name in sorted(losses)]
+            lines.append(f"| {what} | {columns} | {read_as} | {', '.join(trained)}{after} |")
+    return "\n".join(lines)
+
+
+def other_kind(kind: str) -> tuple[str, str, str, str]:
+    """A row for a kind of table no entry of TABLE_KINDS describes: its columns as named."""
+    texts, _, labels = kind.partition("; ")
+    named = ", ".join(f"`{column}`" for column in texts.split(", "))
+    return f"texts {named} ({labels})", named, named, ""
+
+
+def loss_cell(name: str, label_kind: str | None, methods: list[str]) -> str:
+    """```name` (its labels; the methods that declare it)``."""
+    notes = [note for note in (LABEL_NOTES.get(label_kind or ""), ", ".join(methods)) if note]
+    return f"`{name}` ({'; '.join(notes)})"
 
 
 # ----------------------------------------------------------------------------- the layout
