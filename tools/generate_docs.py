@@ -25,10 +25,15 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sts_core.method import Method
 
 REPO = Path(__file__).resolve().parents[1]
+TOOL = "tools/generate_docs.py"
 CATALOGUE = Path("shared/src/sts_core/losses/catalogue.py")
 CATALOGUE_HEADER = '''"""Which distribution of this repository registers each loss, so that a recipe
 naming a loss of a package that is not installed says what to install
@@ -146,7 +151,7 @@ def table_kind(columns: tuple[str, ...], label_kind: str | None) -> str:
     return f"{', '.join(texts)}; {label_kind or 'no labels'}"
 
 
-def loss_table(methods: list) -> str:
+def loss_table(methods: Sequence[Method]) -> str:
     """The markdown table: a row per kind of training table, each loss with its methods."""
     rows: dict[str, dict[str, list[str]]] = {kind: {} for kind in TABLE_KINDS}
     labels: dict[str, str | None] = {}
@@ -242,14 +247,10 @@ def repository_files(root: Path) -> list[str]:
 def children(files: list[str], folder: str) -> tuple[list[str], list[str]]:
     """The files and the sub-folders (``name/``) directly in ``folder`` (``""``: the root)."""
     prefix = f"{folder.rstrip('/')}/" if folder else ""
-    names = {
-        p[len(prefix) :].split("/")[0] + ("/" if "/" in p[len(prefix) :] else "")
-        for p in files
-        if p.startswith(prefix)
-    }
-    return sorted(n for n in names if not n.endswith("/")), sorted(
-        n for n in names if n.endswith("/")
-    )
+    inside = [path[len(prefix) :] for path in files if path.startswith(prefix)]
+    names = {path for path in inside if "/" not in path}
+    folders = {path.split("/")[0] + "/" for path in inside if "/" in path}
+    return sorted(names), sorted(folders)
 
 
 def contents(files: list[str], folder: str) -> str:
@@ -324,7 +325,7 @@ def layout(files: list[str], root: Path = REPO) -> str:
     found, described = set(names + folders), set(TOP_LEVEL)
     if found != described:
         raise ValueError(
-            f"the layout's TOP_LEVEL ({tools_path()}) lacks {sorted(found - described)} "
+            f"the layout's TOP_LEVEL ({TOOL}) lacks {sorted(found - described)} "
             f"and names what is not there: {sorted(described - found)}"
         )
     lines = ["```"]
@@ -347,14 +348,10 @@ def expanded(files: list[str], folder: str, root: Path) -> list[str]:
         if text is None:
             raise ValueError(
                 f"{path}: no docstring or header comment for docs/testing.md's layout "
-                f"(give it one, or a line in NOTES of {tools_path()})"
+                f"(give it one, or a line in NOTES of {TOOL})"
             )
         lines += entry(name, text, indent="  ")
     return lines
-
-
-def tools_path() -> str:
-    return "tools/generate_docs.py"
 
 
 def main(argv: list[str] | None = None) -> int:
