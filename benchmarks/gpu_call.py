@@ -5,10 +5,10 @@ sentence-transformers, peft …), reaches no registry, and receives the working 
 the folders a call carries, 64 MiB in all. This builds that folder, ``.gpu-call/`` (git
 ignores it):
 
-- ``wheels/``: the six project wheels (so the test support, the methods' entry points and
-  the package metadata exist there), the third-party wheels its image lacks (``datasets``
-  with ``dill`` and ``multiprocess``) and, when they fit, the optional ones (bitsandbytes
-  for the QLoRA step);
+- ``wheels/``: the project wheels, sts-core's and each package's (so the test support, the
+  methods' entry points and the package metadata exist there), the third-party wheels its
+  image lacks (``datasets`` with ``dill`` and ``multiprocess``) and, when they fit, the
+  optional ones (bitsandbytes for the QLoRA step);
 - ``data.tar.gz``: the benchmark data the steps read (``senteval/`` of ``STS_DATA_DIR``);
 - ``models/all-MiniLM-L6-v2``: its tokenizer and config, without the weights (the GPU
   steps train and encode a random-weight BERT-base with that tokenizer).
@@ -99,7 +99,8 @@ def download(requirements: list[str], folder: Path, python_version: str) -> None
 
 
 def project_wheels(folder: Path, dist: Path | None) -> list[Path]:
-    """The six project wheels: copied from ``dist`` or built with ``uv build``."""
+    """The project wheels, sts-core's and each package's (``packages/*``): copied from
+    ``dist`` or built with ``uv build``."""
     if dist is None:
         command = ["uv", "build", "--all-packages", "--wheel", "--quiet", "--out-dir", str(folder)]
         subprocess.run(command, cwd=REPO, check=True)
@@ -107,8 +108,12 @@ def project_wheels(folder: Path, dist: Path | None) -> list[Path]:
         for wheel in sorted(dist.glob(PROJECT_WHEELS)):
             shutil.copy(wheel, folder)
     wheels = sorted(folder.glob(PROJECT_WHEELS))
-    if len(wheels) != 6:
-        raise PrepareError(f"expected the six project wheels, found {[w.name for w in wheels]}")
+    expected = 1 + len(list(REPO.glob("packages/*/pyproject.toml")))
+    if len(wheels) != expected:
+        raise PrepareError(
+            f"expected {expected} project wheels (sts-core and one for each package under "
+            f"packages/), found {[w.name for w in wheels]}"
+        )
     return wheels
 
 

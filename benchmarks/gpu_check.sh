@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU call: runs on the lent GPU machine's own python3 as it is (no registry
-# there). It installs the carried wheels (.gpu-call/wheels: the six project wheels and the
+# there). It installs the carried wheels (.gpu-call/wheels: the project wheels and the
 # third-party ones the image lacks) with --no-index --no-deps, so the test support, the
 # methods' entry points and the package metadata exist; unpacks the carried data; runs
 # benchmarks/gpu_check.py (8.5 minutes on a GPU, each step within its own limit) and

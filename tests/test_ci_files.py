@@ -4,8 +4,12 @@ same commands per package."""
 
 from __future__ import annotations
 
+import re
+
 import yaml
 from launch_support import REPO
+
+TESTING = REPO / "docs" / "testing.md"
 
 
 def test_ci_run_runs_the_readme_test_command() -> None:
@@ -62,3 +66,100 @@ def test_the_wheel_build_never_deletes_a_folder_it_did_not_fill(tmp_path) -> Non
         "notes.txt",
         "sts_core-0.0.1-py3-none-any.whl",
     ]
+
+
+def ci_suites(script: str) -> list[str]:
+    """The command of each ``suite`` call of ``.ci/test``, in order, as the docs write it:
+    ``DIST`` for ``"$dist"``, ``<m>`` for ``"$package"``, without ``"$@"`` and
+    ``--durations``."""
+    script = script.replace("\\\n", " ")
+    name = r'"(?:\$\([^)]*\)|[^"])*"'  # a quoted name, a command substitution in it too
+    commands = re.findall(rf"^\s*suite {name} (.*)$", script, flags=re.M)
+    readable = []
+    for command in commands:
+        command = re.sub(r'"\$dist([^"]*)"', r"DIST\1", command)
+        command = command.replace('"$package"', "<m>").replace('"$@"', "")
+        command = re.sub(r"--durations=\d+", "", command)
+        readable.append(" ".join(command.split()))
+    return readable
+
+
+def documented_steps(text: str) -> list[list[str]]:
+    """The code spans of each numbered item of docs/testing.md's "The test command"."""
+    section = text.split("\n## The test command\n", 1)[1].split("\n## ", 1)[0]
+    items = re.split(r"^\d+\. ", section, flags=re.M)[1:]
+    return [re.findall(r"`([^`]+)`", item.split("\n\n", 1)[0]) for item in items]
+
+
+def suites_in_order(steps: list[list[str]], suites: list[str]) -> list[int]:
+    """For each code span of the steps that begins a suite's command, that suite's index."""
+    named = []
+    for spans in steps:
+        for span in spans:
+            named += [
+                i for i, suite in enumerate(suites) if suite == span or suite.startswith(span + " ")
+            ]
+    return named
+
+
+def test_testing_md_lists_the_suites_of_ci_test_in_its_order() -> None:
+    """Each suite `.ci/test` runs is named once by docs/testing.md's numbered steps, in the
+    order `.ci/test` runs them; a step naming no suite is stale."""
+    suites = ci_suites((REPO / ".ci" / "test").read_text(encoding="utf-8"))
+    assert len(suites) >= 5, suites
+    steps = documented_steps(TESTING.read_text(encoding="utf-8"))
+    named = suites_in_order(steps, suites)
+    assert named == list(range(len(suites))), (
+        f"docs/testing.md's steps name .ci/test's suites in the order {named}, not once each "
+        f"in order; the suites: {suites}"
+    )
+    stale = [step[:1] for step in steps if not suites_in_order([step], suites)]
+    assert not stale, f"docs/testing.md's steps that name no suite of .ci/test: {stale}"
+
+
+def test_the_suite_reader_finds_each_suite_and_an_order_that_differs() -> None:
+    script = (
+        'suite "core" uv run pytest shared/tests -n 2 "$@"\n'
+        'if [ x ]; then\n  suite "build" bash .ci/wheels build "$dist"\n'
+        '  suite "smoke" \\\n    bash benchmarks/gpu_call_smoke.sh "$dist" "$dist/gpu-check"\nfi\n'
+        'suite "tests" \\\n  uv run pytest tests -m launch "$@" --durations=5\n'
+        'suite "$(name "$package") installed" bash .ci/wheels install "$dist" "$package"\n'
+    )
+    suites = ci_suites(script)
+    assert suites == [
+        "uv run pytest shared/tests -n 2",
+        "bash .ci/wheels build DIST",
+        "bash benchmarks/gpu_call_smoke.sh DIST DIST/gpu-check",
+        "uv run pytest tests -m launch",
+        "bash .ci/wheels install DIST <m>",
+    ]
+    text = (
+        "\n## The test command\n\n1. `uv run pytest shared/tests -n 2`: the core;\n"
+        "2. `uv run pytest tests -m launch`: `uv build`;\n"
+        "3. `bash .ci/wheels build DIST`, then\n   `bash benchmarks/gpu_call_smoke.sh DIST`;\n"
+        "4. `bash .ci/wheels install DIST <m>`.\n\nAfter: `uv run pytest shared/tests -n 2`\n"
+    )
+    steps = documented_steps(text)
+    assert steps[1] == ["uv run pytest tests -m launch", "uv build"]
+    assert suites_in_order(steps, suites) == [0, 3, 1, 2, 4]
+
+
+def test_the_wheel_build_expects_two_artifacts_for_the_core_and_each_package(tmp_path) -> None:
+    """No count is written in .ci/wheels: a new folder under packages/ adds its wheel and
+    sdist to what the build expects."""
+    import subprocess
+
+    wheels = (REPO / ".ci" / "wheels").read_text(encoding="utf-8")
+    assert not re.search(r"-eq \d", wheels), "a written count of artifacts in .ci/wheels"
+    [computed] = [line.strip() for line in wheels.splitlines() if "expected=$((" in line]
+    for count in (1, 2, 3):
+        (tmp_path / "packages" / f"m{count}").mkdir(parents=True)
+        (tmp_path / "packages" / f"m{count}" / "pyproject.toml").write_text("", encoding="utf-8")
+        done = subprocess.run(
+            ["bash", "-c", f'{computed}; echo "$expected"'],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.strip() == str(2 * (1 + count))

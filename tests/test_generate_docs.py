@@ -58,3 +58,123 @@ def test_the_loss_catalogue_names_only_the_repositorys_packages(monkeypatch) -> 
     assert tool.loss_packages()["smooth_k2"] == "sts-regression"
     monkeypatch.setattr(tool, "repository_packages", lambda: {"sts-bsc"})
     assert tool.loss_packages() == {"bsc": "sts-bsc"}
+
+
+def layout_tree(tmp_path: Path, monkeypatch, tool) -> list[str]:
+    """A small repository and the layout settings for it."""
+    files = {
+        "a.toml": "",
+        "lib/README.md": "",
+        "lib/src/m.py": "",
+        "lib/src/n.py": "",
+        "lib/src/sub/__init__.py": "",
+        "scripts/new.py": '"""New thing: ``x`` against e.g. y.\n\nMore."""\n',
+        "scripts/run.sh": "#!/usr/bin/env bash\n# Runs it, with :func:`f`:\n#   usage\nset -e\n",
+        "scripts/pkg/__init__.py": '"""The package. Then more."""\n',
+        "scripts/data.json": "{}",
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(tool, "TOP_LEVEL", {"a.toml": "settings", "lib/": "the library:"})
+    tool.TOP_LEVEL["scripts/"] = "scripts:"
+    monkeypatch.setattr(tool, "CONTENTS", {"lib/": "src"})
+    monkeypatch.setattr(tool, "EXPANDED", ("scripts/",))
+    monkeypatch.setattr(tool, "NOTES", {"scripts/data.json": "what new.py reads"})
+    return tool.repository_files(tmp_path)
+
+
+def test_the_layout_lists_each_entry_and_each_script_by_its_own_summary(
+    tmp_path: Path, monkeypatch
+) -> None:
+    tool = load_tool()
+    files = layout_tree(tmp_path, monkeypatch, tool)
+    assert tool.layout(files, tmp_path).splitlines() == [
+        "```",
+        "a.toml                settings",
+        "lib/                  the library: src/: {m, n}.py, sub/; README.md",
+        "scripts/              scripts:",
+        "  data.json           what new.py reads",
+        "  new.py              New thing: x against e.g. y",
+        "  run.sh              Runs it, with f",
+        "  pkg/                The package",
+        "```",
+    ]
+
+
+def test_an_entry_the_layout_cannot_describe_stops_the_generator(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    tool = load_tool()
+    files = layout_tree(tmp_path, monkeypatch, tool)
+    with pytest.raises(ValueError, match=r"lacks \['b.txt'\] and names what is not there: \[\]"):
+        tool.layout([*files, "b.txt"], tmp_path)
+    (tmp_path / "scripts" / "plain.py").write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="scripts/plain.py: no docstring or header comment"):
+        tool.layout([*files, "scripts/plain.py"], tmp_path)
+    document = tmp_path / "doc.md"
+    document.write_text("<!-- layout: generated -->\n<!-- end layout -->\n", encoding="utf-8")
+    monkeypatch.setattr(tool, "REPO", tmp_path)
+    parts = {"layout": (document, lambda: tool.layout([*files, "b.txt"], tmp_path))}
+    monkeypatch.setattr(tool, "generated_parts", lambda: parts)
+    assert tool.main([]) == 1
+    assert "error: doc.md (layout): the layout's TOP_LEVEL" in capsys.readouterr().err
+
+
+class FakeLoss:
+    """What the loss table reads of a registered loss."""
+
+    def __init__(self, name: str, columns: tuple[str, ...], label_kind: str | None) -> None:
+        self.registered_name, self.columns, self.label_kind = name, columns, label_kind
+
+
+class FakeMethod:
+    """What the loss table reads of a method: its name, losses and table columns."""
+
+    def __init__(self, name: str, losses: list[FakeLoss], columns=None) -> None:
+        self.name, self.losses, self.columns = name, losses, columns
+
+    def table_columns(self, loss: FakeLoss) -> tuple[str, ...]:
+        return self.columns or loss.columns
+
+
+def test_the_loss_table_has_a_row_per_kind_of_table_and_each_loss_with_its_methods() -> None:
+    tool = load_tool()
+    pair = ("sentence1", "sentence2")
+    mse, ranked = FakeLoss("mse", pair, "score"), FakeLoss("ranked", pair, "binary")
+    classes = FakeLoss("classes", pair, "class")
+    query = FakeLoss("query", ("query", "document"), "score")
+    methods = [
+        FakeMethod("core", [mse]),
+        FakeMethod("b", [ranked, classes, mse]),
+        FakeMethod("c", [FakeLoss("simple", (*pair, "hard_negative"), None)], ("sentence",)),
+        FakeMethod("d", [query]),
+    ]
+    lines = tool.loss_table(methods).splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == [
+        "| scored pairs",
+        "| labelled pairs",
+        "| single sentences",
+        "| texts `query`, `document` (score)",
+    ]
+    assert lines[2].endswith(" | `mse` (core, b) |")
+    assert lines[3].endswith(
+        " | `classes` (classes 0 … n−1; b), `ranked` (0/1; b), and every loss over scores |"
+    )
+    assert lines[4].endswith(" | `sentence` | `simple` (c) |")
+    assert lines[5] == (
+        "| texts `query`, `document` (score) | `query`, `document` | `query`, `document` "
+        "| `query` (d) |"
+    )
+
+
+def test_a_method_that_builds_its_columns_says_what_a_table_gives_it() -> None:
+    from sts_core.losses.registry import loss_class
+    from sts_core.training.method_registry import CORE_METHOD, installed_method
+
+    tool = load_tool()
+    sifter, simcse = installed_method("sifter"), loss_class("simcse")
+    assert simcse.columns == ("sentence1", "sentence2")
+    assert tool.table_kind(sifter.table_columns(simcse), simcse.label_kind) == "sentences"
+    assert CORE_METHOD.table_columns(simcse) == simcse.columns
+    assert tool.table_kind(("sentence1", "sentence2", "hard_negative"), None) == "unlabelled"

@@ -246,7 +246,11 @@ def test_prepare_says_in_one_line_what_is_missing(tmp_path: Path) -> None:
     command += ["--data-dir", str(tmp_path), "--models-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: expected the six project wheels, found []"]
+    expected = 1 + len(list(REPO.glob("packages/*/pyproject.toml")))  # sts-core, each package
+    assert done.stderr.strip().splitlines() == [
+        f"error: expected {expected} project wheels (sts-core and one for each package under "
+        "packages/), found []"
+    ]
 
 
 def test_the_gpu_script_refuses_to_run_without_its_bundle(tmp_path: Path) -> None:

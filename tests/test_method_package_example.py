@@ -201,7 +201,7 @@ def test_a_method_added_in_a_scratch_copy_of_the_repository_is_in_every_list(
     """Its folder and the workspace lists alone put it in the method list sts-train and
     sts-launch read, the loss registry, the options reference, the quality rows, the launch
     tests' recipes and the mutation tool's packages; the generator then rewrites only the
-    generated parts (the docs' tables, the catalogue of loss packages)."""
+    generated parts (the docs' tables, the catalogue of loss packages), not the layout."""
     root = tmp_path / "repository"
     for path in repository_files():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -231,7 +231,9 @@ def test_a_method_added_in_a_scratch_copy_of_the_repository_is_in_every_list(
     after = file_digests(root)
     generated = {p for p in after if added.get(p) != after[p]}
     catalogue = "shared/src/sts_core/losses/catalogue.py"
-    assert generated == {"docs/methods.md", "docs/options.md", catalogue}
+    assert generated == {"docs/methods.md", "docs/options.md", "docs/data.md", catalogue}
     assert '"margin_mse": "sts-marginmse",' in (root / catalogue).read_text(encoding="utf-8")
     table = (root / "docs" / "methods.md").read_text(encoding="utf-8")
     assert "| `marginmse` | Margin MSE (an example) | `margin_mse` |" in table
+    data = (root / "docs" / "data.md").read_text(encoding="utf-8")
+    assert "| scored pairs |" in data and "`margin_mse` (marginmse)" in data

@@ -1,4 +1,4 @@
-"""The six distributions install anywhere: one version, ranges that hold, no file paths in
+"""The distributions install anywhere: one version, ranges that hold, no file paths in
 the requirements, a license in each, and tools/set_version.py keeps them so. (Building
 the wheels and installing each package from them alone is CI's .ci/wheels.)"""
 
@@ -83,7 +83,7 @@ def set_version(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
-def test_set_version_moves_all_six_and_the_ranges_and_check_sees_a_stale_one(
+def test_set_version_moves_every_one_and_the_ranges_and_check_sees_a_stale_one(
     tmp_path: Path,
 ) -> None:
     copy_versioned_files(tmp_path)

@@ -1,4 +1,5 @@
-"""Set the version of all six distributions in one step, and keep the ranges true.
+"""Set the version of every distribution (sts-core, each package) in one step, and keep
+the ranges true.
 
     uv run python tools/set_version.py 0.3.0
 

@@ -166,6 +166,12 @@ class Method:
         by default."""
         return dataset, {}
 
+    def table_columns(self, loss: type[EmbeddingLoss]) -> tuple[str, ...]:
+        """The text columns a training table gives ``loss`` under this method (docs/data.md's
+        table of the columns each loss needs): the loss's own, unless
+        :meth:`prepare_train_dataset` makes them from others (SIFTER's from ``sentence``)."""
+        return loss.columns
+
     def check_train_dataset(self, dataset: Any, config: Any) -> None:
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sts_core.losses import EmbeddingLoss
 from sts_core.method import Method, QualityRow
 from sts_core.training import command
 from sts_sifter.config import SifterConfig
@@ -48,6 +49,11 @@ class SifterMethod(Method):
         columns = {X: [r.sentence for r in rows], Y: [r.with_backbone for r in rows]}
         columns[Z] = [r.without_function_words for r in rows]
         return Dataset.from_dict(columns), summary
+
+    def table_columns(self, loss: type[EmbeddingLoss]) -> tuple[str, ...]:
+        """Both losses train on single sentences, or the distinct sentences of pairs
+        (:func:`corpus_sentences`)."""
+        return (X,)
 
     def positives(self, sentences: list[str], config: Any) -> tuple[list[Any], dict[str, Any]]:
         """Each sentence's Y and Z (main process first; the others read its cache).
