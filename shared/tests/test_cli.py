@@ -156,3 +156,21 @@ def test_sts_eval_table_names_its_scorer(tiny_bert_dir, tmp_path, capsys):
     assert f"S{cosine[1:]}." in plain_markdown
     # the same embeddings, the same table: the head really is not what was scored
     assert saved["tasks"] == plain["tasks"]
+
+
+def test_sts_data_filter_writes_the_format_its_output_names(tmp_path, capsys):
+    """The probe: ``--output kept.csv`` wrote JSON lines under a .csv name, which
+    ``sts-eval --pairs`` then failed to read; a name of no table format is refused first."""
+    from sts_core.data import load_reference
+
+    out = tmp_path / "kept.csv"
+    assert data_main(["filter", "--data-dir", str(FIXTURES), "--output", str(out)]) == 0
+    kept = load_reference(str(out), "train")[1]
+    assert out.read_text(encoding="utf-8").startswith("sentence1,sentence2,score")
+    jsonl = tmp_path / "kept.jsonl"
+    assert data_main(["filter", "--data-dir", str(FIXTURES), "--output", str(jsonl)]) == 0
+    assert load_reference(str(jsonl), "train")[1].to_list() == kept.to_list()
+    capsys.readouterr()
+    assert data_main(["filter", "--data-dir", str(FIXTURES), "--output", str(tmp_path / "k.txt")])
+    assert "one of the suffixes .csv" in capsys.readouterr().err
+    assert not (tmp_path / "k.txt").exists()

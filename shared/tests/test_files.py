@@ -218,9 +218,59 @@ def test_a_saved_model_and_its_files_are_the_projects(tmp_path: Path) -> None:
 
     with staged_contents(tmp_path / "run") as staging:
         (staging / "config.json").write_text("{}")
-    (tmp_path / "run" / "notes.txt").write_text("mine")
+        (staging / "1_Pooling").mkdir()
+        (staging / "1_Pooling" / "config.json").write_text("{}")
     assert written_by_project(tmp_path / "run") == "a model saved by sts-core"
+    assert files.foreign_entries(tmp_path / "run") == []
+    (tmp_path / "run" / "notes.txt").write_text("mine")
     assert files.foreign_entries(tmp_path / "run") == ["notes.txt"]
+    assert written_by_project(tmp_path / "run") is None  # a folder holding a user's file
+
+
+def test_a_saved_file_the_user_edited_or_a_file_added_in_its_subfolder_is_not_the_projects(
+    tmp_path: Path,
+) -> None:
+    """The probe: a file its save marker lists counted as sts-core's whatever it held since,
+    and ``1_Pooling`` whole with a user's file in it; the next save replaced or removed them."""
+    from sts_core.saving import staged_contents
+
+    with staged_contents(tmp_path / "run") as staging:
+        (staging / "README.md").write_text("card")
+        (staging / "1_Pooling").mkdir()
+        (staging / "1_Pooling" / "config.json").write_text("{}")
+    run = tmp_path / "run"
+    assert written_by_project(run / "README.md") and written_by_project(run / "1_Pooling")
+    edited_later(run / "README.md", "card, and my notes")  # the model card: no hash, its size
+    assert written_by_project(run / "README.md") is None
+    with staged_contents(tmp_path / "other") as staging:
+        (staging / "config.json").write_text("{}")
+    edited_later(tmp_path / "other" / "config.json", "[]")  # same size: its content hash
+    assert written_by_project(tmp_path / "other" / "config.json") is None
+    (run / "1_Pooling" / "notes.txt").write_text("mine")
+    assert written_by_project(run / "1_Pooling") is None
+    assert files.foreign_entries(run) == ["1_Pooling", "README.md"]
+
+
+def edited_later(path: Path, text: str) -> None:
+    """Write ``text`` over ``path`` in place, as a user's editor would seconds after the save
+    (a later mtime: a rewrite within the clock's tick looks unchanged to the hash cache)."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(before + 2_000_000_000, before + 2_000_000_000))
+
+
+@pytest.mark.parametrize("name", [LEDGER_NAME, ".sts-partial-results.json"])
+def test_an_output_named_as_the_ledger_or_a_temporary_file_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """The probe: ``sts-eval --output .sts-outputs`` wrote its result over the folder's
+    ledger (exit 0), which then vouched for nothing the folder held."""
+    ours = write_json(tmp_path / "results.json", {"spearman": 1.0})
+    with pytest.raises(FilesError, match=f"{name}: {name} is the name sts-core keeps"):
+        declared(tmp_path, tmp_path / name).check()
+    with pytest.raises(FilesError, match="is the name sts-core keeps for its own"):
+        write_json(tmp_path / name, {"spearman": 2.0})
+    assert written_by_project(ours)  # the ledger still records it
 
 
 # ------------------------------------------------------------------ declared outputs
@@ -359,3 +409,37 @@ def test_the_soup_function_checks_its_output_as_the_command_does(
     with pytest.raises(FilesError, match="pass --overwrite"):
         soup(runs, str(tmp_path / "soup"))
     soup(runs, str(tmp_path / "soup"), overwrite=True)
+
+
+def test_a_save_over_an_earlier_save_keeps_what_the_user_edited_or_added_there(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """The probe: a save over an earlier one replaced the model card the user had edited
+    and removed a file the user put in ``1_Pooling``, exit 0. A file beside the save stays;
+    an edited or added file among the save's stops the save, kept as it is."""
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.saving import staged_contents
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_dir)
+    saved = tmp_path / "saved"
+    encoder.save_pretrained(saved)
+    (saved / "notes.txt").write_text("my notes on this model", encoding="utf-8")
+    encoder.save_pretrained(saved)  # a file the user added beside the save is kept
+    assert (saved / "notes.txt").read_text(encoding="utf-8") == "my notes on this model"
+    pooling = next(p for p in saved.iterdir() if p.is_dir() and p.name.endswith("_Pooling"))
+    (pooling / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(FilesError, match=rf"\({pooling.name}\): nothing was saved"):
+        encoder.save_pretrained(saved)
+    assert (pooling / "notes.txt").read_text(encoding="utf-8") == "mine"
+    (pooling / "notes.txt").unlink()
+    config = saved / "config_sentence_transformers.json"
+    edited_later(config, config.read_text(encoding="utf-8").replace("{", "{ ", 1)[:-1])
+    with pytest.raises(FilesError, match=r"\(config_sentence_transformers.json\): nothing"):
+        encoder.save_pretrained(saved)
+    carded = tmp_path / "carded"  # an earlier save with a model card this save does not write
+    with staged_contents(carded) as staging:
+        (staging / "README.md").write_text("card", encoding="utf-8")
+    edited_later(carded / "README.md", "card\nMy results: …\n")
+    with pytest.raises(FilesError, match=r"\(README.md\): nothing was saved"):
+        encoder.save_pretrained(carded)
+    assert (carded / "README.md").read_text(encoding="utf-8") == "card\nMy results: …\n"

@@ -215,7 +215,7 @@ def test_sts_mine_writes_triplets_that_train_datasets_reads_and_a_report(
 def test_sts_mine_refuses_bad_input_before_the_model_loads(tmp_path: Path, capsys) -> None:
     missing = ["--model", str(tmp_path / "no-model"), "--pairs", str(tmp_path / "none.csv")]
     assert main([*missing, "--output", str(tmp_path / "x.txt")]) == 2
-    assert "ends in one of .csv, .jsonl, .json, .parquet" in capsys.readouterr().err
+    assert "one of the suffixes .csv, .jsonl, .json, .parquet" in capsys.readouterr().err
     assert main([*missing, "--output", str(tmp_path / "x.csv"), "--num-negatives", "2",
                  "--range-max", "1"]) == 2  # fmt: skip
     assert "fewer than num_negatives 2" in capsys.readouterr().err
@@ -282,3 +282,20 @@ def test_the_python_function_reads_its_pairs_as_every_table_is_read(
     data = {"sentence1": ["a b", "c d", "e f"], "sentence2": ["g h", "i j", "k l"], **columns}
     with pytest.raises(DataFormatError, match=re.escape(f"pairs: {message}")):
         mine_hard_negatives(Dataset.from_dict(data), encoder, use_faiss=False)
+
+
+def test_the_python_function_reads_a_numbers_column_as_sts_mine_does(encoder) -> None:
+    """The probe: ``mine_hard_negatives`` read an ``id`` column as the score (the pairs
+    below the highest id left out: no triplets, no error) where ``sts-mine`` refuses it; a
+    column mapped to ``score`` by ``columns`` is the score."""
+    from sts_core.data import DataFormatError
+
+    texts = {"q": ["a b", "c d", "e f", "g h"], "d": ["i j", "k l", "m n", "o p"]}
+    numbered = Dataset.from_dict({**texts, "id": [1, 2, 3, 4]})
+    with pytest.raises(DataFormatError, match="column 'id' holds numbers.*columns"):
+        mine_hard_negatives(numbered, encoder, use_faiss=False)
+    scored = Dataset.from_dict({**texts, "sim": [1.0, 1.0, 0.0, 1.0]})
+    triplets, report = mine_hard_negatives(
+        scored, encoder, use_faiss=False, columns={"score": "sim"}
+    )
+    assert sorted(set(triplets["anchor"])) == ["a b", "c d", "g h"]  # 'e f' scored 0

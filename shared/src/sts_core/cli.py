@@ -21,7 +21,6 @@ from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exporte
     on_interrupt,
     write_json,
     write_text,
-    writing,
 )
 from sts_core.names import POOLING_MODES, STS_TASKS
 
@@ -505,7 +504,11 @@ def make_data_parser() -> argparse.ArgumentParser:
         "(regression paper, Appendix A); prints the counts",
     )
     filt.add_argument("--variant", choices=("senteval", "raw"), default="senteval")
-    filt.add_argument("--output", help="write the kept pairs as JSON lines")
+    filt.add_argument(
+        "--output",
+        help="write the kept pairs there, in the format its suffix says (.csv, .jsonl, .json: "
+        "JSON lines, .parquet)",
+    )
     filt.add_argument(
         "--overwrite",
         action="store_true",
@@ -523,12 +526,15 @@ def make_data_parser() -> argparse.ArgumentParser:
 def data_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sts-data``."""
     args = make_data_parser().parse_args(argv)
+    from sts_core.data.table_output import check_table_suffix, write_table
+
     try:
         if args.command == "filter" and args.output:
             files = CommandFiles("sts-data filter", "--overwrite", args.overwrite)
             files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
             files.writes("--output", args.output)
             files.check()
+            check_table_suffix(Path(args.output).expanduser())
         from sts_core import data
 
         if args.command == "list":
@@ -541,8 +547,7 @@ def data_main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(report.to_dict(), indent=2))
     if args.output:
         try:
-            with writing(Path(args.output).expanduser()) as temporary:
-                kept.to_json(str(temporary), force_ascii=False)
+            write_table(kept, Path(args.output).expanduser())
         except OSError as error:
             return fail("sts-data", error)
         print(f"wrote {len(kept)} pairs to {args.output}")

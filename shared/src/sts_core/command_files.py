@@ -46,6 +46,7 @@ except ImportError:  # no fcntl on Windows: the ledger is written without a fold
 
 #: the ledger of a folder: which of its files this project wrote (name → size, hash, command)
 LEDGER_NAME = ".sts-outputs.json"
+RUN_LOCK = ".sts-run.lock"  # a training run's OS file lock (training/output.py)
 #: temporary files and staging folders start with this (a kill leaves them; they are ours)
 PARTIAL_PREFIX = ".sts-partial"
 STAGING_DIR = ".sts-staging"
@@ -171,7 +172,7 @@ def _skipped(relative: Path) -> bool:
     """Scratch files, ledgers and run locks: not part of what a folder holds."""
     return any(is_scratch(part) for part in relative.parts) or relative.name in (
         LEDGER_NAME,
-        ".sts-run.lock",
+        RUN_LOCK,
     )
 
 
@@ -273,9 +274,24 @@ def _publishing(path: Path, record: bool, synced: bool) -> Iterator[Path]:
         record_output(path)
 
 
+def refuse_reserved(path: Path, option: str = "") -> None:
+    """:class:`FilesError` when ``path``'s name is one sts-core keeps for itself: a
+    folder's ledger (:data:`LEDGER_NAME`) or a temporary file (``.sts-partial-…``); a
+    result written there would replace the record of what the folder holds."""
+    if path.name == LEDGER_NAME or is_scratch(path.name):
+        named = f"{option} {path}" if option else str(path)
+        raise FilesError(
+            f"{named}: {path.name} is the name sts-core keeps for its own "
+            f"{'ledger' if path.name == LEDGER_NAME else 'temporary files'}: nothing was "
+            "written; choose another name"
+        )
+
+
 def refuse_foreign(path: Path) -> None:
-    """:class:`FilesError` when ``path`` exists and this project did not write it: the last
-    guard of every recorded write (commands check their outputs before the work, too)."""
+    """:class:`FilesError` when ``path`` exists and this project did not write it, or its
+    name is one sts-core keeps (:func:`refuse_reserved`): the last guard of every recorded
+    write (commands check their outputs before the work, too)."""
+    refuse_reserved(path)
     if (path.exists() or path.is_symlink()) and written_by_project(path) is None:
         raise FilesError(
             f"{path} exists and was not written by sts-core (or was changed since): it was "
@@ -393,14 +409,14 @@ def written_by_project(path: Path) -> str | None:
     folder holding a save marker (a saved model, a checkpoint); or a file the marker of
     its folder lists (a saved model's files)."""
     name = path.name
-    if is_scratch(name) or name == LEDGER_NAME:
-        return "a temporary file of an interrupted write"
-    if path.is_dir() and (path / SAVE_MARKER).is_file():
-        return "a model saved by sts-core"
+    if is_scratch(name) or name in (LEDGER_NAME, RUN_LOCK):
+        return "a temporary file of an interrupted write, a ledger or a run's lock"
+    if path.is_dir() and not path.is_symlink() and (path / SAVE_MARKER).is_file():
+        return "a model saved by sts-core" if not foreign_entries(path) else None
     entry = read_ledger(path.parent).get(name)
     if entry is not None and _matches(path, entry):
         return f"written by {entry.get('command', 'sts-core')} on {entry.get('time', '?')}"
-    if name == SAVE_MARKER or name in _marker_files(path.parent):
+    if name == SAVE_MARKER or _listed_by_marker(path):
         return "a file of the model saved there by sts-core"
     return None
 
@@ -414,14 +430,33 @@ def _matches(path: Path, entry: dict[str, Any]) -> bool:
     return file_digest(path) == entry.get(CONTENT_HASH)
 
 
-def _marker_files(folder: Path) -> set[str]:
-    """The top-level entries a folder's save marker lists (its model files)."""
+def _listed_by_marker(path: Path) -> bool:
+    """Whether the save marker of ``path``'s folder lists ``path`` as it is now: a file with
+    its size and content hash, or a folder (``1_Pooling``) every file of which it lists so
+    (a file the user edited or added there is not the save's)."""
     try:
-        marker = json.loads((folder / SAVE_MARKER).read_text(encoding="utf-8"))
+        marker = json.loads((path.parent / SAVE_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return set()
+        return False
+    if path.is_symlink():
+        return False
     listed = {**marker.get("files", {}), **marker.get("training_files", {})}
-    return {Path(name).parts[0] for name in listed}
+    hashes = marker.get("hashes") or {}
+    if path.is_dir():
+        found = [p for p in sorted(path.rglob("*")) if not p.is_dir() or p.is_symlink()]
+        names = [p.relative_to(path.parent).as_posix() for p in found]
+    else:
+        names = [path.name]
+    return bool(names) and all(
+        _unchanged(path.parent / name, listed.get(name), hashes.get(name)) for name in names
+    )
+
+
+def _unchanged(path: Path, size: Any, digest: Any) -> bool:
+    """Whether ``path`` is a regular file of ``size`` bytes and (when known) ``digest``."""
+    if size is None or path.is_symlink() or not path.is_file() or path.stat().st_size != size:
+        return False
+    return digest is None or file_digest(path) == digest
 
 
 def foreign_entries(folder: Path, ignore: Iterable[str] = ()) -> list[str]:
@@ -571,6 +606,7 @@ class CommandFiles:
         """:class:`FilesError` for the first output that would overwrite an input or a file
         the project did not write (or wrote, without the replace flag)."""
         for output in self.outputs:
+            refuse_reserved(output.path, output.option)
             check_off_inputs(output, self.inputs, self.command)
             if output.kind == "file":
                 self._check_existing_file(output)

@@ -36,7 +36,7 @@ import importlib.util
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -350,6 +350,15 @@ def choose_negatives(
 
 
 # ----------------------------------------------------------------------------- the whole
+def pairs_reading(option: str) -> Any:
+    """How a table of pairs to mine is read, its columns mapped by ``option``: a score only
+    from a named (or mapped) column; a column of numbers not named is refused."""
+    from sts_core.data import TableReading
+    from sts_core.data.tables import NLI_BY_NAMES
+
+    return TableReading(option, "named", nli_hint=NLI_BY_NAMES)
+
+
 def mine_hard_negatives(
     pairs: Any,
     encoder: Any,
@@ -360,13 +369,15 @@ def mine_hard_negatives(
     memory_mb: float = 256,
     use_faiss: bool | None = None,
     scores: bool = False,
+    columns: Mapping[str, str] | None = None,
 ) -> tuple[Any, MiningReport]:
-    """(anchor, positive, negative) triplets from ``pairs`` (a ``datasets.Dataset`` with the
-    project's ``sentence1``/``sentence2``, as :func:`sts_core.data.load_reference` reads
-    any table; with a ``score``, only the pairs at or above ``settings.positive_threshold``
-    are positives, :func:`positive_rows`) and an encoder; see the module docstring.
-    ``use_faiss``: None, faiss when installed. ``scores``: add the cosines
-    (``positive_score``, ``negative_score``)."""
+    """(anchor, positive, negative) triplets from ``pairs`` (a ``datasets.Dataset`` read as
+    ``sts-mine`` reads its ``--pairs`` table: two text columns, ``columns`` mapping the
+    project's names onto its own; a score only from a column named ``score`` or ``label``
+    or mapped, and then only the pairs at or above ``settings.positive_threshold`` are
+    positives, :func:`positive_rows`; a column of numbers not named is refused) and an
+    encoder; see the module docstring. ``use_faiss``: None, faiss when installed.
+    ``scores``: add the cosines (``positive_score``, ``negative_score``)."""
     from datasets import Dataset
 
     from sts_core.data import from_dataset
@@ -375,7 +386,7 @@ def mine_hard_negatives(
     check_search_settings(memory_mb, use_faiss)
     if len(pairs) == 0:
         raise ValueError("no pairs to mine hard negatives for")
-    pairs = from_dataset(pairs, name="pairs")  # read as every table is (numbers, texts)
+    pairs = from_dataset(pairs, columns, name="pairs", reading=pairs_reading("columns"))
     started = time.perf_counter()
     rows, positives = positive_rows(pairs, settings.positive_threshold)
     first, second = (_rows_of(list(pairs[name]), rows) for name in PAIR_COLUMNS)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sts_core.cli import add_encoder_arguments, check_device, fail, load_encoder
 from sts_core.cli import positive_int as _positive_int
-from sts_core.command_files import CommandFiles, on_interrupt, write_json, writing
+from sts_core.command_files import CommandFiles, on_interrupt, write_json
 from sts_core.mining import (
     SAMPLING,
     MiningSettings,
@@ -25,9 +25,6 @@ from sts_core.mining import (
     mine_hard_negatives,
     positive_rows,
 )
-
-#: the output formats, by the output's suffix
-WRITERS = {".csv": "to_csv", ".jsonl": "to_json", ".json": "to_json", ".parquet": "to_parquet"}
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -122,10 +119,10 @@ def mining_files(args: argparse.Namespace) -> tuple[CommandFiles, Path]:
     """What ``sts-mine`` reads (the model, the pairs, the corpus, the data folder for a
     registry set) and writes (the triplets, of a known suffix, and the report beside them)."""
     from sts_core.data.references import reference_path
+    from sts_core.data.table_output import check_table_suffix
 
     target = Path(args.output).expanduser()
-    if target.suffix.lower() not in WRITERS:
-        raise ValueError(f"--output {target}: the name ends in one of {', '.join(WRITERS)}")
+    check_table_suffix(target)
     files = CommandFiles("sts-mine", "--overwrite", args.overwrite)
     files.reads("--model", args.model)
     files.reads("--base-model", getattr(args, "base_model", None))
@@ -143,13 +140,13 @@ def report_path(output: Path) -> Path:
 def read_pairs(args: argparse.Namespace):
     """The ``--pairs`` table under ``--columns``: its score only from a column named score
     or label or mapped (a column of numbers not named is refused)."""
-    from sts_core.data import TableReading, check_columns_mapping, load_reference
-    from sts_core.data.tables import NLI_BY_NAMES
+    from sts_core.data import check_columns_mapping, load_reference
+    from sts_core.mining import pairs_reading
     from sts_core.options import parse_json_mapping
 
     columns = parse_json_mapping(args.columns, "--columns")
     check_columns_mapping(columns, "--columns")
-    reading = TableReading("--columns", "named", nli_hint=NLI_BY_NAMES)
+    reading = pairs_reading("--columns")
     return load_reference(args.pairs, "train", args.data_dir, columns=columns, reading=reading)[1]
 
 
@@ -162,15 +159,6 @@ def read_corpus(path: str | None) -> list[str]:
     if not texts:
         raise ValueError(f"--corpus {path}: no text in it")
     return texts
-
-
-def write_table(dataset, path: Path) -> None:
-    """The triplets at ``path`` by its suffix (JSON: one object per line)."""
-    writer = WRITERS[path.suffix.lower()]
-    options = {"lines": True, "force_ascii": False} if writer == "to_json" else {}
-    options |= {"index": False} if writer == "to_csv" else {}
-    with writing(path) as temporary:
-        getattr(dataset, writer)(str(temporary), **options)
 
 
 @on_interrupt("sts-mine")
@@ -208,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_faiss=args.faiss,
             scores=args.scores,
         )
+        from sts_core.data.table_output import write_table
+
         write_table(triplets, output)
         summary = {"pairs": args.pairs, "model": args.model, **report.as_dict()}
         write_json(report_path(output), summary)

@@ -96,7 +96,7 @@ def _is_scratch(relative: Path) -> bool:
     first = relative.parts[0]
     return first.startswith((PARTIAL_PREFIX, STAGING_DIR)) or first in (
         SAVE_MARKER,
-        ".sts-run.lock",
+        files.RUN_LOCK,
     )
 
 
@@ -290,26 +290,37 @@ def staged_contents(target: str | os.PathLike, replaces: Iterable[str] = ()) -> 
             target, "nothing of it was published (an earlier save there is unchanged)"
         ):
             yield staging
-        refuse_foreign_entries(staging, target)
         previous = read_save_marker(target) if (target / SAVE_MARKER).is_file() else None
+        refuse_foreign_entries(target, _replaced_names(staging, previous, replaces))
         with named_save_failure(target, "the folder holds no complete save"):
             _publish_entries(staging, target, previous, replaces)
     finally:
         remove_path(staging)
 
 
-def refuse_foreign_entries(staging: Path, target: Path) -> None:
-    """:class:`~sts_core.command_files.FilesError` when the save staged in ``staging`` would
-    replace an entry of ``target`` that sts-core did not write (a user's ``config.json``, the
-    files of the transformers folder the model was loaded from): nothing is published. A
+def _replaced_names(
+    staging: Path, previous: dict[str, Any] | None, replaces: Iterable[str]
+) -> set[str]:
+    """The entries of the target a save replaces or removes: those it wrote in ``staging``,
+    the previous save's (``previous``: its marker) and ``replaces``."""
+    stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
+    return {entry.name for entry in staging.iterdir()} | stale | set(replaces)
+
+
+def refuse_foreign_entries(target: Path, names: Iterable[str]) -> None:
+    """:class:`~sts_core.command_files.FilesError` when a save would replace or remove an
+    entry ``names`` of ``target`` that sts-core did not write (a user's ``config.json``, the
+    files of the transformers folder the model was loaded from, a file of an earlier save
+    the user edited, a file the user put in its ``1_Pooling``): nothing is published. A
     folder of an earlier sts-core save without a marker (its encoder config) counts as
     sts-core's."""
     if (target / ENCODER_CONFIG_NAME).is_file() and not (target / SAVE_MARKER).exists():
         return
     clashes = sorted(
-        entry.name
-        for entry in staging.iterdir()
-        if (target / entry.name).exists() and files.written_by_project(target / entry.name) is None
+        name
+        for name in names
+        if ((target / name).exists() or (target / name).is_symlink())
+        and files.written_by_project(target / name) is None
     )
     if clashes:
         raise files.FilesError(

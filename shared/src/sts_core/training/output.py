@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sts_core.command_files import (
+    RUN_LOCK,
     content_identity,
     forms,
     inside,
@@ -48,7 +49,7 @@ from sts_core.training.parser import ConfigError
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".sts-run.lock"
+LOCK_NAME = RUN_LOCK
 METRICS_NAME = "metrics.json"
 #: what a run writes beside its model (removed before a new model is published)
 RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
