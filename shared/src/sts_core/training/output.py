@@ -34,6 +34,7 @@ from sts_core.command_files import (
     record_output,
     written_by_project,
 )
+from sts_core.distributed import is_main_process
 from sts_core.saving import (
     PARTIAL_PREFIX,
     SAVE_MARKER,
@@ -54,24 +55,6 @@ METRICS_NAME = "metrics.json"
 RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
 #: where the Trainer's TensorBoard writer logs, inside output_dir
 TENSORBOARD_DIR = "runs"
-
-
-# Where launchers put the global rank: torchrun/accelerate, Open MPI, MPICH/Intel MPI, Slurm.
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
-
-
-def process_rank() -> int:
-    """The global rank of this process from the launcher's environment (0 when alone)."""
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
-def is_main_process() -> bool:
-    """Global rank 0 of a launch (or a plain process)."""
-    return process_rank() == 0
 
 
 @dataclass

@@ -29,6 +29,7 @@ from sts_core.command_files import (
     written_by_project,
 )
 from sts_core.data import DataError
+from sts_core.distributed import close_process_group, is_main_process, rank
 from sts_core.encoder import check_model_location
 from sts_core.encoder.model_shape import (
     ModelShapeError,
@@ -55,9 +56,7 @@ from sts_core.training.output import (
     RESULT_FILES,
     check_resume_checkpoint,
     input_identities,
-    is_main_process,
     prepare_output_dir,
-    process_rank,
     run_inputs,
 )
 from sts_core.training.parser import ConfigError, ConfigParser
@@ -569,8 +568,6 @@ def cli_main(
     folder (the message names the file, key or path) is one line on stderr and exit status
     2, before training. Under a launcher only the main process prints it. ``run_class``: a
     package's :class:`TrainingRun` subclass."""
-    from sts_core.distributed import close_process_group
-
     finished = False
     if launched():
         end_with_parent(
@@ -643,8 +640,8 @@ def report_error(error: BaseException) -> None:
     the process that met it (with its rank when launched)."""
     message = " ".join(str(error).split())
     if getattr(error, "sts_during_training", False):
-        rank = process_rank()
-        _write_line(f"error: {f'[rank {rank}] ' if rank else ''}{message}")
+        number = rank()
+        _write_line(f"error: {f'[rank {number}] ' if number else ''}{message}")
     elif is_main_process():
         _write_line(f"error: {message}")
 
