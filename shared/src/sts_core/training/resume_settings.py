@@ -8,7 +8,8 @@ fields), the method's name and the number of processes — all but the settings 
 ``load_best_model_at_end`` is off), so an option added later is recorded by default.
 Weight averaging is recorded by :func:`~sts_core.training.averaging.averaging_settings`
 (``ema_decay`` only under ``ema``, the start and period only when averaging is on).
-Local paths are recorded resolved (each set's ``path`` of ``train_datasets`` as a
+Local paths (the options of :data:`~sts_core.training.path_options.PATH_OPTIONS`) are
+recorded resolved (each set's ``path`` of ``train_datasets`` as a
 mapping, with its loss, weight, prompt and columns), so a relative and an absolute path to
 the same file agree.
 
@@ -32,6 +33,7 @@ from typing import Any
 
 from sts_core.command_files import changed_identity
 from sts_core.training.averaging import averaging_settings, check_resume_averaging
+from sts_core.training.path_options import PATH_OPTION_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -146,18 +148,6 @@ AVERAGING_FIELDS = (
     "ema_decay",
 )
 
-#: settings holding a local path (or a list of them): recorded resolved
-PATH_SETTINGS = frozenset(
-    {
-        "model_name_or_path",
-        "teacher_model",
-        "data_dir",
-        "train_datasets",
-        "eval_dataset",
-        "deepspeed",
-    }
-)
-
 #: the number of processes: known in the launched run, not in ``sts-launch``'s check
 PROCESSES = "world_size"
 
@@ -189,7 +179,7 @@ def _normalised(name: str, value: Any) -> Any:
     """``value`` as JSON would give it back; a local path resolved."""
     if isinstance(value, Enum):
         value = value.value
-    if name in PATH_SETTINGS:
+    if name in PATH_OPTION_NAMES:  # recorded resolved
         if isinstance(value, dict):  # train_datasets as a mapping: each set's path
             value = {k: {**v, "path": _path(v.get("path"))} for k, v in value.items()}
         else:
