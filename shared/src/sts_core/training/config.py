@@ -743,16 +743,10 @@ class BaseConfig(TrainingArguments):
             matryoshka_loss_class(loss_class(loss), *parsed)
 
     def _check_samplers(self) -> None:
-        from sts_core.training.batch_plan import BATCH_SAMPLERS, MULTI_DATASET_SAMPLERS
+        from sts_core.training.batch_plan import SAMPLER_CHOICES, check_sampler
 
-        for name, allowed in (
-            ("batch_sampler", BATCH_SAMPLERS),
-            ("multi_dataset_sampler", MULTI_DATASET_SAMPLERS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+        for name in SAMPLER_CHOICES:
+            check_sampler(name, getattr(self, name))
 
     def _check_gradient_cache(self) -> None:
         require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)
