@@ -383,12 +383,10 @@ class DataArguments:
             1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
         )
         self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
-        from sts_core.data import check_columns_mapping
+        from sts_core.data import parse_columns_option
 
         for option in ("columns", "eval_columns"):
-            mapping = parse_json_mapping(getattr(self, option), option)
-            check_columns_mapping(mapping, option)
-            setattr(self, option, mapping)
+            setattr(self, option, parse_columns_option(getattr(self, option), option))
         if self.label_mapping is not None:
             from sts_core.data import resolve_label_mapping
 
