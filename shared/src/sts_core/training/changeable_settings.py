@@ -46,17 +46,19 @@ SELECTION_TIMING = frozenset(
     {"eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy", "save_steps"}
 )
 
-#: sections whose fields a resume may change but these (which decide the result)
+#: sections whose fields a resume may change but these (when evaluations and saves happen)
 FREE_BUT = {
     "Evaluation": SELECTION_TIMING,  # the rest is the cost of an evaluation
     "Checkpointing & Saving": SELECTION_TIMING,  # the rest: the checkpoints kept, how
-    "DDP": frozenset({"ddp_broadcast_buffers", "ddp_static_graph"}),  # the rest: the launch
 }
 
 #: sections of which a resume may change only these fields
 FREE_ONLY = {
     "Mixed Precision": frozenset({"bf16_full_eval", "fp16_full_eval"}),  # the evaluation's
     "Additional Optimizations": frozenset({"torch_empty_cache_steps"}),  # memory
+    "DDP": frozenset(  # the launch (not the buffers' broadcast nor the static graph)
+        {"ddp_timeout", "ddp_backend", "ddp_bucket_cap_mb", "ddp_find_unused_parameters"}
+    ),
     "Dataloader": frozenset(  # how fast the batches are fed (their order is the sampler's)
         {
             "dataloader_num_workers",
