@@ -321,7 +321,7 @@ def _option_paths(
         return [(name, value or os.environ.get("STS_DATA_DIR"))]
     if option.split is None:
         return [(name, value)]
-    references = train_references(value) if isinstance(value, Mapping | list) else [value]
+    references = train_references(value) if isinstance(value, Mapping | list | tuple) else [value]
     return [
         (name, _data_path(str(reference), option.split, data_args))
         for reference in references
