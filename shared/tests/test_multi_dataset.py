@@ -6,6 +6,7 @@ run in one line before any weights load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -120,6 +121,21 @@ def test_the_mapping_is_read_with_its_defaults() -> None:
     }
     assert parse_train_datasets(['{"a": {"path": "x"}}'])["a"]["path"] == "x"  # command line
     assert parse_train_datasets(["x.tsv", "y.csv"]) == ["x.tsv", "y.csv"]
+
+
+def test_the_sets_are_parsed_once_into_typed_specs_that_travel_with_the_arguments() -> None:
+    """``DataArguments`` keeps the parsed specs (``train_specs``) beside the option's value;
+    the run, the data and the Trainer's check read them, never the dicts again."""
+    from sts_core.training.multi_dataset import TrainDatasetSpec
+
+    data = DataArguments(train_datasets=[{"a": "x.tsv", "b": {"path": "y.csv", "weight": 2}}])
+    assert data.train_specs == (
+        TrainDatasetSpec("a", "x.tsv"),
+        TrainDatasetSpec("b", "y.csv", weight=2.0),
+    )
+    assert data.train_datasets == {spec.name: spec.to_dict() for spec in data.train_specs}
+    assert "train_specs" not in {f.name for f in dataclasses.fields(DataArguments)}
+    assert DataArguments(train_datasets=["x.tsv"]).train_specs is None
 
 
 @pytest.mark.parametrize(

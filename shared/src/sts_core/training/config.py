@@ -227,7 +227,10 @@ FINAL_EVAL_TASKS = ("sts", "classification", "ranking")
 
 @dataclass
 class DataArguments:
-    """What to train and select on."""
+    """What to train and select on. After ``__post_init__``, ``train_specs`` holds the
+    training sets of ``train_datasets`` as a mapping, parsed once
+    (:class:`~sts_core.training.multi_dataset.TrainDatasetSpec` each, in the recipe's
+    order), or None for a list; it is not an option (not a field)."""
 
     data_dir: str | None = field(
         default=None, metadata={"help": "Benchmark data folder (default: $STS_DATA_DIR)."}
@@ -372,11 +375,11 @@ class DataArguments:
                 f"final_sts_tasks: unknown task(s) {', '.join(unknown)}; "
                 f"choose from {', '.join(STS_TASKS)}"
             )
-        from sts_core.training.multi_dataset import parse_train_datasets
+        from sts_core.training.multi_dataset import read_train_datasets
 
         if not self.train_datasets:
             raise ValueError("train_datasets is empty: name at least one training set")
-        self.train_datasets = parse_train_datasets(self.train_datasets)
+        self.train_datasets, self.train_specs = read_train_datasets(self.train_datasets)
         if self.data_variant not in ("senteval", "raw"):
             raise ValueError(f"data_variant must be senteval or raw, got {self.data_variant!r}")
         require_at_least(

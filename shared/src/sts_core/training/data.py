@@ -32,7 +32,6 @@ from sts_core.training.multi_dataset import (
     TrainDatasetSpec,
     TrainSet,
     column_prompts,
-    dataset_specs,
     set_loss_class,
 )
 
@@ -277,7 +276,7 @@ def build_train_sets(
     (``datasets``: each set's path, loss, weight, prompts and rows); the run checks
     first that its Trainer can train them
     (:func:`~sts_core.training.trainer.check_trainer_for_datasets`)."""
-    specs = dataset_specs(data_args.train_datasets) or []
+    specs = data_args.train_specs or ()
     built = [_build_train_set(spec, data_args, method, config) for spec in specs]
     sets = [train_set for train_set, _ in built]
     summary: dict[str, Any] = {

@@ -248,9 +248,9 @@ class TrainingRun:
         """``(prefix, loss class)`` of each loss the run trains: the method's, or with
         ``train_datasets`` as a mapping each set's (prefix ``train_datasets: <name>: ``;
         an unknown loss is a ConfigError naming the set)."""
-        from sts_core.training.multi_dataset import dataset_specs, set_loss_class
+        from sts_core.training.multi_dataset import set_loss_class
 
-        specs = dataset_specs(self.data_args.train_datasets)
+        specs = self.data_args.train_specs
         if specs is None:
             return [("", self.method.loss_class(self.config))]
         losses = []
@@ -486,10 +486,9 @@ def prepare_inputs(
         final_evaluators,
         load_reference,
     )
-    from sts_core.training.multi_dataset import dataset_specs
 
     check_trainer_for_datasets(method, config, data_args)  # before any set loads
-    if train_dataset is None and dataset_specs(data_args.train_datasets) is not None:
+    if train_dataset is None and data_args.train_specs is not None:
         train_dataset, data_summary = build_train_sets(data_args, method, config)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)

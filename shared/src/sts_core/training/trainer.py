@@ -48,7 +48,6 @@ from sts_core.training.multi_dataset import (
     DATASET_NAME_KEY,
     TrainDatasets,
     TrainSet,
-    dataset_specs,
     set_loss_class,
     training_prompts,
 )
@@ -567,7 +566,7 @@ def check_trainer_for_datasets(method: Any, config: Any, data_args: Any) -> None
     each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
     its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.)"""
     trainer = trainer_class(method, config)
-    specs = dataset_specs(data_args.train_datasets)
+    specs = data_args.train_specs
     own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
     if getattr(config, "batch_sampler", "default") != "default" and own_batches:
         raise ConfigError(
