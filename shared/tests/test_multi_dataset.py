@@ -360,6 +360,31 @@ def test_two_sets_train_through_sts_train(
     assert encoder.encode(["a man plays the guitar 1"], show_progress_bar=False).shape[0] == 1
 
 
+def test_each_sets_loss_is_resolved_once_in_a_run(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run resolves each set's loss class once (``TrainingRun.set_losses``): its
+    checks, the sets' loading and the Trainer (through each ``TrainSet``) use it."""
+    from sts_core.training import data, trainer
+    from sts_core.training.multi_dataset import set_loss_class
+
+    calls: list[str | None] = []
+
+    def counted(method: Any, config: Any, name: str | None) -> Any:
+        calls.append(name)
+        return set_loss_class(method, config, name)
+
+    monkeypatch.setattr(data, "set_loss_class", counted)
+    monkeypatch.setattr(trainer, "set_loss_class", counted)
+    recipe, output_dir = write_recipe(
+        tmp_path, tiny_bert_nodropout_dir, two_sets(tmp_path), max_steps="1"
+    )
+    run = TrainingRun(["--config", str(recipe)])
+    run.run()
+    assert calls == ["cosine_mse", "infonce"]
+    assert [s.loss_class for s in run.trainer.train_dataset.sets] == list(run.set_losses.values())
+
+
 def test_infonce_of_a_set_takes_the_methods_settings(
     tiny_bert_nodropout_dir: Path, tmp_path: Path
 ) -> None:

@@ -201,8 +201,9 @@ def set_loss_class(method: Any, config: Any, name: str | None) -> Any:
 @dataclass
 class TrainSet:
     """A loaded training set of the mapping: its rows, the loss its batches train on (a
-    registered name), the loss's multiplier, the prompt of each text column and the
-    column its loss reads as labels."""
+    registered name), the loss's multiplier, the prompt of each text column, the column
+    its loss reads as labels and the loss's class as the run resolved it (None: the
+    Trainer resolves ``loss`` itself, for a set built by hand)."""
 
     name: str
     dataset: Any
@@ -210,6 +211,7 @@ class TrainSet:
     weight: float = 1.0
     prompts: dict[str, str] = field(default_factory=dict)
     label_column: str = "score"
+    loss_class: Any = None
 
 
 def training_prompts(

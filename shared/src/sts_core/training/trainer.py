@@ -357,10 +357,11 @@ class BaseTrainer(AnyModelTrainer):
 
     @staticmethod
     def _loss_types(method: Any, args: Any, sets: list[TrainSet] | None) -> dict[str, Any]:
-        """The loss classes of the run by name: the method's, or each training set's."""
+        """The loss classes of the run by name: the method's, or each training set's (as the
+        run resolved it, or for a set built by hand as :func:`set_loss_class` does)."""
         if sets is None:
             return {method.loss_name(args): method.loss_class(args)}
-        return {s.loss: set_loss_class(method, args, s.loss) for s in sets}
+        return {s.loss: s.loss_class or set_loss_class(method, args, s.loss) for s in sets}
 
     def _collator(
         self, model: Any, args: Any, loss_types: dict[str, Any], sets: list[TrainSet] | None
