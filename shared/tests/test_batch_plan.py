@@ -57,6 +57,13 @@ def test_proportional_takes_every_batch_of_every_set_once_in_a_seeded_order() ->
     assert plan.batches(0) != plan.batches(1)  # another shuffle each epoch
 
 
+def test_a_plan_built_without_a_config_refuses_an_unknown_sampler() -> None:
+    """The check the config makes as it is parsed (``check_sampler``), for a plan a
+    Trainer builds from arguments that are not a ``BaseConfig``."""
+    with pytest.raises(ValueError, match="multi_dataset_sampler must be one of proportional, "):
+        BatchPlan(["a", "b"], [4, 4], G, seed=0, sampler="random")
+
+
 def test_round_robin_takes_one_batch_of_each_set_in_turn_until_one_runs_out() -> None:
     from sentence_transformers.base.sampler import RoundRobinBatchSampler
 

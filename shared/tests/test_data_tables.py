@@ -236,6 +236,20 @@ def test_a_bad_mapping_is_one_error(tmp_path, mapping, words):
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_columns_option_is_parsed_and_checked_in_one_step():
+    """``parse_columns_option``: what the config and the commands call for their columns
+    options (the text of a recipe or a command line, or a mapping)."""
+    from sts_core.data import parse_columns_option
+
+    text = '{"sentence1": "text_a", "sentence2": "text_b"}'
+    assert parse_columns_option(text, "--columns") == {"sentence1": "text_a", "sentence2": "text_b"}
+    assert parse_columns_option(None, "eval_columns") is None
+    with pytest.raises(DataConfigError, match="^--columns: 'text' is not one of the project's"):
+        parse_columns_option({"text": "text_a"}, "--columns")
+    with pytest.raises(ValueError, match="eval_columns"):
+        parse_columns_option("{not json", "eval_columns")
+
+
 def test_a_mapping_is_refused_for_a_registry_name_or_a_benchmark_file():
     with pytest.raises(DataConfigError, match="columns: stsb is a registry dataset"):
         load_reference("stsb:dev", "dev", data_dir=FIXTURES, columns={"score": "x"})

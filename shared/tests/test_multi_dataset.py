@@ -6,6 +6,7 @@ run in one line before any weights load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -120,6 +121,21 @@ def test_the_mapping_is_read_with_its_defaults() -> None:
     }
     assert parse_train_datasets(['{"a": {"path": "x"}}'])["a"]["path"] == "x"  # command line
     assert parse_train_datasets(["x.tsv", "y.csv"]) == ["x.tsv", "y.csv"]
+
+
+def test_the_sets_are_parsed_once_into_typed_specs_that_travel_with_the_arguments() -> None:
+    """``DataArguments`` keeps the parsed specs (``train_specs``) beside the option's value;
+    the run, the data and the Trainer's check read them, never the dicts again."""
+    from sts_core.training.multi_dataset import TrainDatasetSpec
+
+    data = DataArguments(train_datasets=[{"a": "x.tsv", "b": {"path": "y.csv", "weight": 2}}])
+    assert data.train_specs == (
+        TrainDatasetSpec("a", "x.tsv"),
+        TrainDatasetSpec("b", "y.csv", weight=2.0),
+    )
+    assert data.train_datasets == {spec.name: spec.to_dict() for spec in data.train_specs}
+    assert "train_specs" not in {f.name for f in dataclasses.fields(DataArguments)}
+    assert DataArguments(train_datasets=["x.tsv"]).train_specs is None
 
 
 @pytest.mark.parametrize(
@@ -342,6 +358,31 @@ def test_two_sets_train_through_sts_train(
     assert sum("loss_nli" in e for e in logged) == trained["nli"]
     encoder = SentenceEncoder.from_pretrained(output_dir)
     assert encoder.encode(["a man plays the guitar 1"], show_progress_bar=False).shape[0] == 1
+
+
+def test_each_sets_loss_is_resolved_once_in_a_run(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run resolves each set's loss class once (``TrainingRun.set_losses``): its
+    checks, the sets' loading and the Trainer (through each ``TrainSet``) use it."""
+    from sts_core.training import data, trainer
+    from sts_core.training.multi_dataset import set_loss_class
+
+    calls: list[str | None] = []
+
+    def counted(method: Any, config: Any, name: str | None) -> Any:
+        calls.append(name)
+        return set_loss_class(method, config, name)
+
+    monkeypatch.setattr(data, "set_loss_class", counted)
+    monkeypatch.setattr(trainer, "set_loss_class", counted)
+    recipe, output_dir = write_recipe(
+        tmp_path, tiny_bert_nodropout_dir, two_sets(tmp_path), max_steps="1"
+    )
+    run = TrainingRun(["--config", str(recipe)])
+    run.run()
+    assert calls == ["cosine_mse", "infonce"]
+    assert [s.loss_class for s in run.trainer.train_dataset.sets] == list(run.set_losses.values())
 
 
 def test_infonce_of_a_set_takes_the_methods_settings(

@@ -225,7 +225,7 @@ def test_hub_id_in_the_local_cache_is_accepted_offline(monkeypatch) -> None:
 def test_main_process_from_the_launchers_variables(
     monkeypatch, variables: dict[str, str], main_process: bool
 ) -> None:
-    from sts_core.training.output import RANK_VARIABLES, is_main_process
+    from sts_core.distributed import RANK_VARIABLES, is_main_process
 
     for name in RANK_VARIABLES:
         monkeypatch.delenv(name, raising=False)

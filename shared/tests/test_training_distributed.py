@@ -66,3 +66,57 @@ def test_scale_gathered_gradient_keeps_the_value_and_scales_the_gradient(monkeyp
     (scaled_grad,) = torch.autograd.grad(scaled, weights)
     assert scaled.item() == plain.item()
     assert torch.allclose(scaled_grad, 3.0 * plain_grad)
+
+
+# ----------------------------------------------------------------- the process's rank
+def clear_rank_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in distributed.RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({}, 0),
+        ({"RANK": "2"}, 2),
+        ({"RANK": " ", "PMI_RANK": "3"}, 3),  # the first that holds a number
+        ({"LOCAL_RANK": "1"}, 1),
+    ],
+)
+def test_rank_before_initialisation_is_the_launchers(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], expected: int
+) -> None:
+    clear_rank_variables(monkeypatch)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert not torch.distributed.is_initialized()
+    assert distributed.rank() == expected
+    assert distributed.is_main_process() is (expected == 0)
+
+
+def test_rank_after_initialisation_is_torchs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the process group is up, its rank answers, whatever the environment says."""
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    clear_rank_variables(monkeypatch)
+    monkeypatch.setenv("RANK", "3")
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        assert distributed.rank() == 0 and distributed.is_main_process()
+    finally:
+        torch.distributed.destroy_process_group()
+    assert distributed.rank() == 3 and not distributed.is_main_process()
+
+
+def test_the_run_and_its_output_folder_ask_the_one_rank() -> None:
+    """The output folder's check and the run's messages take the rank from
+    :mod:`sts_core.distributed`, not from a reading of their own."""
+    from sts_core.training import output, run
+
+    assert output.is_main_process is distributed.is_main_process
+    assert run.is_main_process is distributed.is_main_process
+    assert run.rank is distributed.rank

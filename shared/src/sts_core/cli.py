@@ -462,14 +462,12 @@ def _pairs_scorer(encoder: object) -> str:
 def _load_pair_sets(args: argparse.Namespace) -> dict:
     """``--pairs`` reference → its evaluator, each set loaded and checked (before any model);
     ``--columns`` applies to the sets that are not registry names."""
-    from sts_core.data import check_columns_mapping, load_reference, registry_names
+    from sts_core.data import load_reference, parse_columns_option, registry_names
     from sts_core.data.references import split_reference
     from sts_core.data.tables import scored_reading
     from sts_core.evaluation import PairEvaluator, cosine_scorer
-    from sts_core.options import parse_json_mapping
 
-    columns = parse_json_mapping(args.columns, "--columns")
-    check_columns_mapping(columns, "--columns")
+    columns = parse_columns_option(args.columns, "--columns")
     names = registry_names()
     references = list(dict.fromkeys(args.pairs))
     tables = [ref for ref in references if split_reference(ref, "test")[0] not in names]

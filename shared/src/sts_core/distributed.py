@@ -1,7 +1,9 @@
-"""Helpers for losses over the batch of all processes (DDP, DeepSpeed)."""
+"""Helpers for losses over the batch of all processes (DDP, DeepSpeed), and the one
+answer to which process this is (:func:`rank`, :func:`is_main_process`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,8 +16,27 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
+#: where launchers put the global rank: torchrun/accelerate, Open MPI, MPICH/Intel MPI,
+#: Slurm (and the local rank, for a launcher that sets only that)
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
+
+
 def rank() -> int:
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    """The global rank of this process: torch.distributed's once its process group is
+    initialised; before that, the launcher's environment (:data:`RANK_VARIABLES`, the
+    first that holds a number); 0 for a process alone."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def is_main_process() -> bool:
+    """Global rank 0 of a launch (or a plain process)."""
+    return rank() == 0
 
 
 def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:

@@ -140,12 +140,10 @@ def report_path(output: Path) -> Path:
 def read_pairs(args: argparse.Namespace):
     """The ``--pairs`` table under ``--columns``: its score only from a column named score
     or label or mapped (a column of numbers not named is refused)."""
-    from sts_core.data import check_columns_mapping, load_reference
+    from sts_core.data import load_reference, parse_columns_option
     from sts_core.mining import pairs_reading
-    from sts_core.options import parse_json_mapping
 
-    columns = parse_json_mapping(args.columns, "--columns")
-    check_columns_mapping(columns, "--columns")
+    columns = parse_columns_option(args.columns, "--columns")
     reading = pairs_reading("--columns")
     return load_reference(args.pairs, "train", args.data_dir, columns=columns, reading=reading)[1]
 

@@ -65,6 +65,7 @@ from .tables import (
     find_columns,
     from_dataset,
     load_hub_table,
+    parse_columns_option,
     read_table,
 )
 
@@ -75,6 +76,7 @@ __all__ = [
     "TableReading",
     "FilterReport",
     "check_columns_mapping",
+    "parse_columns_option",
     "check_score_range",
     "data_location",
     "filter_test_overlap",

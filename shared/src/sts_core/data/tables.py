@@ -52,6 +52,8 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
+from sts_core.options import parse_json_mapping
+
 from ._io import (
     NUMBER_PATTERN,
     PathLike,
@@ -73,6 +75,7 @@ __all__ = [
     "TEXT_COLUMNS",
     "TableReading",
     "check_columns_mapping",
+    "parse_columns_option",
     "find_columns",
     "from_dataset",
     "is_saved_dataset",
@@ -183,6 +186,16 @@ def scored_reading(option: str) -> TableReading:
 
 
 # --------------------------------------------------------------------------- the mapping
+
+
+def parse_columns_option(value: object, option: str) -> dict[str, str] | None:
+    """A columns option as a recipe or a command line gives it (a mapping, or its YAML or
+    JSON text; None or empty: unset), parsed and checked (:func:`check_columns_mapping`):
+    ``columns``, ``eval_columns``, ``sts-eval --columns``, ``sts-mine --columns``.
+    ValueError naming ``option``."""
+    columns = parse_json_mapping(value, option)
+    check_columns_mapping(columns, option)
+    return columns
 
 
 def check_columns_mapping(columns: Mapping[str, Any] | None, option: str = "columns") -> None:

@@ -50,6 +50,17 @@ PROPORTIONAL = "proportional"
 ROUND_ROBIN = "round_robin"
 #: the values of ``multi_dataset_sampler``
 MULTI_DATASET_SAMPLERS = (PROPORTIONAL, ROUND_ROBIN)
+#: the values of each sampler option
+SAMPLER_CHOICES = {"batch_sampler": BATCH_SAMPLERS, "multi_dataset_sampler": MULTI_DATASET_SAMPLERS}
+
+
+def check_sampler(option: str, value: str) -> None:
+    """ValueError unless ``value`` is one of the values of ``option`` (``batch_sampler`` or
+    ``multi_dataset_sampler``: :data:`SAMPLER_CHOICES`). Called by the config as it is
+    parsed, and by :class:`BatchPlan` for a plan built without one."""
+    allowed = SAMPLER_CHOICES[option]
+    if value not in allowed:
+        raise ValueError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -213,11 +224,7 @@ class BatchPlan:
     reports: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.sampler not in MULTI_DATASET_SAMPLERS:
-            raise ValueError(
-                f"multi_dataset_sampler must be one of {', '.join(MULTI_DATASET_SAMPLERS)}, "
-                f"got {self.sampler!r}"
-            )
+        check_sampler("multi_dataset_sampler", self.sampler)
         if not self.sizes or min(self.sizes) < 1 or self.global_batch < 1:
             raise ValueError(f"a batch plan needs non-empty sets, got sizes {self.sizes}")
 

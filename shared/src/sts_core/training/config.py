@@ -227,7 +227,10 @@ FINAL_EVAL_TASKS = ("sts", "classification", "ranking")
 
 @dataclass
 class DataArguments:
-    """What to train and select on."""
+    """What to train and select on. After ``__post_init__``, ``train_specs`` holds the
+    training sets of ``train_datasets`` as a mapping, parsed once
+    (:class:`~sts_core.training.multi_dataset.TrainDatasetSpec` each, in the recipe's
+    order), or None for a list; it is not an option (not a field)."""
 
     data_dir: str | None = field(
         default=None, metadata={"help": "Benchmark data folder (default: $STS_DATA_DIR)."}
@@ -372,23 +375,21 @@ class DataArguments:
                 f"final_sts_tasks: unknown task(s) {', '.join(unknown)}; "
                 f"choose from {', '.join(STS_TASKS)}"
             )
-        from sts_core.training.multi_dataset import parse_train_datasets
+        from sts_core.training.multi_dataset import read_train_datasets
 
         if not self.train_datasets:
             raise ValueError("train_datasets is empty: name at least one training set")
-        self.train_datasets = parse_train_datasets(self.train_datasets)
+        self.train_datasets, self.train_specs = read_train_datasets(self.train_datasets)
         if self.data_variant not in ("senteval", "raw"):
             raise ValueError(f"data_variant must be senteval or raw, got {self.data_variant!r}")
         require_at_least(
             1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
         )
         self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
-        from sts_core.data import check_columns_mapping
+        from sts_core.data import parse_columns_option
 
         for option in ("columns", "eval_columns"):
-            mapping = parse_json_mapping(getattr(self, option), option)
-            check_columns_mapping(mapping, option)
-            setattr(self, option, mapping)
+            setattr(self, option, parse_columns_option(getattr(self, option), option))
         if self.label_mapping is not None:
             from sts_core.data import resolve_label_mapping
 
@@ -743,16 +744,10 @@ class BaseConfig(TrainingArguments):
             matryoshka_loss_class(loss_class(loss), *parsed)
 
     def _check_samplers(self) -> None:
-        from sts_core.training.batch_plan import BATCH_SAMPLERS, MULTI_DATASET_SAMPLERS
+        from sts_core.training.batch_plan import SAMPLER_CHOICES, check_sampler
 
-        for name, allowed in (
-            ("batch_sampler", BATCH_SAMPLERS),
-            ("multi_dataset_sampler", MULTI_DATASET_SAMPLERS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+        for name in SAMPLER_CHOICES:
+            check_sampler(name, getattr(self, name))
 
     def _check_gradient_cache(self) -> None:
         require_at_least(1, gradient_cache_batch_size=self.gradient_cache_batch_size)

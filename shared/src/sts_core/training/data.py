@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,6 @@ from sts_core.training.multi_dataset import (
     TrainDatasetSpec,
     TrainSet,
     column_prompts,
-    dataset_specs,
     set_loss_class,
 )
 
@@ -268,17 +268,25 @@ def _score_range(values: list[float]) -> tuple[float, float]:
 
 
 def build_train_sets(
-    data_args: DataArguments, method: Any, config: Any
+    data_args: DataArguments,
+    method: Any,
+    config: Any,
+    loss_classes: Mapping[str, Any] | None = None,
 ) -> tuple[TrainDatasets, dict[str, Any]]:
     """``train_datasets`` as a mapping: each set loaded, filtered, mapped, rescaled and
     checked against its own loss (as :func:`build_train_dataset` does the list's, set by
     set; ``max_train_samples`` keeps at most N rows of each set), before any weights load.
-    A problem is a ConfigError / DataError naming the set. Returns the sets and a summary
-    (``datasets``: each set's path, loss, weight, prompts and rows); the run checks
-    first that its Trainer can train them
-    (:func:`~sts_core.training.trainer.check_trainer_for_datasets`)."""
-    specs = dataset_specs(data_args.train_datasets) or []
-    built = [_build_train_set(spec, data_args, method, config) for spec in specs]
+    A problem is a ConfigError / DataError naming the set. Returns the sets (each carrying
+    its loss class to the Trainer) and a summary (``datasets``: each set's path, loss,
+    weight, prompts and rows); the run checks first that its Trainer can train them
+    (:func:`~sts_core.training.trainer.check_trainer_for_datasets`). ``loss_classes``: the
+    run's :func:`set_loss_classes` (resolved here when not given)."""
+    specs = data_args.train_specs or ()
+    if loss_classes is None:
+        loss_classes = set_loss_classes(method, config, specs)
+    built = [
+        _build_train_set(spec, loss_classes[spec.name], data_args, method, config) for spec in specs
+    ]
     sets = [train_set for train_set, _ in built]
     summary: dict[str, Any] = {
         "sources": {s.name: len(s.dataset) for s in sets},
@@ -288,17 +296,30 @@ def build_train_sets(
     return TrainDatasets(sets), summary
 
 
+def set_loss_classes(method: Any, config: Any, specs: Sequence[TrainDatasetSpec]) -> dict[str, Any]:
+    """The loss class of each training set of the mapping, by set name
+    (:func:`~sts_core.training.multi_dataset.set_loss_class`), resolved once for the run:
+    the run checks them before any set loads, and the sets are built with them and carry
+    them to the Trainer. ConfigError naming the set for an unknown loss."""
+    from sts_core.training.parser import ConfigError
+
+    classes = {}
+    for spec in specs:
+        try:
+            classes[spec.name] = set_loss_class(method, config, spec.loss)
+        except ValueError as error:
+            raise ConfigError(f"train_datasets: {spec.name}: {error}") from error
+    return classes
+
+
 def _build_train_set(
-    spec: TrainDatasetSpec, data_args: DataArguments, method: Any, config: Any
+    spec: TrainDatasetSpec, loss_type: Any, data_args: DataArguments, method: Any, config: Any
 ) -> tuple[TrainSet, dict[str, Any]]:
-    """One entry of the mapping, loaded and checked (errors name it)."""
+    """One entry of the mapping, trained on ``loss_type``, loaded and checked (errors name
+    it)."""
     from sts_core.training.parser import ConfigError
 
     where = f"train_datasets: {spec.name}"
-    try:
-        loss_type = set_loss_class(method, config, spec.loss)
-    except ValueError as error:
-        raise ConfigError(f"{where}: {error}") from error
     loss_name = spec.loss or method.loss_name(config)
     label_column = loss_label_column(config, loss_type)
     if spec.columns and split_reference(spec.path, "train")[0] in registry_names():
@@ -329,7 +350,10 @@ def _build_train_set(
     info.update(rows=len(dataset), label_column=label_column)
     if prompts:
         info["prompts"] = prompts
-    return TrainSet(spec.name, dataset, loss_name, spec.weight, prompts, label_column), info
+    train_set = TrainSet(
+        spec.name, dataset, loss_name, spec.weight, prompts, label_column, loss_class=loss_type
+    )
+    return train_set, info
 
 
 def _prepare_set(

@@ -16,8 +16,9 @@ one string for every text column, or ``{column: prompt}``) and a ``columns`` map
 passed to the data loader. Every batch comes from one set
 (:mod:`sts_core.training.batch_plan`).
 
-This module parses the mapping (:func:`parse_train_datasets`, called by
-``DataArguments``) and holds the loaded sets for the Trainer (:class:`TrainDatasets`:
+This module parses the mapping once (:func:`read_train_datasets`, called by
+``DataArguments``, which keeps the sets' typed specs as ``train_specs`` for the run) and
+holds the loaded sets for the Trainer (:class:`TrainDatasets`:
 one index space over the concatenated sets; each row carries its set's name under
 :data:`DATASET_NAME_KEY`, which the collator passes on to ``compute_loss``).
 """
@@ -54,17 +55,29 @@ class TrainDatasetSpec:
 
 
 def parse_train_datasets(value: Any) -> list[str] | dict[str, dict[str, Any]]:
-    """``train_datasets`` as the recipe or the command line gives it: a list of references
-    (kept as it is), or a mapping ``name: {path, loss, weight, prompt, columns}`` (a YAML
-    mapping, or its JSON text on the command line; an entry may be a path alone), checked
-    and returned as ``{name: {key: value}}`` with every key. ValueError naming the entry
-    and the key."""
+    """``train_datasets`` as the recipe or the command line gives it, as the option's value
+    (:func:`read_train_datasets`'s first part): a list of references, or
+    ``{name: {key: value}}`` with every key."""
+    return read_train_datasets(value)[0]
+
+
+def read_train_datasets(
+    value: Any,
+) -> tuple[list[str] | dict[str, dict[str, Any]], tuple[TrainDatasetSpec, ...] | None]:
+    """``train_datasets`` as the recipe or the command line gives it — a list of
+    references, or a mapping ``name: {path, loss, weight, prompt, columns}`` (a YAML
+    mapping, or its JSON text on the command line; an entry may be a path alone) — parsed
+    once into the option's value (the list kept as it is; the mapping as
+    ``{name: {key: value}}`` with every key, what a checkpoint records) and the sets'
+    specs (None for a list), which ``DataArguments`` keeps as ``train_specs`` for the run.
+    ValueError naming the entry and the key."""
     mapping = _as_mapping(value)
     if mapping is None:
-        return list(value)
+        return list(value), None
     if not mapping:
         raise ValueError("train_datasets is an empty mapping: name at least one training set")
-    return {str(name): _spec(str(name), entry).to_dict() for name, entry in mapping.items()}
+    specs = tuple(_spec(str(name), entry) for name, entry in mapping.items())
+    return {spec.name: spec.to_dict() for spec in specs}, specs
 
 
 def _as_mapping(value: Any) -> dict[str, Any] | None:
@@ -146,20 +159,12 @@ def _string_mapping(where: str, value: Any) -> dict[str, str] | None:
     return dict(value)
 
 
-def dataset_specs(train_datasets: Any) -> list[TrainDatasetSpec] | None:
-    """The entries of ``train_datasets`` when it is a mapping (parsed), else None."""
-    if not isinstance(train_datasets, Mapping):
-        return None
-    return [
-        TrainDatasetSpec(**{key: entry[key] for key in SPEC_KEYS}, name=name)
-        for name, entry in train_datasets.items()
-    ]
-
-
 def train_references(train_datasets: Any) -> list[str]:
-    """The references (paths, registry names) ``train_datasets`` names, in either form."""
-    specs = dataset_specs(train_datasets)
-    return list(train_datasets) if specs is None else [spec.path for spec in specs]
+    """The references (paths, registry names) ``train_datasets`` (parsed) names, in either
+    form."""
+    if isinstance(train_datasets, Mapping):
+        return [entry["path"] for entry in train_datasets.values()]
+    return list(train_datasets)
 
 
 def column_prompts(
@@ -196,8 +201,9 @@ def set_loss_class(method: Any, config: Any, name: str | None) -> Any:
 @dataclass
 class TrainSet:
     """A loaded training set of the mapping: its rows, the loss its batches train on (a
-    registered name), the loss's multiplier, the prompt of each text column and the
-    column its loss reads as labels."""
+    registered name), the loss's multiplier, the prompt of each text column, the column
+    its loss reads as labels and the loss's class as the run resolved it (None: the
+    Trainer resolves ``loss`` itself, for a set built by hand)."""
 
     name: str
     dataset: Any
@@ -205,6 +211,7 @@ class TrainSet:
     weight: float = 1.0
     prompts: dict[str, str] = field(default_factory=dict)
     label_column: str = "score"
+    loss_class: Any = None
 
 
 def training_prompts(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from sts_core.command_files import (
     record_output,
     written_by_project,
 )
+from sts_core.distributed import is_main_process
 from sts_core.saving import (
     PARTIAL_PREFIX,
     SAVE_MARKER,
@@ -46,6 +47,7 @@ from sts_core.saving import (
 from sts_core.training.curves import CURVES_IMAGE
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.parser import ConfigError
+from sts_core.training.path_options import PATH_OPTIONS, PathOption
 
 logger = logging.getLogger(__name__)
 
@@ -55,24 +57,6 @@ METRICS_NAME = "metrics.json"
 RESULT_FILES = (METRICS_NAME, "sts_results.json", "sts_results.md", CURVES_IMAGE)
 #: where the Trainer's TensorBoard writer logs, inside output_dir
 TENSORBOARD_DIR = "runs"
-
-
-# Where launchers put the global rank: torchrun/accelerate, Open MPI, MPICH/Intel MPI, Slurm.
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
-
-
-def process_rank() -> int:
-    """The global rank of this process from the launcher's environment (0 when alone)."""
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
-def is_main_process() -> bool:
-    """Global rank 0 of a launch (or a plain process)."""
-    return process_rank() == 0
 
 
 @dataclass
@@ -288,48 +272,70 @@ def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, 
     """Every local path the run reads, with its option: the model (and a LoRA adapter's
     base model), the teacher, the resume checkpoint, each training, dev, final and
     threshold set (a registry dataset's file or folder under the data folder) and the data
-    folder. Hub ids and registry datasets read from the hub are not local paths."""
-    found: list[tuple[str, Path]] = []
-
-    def add(name: str, value: Any) -> None:
-        path = Path(str(value)).expanduser() if value else None
-        if path is not None and path.exists():
-            found.append((name, path))
-
-    add("model_name_or_path", model_args.model_name_or_path)
-    add("model_name_or_path's base model", _adapter_base(model_args.model_name_or_path))
-    add("teacher_model", config.teacher_model)
-    add("resume_from_checkpoint", config.resume_from_checkpoint)
-    add("data_dir", data_args.data_dir or os.environ.get("STS_DATA_DIR"))
-    references = [
-        ("train_datasets", "train", train_references(data_args.train_datasets)),
-        ("eval_dataset", "dev", [data_args.eval_dataset]),
-        ("final_eval_datasets", "test", data_args.final_eval_datasets),
-        ("threshold_dataset", "dev", [data_args.threshold_dataset]),
-    ]
-    for name, split, values in references:
-        for reference in values:
-            if reference and str(reference).lower() != "none":
-                add(name, _data_path(str(reference), split, data_args))
-    return found
+    folder (the ``input`` options of :data:`~sts_core.training.path_options.PATH_OPTIONS`).
+    Hub ids and registry datasets read from the hub are not local paths."""
+    return [(label, path) for _, label, path in _local_inputs(model_args, data_args, config)]
 
 
 def input_identities(model_args: Any, data_args: Any, config: Any) -> dict[str, Any]:
     """``"<option> <path or hub id>"`` → :func:`~sts_core.command_files.content_identity`
-    of every input the trained weights depend on: the model (and a LoRA adapter's base),
-    the teacher, each training, dev and threshold set (local, or a hub id for the models).
-    The data folder as a whole and the resume checkpoint are left out (the sets read from
-    the folder are listed; the checkpoint is checked by its save marker)."""
+    of every input the trained weights depend on (the ``identity`` options of
+    :data:`~sts_core.training.path_options.PATH_OPTIONS`): the model (and a LoRA adapter's
+    base), the teacher, each training, dev and threshold set (local, or a hub id for the
+    models). The data folder as a whole and the resume checkpoint are left out (the sets
+    read from the folder are listed; the checkpoint is checked by its save marker)."""
     identities = {}
-    for name in ("model_name_or_path", "teacher_model"):
-        value = getattr(model_args if name == "model_name_or_path" else config, name, None)
-        if value and not Path(str(value)).expanduser().exists():  # a hub id
-            identities[f"{name} {value}"] = content_identity(value)
-    for name, path in run_inputs(model_args, data_args, config):
-        if name in ("data_dir", "resume_from_checkpoint", "final_eval_datasets"):
-            continue
-        identities[f"{name} {path.expanduser().resolve()}"] = content_identity(path)
+    for option in PATH_OPTIONS:
+        value = _option_value(option.name, model_args, data_args, config)
+        if option.model and value and not Path(str(value)).expanduser().exists():  # a hub id
+            identities[f"{option.name} {value}"] = content_identity(value)
+    for option, label, path in _local_inputs(model_args, data_args, config):
+        if option.identity:
+            identities[f"{label} {path.expanduser().resolve()}"] = content_identity(path)
     return identities
+
+
+def _local_inputs(
+    model_args: Any, data_args: Any, config: Any
+) -> Iterator[tuple[PathOption, str, Path]]:
+    """(option, label, path) of each local path the run reads, in the options' order."""
+    for option in PATH_OPTIONS:
+        if not option.input:
+            continue
+        for label, value in _option_paths(option, model_args, data_args, config):
+            path = Path(str(value)).expanduser() if value else None
+            if path is not None and path.exists():
+                yield option, label, path
+
+
+def _option_paths(
+    option: PathOption, model_args: Any, data_args: Any, config: Any
+) -> list[tuple[str, Any]]:
+    """(label, path or None) of what ``option`` names: a data option's references resolved
+    to where they are read from, a model's adapter base beside it, the data folder's
+    default."""
+    name = option.name
+    value = _option_value(name, model_args, data_args, config)
+    if name == "model_name_or_path":
+        return [(name, value), (f"{name}'s base model", _adapter_base(value))]
+    if name == "data_dir":
+        return [(name, value or os.environ.get("STS_DATA_DIR"))]
+    if option.split is None:
+        return [(name, value)]
+    references = train_references(value) if isinstance(value, Mapping | list | tuple) else [value]
+    return [
+        (name, _data_path(str(reference), option.split, data_args))
+        for reference in references
+        if reference and str(reference).lower() != "none"
+    ]
+
+
+def _option_value(name: str, *arguments: Any) -> Any:
+    """The value of option ``name`` in the first of ``arguments`` that has it (None)."""
+    for holder in arguments:
+        if hasattr(holder, name):
+            return getattr(holder, name)
+    return None
 
 
 def _adapter_base(model: str | None) -> str | None:

@@ -8,7 +8,8 @@ fields), the method's name and the number of processes — all but the settings 
 ``load_best_model_at_end`` is off), so an option added later is recorded by default.
 Weight averaging is recorded by :func:`~sts_core.training.averaging.averaging_settings`
 (``ema_decay`` only under ``ema``, the start and period only when averaging is on).
-Local paths are recorded resolved (each set's ``path`` of ``train_datasets`` as a
+Local paths (the options of :data:`~sts_core.training.path_options.PATH_OPTIONS`) are
+recorded resolved (each set's ``path`` of ``train_datasets`` as a
 mapping, with its loss, weight, prompt and columns), so a relative and an absolute path to
 the same file agree.
 
@@ -32,6 +33,8 @@ from typing import Any
 
 from sts_core.command_files import changed_identity
 from sts_core.training.averaging import averaging_settings, check_resume_averaging
+from sts_core.training.changeable_settings import may_change, may_change_without_selection
+from sts_core.training.path_options import PATH_OPTION_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -42,101 +45,12 @@ INPUTS_KEY = "inputs"
 #: settings a resume may change: they decide where and how the run writes, logs and
 #: reports, how fast the data is fed (not which data, nor its order), memory and device
 #: placement, and what the final model is evaluated on — not the trained weights
-MAY_CHANGE = frozenset(
-    {
-        # where the run writes
-        "output_dir",
-        "overwrite_output_dir",
-        "resume_from_checkpoint",
-        "check_only",
-        # logging and reporting
-        "logging_strategy",
-        "logging_steps",
-        "logging_first_step",
-        "logging_nan_inf_filter",
-        "log_on_each_node",
-        "log_level",
-        "log_level_replica",
-        "disable_tqdm",
-        "report_to",
-        "run_name",
-        "project",
-        "trackio_space_id",
-        "trackio_bucket_id",
-        "trackio_static_space_id",
-        "include_num_input_tokens_seen",
-        "skip_memory_metrics",
-        "debug",
-        # the cost of an evaluation
-        "per_device_eval_batch_size",
-        "eval_accumulation_steps",
-        "eval_do_concat_batches",
-        "eval_use_gather_object",
-        "prediction_loss_only",
-        "include_for_metrics",
-        "batch_eval_metrics",
-        "bf16_full_eval",
-        "fp16_full_eval",
-        # checkpoints kept and uploads
-        "save_total_limit",
-        "save_on_each_node",
-        "save_only_model",
-        "enable_jit_checkpoint",
-        "push_to_hub",
-        "hub_token",
-        "hub_private_repo",
-        "hub_model_id",
-        "hub_strategy",
-        "hub_always_push",
-        "hub_revision",
-        # how the batches are fed (their order is the sampler's)
-        "dataloader_num_workers",
-        "dataloader_pin_memory",
-        "dataloader_persistent_workers",
-        "dataloader_prefetch_factor",
-        "dataloader_multiprocessing_context",
-        # memory, devices and the process's place in a launch
-        "use_cpu",
-        "torch_empty_cache_steps",
-        "gradient_checkpointing",
-        "gradient_checkpointing_kwargs",
-        "activation_checkpointing",
-        "activation_checkpointing_kwargs",
-        "ddp_timeout",
-        "ddp_backend",  # gloo or nccl; set by cpu_launch_settings in a launched process
-        "ddp_bucket_cap_mb",
-        "ddp_find_unused_parameters",
-        "local_rank",
-        "trust_remote_code",
-        "do_train",
-        "do_eval",
-        "do_predict",
-        # what the final model is scored on
-        "final_eval_datasets",
-        "final_eval_task",
-        "threshold_dataset",
-        "final_sts_tasks",
-        "final_sts_sentence_edit",
-    }
-)
+#: (derived from ``TrainingArguments``' sections: :mod:`.changeable_settings`)
+MAY_CHANGE = may_change()
 
 #: settings that decide the final model only when ``load_best_model_at_end`` picks it
 #: among the evaluated checkpoints: free to change while it is off
-MAY_CHANGE_WITHOUT_SELECTION = frozenset(
-    {
-        "eval_strategy",
-        "eval_steps",
-        "eval_delay",
-        "eval_on_start",
-        "save_strategy",
-        "save_steps",
-        "eval_dataset",
-        "eval_columns",
-        "max_eval_samples",
-        "metric_for_best_model",
-        "greater_is_better",
-    }
-)
+MAY_CHANGE_WITHOUT_SELECTION = may_change_without_selection()
 
 #: recorded as ``averaging_settings`` gives them (only those the mode uses)
 AVERAGING_FIELDS = (
@@ -144,18 +58,6 @@ AVERAGING_FIELDS = (
     "weight_averaging_start",
     "weight_averaging_every",
     "ema_decay",
-)
-
-#: settings holding a local path (or a list of them): recorded resolved
-PATH_SETTINGS = frozenset(
-    {
-        "model_name_or_path",
-        "teacher_model",
-        "data_dir",
-        "train_datasets",
-        "eval_dataset",
-        "deepspeed",
-    }
 )
 
 #: the number of processes: known in the launched run, not in ``sts-launch``'s check
@@ -189,7 +91,7 @@ def _normalised(name: str, value: Any) -> Any:
     """``value`` as JSON would give it back; a local path resolved."""
     if isinstance(value, Enum):
         value = value.value
-    if name in PATH_SETTINGS:
+    if name in PATH_OPTION_NAMES:  # recorded resolved
         if isinstance(value, dict):  # train_datasets as a mapping: each set's path
             value = {k: {**v, "path": _path(v.get("path"))} for k, v in value.items()}
         else:

@@ -8,6 +8,7 @@ call :meth:`TrainingRun.run` with the same arguments as flags.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import logging
@@ -29,6 +30,7 @@ from sts_core.command_files import (
     written_by_project,
 )
 from sts_core.data import DataError
+from sts_core.distributed import close_process_group, is_main_process, rank
 from sts_core.encoder import check_model_location
 from sts_core.encoder.model_shape import (
     ModelShapeError,
@@ -55,9 +57,7 @@ from sts_core.training.output import (
     RESULT_FILES,
     check_resume_checkpoint,
     input_identities,
-    is_main_process,
     prepare_output_dir,
-    process_rank,
     run_inputs,
 )
 from sts_core.training.parser import ConfigError, ConfigParser
@@ -245,23 +245,21 @@ class TrainingRun:
                 "run on this machine; train with use_lora: true (a float base) here"
             )
 
+    @functools.cached_property
+    def set_losses(self) -> dict[str, Any]:
+        """Each training set's loss class by set name (``train_datasets`` as a mapping;
+        empty for a list), resolved once for the run (:func:`.data.set_loss_classes`)."""
+        from sts_core.training.data import set_loss_classes
+
+        return set_loss_classes(self.method, self.config, self.data_args.train_specs or ())
+
     def run_losses(self) -> list[tuple[str, Any]]:
         """``(prefix, loss class)`` of each loss the run trains: the method's, or with
         ``train_datasets`` as a mapping each set's (prefix ``train_datasets: <name>: ``;
         an unknown loss is a ConfigError naming the set)."""
-        from sts_core.training.multi_dataset import dataset_specs, set_loss_class
-
-        specs = dataset_specs(self.data_args.train_datasets)
-        if specs is None:
+        if self.data_args.train_specs is None:
             return [("", self.method.loss_class(self.config))]
-        losses = []
-        for spec in specs:
-            where = f"train_datasets: {spec.name}: "
-            try:
-                losses.append((where, set_loss_class(self.method, self.config, spec.loss)))
-            except ValueError as error:
-                raise ConfigError(f"{where}{error}") from error
-        return losses
+        return [(f"train_datasets: {name}: ", loss) for name, loss in self.set_losses.items()]
 
     def check_frozen_backbone(self) -> None:
         """``freeze_backbone`` needs losses that each train something of their own (a
@@ -300,6 +298,7 @@ class TrainingRun:
             self.config,
             self.given_train_dataset,
             self.given_eval_dataset,
+            self.set_losses,
         )
 
     def build_model(self) -> Any:
@@ -476,10 +475,12 @@ def prepare_inputs(
     config: BaseConfig,
     train_dataset: Any = None,
     eval_dataset: Any = None,
+    loss_classes: dict[str, Any] | None = None,
 ) -> RunInputs:
     """Load and check every data set of the run (ConfigError / DataError on a problem);
     ``train_dataset`` and ``eval_dataset`` (in memory) instead of
-    ``data_args.train_datasets`` and ``data_args.eval_dataset``."""
+    ``data_args.train_datasets`` and ``data_args.eval_dataset``; ``loss_classes``: each
+    training set's, as the run resolved them (:attr:`TrainingRun.set_losses`)."""
     from sts_core.evaluation.sts import STSEvaluator
     from sts_core.training.data import (
         build_dev_set,
@@ -487,11 +488,10 @@ def prepare_inputs(
         final_evaluators,
         load_reference,
     )
-    from sts_core.training.multi_dataset import dataset_specs
 
     check_trainer_for_datasets(method, config, data_args)  # before any set loads
-    if train_dataset is None and dataset_specs(data_args.train_datasets) is not None:
-        train_dataset, data_summary = build_train_sets(data_args, method, config)
+    if train_dataset is None and data_args.train_specs is not None:
+        train_dataset, data_summary = build_train_sets(data_args, method, config, loss_classes)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
     dev = build_dev_set(data_args, eval_dataset)
@@ -569,8 +569,6 @@ def cli_main(
     folder (the message names the file, key or path) is one line on stderr and exit status
     2, before training. Under a launcher only the main process prints it. ``run_class``: a
     package's :class:`TrainingRun` subclass."""
-    from sts_core.distributed import close_process_group
-
     finished = False
     if launched():
         end_with_parent(
@@ -643,8 +641,8 @@ def report_error(error: BaseException) -> None:
     the process that met it (with its rank when launched)."""
     message = " ".join(str(error).split())
     if getattr(error, "sts_during_training", False):
-        rank = process_rank()
-        _write_line(f"error: {f'[rank {rank}] ' if rank else ''}{message}")
+        number = rank()
+        _write_line(f"error: {f'[rank {number}] ' if number else ''}{message}")
     elif is_main_process():
         _write_line(f"error: {message}")
 

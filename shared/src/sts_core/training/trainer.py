@@ -48,7 +48,6 @@ from sts_core.training.multi_dataset import (
     DATASET_NAME_KEY,
     TrainDatasets,
     TrainSet,
-    dataset_specs,
     set_loss_class,
     training_prompts,
 )
@@ -358,10 +357,11 @@ class BaseTrainer(AnyModelTrainer):
 
     @staticmethod
     def _loss_types(method: Any, args: Any, sets: list[TrainSet] | None) -> dict[str, Any]:
-        """The loss classes of the run by name: the method's, or each training set's."""
+        """The loss classes of the run by name: the method's, or each training set's (as the
+        run resolved it, or for a set built by hand as :func:`set_loss_class` does)."""
         if sets is None:
             return {method.loss_name(args): method.loss_class(args)}
-        return {s.loss: set_loss_class(method, args, s.loss) for s in sets}
+        return {s.loss: s.loss_class or set_loss_class(method, args, s.loss) for s in sets}
 
     def _collator(
         self, model: Any, args: Any, loss_types: dict[str, Any], sets: list[TrainSet] | None
@@ -567,7 +567,7 @@ def check_trainer_for_datasets(method: Any, config: Any, data_args: Any) -> None
     each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
     its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.)"""
     trainer = trainer_class(method, config)
-    specs = dataset_specs(data_args.train_datasets)
+    specs = data_args.train_specs
     own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
     if getattr(config, "batch_sampler", "default") != "default" and own_batches:
         raise ConfigError(
