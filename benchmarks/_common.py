@@ -39,7 +39,6 @@ from typing import Any, NoReturn
 
 from sts_core.cli import positive_int
 from sts_core.command_files import (
-    CONTENT_HASH,
     LEDGER_NAME,
     PARTIAL_PREFIX,
     SAVE_MARKER,
@@ -48,8 +47,8 @@ from sts_core.command_files import (
     FilesError,
     OutputPathError,
     check_off_inputs,
-    file_digest,
     forms,
+    ledger_matches,
     on_interrupt,
     read_ledger,
     write_text,
@@ -525,11 +524,7 @@ def benchmark_wrote(path: Path) -> bool:
     entry = read_ledger(path.parent).get(path.name)
     if entry is None or entry.get("command") not in benchmark_writers() or path.is_symlink():
         return False
-    if entry.get("kind") == "folder":
-        return path.is_dir()
-    if not path.is_file() or path.stat().st_size != entry.get("size"):
-        return False
-    return file_digest(path) == entry.get(CONTENT_HASH)
+    return ledger_matches(path, entry)
 
 
 def refuse_saved_model(output: Declared) -> None:

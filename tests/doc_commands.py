@@ -4,9 +4,12 @@ can check that each works as written after the README's set-up."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted(
@@ -127,3 +130,24 @@ def _is_a_whole_command(command: Command) -> bool:
 
 def all_commands() -> list[Command]:
     return [c for page in PAGES for c in (*fenced_commands(page), *inline_commands(page))]
+
+
+def repository_files() -> list[str]:
+    """The repository's files as a fresh clone has them, with this checkout's edits: tracked
+    and untracked, less what git ignores (``tools/generate_docs.py``'s list). Skips the
+    calling test outside a git checkout."""
+    import pytest
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the files git lists are read")
+    return docs_generator().repository_files(REPO)
+
+
+def docs_generator() -> ModuleType:
+    """``tools/generate_docs.py`` as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "generate_docs", REPO / "tools" / "generate_docs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

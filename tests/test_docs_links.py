@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-import shutil
-import subprocess
 import types
 from collections.abc import Iterator
 from importlib import metadata
@@ -154,16 +152,9 @@ def written_counts(files: list[str], root: Path = REPO) -> list[str]:
 
 
 def test_no_file_counts_the_methods_or_their_distributions() -> None:
-    git = shutil.which("git")
-    if git is None or not (REPO / ".git").exists():
-        pytest.skip("not a git checkout: the files git lists are read")
-    listed = subprocess.run(
-        [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    counts = written_counts([name for name in listed.split("\0") if name])
+    from doc_commands import repository_files
+
+    counts = written_counts(repository_files())
     assert not counts, "written counts that a new method makes wrong:\n" + "\n".join(counts)
 
 

@@ -3,21 +3,15 @@ is found and rewritten between its markers only."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from doc_commands import docs_generator
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location(
-        "generate_docs", REPO / "tools" / "generate_docs.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load_tool = docs_generator
 
 
 def test_the_generated_parts_of_the_docs_are_current() -> None:

@@ -154,18 +154,10 @@ WORKSPACE_LISTS = [
 
 
 def repository_files() -> list[str]:
-    """The repository's files as a fresh clone has them, with this checkout's edits: tracked
-    and untracked, less what git ignores."""
-    git = shutil.which("git")
-    if git is None or not (REPO / ".git").exists():
-        pytest.skip("not a git checkout: the scratch copy takes the files git lists")
-    listed = subprocess.run(
-        [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    return [path for path in listed.split("\0") if path and (REPO / path).is_file()]
+    """The repository's files as a fresh clone has them, with this checkout's edits."""
+    from doc_commands import repository_files as listed
+
+    return listed()
 
 
 def file_digests(root: Path) -> dict[str, str]:

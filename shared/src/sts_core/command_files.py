@@ -414,15 +414,16 @@ def written_by_project(path: Path) -> str | None:
     if path.is_dir() and not path.is_symlink() and (path / SAVE_MARKER).is_file():
         return "a model saved by sts-core" if not foreign_entries(path) else None
     entry = read_ledger(path.parent).get(name)
-    if entry is not None and _matches(path, entry):
+    if entry is not None and ledger_matches(path, entry):
         return f"written by {entry.get('command', 'sts-core')} on {entry.get('time', '?')}"
     if name == SAVE_MARKER or _listed_by_marker(path):
         return "a file of the model saved there by sts-core"
     return None
 
 
-def _matches(path: Path, entry: dict[str, Any]) -> bool:
-    """Whether ``path`` is still what the ledger recorded."""
+def ledger_matches(path: Path, entry: dict[str, Any]) -> bool:
+    """Whether ``path`` is still what its ledger ``entry`` recorded (a folder; a file of that
+    size and content hash)."""
     if entry.get("kind") == "folder":
         return path.is_dir()
     if not path.is_file() or path.stat().st_size != entry.get("size"):

@@ -291,9 +291,10 @@ def staged_contents(target: str | os.PathLike, replaces: Iterable[str] = ()) -> 
         ):
             yield staging
         previous = read_save_marker(target) if (target / SAVE_MARKER).is_file() else None
-        refuse_foreign_entries(target, _replaced_names(staging, previous, replaces))
+        replaced = _replaced_names(staging, previous, replaces)
+        refuse_foreign_entries(target, replaced)
         with named_save_failure(target, "the folder holds no complete save"):
-            _publish_entries(staging, target, previous, replaces)
+            _publish_entries(staging, target, replaced)
     finally:
         remove_path(staging)
 
@@ -330,10 +331,10 @@ def refuse_foreign_entries(target: Path, names: Iterable[str]) -> None:
         )
 
 
-def _publish_entries(
-    staging: Path, target: Path, previous: dict[str, Any] | None, replaces: Iterable[str]
-) -> None:
-    """Move the entries of ``staging`` into ``target`` (:func:`staged_contents`)."""
+def _publish_entries(staging: Path, target: Path, replaced: set[str]) -> None:
+    """Move the entries of ``staging`` into ``target`` and remove the rest of ``replaced``
+    (:func:`_replaced_names`: the previous save's files this one does not write)
+    (:func:`staged_contents`)."""
     files.sync_tree(staging)  # on disk before anything of it is published
     remove_path(target / SAVE_MARKER)
     entries = sorted(staging.iterdir(), key=lambda p: p.name != ENCODER_CONFIG_NAME)
@@ -344,8 +345,7 @@ def _publish_entries(
             remove_path(existing)  # the encoder config, which vouches for the folder, never absent
         files.OPS.replace(entry, existing)
     written = {p.name for p in entries}
-    stale = {Path(name).parts[0] for name in (previous or {}).get("files", {})}
-    for name in stale.union(replaces) - written:
+    for name in replaced - written:
         remove_path(target / name)
     write_save_marker(target, written)
 
