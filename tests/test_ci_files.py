@@ -163,3 +163,44 @@ def test_the_wheel_build_expects_two_artifacts_for_the_core_and_each_package(tmp
             check=True,
         )
         assert done.stdout.strip() == str(2 * (1 + count))
+
+
+def test_the_package_suites_run_two_at_a_time_and_a_failed_one_fails_the_run(tmp_path) -> None:
+    """.ci/test's installed-package suites run in the background, two at a time: each
+    suite's output is shown whole in the packages' order, and one that fails is named and
+    fails the run (a stand-in for uv and .ci/wheels; the other suites pass)."""
+    import os
+    import shutil
+    import subprocess
+
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "test", tmp_path / ".ci" / "test")
+    (tmp_path / ".ci" / "wheels").write_text(
+        '[ "$1" = build ] && exit 0\necho "installing $3"; sleep 1\n'
+        '[ "$3" = b ] && { echo "b fails"; exit 1; }\necho "$3 ok"\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "gpu_call_smoke.sh").write_text("exit 0\n", encoding="utf-8")
+    for name in ("a", "b", "c"):
+        (tmp_path / "packages" / name).mkdir(parents=True)
+        (tmp_path / "packages" / name / "pyproject.toml").write_text(
+            f'[project]\nname = "sts-{name}"\n', encoding="utf-8"
+        )
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "uv").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    (tools / "uv").chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "test")],
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "STS_SKIP_WHEELS": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "::: failed: sts-b installed from the wheels" in out
+    assert "::: failed: sts-a" not in out and "::: failed: sts-c" not in out
+    order = [out.index(f"installing {name}") for name in ("a", "b", "c")]
+    assert order == sorted(order) and out.index("b fails") < out.index("installing c")
