@@ -15,6 +15,7 @@ from typing import Any
 import _common as common
 import quality
 
+from grid_search.inputs import DEV_TABLE, TRAIN_TABLES
 from sts_core.command_files import CONTENT_HASH, changed_identity, content_identity, write_text
 from sts_core.training.parser import ConfigParser
 
@@ -334,7 +335,6 @@ def search_inputs(args: argparse.Namespace) -> dict[str, Any]:
     keeps it under ``inputs``): the content identity of ``--model`` and of the training and
     dev tables (:func:`sts_core.command_files.content_identity`), and the budget that
     changes a cell's result (:data:`BUDGET_KEYS`)."""
-    from grid_search.via_search import DEV_TABLE, TRAIN_TABLES
     from sts_core.data.references import reference_path
 
     data = common.data_dir()

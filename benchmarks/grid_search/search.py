@@ -30,6 +30,7 @@ from grid_search.cells import (
     first_stage,
 )
 from grid_search.via_search import model_state, run_method, searched_row
+from grid_search.weights import embedding_weights, load_weights
 from sts_core.command_files import file_digest, writing
 from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
@@ -379,25 +380,6 @@ class Search:
 def soup_key(cells: list[Cell]) -> str:
     """The cells file's key of the soup of ``cells`` (one recipe's seeds)."""
     return f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
-
-
-def embedding_weights(encoder: Any) -> dict[str, Any]:
-    """The weights that make the embeddings: the encoder's, without the heads trained beside
-    it (a regression head), which the cosine-scored evaluation never uses."""
-    heads = tuple(f"{name}." for name in encoder.heads)
-    return {key: value for key, value in encoder.state_dict().items() if not key.startswith(heads)}
-
-
-def load_weights(encoder: Any, state: dict[str, Any], source: Any) -> None:
-    """Load ``state`` into a freshly built encoder: every encoder weight must be there; a
-    head's weights (saved by earlier versions of this script) are left out."""
-    result = encoder.load_state_dict(state, strict=False)
-    stray = [key for key in result.unexpected_keys if key.startswith("backbone.")]
-    if result.missing_keys or stray:
-        raise common.BenchmarkError(
-            f"{source}: weights do not fit the model (missing {result.missing_keys[:3]}, "
-            f"unexpected {stray[:3]}); delete the file to train the cell again"
-        )
 
 
 WORKER_ARGS = ("model", "batch_size", "max_steps", "train_pairs_cap", "threads", "in_process")

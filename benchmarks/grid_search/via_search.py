@@ -29,21 +29,12 @@ import _common as common
 import quality
 
 from grid_search.cells import STAGE_KEYS, Cell, config_values, describe
+from grid_search.inputs import DEV_TABLE, FIXED_SETTINGS, SCORE_RANGE, TRAIN_TABLES
+from grid_search.weights import embedding_weights
 from sts_core.command_files import set_command
 
 #: the peer's rows ``sts-search`` trains itself (``st:<row>``), without a teacher
 PEER_ROWS = {"st-cosine": "st:cosine", "st-cosent": "st:cosent", "st-angle": "st:angle"}
-
-#: the quality search's data and budget as ``sts-search``'s inputs
-TRAIN_TABLES = ["stsb", "sickr"]
-DEV_TABLE = "stsb:dev"
-SCORE_RANGE = [0.0, 5.0]
-FIXED_SETTINGS: dict[str, Any] = {
-    "filter_test_overlap": True,  # the 5,398 pairs: no sentence of a test task
-    "weight_decay": 0.01,
-    "warmup_steps": 0.1,
-    "pooling": "mean",
-}
 
 #: the folder, under ``--weights-dir``, of the ``sts-search`` folders
 SEARCH_FOLDER = "sts-search"
@@ -213,7 +204,6 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
 
 def model_state(args: argparse.Namespace, record: dict[str, Any]) -> dict[str, Any]:
     """The embedding weights of a cell ``sts-search`` trained, from its saved model."""
-    from grid_search.search import embedding_weights
     from sts_core.encoder import SentenceEncoder
     from sts_core.search.cells import MODEL_FOLDER
 
