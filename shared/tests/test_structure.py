@@ -359,8 +359,16 @@ def test_two_roots_giving_one_module_name_are_refused(tmp_path: Path) -> None:
         roots_import_graph([tmp_path / "one", tmp_path / "two"])
 
 
-def test_the_import_graph_has_every_file_of_the_sources_benchmarks_and_tools() -> None:
-    graph = roots_import_graph(IMPORT_ROOTS)
+@pytest.fixture(scope="module")
+def repository_graph() -> dict[str, set[str]]:
+    """The import graph of :data:`IMPORT_ROOTS`, read once for the tests below."""
+    return roots_import_graph(IMPORT_ROOTS)
+
+
+def test_the_import_graph_has_every_file_of_the_sources_benchmarks_and_tools(
+    repository_graph: dict[str, set[str]],
+) -> None:
+    graph = repository_graph
     read = {file for root in IMPORT_ROOTS for file in root_modules(root).values()}
     assert read == {file for root in IMPORT_ROOTS for file in root.rglob("*.py")}
     assert {"sts_core", "sts_cosent", "_common", "grid_search.search", "generate_docs"} <= set(
@@ -370,8 +378,10 @@ def test_the_import_graph_has_every_file_of_the_sources_benchmarks_and_tools() -
     assert "sts_core.command_files" in graph["record_results"]  # a tool, into the source
 
 
-def test_no_import_cycle_in_the_sources_benchmarks_or_tools() -> None:
-    graph = roots_import_graph(IMPORT_ROOTS)
+def test_no_import_cycle_in_the_sources_benchmarks_or_tools(
+    repository_graph: dict[str, set[str]],
+) -> None:
+    graph = repository_graph
     loops = [
         f"{' → '.join(cycle_through(graph, component))} (all its ties: "
         f"{', '.join(loop_ties(graph, component))})"
