@@ -1,8 +1,9 @@
-"""The shape of the source: no class over 300 lines, no import cycle among ``sts_core``'s
-modules — counting the imports inside functions (which run later, but still tie the
-modules together) and the package ``__init__`` an import runs first; only those under
-``if TYPE_CHECKING:`` are left out. Both read the files with ``ast`` (nothing is
-imported)."""
+"""The shape of the source: no class over 300 lines, no import cycle among the modules of
+``sts_core``, the method packages, ``benchmarks/`` and ``tools/`` (one graph: a benchmark
+importing ``sts_core`` is an arrow like any other) — counting the imports inside functions
+(which run later, but still tie the modules together) and the package ``__init__`` an
+import runs first; only those under ``if TYPE_CHECKING:`` are left out. Both read the files
+with ``ast`` (nothing is imported)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "shared" / "src"
 SOURCE_ROOTS = [CORE, *sorted((ROOT / "packages").glob("*/src"))]
+# Each a folder on sys.path: the benchmarks and tools are scripts run from their folder
+# (``import _common``, ``from grid_search.cells import …``), the sources are installed.
+IMPORT_ROOTS = [*SOURCE_ROOTS, ROOT / "benchmarks", ROOT / "tools"]
 
 MAX_CLASS_LINES = 300
 
@@ -62,6 +68,16 @@ def module_files(src: Path, top: str) -> dict[str, Path]:
         if parts[-1] == "__init__":
             parts.pop()
         modules[".".join(parts)] = file
+    return modules
+
+
+def root_modules(src: Path) -> dict[str, Path]:
+    """Module name → file of every module that the folder ``src`` gives when it is on
+    ``sys.path``: its scripts (``src/_common.py`` is ``_common``) and its packages (a
+    folder with an ``__init__.py``, by :func:`module_files`)."""
+    modules = {file.stem: file for file in sorted(src.glob("*.py"))}
+    for init in sorted(src.glob("*/__init__.py")):
+        modules.update(module_files(src, init.parent.name))
     return modules
 
 
@@ -131,7 +147,24 @@ def enclosing_packages_of(package: str) -> set[str]:
 
 def import_graph(src: Path, top: str) -> dict[str, set[str]]:
     """Module → the modules of the same top package it imports (:func:`imported_modules`)."""
-    files = module_files(src, top)
+    return graph_of(module_files(src, top))
+
+
+def roots_import_graph(roots: list[Path]) -> dict[str, set[str]]:
+    """Module → the modules it imports, over all the modules of the folders ``roots``
+    (:func:`root_modules`), across folders too. A name two folders give is refused: which
+    of the two an import means would depend on the order of ``sys.path``."""
+    files: dict[str, Path] = {}
+    for root in roots:
+        for name, file in root_modules(root).items():
+            if name in files:
+                raise ValueError(f"module {name} is both {files[name]} and {file}")
+            files[name] = file
+    return graph_of(files)
+
+
+def graph_of(files: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module → the modules of ``files`` it imports (:func:`imported_modules`)."""
     known = set(files)
     return {
         name: imported_modules(
@@ -146,7 +179,13 @@ def import_graph(src: Path, top: str) -> dict[str, set[str]]:
 
 def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     """One cycle (``[a, b, …, a]``) in each strongly connected component that has one
-    (Tarjan's algorithm; a module importing itself is a cycle too)."""
+    (:func:`looping_components`)."""
+    return [cycle_through(graph, component) for component in looping_components(graph)]
+
+
+def looping_components(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components (sorted modules) that hold a cycle (Tarjan's
+    algorithm; a module importing itself is a cycle too)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -177,10 +216,17 @@ def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return [
-        cycle_through(graph, component)
+        component
         for component in components
         if len(component) > 1 or component[0] in graph.get(component[0], ())
     ]
+
+
+def loop_ties(graph: Mapping[str, set[str]], component: list[str]) -> list[str]:
+    """``a → b`` for each import between two modules of ``component``: every tie that one
+    loop of modules has, so that none of them is missed when the loop is broken."""
+    members = set(component)
+    return [f"{a} → {b}" for a in component for b in sorted(graph[a] & members)]
 
 
 def cycle_through(graph: Mapping[str, set[str]], component: list[str]) -> list[str]:
@@ -269,9 +315,79 @@ def test_a_cycle_through_a_package_init_is_found(tmp_path: Path) -> None:
     assert import_cycles(graph) == [["pkg.registry", "pkg.train", "pkg.train.run", "pkg.registry"]]
 
 
-def test_no_import_cycle_among_sts_core_modules() -> None:
-    cycles = [" → ".join(cycle) for cycle in import_cycles(import_graph(CORE, "sts_core"))]
-    assert not cycles, f"import cycles among sts_core modules: {'; '.join(cycles)}"
+def test_the_graph_of_several_roots_has_their_scripts_packages_and_the_arrows_between(
+    tmp_path: Path,
+) -> None:
+    """A folder of scripts (as ``benchmarks/``): its scripts import each other and its
+    package by their top-level names, and the installed source; a cycle among the
+    scripts is found, one through the source too."""
+    write_package(tmp_path / "src" / "pkg", {"__init__.py": "", "a.py": "import json\n"})
+    write_package(
+        tmp_path / "scripts",
+        {
+            "_common.py": "import pkg.a\ndef f():\n    import helper\n",
+            "helper.py": "import _common\nfrom grid import cells\n",
+            "grid/__init__.py": "",
+            "grid/cells.py": "import _common as common\nfrom pkg import a\n",
+            "notes/readme.py": "import helper\n",  # no __init__.py: no package, not read
+        },
+    )
+    graph = roots_import_graph([tmp_path / "src", tmp_path / "scripts"])
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": set(),
+        "_common": {"pkg", "pkg.a", "helper"},
+        "helper": {"_common", "grid", "grid.cells"},
+        "grid": set(),
+        "grid.cells": {"_common", "pkg", "pkg.a"},
+    }
+    assert import_cycles(graph) == [["_common", "helper", "_common"]]
+    write_package(tmp_path / "scripts", {"grid/cells.py": "import helper\n"})
+    graph = roots_import_graph([tmp_path / "src", tmp_path / "scripts"])
+    assert looping_components(graph) == [["_common", "grid.cells", "helper"]]
+    assert loop_ties(graph, ["_common", "grid.cells", "helper"]) == [
+        "_common → helper",
+        "grid.cells → helper",
+        "helper → _common",
+        "helper → grid.cells",
+    ]
+
+
+def test_two_roots_giving_one_module_name_are_refused(tmp_path: Path) -> None:
+    write_package(tmp_path, {"one/m.py": "", "two/m.py": ""})
+    with pytest.raises(ValueError, match="module m is both"):
+        roots_import_graph([tmp_path / "one", tmp_path / "two"])
+
+
+@pytest.fixture(scope="module")
+def repository_graph() -> dict[str, set[str]]:
+    """The import graph of :data:`IMPORT_ROOTS`, read once for the tests below."""
+    return roots_import_graph(IMPORT_ROOTS)
+
+
+def test_the_import_graph_has_every_file_of_the_sources_benchmarks_and_tools(
+    repository_graph: dict[str, set[str]],
+) -> None:
+    graph = repository_graph
+    read = {file for root in IMPORT_ROOTS for file in root_modules(root).values()}
+    assert read == {file for root in IMPORT_ROOTS for file in root.rglob("*.py")}
+    assert {"sts_core", "sts_cosent", "_common", "grid_search.search", "generate_docs"} <= set(
+        graph
+    )
+    assert graph["quality_search"] >= {"_common", "grid_search", "grid_search.cells"}
+    assert "sts_core.command_files" in graph["record_results"]  # a tool, into the source
+
+
+def test_no_import_cycle_in_the_sources_benchmarks_or_tools(
+    repository_graph: dict[str, set[str]],
+) -> None:
+    graph = repository_graph
+    loops = [
+        f"{' → '.join(cycle_through(graph, component))} (all its ties: "
+        f"{', '.join(loop_ties(graph, component))})"
+        for component in looping_components(graph)
+    ]
+    assert not loops, f"import cycles: {'; '.join(loops)}"
 
 
 # ----------------------------------------------------------------- option checks
