@@ -162,13 +162,13 @@ def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkey
 def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monkeypatch) -> None:
     """A search stopped part way (Ctrl-C here) leaves its finished cells in the cells file:
     they are read from its folder, the unfinished one is not."""
-    from sts_core.search.cells import CELL_FILE, RESULT_FILE, TEST_FILE
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE, TEST_FILE, Recipe
     from sts_core.search.cells import Cell as SearchCell
 
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5")
     folder = via.search_folder(args, "st-cosine", ()) / "cells"
     for epochs, done in ((1.0, True), (2.0, False)):
-        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        cell = SearchCell(Recipe("st:cosine", (), epochs, 4e-5), 0, "sentence-transformers")
         (folder / cell.folder_name / "model").mkdir(parents=True)
         (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(cell.describe()))
         if done:
@@ -206,13 +206,13 @@ def _spec(args: SimpleNamespace, folder: Path, inputs: dict | None = None) -> Si
 def test_a_cell_trained_on_other_inputs_is_not_kept(tmp_path: Path, monkeypatch) -> None:
     """A search stopped before it trained again the cells of an older content of its model
     (or a table) leaves them in its folder: they are not copied into the cells file."""
-    from sts_core.search.cells import CELL_FILE, RESULT_FILE
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE, Recipe
     from sts_core.search.cells import Cell as SearchCell
 
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--grid-only")
     folder = via.search_folder(args, "st-cosine", ()) / "cells"
     for epochs, model in ((1.0, "now"), (2.0, "before")):
-        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        cell = SearchCell(Recipe("st:cosine", (), epochs, 4e-5), 0, "sentence-transformers")
         (folder / cell.folder_name).mkdir(parents=True)
         described = {**cell.describe(), "scoring": {"inputs": {"--model m": model}}}
         (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(described))

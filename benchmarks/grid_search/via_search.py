@@ -21,17 +21,17 @@ import argparse
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import _common as common
 import quality
 
-from grid_search.cells import STAGE_KEYS, Cell, config_values, describe
+from grid_search.cells import STAGE_KEYS, config_values, describe
 from grid_search.inputs import DEV_TABLE, FIXED_SETTINGS, SCORE_RANGE, TRAIN_TABLES
 from grid_search.weights import embedding_weights
 from sts_core.command_files import set_command
+from sts_core.search.cells import Cell, Recipe
 
 #: the peer's rows ``sts-search`` trains itself (``st:<row>``), without a teacher
 PEER_ROWS = {"st-cosine": "st:cosine", "st-cosent": "st:cosent", "st-angle": "st:angle"}
@@ -125,7 +125,7 @@ def stored_record(
     the cost (``train_seconds``: the ``sts-train`` run, its data preparation included), the
     test scores when the cell was scored, and its folder (relative to ``--weights-dir``),
     where its model is."""
-    cell = Cell(method, settings, found["epochs"], found["learning_rate"], found["seed"])
+    cell = Cell(Recipe(method, settings, found["epochs"], found["learning_rate"]), found["seed"])
     weights = Path(args.weights_dir).expanduser()
     record = {
         **describe(cell),
@@ -184,7 +184,6 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
     left out: ``sts-search`` trains it again), with its test score when it was scored on
     the search's test table, in folder order."""
     from sts_core.search.cells import CELL_FILE, done_record, read_json
-    from sts_core.search.cells import Cell as SearchCell
     from sts_core.search.command import CELLS_FOLDER
     from sts_core.search.spec import fingerprint
 
@@ -195,7 +194,7 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
         described = read_json(folder / CELL_FILE)
         if described is None:
             continue
-        cell = SearchCell(**{f.name: described[f.name] for f in fields(SearchCell)})
+        cell = Cell.from_record(described)
         record = done_record(folder, cell, test, inputs)
         if record is not None:
             records.append(record)

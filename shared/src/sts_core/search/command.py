@@ -363,11 +363,11 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
             except (ValueError, OSError) as error:
                 raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
     # one cell for each method and settings (a --grid value may be a recipe key's problem)
-    distinct = {(cell.method, json.dumps(cell.settings, sort_keys=True)): cell for cell in cells}
+    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
     with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
         for (method, _), cell in distinct.items():
             recipe = Path(scratch) / "recipe.yaml"
-            content = cell.recipe(spec.base_recipe(), Path(scratch) / "model")
+            content = cell.train_recipe(spec.base_recipe(), Path(scratch) / "model")
             if cell.method_name == PEER_METHOD:
                 check_peer_recipe(content, method)
                 continue

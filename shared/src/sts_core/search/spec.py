@@ -16,14 +16,14 @@ import hashlib
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
 from sts_core.command_files import content_identity, write_json
-from sts_core.search.cells import OWNED_KEYS, Cell, SearchError
+from sts_core.search.cells import OWNED_KEYS, Cell, Recipe, SearchError, settings_of
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
 TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -304,23 +304,11 @@ def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) ->
         method_name, row_settings = rows[method]
         for combo, epochs, rate in itertools.product(combos, spec.epochs, spec.learning_rates):
             settings = {**row_settings, **spec.settings, **combo}
-            cells.append(
-                Cell(method, method_name, settings, combo, epochs, rate, spec.selection_seed)
-            )
+            recipe = Recipe(method, settings_of(combo), epochs, rate)
+            cells.append(Cell(recipe, spec.selection_seed, method_name, settings))
     return cells
 
 
 def seed_cells(cell: Cell, seeds: Sequence[int]) -> list[Cell]:
     """``cell``'s recipe on each of ``seeds``."""
-    return [
-        Cell(
-            cell.method,
-            cell.method_name,
-            cell.settings,
-            cell.grid,
-            cell.epochs,
-            cell.learning_rate,
-            seed,
-        )
-        for seed in seeds
-    ]
+    return [replace(cell, seed=seed) for seed in seeds]
