@@ -54,10 +54,19 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"grid": {"pooling": ["cls", "cls"]}}, "--grid pooling names a value twice"),
         ({"jobs": 3, "devices": ["0", "1"]}, "--jobs 3 needs as many --devices"),
         ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
+        # --batch-size's key: a --set of it would silently override --batch-size
+        (
+            {"settings": {"per_device_train_batch_size": 8}},
+            "--set / --grid may not name per_device_train_batch_size",
+        ),
+        (
+            {"grid": {"per_device_train_batch_size": [8, 32]}},
+            "--set / --grid may not name per_device_train_batch_size",
+        ),
         (
             {"settings": {"seed": 3}, "grid": {"learning_rate": [1, 2]}},
             "--set / --grid may not name learning_rate, seed: the search sets them (--model, "
-            "--train, --dev, --epochs, --learning-rate, --seeds, --max-steps)",
+            "--train, --dev, --epochs, --learning-rate, --seeds, --max-steps, --batch-size)",
         ),
         (
             {"settings": {"pooling": "cls", "k": 1}, "grid": {"pooling": ["mean"], "k": [2]}},

@@ -31,6 +31,7 @@ OWNED_KEYS = frozenset(
         "eval_dataset",
         "output_dir",
         "seed",
+        "per_device_train_batch_size",
         "learning_rate",
         "num_train_epochs",
         "max_steps",

@@ -115,7 +115,8 @@ class SearchSpec:
         if owned:
             raise SearchError(
                 f"--set / --grid may not name {', '.join(owned)}: the search sets them "
-                "(--model, --train, --dev, --epochs, --learning-rate, --seeds, --max-steps)"
+                "(--model, --train, --dev, --epochs, --learning-rate, --seeds, --max-steps, "
+                "--batch-size)"
             )
         both = sorted(set(self.settings) & set(self.grid))
         if both:
