@@ -39,8 +39,8 @@ def test_sts_search_trains_our_rows_and_the_peers_plain_rows(tmp_path: Path) -> 
     assert via.searched_row(args, "ours-pcc_pearson", (("stage1_epochs", "1"),)) is None
     measure = arguments(tmp_path, "--measure-cost")
     assert via.searched_row(measure, "ours-cosine_mse", ()) is None
-    several = arguments(tmp_path, "--select-seeds", "0", "1")
-    assert via.searched_row(several, "ours-cosine_mse", ()) is None
+    several = arguments(tmp_path, "--select-seeds", "0", "1")  # sts-search --select-seeds 2
+    assert via.searched_row(several, "ours-cosine_mse", ()) == "cosent:cosine_mse"
 
 
 def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Path) -> None:
@@ -48,6 +48,10 @@ def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Pa
     assert via.ordered_seeds(args) == [1, 0, 2]
     assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4")) == [3, 4]
     assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4", "--grid-only")) == [3]
+    several = arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds", "2", "0")
+    assert via.ordered_seeds(several) == [2, 0, 1]
+    assert via.ordered_seeds(arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds",
+                                       "2", "0", "--grid-only")) == [2, 0]  # fmt: skip
 
 
 def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> None:
@@ -63,6 +67,9 @@ def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> N
     spec = via.search_spec(args, "ours-cosine_mse", settings)
     assert (spec.train, spec.dev, spec.test) == (["stsb", "sickr"], "stsb:dev", "sts-tasks")
     assert spec.methods == ["cosent:cosine_mse"] and spec.seeds == [0, 1, 2]
+    assert spec.selection_seeds == [0]
+    several = arguments(tmp_path, "--select-seeds", "2", "1")
+    assert via.search_spec(several, "ours-cosine_mse", ()).selection_seeds == [2, 1]
     assert (spec.epochs, spec.learning_rates) == ([1.0, 2.0], [4e-5])
     assert (spec.batch_size, spec.max_steps, spec.threads, spec.jobs) == (16, -1, 1, 1)
     assert spec.score_range == [0.0, 5.0] and spec.eval_pairs is None

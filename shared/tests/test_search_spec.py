@@ -54,6 +54,8 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"grid": {"pooling": ["cls", "cls"]}}, "--grid pooling names a value twice"),
         ({"jobs": 3, "devices": ["0", "1"]}, "--jobs 3 needs as many --devices"),
         ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
+        ({"select_seeds": 0}, "--select-seeds 0: the grid is trained and chosen on the first N"),
+        ({"seeds": [0, 1], "select_seeds": 3}, "--select-seeds 3: the grid is trained and chosen"),
         # --batch-size's key: a --set of it would silently override --batch-size
         (
             {"settings": {"per_device_train_batch_size": 8}},
@@ -623,3 +625,57 @@ def test_a_cell_is_its_records_fields_and_keeps_its_key_and_folder() -> None:
     assert Cell.from_record(bench).key == "m [a=1, b=2] | epochs 1 | lr 1e-05 | seed 4"
     soup = Cell.from_record(bench).recipe.soup_key(3)
     assert soup == "soup of 3 seeds | m [a=1, b=2] | epochs 1 | lr 1e-05"
+
+
+def test_several_selection_seeds_train_the_grid_on_each_and_the_picks_on_the_rest(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``--select-seeds 2``: every recipe on the first two seeds, each method's pick by the
+    mean dev over them (not by the first seed's), then the pick on the other seeds."""
+    from sts_core.search import command
+
+    search = spec(tmp_path, methods=["a"], learning_rates=[1e-5, 2e-5], seeds=[3, 4, 5],
+                  select_seeds=2)  # fmt: skip
+    grid = grid_cells(search, {"a": ("a", {})})
+    assert [(c.recipe.learning_rate, c.seed) for c in grid] == [
+        (1e-5, 3), (1e-5, 4), (2e-5, 3), (2e-5, 4)
+    ]  # fmt: skip
+    # lr 1e-05 is the best at seed 3 alone, lr 2e-05 on the mean over seeds 3 and 4
+    dev = {(1e-5, 3): 82.0, (1e-5, 4): 78.0, (2e-5, 3): 81.0, (2e-5, 4): 81.0, (2e-5, 5): 80.0}
+    trained = []
+
+    def train_cells(scheduler, cells, root, base, scoring, log) -> list[dict]:
+        trained.append([c.key for c in cells])
+        return [
+            {
+                "method": c.method,
+                "recipe": c.recipe_key,
+                "seed": c.seed,
+                "key": c.key,
+                "dev": dev[(c.recipe.learning_rate, c.seed)],
+            }  # fmt: skip
+            for c in cells
+        ]
+
+    monkeypatch.setattr(command, "train_cells", train_cells)
+    monkeypatch.setattr(command, "scoring_of", lambda spec: {})
+    monkeypatch.setattr(command, "write_report", lambda folder, summary: None)
+    summary = command._search(search, grid, log=lambda line: None)
+    assert summary["picks"] == {"a": "a | epochs 1 | lr 2e-05"}
+    assert trained[1] == ["a | epochs 1 | lr 2e-05 | seed 5"]  # the pick on the rest
+    assert summary["selection_seeds"] == [3, 4]
+    assert summary["headline"].startswith(
+        "Pick (by dev spearman at the mean over seeds [3, 4]): a | epochs 1 | lr 2e-05 — dev 81.00"
+    )
+
+
+def test_the_command_line_passes_select_seeds(tmp_path: Path) -> None:
+    from sts_core.search.command import make_parser, spec_from_arguments
+
+    search = spec(tmp_path)
+    argv = ["--train", *search.train, "--dev", search.dev, "--model", "m"]
+    argv += ["--output-dir", str(tmp_path / "out"), "--seeds", "0", "1", "2"]
+    plain = spec_from_arguments(make_parser().parse_args(argv))
+    assert plain.selection_seeds == [0]
+    given = spec_from_arguments(make_parser().parse_args([*argv, "--select-seeds", "2"]))
+    assert given.selection_seeds == [0, 1]
