@@ -30,8 +30,8 @@ The rows ``sts-search`` offers — every row of ours (any ``--set`` but the two 
 peer's rows without a teacher — are trained, chosen and tested by ``sts-search`` itself, one
 search per method and settings under ``<weights-dir>/sts-search/`` with this benchmark's
 inputs (``grid_search/via_search.py``); their cells are copied into the cells file. The
-others (the peer's rows given a teacher, distillation, the two stages, ``--measure-cost``,
-several ``--select-seeds``) are trained here:
+others (the peer's rows given a teacher, distillation, the two stages, ``--measure-cost``)
+are trained here:
 every such cell trains in a fresh process (``--worker cell``; ``--in-process`` trains them in
 the search's own process, without the peak memory), which reports the cost columns:
 wall seconds of the training, optimizer steps and peak resident memory; a teacher's own

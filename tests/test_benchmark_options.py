@@ -18,6 +18,8 @@ from types import ModuleType
 import pytest
 from benchmark_support import REPO, load_benchmark_module, load_benchmark_script
 
+from sts_core.search.cells import Recipe
+
 
 def scripts_common() -> ModuleType:
     """``benchmarks/_common.py`` as the scripts import it (``_common``: their BenchmarkError)."""
@@ -366,7 +368,7 @@ def test_the_cells_file_is_written_without_replacing_a_file_beside_it(
     neighbour = tmp_path / "cells.tmp"
     neighbour.write_text("the user's notes", encoding="utf-8")
     store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    cell = cells.Cell("ours-a", (), 1.0, 4e-5, 0)
+    cell = cells.Cell(Recipe("ours-a", (), 1.0, 4e-5), 0)
     store.cells[cell.key] = {**cells.describe(cell), "dev": 88.0}
     store.save(cell.key)
     assert neighbour.read_text(encoding="utf-8") == "the user's notes"
@@ -490,7 +492,7 @@ def stored_cell(cells, path: Path, inputs: dict) -> str:
 
     set_command("quality_search.py")
     store = cells.CellStore(path, path.parent / "weights")
-    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    cell = cells.Cell(Recipe("st-cosine", (), 1.0, 2e-5), 0)
     store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0, "inputs": inputs}
     store.save(cell.key)
     return cell.key
@@ -535,7 +537,7 @@ def test_weights_no_record_vouches_for_are_trained_again(cells, training, tmp_pa
     from sts_core.command_files import file_digest
 
     store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    cell = cells.Cell("st-cosine", (), 1.0, 2e-5, 0)
+    cell = cells.Cell(Recipe("st-cosine", (), 1.0, 2e-5), 0)
     path = store.weights_path(cell)
     path.write_bytes(b"the weights of another search's cell")
     kept = training.Search.__new__(training.Search)

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 from benchmark_support import load_benchmark_module, load_benchmark_script
 
+from sts_core.search.cells import Recipe
+
 search = load_benchmark_script("quality_search")  # the command line
 cells = load_benchmark_module("grid_search.cells")
 training = load_benchmark_module("grid_search.search")
@@ -81,7 +83,7 @@ def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path:
     teacher.mkdir()
     (teacher / "config.json").write_text("{}")
     (teacher / "model.safetensors").write_bytes(b"first weights")
-    cell = cells.Cell("st-cosine", (("teacher_model", str(teacher)),), 1.0, 4e-5, 0)
+    cell = cells.Cell(Recipe("st-cosine", (("teacher_model", str(teacher)),), 1.0, 4e-5), 0)
     record = cells.describe(cell)
     first_id = record["teacher_id"]
     assert len(first_id) == 12
@@ -94,7 +96,7 @@ def test_a_cell_of_a_teacher_since_retrained_under_its_name_is_refused(tmp_path:
     with pytest.raises(search.common.BenchmarkError, match=r"\(not recorded\)"):
         cells.check_cell_teacher(tmp_path / "cells.json", cell.key, legacy)
     assert cells.teacher_id(str(teacher)) != first_id
-    plain = cells.Cell("st-cosine", (), 1.0, 4e-5, 0)
+    plain = cells.Cell(Recipe("st-cosine", (), 1.0, 4e-5), 0)
     no_teacher = cells.describe(plain)
     cells.check_cell_teacher(tmp_path / "cells.json", plain.key, no_teacher)
 
@@ -124,13 +126,12 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
     off = recipe("st-cosine", {}, [1.0, 1.0, 1.0], 1, [80.0, 80.5, 80.9])
     recipes = {"ours-a | epochs 1 | lr 4e-05": on, "st-cosine | epochs 1 | lr 4e-05": off}
     soups = {"ours-a | epochs 1 | lr 4e-05": {"test": {"avg": 81.5}}}
+    ours, peer = Recipe("ours-a", (), 1.0, 4e-5), Recipe("st-cosine", (), 1.0, 4e-5)
     made_up = (
-        levers.Lever("loss", "ours-a | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
-        levers.Lever("soup", "ours-a | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05", True),
-        levers.Lever("absent", "ours-z | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05"),
-        levers.Lever(
-            "no soup", "st-cosine | epochs 1 | lr 4e-05", "st-cosine | epochs 1 | lr 4e-05", True
-        ),
+        levers.Lever("loss", ours, peer),
+        levers.Lever("soup", ours, ours, True),
+        levers.Lever("absent", Recipe("ours-z", (), 1.0, 4e-5), peer),
+        levers.Lever("no soup", peer, peer, True),
     )
     monkeypatch.setattr(levers, "LEVERS", made_up)
     rows = {line.split(" | ")[0][2:]: line for line in report.lever_lines(recipes, soups)[4:-1]}
@@ -144,11 +145,11 @@ def test_each_lever_is_its_recipes_test_average_on_minus_off(monkeypatch) -> Non
 
 def test_every_lever_names_recipes_the_search_can_train() -> None:
     for lever in levers.LEVERS:
-        for key in (lever.on, lever.off):
-            variant, epochs, lr = key.split(" | ")
-            method = variant.partition(" [")[0]
-            assert method in cells.SEARCH_METHODS, key
-            assert epochs.startswith("epochs ") and lr.startswith("lr "), key
+        for recipe in (lever.on, lever.off):
+            assert recipe.method in cells.SEARCH_METHODS, recipe.key
+            assert recipe.epochs > 0 and recipe.learning_rate == 4e-5, recipe.key
+            # a recipe key of the cells file: the method, its --set settings, epochs, lr
+            assert recipe.key == f"{recipe.variant} | {recipe.budget.replace(', ', ' | ')}"
 
 
 def test_two_stages_train_the_first_loss_then_the_row_from_its_saved_weights(
@@ -194,7 +195,7 @@ def test_a_first_stage_needs_its_loss_and_epochs() -> None:
 def measuring_search(tmp_path: Path, stored_dev: float, new_dev: float):
     """A search whose store holds one cell without cost (dev ``stored_dev``) and whose second
     training of it scores ``new_dev`` (no model: training, loading and scoring replaced)."""
-    cell = cells.Cell("ours-a", (), 1.0, 4e-5, 0)
+    cell = cells.Cell(Recipe("ours-a", (), 1.0, 4e-5), 0)
     store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
     store.cells[cell.key] = {**cells.describe(cell), "dev": stored_dev}
     store.save(cell.key)
@@ -229,21 +230,23 @@ def test_measure_cost_refuses_a_cell_whose_dev_differs(tmp_path: Path) -> None:
 
 
 def test_rows_of_a_teacher_recorded_without_its_id_get_a_table_of_their_own() -> None:
-    def record(variant: str, **extra: object) -> dict:
-        settings = {"teacher_model": variant[8:-1]} if "[" in variant else {}
+    def record(teacher: str | None, **extra: object) -> dict:
+        settings = {"teacher_model": teacher} if teacher else {}
+        variant = f"ours-a [teacher_model={teacher}]" if teacher else "ours-a"
         return {"method": "ours-a", "variant": variant, "settings": settings, "epochs": 1.0,
                 "learning_rate": 4e-5, "seed": 0, "dev": 88.0, **extra}  # fmt: skip
 
+    now, gone = "ours-a [teacher_model=now]", "ours-a [teacher_model=gone]"
     cells = {
-        "ours-a | epochs 1 | lr 4e-05 | seed 0": record("ours-a"),
-        "ours-a [now] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [now]", teacher_id="3be2"),
-        "ours-a [gone] | epochs 1 | lr 4e-05 | seed 0": record("ours-a [gone]"),
+        "ours-a | epochs 1 | lr 4e-05 | seed 0": record(None),
+        f"{now} | epochs 1 | lr 4e-05 | seed 0": record("now", teacher_id="3be2"),
+        f"{gone} | epochs 1 | lr 4e-05 | seed 0": record("gone"),
     }
     recipes = report.recipe_rows(cells)
-    assert recipes["ours-a [now] | epochs 1 | lr 4e-05"]["settings"] == {"teacher_model": "now"}
+    assert recipes[f"{now} | epochs 1 | lr 4e-05"]["settings"] == {"teacher_model": "now"}
     known, unidentified = report.split_unidentified(recipes)
-    assert sorted(known) == ["ours-a [now] | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05"]
-    assert sorted(unidentified) == ["ours-a [gone] | epochs 1 | lr 4e-05"]
+    assert sorted(known) == [f"{now} | epochs 1 | lr 4e-05", "ours-a | epochs 1 | lr 4e-05"]
+    assert sorted(unidentified) == [f"{gone} | epochs 1 | lr 4e-05"]
 
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"

@@ -60,6 +60,10 @@ def test_the_picks_are_made_over_the_second_runs_grid_on_both_sides() -> None:
         "a": {"stored": "a | epochs 2 | lr 4e-05", "fresh": "a | epochs 2 | lr 4e-05"},
         "b": {"stored": "b | epochs 1 | lr 4e-05", "fresh": "b | epochs 2 | lr 4e-05"},
     }
+    assert comparison["pick_budgets"]["b"] == {
+        "stored": "epochs 1, lr 4e-05",
+        "fresh": "epochs 2, lr 4e-05",
+    }
 
 
 def test_every_shared_cell_is_compared_and_each_side_lacks_are_listed() -> None:
@@ -85,14 +89,14 @@ def test_every_shared_cell_is_compared_and_each_side_lacks_are_listed() -> None:
     assert comparison["only_stored"] == ["a | epochs 2 | lr 4e-05 | seed 1"]
 
 
-def test_a_soups_recipe_is_its_key_after_the_soup_part() -> None:
+def test_a_soups_recipe_is_read_from_its_records_fields() -> None:
+    """A stored soup outside the second run lacks there when its recipe (its record's fields:
+    method, settings, epochs, rate) is in the second run's grid; one of another recipe not."""
     soup = "soup of 3 seeds | a [x=1] | epochs 2 | lr 4e-05"
-    assert reproduce.recipe_of(soup) == "a [x=1] | epochs 2 | lr 4e-05"
-    assert reproduce.recipe_of("a [x=1] | epochs 2 | lr 4e-05 | seed 2") == (
-        "a [x=1] | epochs 2 | lr 4e-05"
-    )
-    stored = {soup: {"variant": "a [x=1]", "dev": 88.0, "soup_of": [0, 1, 2]}}
-    fresh = cells({**record("a", 2, 4e-5, 0, 88.1), "variant": "a [x=1]"})
+    fields = {**record("a", 2, 4e-5, 0, 88.0, soup_of=[0, 1, 2]), "settings": {"x": "1"}}
+    other = "soup of 3 seeds | a [x=2] | epochs 2 | lr 4e-05"
+    stored = {soup: fields, other: {**fields, "settings": {"x": "2"}}}
+    fresh = cells({**record("a", 2, 4e-5, 0, 88.1), "variant": "a [x=1]", "settings": {"x": "1"}})
     assert reproduce.compare(stored, fresh, [0])["only_stored"] == [soup]
 
 
@@ -150,3 +154,39 @@ def test_the_second_runs_command_is_read_from_its_report(tmp_path: Path) -> None
     settings["cells"] = str(tmp_path / "other.json")  # the report of another cells file
     report.write_text(json.dumps({"settings": settings, "machine": machine}), "utf-8")
     assert reproduce.second_run(str(fresh)) is None
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def committed_records() -> list[tuple[str, dict]]:
+    """Every committed cell record under its key: the cells file, the report's copy of it
+    and the comparison's cells (looked up in the cells file by their key)."""
+    cells_file = json.loads((RESULTS / "quality_search_cells.json").read_text("utf-8"))["cells"]
+    report = json.loads((RESULTS / "quality_search.json").read_text("utf-8"))["cells"]
+    compared = json.loads((RESULTS / "quality_search_reproduced.json").read_text("utf-8"))
+    keys = [row["cell"] for row in compared["cells"]] + compared["only_stored"]
+    return [*cells_file.items(), *report.items(), *((k, cells_file[k]) for k in keys)]
+
+
+def test_every_committed_key_is_rendered_from_its_records_fields(monkeypatch) -> None:
+    """The one cell type (``sts_core.search.cells.Cell``) rebuilds every committed key byte
+    for byte from the record's fields alone: a run's key as ``Cell.key``, a soup's as its
+    recipe's ``soup_key`` over its seeds; the benchmark's ``describe`` writes the same
+    fields back."""
+    from sts_core.search.cells import Cell
+
+    monkeypatch.setattr(cells_module, "teacher_id", lambda name: "(not checked here)")
+    records = committed_records()
+    assert len(records) >= 240
+    for key, record in records:
+        cell = Cell.from_record(record)
+        soup = record.get("soup_of")
+        assert (cell.recipe.soup_key(len(soup)) if soup else cell.key) == key
+        assert cell.recipe.variant == record["variant"]
+        described = cells_module.describe(cell)
+        assert {k: described[k] for k in FIELDS} == {k: record[k] for k in FIELDS}
+
+
+FIELDS = ("method", "variant", "settings", "epochs", "learning_rate", "seed")
+cells_module = load_benchmark_module("grid_search.cells")

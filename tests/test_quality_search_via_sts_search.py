@@ -39,8 +39,8 @@ def test_sts_search_trains_our_rows_and_the_peers_plain_rows(tmp_path: Path) -> 
     assert via.searched_row(args, "ours-pcc_pearson", (("stage1_epochs", "1"),)) is None
     measure = arguments(tmp_path, "--measure-cost")
     assert via.searched_row(measure, "ours-cosine_mse", ()) is None
-    several = arguments(tmp_path, "--select-seeds", "0", "1")
-    assert via.searched_row(several, "ours-cosine_mse", ()) is None
+    several = arguments(tmp_path, "--select-seeds", "0", "1")  # sts-search --select-seeds 2
+    assert via.searched_row(several, "ours-cosine_mse", ()) == "cosent:cosine_mse"
 
 
 def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Path) -> None:
@@ -48,6 +48,10 @@ def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Pa
     assert via.ordered_seeds(args) == [1, 0, 2]
     assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4")) == [3, 4]
     assert via.ordered_seeds(arguments(tmp_path, "--seeds", "3", "4", "--grid-only")) == [3]
+    several = arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds", "2", "0")
+    assert via.ordered_seeds(several) == [2, 0, 1]
+    assert via.ordered_seeds(arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds",
+                                       "2", "0", "--grid-only")) == [2, 0]  # fmt: skip
 
 
 def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> None:
@@ -63,6 +67,9 @@ def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> N
     spec = via.search_spec(args, "ours-cosine_mse", settings)
     assert (spec.train, spec.dev, spec.test) == (["stsb", "sickr"], "stsb:dev", "sts-tasks")
     assert spec.methods == ["cosent:cosine_mse"] and spec.seeds == [0, 1, 2]
+    assert spec.selection_seeds == [0]
+    several = arguments(tmp_path, "--select-seeds", "2", "1")
+    assert via.search_spec(several, "ours-cosine_mse", ()).selection_seeds == [2, 1]
     assert (spec.epochs, spec.learning_rates) == ([1.0, 2.0], [4e-5])
     assert (spec.batch_size, spec.max_steps, spec.threads, spec.jobs) == (16, -1, 1, 1)
     assert spec.score_range == [0.0, 5.0] and spec.eval_pairs is None
@@ -162,13 +169,13 @@ def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkey
 def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monkeypatch) -> None:
     """A search stopped part way (Ctrl-C here) leaves its finished cells in the cells file:
     they are read from its folder, the unfinished one is not."""
-    from sts_core.search.cells import CELL_FILE, RESULT_FILE, TEST_FILE
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE, TEST_FILE, Recipe
     from sts_core.search.cells import Cell as SearchCell
 
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5")
     folder = via.search_folder(args, "st-cosine", ()) / "cells"
     for epochs, done in ((1.0, True), (2.0, False)):
-        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        cell = SearchCell(Recipe("st:cosine", (), epochs, 4e-5), 0, "sentence-transformers")
         (folder / cell.folder_name / "model").mkdir(parents=True)
         (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(cell.describe()))
         if done:
@@ -206,13 +213,13 @@ def _spec(args: SimpleNamespace, folder: Path, inputs: dict | None = None) -> Si
 def test_a_cell_trained_on_other_inputs_is_not_kept(tmp_path: Path, monkeypatch) -> None:
     """A search stopped before it trained again the cells of an older content of its model
     (or a table) leaves them in its folder: they are not copied into the cells file."""
-    from sts_core.search.cells import CELL_FILE, RESULT_FILE
+    from sts_core.search.cells import CELL_FILE, RESULT_FILE, Recipe
     from sts_core.search.cells import Cell as SearchCell
 
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--grid-only")
     folder = via.search_folder(args, "st-cosine", ()) / "cells"
     for epochs, model in ((1.0, "now"), (2.0, "before")):
-        cell = SearchCell("st:cosine", "sentence-transformers", {}, {}, epochs, 4e-5, 0)
+        cell = SearchCell(Recipe("st:cosine", (), epochs, 4e-5), 0, "sentence-transformers")
         (folder / cell.folder_name).mkdir(parents=True)
         described = {**cell.describe(), "scoring": {"inputs": {"--model m": model}}}
         (folder / cell.folder_name / CELL_FILE).write_text(json.dumps(described))

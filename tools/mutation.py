@@ -204,7 +204,11 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/search/*",
-        ["shared/tests/test_search_selection.py", "shared/tests/test_search_spec.py"],
+        [
+            "shared/tests/test_search_selection.py",
+            "shared/tests/test_search_spec.py",
+            "shared/tests/test_search_platform.py",
+        ],
     ),
     (
         "packages/*/src/*/loss.py",

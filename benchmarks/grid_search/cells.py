@@ -8,7 +8,6 @@ import argparse
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import quality
 
 from grid_search.inputs import DEV_TABLE, TRAIN_TABLES
 from sts_core.command_files import CONTENT_HASH, changed_identity, content_identity, write_text
+from sts_core.search.cells import Cell
 from sts_core.training.parser import ConfigParser
 
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
@@ -42,32 +42,10 @@ DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
 SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One trained model: a method (with our extra settings), a recipe, a seed."""
-
-    method: str
-    settings: tuple[tuple[str, str], ...]
-    epochs: float
-    learning_rate: float
-    seed: int
-
-    @property
-    def variant(self) -> str:
-        """The method's name in the tables: its key and the extra settings."""
-        extras = ", ".join(f"{key}={value}" for key, value in self.settings)
-        return f"{self.method} [{extras}]" if extras else self.method
-
-    @property
-    def recipe_key(self) -> str:
-        return f"{self.variant} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
-
-    @property
-    def key(self) -> str:
-        return f"{self.recipe_key} | seed {self.seed}"
-
-    def file_name(self) -> str:
-        return "".join(c if c.isalnum() or c in "-_." else "_" for c in self.key) + ".pt"
+def weights_file_name(cell: Cell) -> str:
+    """The file name of the cell's saved weights under ``--weights-dir``: its key, each
+    character but ``-_.`` and letters and digits as ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in cell.key) + ".pt"
 
 
 def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -263,19 +241,22 @@ class CellStore:
             os.close(lock)  # closing releases the lock
 
     def weights_path(self, cell: Cell) -> Path:
-        return self.weights_dir / cell.file_name()
+        return self.weights_dir / weights_file_name(cell)
 
 
 def describe(cell: Cell) -> dict[str, Any]:
+    """A cell's fields as the cells file records them (:meth:`Cell.from_record` reads them
+    back; ``variant``: the method with its ``--set`` settings, as the tables name it)."""
+    recipe = cell.recipe
     described = {
-        "method": cell.method,
-        "variant": cell.variant,
-        "settings": dict(cell.settings),
-        "epochs": cell.epochs,
-        "learning_rate": cell.learning_rate,
+        "method": recipe.method,
+        "variant": recipe.variant,
+        "settings": dict(recipe.settings),
+        "epochs": recipe.epochs,
+        "learning_rate": recipe.learning_rate,
         "seed": cell.seed,
     }
-    teacher = dict(cell.settings).get("teacher_model")
+    teacher = dict(recipe.settings).get("teacher_model")
     if teacher:
         described["teacher_id"] = teacher_id(teacher)
     return described

@@ -14,18 +14,18 @@ import quality
 
 from grid_search import levers
 from grid_search.cells import COST_KEYS, SEARCH_METHODS
+from sts_core.search.cells import Cell, Recipe, settings_of
 from sts_core.search.select import method_picks, recipes_of, selection_dev
 
 
 def recipe_rows(cells: dict[str, dict]) -> dict[str, dict[str, Any]]:
     """Trained cells grouped by recipe: dev per seed, test per seed where scored."""
     recipes: dict[str, dict[str, Any]] = {}
-    for key, record in cells.items():
+    for record in cells.values():
         if "soup_of" in record or "dev" not in record:
             continue
-        recipe_key = key.rsplit(" | seed ", 1)[0]
         entry = recipes.setdefault(
-            recipe_key,
+            Cell.from_record(record).recipe.key,
             {
                 **{k: record[k] for k in ("method", "variant", "epochs", "learning_rate")},
                 "settings": record.get("settings", {}),
@@ -138,7 +138,7 @@ def summary_table(best: dict[str, dict], soups: dict[str, dict]) -> tuple[list, 
         )
         rows.append(
             [
-                label_of(recipe["variant"]),
+                label_of(recipe),
                 f"{recipe['epochs']:g}",
                 f"{recipe['learning_rate']:g}",
                 f"{recipe['selection_dev']:.2f}",
@@ -174,11 +174,20 @@ def scores_cell(values: list[float]) -> str:
     return f"{mean:.2f}" if len(values) < 2 else f"{mean:.2f} ± {sd:.2f}"
 
 
-def label_of(variant: str) -> str:
-    method, _, extras = variant.partition(" [")
-    known = SEARCH_METHODS.get(method)
-    label = known.label if known else method
-    return f"{label} [{extras}" if extras else label
+def typed_recipe(entry: dict[str, Any]) -> Recipe:
+    """A recipe's fields of a cell record or of a :func:`recipe_rows` entry as a
+    :class:`~sts_core.search.cells.Recipe`."""
+    named = settings_of(entry.get("settings") or {})
+    return Recipe(entry["method"], named, entry["epochs"], entry["learning_rate"])
+
+
+def label_of(entry: dict[str, Any] | Recipe) -> str:
+    """The table's name of a recipe's method and named settings: the method's label (its
+    key when it has none), then the settings."""
+    recipe = entry if isinstance(entry, Recipe) else typed_recipe(entry)
+    known = SEARCH_METHODS.get(recipe.method)
+    label = known.label if known else recipe.method
+    return f"{label} [{recipe.named}]" if recipe.settings else label
 
 
 def grid_table(recipes: dict[str, dict]) -> tuple[list, list]:
@@ -195,7 +204,7 @@ def grid_table(recipes: dict[str, dict]) -> tuple[list, list]:
         test = f"{scores_cell(tests)} ({len(tests)})" if tests else "–"
         rows.append(
             [
-                label_of(recipe["variant"]),
+                label_of(recipe),
                 f"{recipe['epochs']:g}",
                 f"{recipe['learning_rate']:g}",
                 devs,
@@ -213,7 +222,7 @@ def headline(best: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     peer row's test average + 0.5. Our rows with a teacher that no scored peer row was given
     are not candidates (the peer gets every teacher ours get)."""
     peers = [
-        (label_of(r["variant"]), r, seed_test_averages(r))
+        (label_of(r), r, seed_test_averages(r))
         for r in best.values()
         if r["method"].startswith("st-") and r["test"]
     ]
@@ -268,12 +277,10 @@ def _our_candidates(
             continue
         tests = seed_test_averages(recipe)
         dev = sum(recipe["dev"].values()) / len(recipe["dev"])
-        ours.append(
-            (dev, label_of(recipe["variant"]), recipe, scores_cell(tests), sum(tests) / len(tests))
-        )
+        ours.append((dev, label_of(recipe), recipe, scores_cell(tests), sum(tests) / len(tests)))
         soup = soups.get(recipe_key_of(recipe))
         if soup:
-            label = f"soup of {label_of(recipe['variant'])}"
+            label = f"soup of {label_of(recipe)}"
             ours.append(
                 (soup["dev"], label, recipe, f"{soup['test']['avg']:.2f}", soup["test"]["avg"])
             )
@@ -298,11 +305,11 @@ def lever_lines(recipes: dict[str, dict], soups: dict[str, dict]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for lever in levers.LEVERS:
-        off = seed_test_averages(recipes.get(lever.off))
+        off = seed_test_averages(recipes.get(lever.off.key))
         on = (
-            _soup_scored(soups.get(lever.on))
+            _soup_scored(soups.get(lever.on.key))
             if lever.soup
-            else seed_test_averages(recipes.get(lever.on))
+            else seed_test_averages(recipes.get(lever.on.key))
         )
         difference = f"{sum(on) / len(on) - sum(off) / len(off):+.2f}" if on and off else "–"
         on_name = ("soup of " if lever.soup else "") + _recipe_text(lever.on)
@@ -313,10 +320,9 @@ def lever_lines(recipes: dict[str, dict], soups: dict[str, dict]) -> list[str]:
     return [*lines, ""]
 
 
-def _recipe_text(key: str) -> str:
-    """A recipe key for a table cell: its label, epochs and learning rate, no ``|``."""
-    variant, _, rest = key.partition(" | ")
-    return f"{label_of(variant)}, {rest.replace(' | ', ', ')}"
+def _recipe_text(recipe: Recipe) -> str:
+    """A recipe for a table cell: its label, epochs and learning rate, no ``|``."""
+    return f"{label_of(recipe)}, {recipe.budget}"
 
 
 def seed_test_averages(recipe: dict | None) -> list[float]:
@@ -352,13 +358,20 @@ def teacher_note(best: dict[str, dict]) -> str:
 
 
 def recipe_key_of(recipe: dict) -> str:
-    return f"{recipe['variant']} | epochs {recipe['epochs']:g} | lr {recipe['learning_rate']:g}"
+    """The key of a :func:`recipe_rows` entry's recipe (:attr:`Recipe.key`)."""
+    return typed_recipe(recipe).key
+
+
+def soups_of(cells: dict[str, dict]) -> dict[str, dict]:
+    """The soups' records by their recipe's key (a soup's record holds its first seed's
+    cell's fields)."""
+    return {Cell.from_record(r).recipe.key: r for r in cells.values() if "soup_of" in r}
 
 
 def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict) -> str:
     recipes = recipe_rows(cells)
     best = selected_recipes(recipes, args.select_seeds)
-    soups = {k.split(" | ", 1)[1]: r for k, r in cells.items() if "soup_of" in r}
+    soups = soups_of(cells)
     tested, unidentified = split_unidentified(
         {variant: recipe for variant, recipe in best.items() if recipe["test"]}
     )

@@ -17,7 +17,8 @@ from typing import Any
 
 import _common as common
 
-from grid_search.report import recipe_key_of, recipe_rows, selected_recipes
+from grid_search.report import recipe_rows, selected_recipes, typed_recipe
+from sts_core.search.cells import Cell, Recipe
 
 
 def shared_keys(stored: dict[str, dict], fresh: dict[str, dict]) -> list[str]:
@@ -48,17 +49,11 @@ def cell_row(key: str, stored: dict[str, Any], fresh: dict[str, Any]) -> dict[st
 
 
 def picks(cells: dict[str, dict], recipes: set[str], selection_seeds: list[int]) -> dict:
-    """Per variant, the recipe key picked by dev among ``recipes`` (report's selection)."""
+    """Per variant, the recipe picked by dev among the recipe keys ``recipes`` (report's
+    selection)."""
     rows = {key: row for key, row in recipe_rows(cells).items() if key in recipes}
     chosen = selected_recipes(rows, selection_seeds)
-    return {variant: recipe_key_of(recipe) for variant, recipe in chosen.items()}
-
-
-def recipe_of(key: str) -> str:
-    """A cell key's recipe: the key without its seed; a soup's without its ``soup of`` part."""
-    if key.startswith("soup of "):
-        return key.partition(" | ")[2]
-    return key.rsplit(" | seed ", 1)[0]
+    return {variant: typed_recipe(recipe) for variant, recipe in chosen.items()}
 
 
 def compare(
@@ -70,16 +65,38 @@ def compare(
     rows = [cell_row(key, stored[key], fresh[key]) for key in shared_keys(stored, fresh)]
     grid = set(recipe_rows(fresh))
     old, new = picks(stored, grid, selection_seeds), picks(fresh, grid, selection_seeds)
+    variants = sorted(set(old) | set(new))
     return {
         "cells": rows,
         "picks": {
-            variant: {"stored": old.get(variant), "fresh": new.get(variant)}
-            for variant in sorted(set(old) | set(new))
+            variant: {side: _key(chosen.get(variant)) for side, chosen in sides(old, new)}
+            for variant in variants
+        },
+        "pick_budgets": {
+            variant: {side: _budget(chosen.get(variant)) for side, chosen in sides(old, new)}
+            for variant in variants
         },
         "only_fresh": [key for key in fresh if key not in stored],
-        "only_stored": [k for k in stored if k not in fresh and recipe_of(k) in grid],
+        "only_stored": [
+            key
+            for key, record in stored.items()
+            if key not in fresh and Cell.from_record(record).recipe.key in grid
+        ],
         "largest_diff": {score: largest_diff(rows, score) for score in ("dev", "test_avg")},
     }
+
+
+def sides(old: dict, new: dict) -> tuple[tuple[str, dict], ...]:
+    return (("stored", old), ("fresh", new))
+
+
+def _key(recipe: Recipe | None) -> str | None:
+    return None if recipe is None else recipe.key
+
+
+def _budget(recipe: Recipe | None) -> str | None:
+    """A picked recipe without its variant: ``epochs 2, lr 4e-05`` (None for no pick)."""
+    return None if recipe is None else recipe.budget
 
 
 def largest_diff(rows: list[dict[str, Any]], score: str) -> float | None:
@@ -148,11 +165,13 @@ def render(comparison: dict[str, Any], stored_path: str, fresh_path: str) -> str
             [
                 (
                     escaped(variant),
-                    recipe_text(p["stored"], variant),
-                    recipe_text(p["fresh"], variant),
+                    budgets["stored"] or "–",
+                    budgets["fresh"] or "–",
                     "yes" if p["stored"] == p["fresh"] else "**no**",
                 )
-                for variant, p in comparison["picks"].items()
+                for (variant, p), budgets in zip(
+                    comparison["picks"].items(), comparison["pick_budgets"].values(), strict=True
+                )
             ],
         ),
         "",
@@ -198,11 +217,6 @@ def _cell_cells(row: dict[str, Any], fmt: Any) -> tuple[str, ...]:
 def escaped(text: str) -> str:
     """Text for a Markdown table's cell (a key's ``|`` would end the cell)."""
     return text.replace("|", "\\|")
-
-
-def recipe_text(key: str | None, variant: str) -> str:
-    """A picked recipe without its variant: ``epochs 2, lr 4e-05`` (``–`` for no pick)."""
-    return "–" if key is None else key.removeprefix(f"{variant} | ").replace(" | ", ", ")
 
 
 def signed(value: float | None, digits: int) -> str:

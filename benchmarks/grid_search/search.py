@@ -22,16 +22,17 @@ from grid_search.cells import (
     DISTILL_METHODS,
     DISTILL_METRICS,
     WEIGHTS_HASH,
-    Cell,
     CellStore,
     check_cell_teacher,
     config_values,
     describe,
     first_stage,
+    weights_file_name,
 )
 from grid_search.via_search import model_state, run_method, searched_row
 from grid_search.weights import embedding_weights, load_weights
 from sts_core.command_files import file_digest, writing
+from sts_core.search.cells import Cell, Recipe
 from sts_core.search.select import method_picks
 from sts_core.training.parser import ConfigParser
 
@@ -39,10 +40,12 @@ from sts_core.training.parser import ConfigParser
 SCRIPT = Path(__file__).resolve().parents[1] / "quality_search.py"
 
 
-def recipe_of(args: argparse.Namespace, cell: Cell) -> quality.Recipe:
-    """The cell's recipe on the search's budget (model, batch, steps; mean pooling)."""
+def training_recipe(args: argparse.Namespace, cell: Cell) -> quality.Recipe:
+    """The benchmark's training settings of the cell: its epochs and rate on the search's
+    budget (model, batch, steps; mean pooling)."""
+    recipe = cell.recipe
     return quality.Recipe.mean_pooled(
-        args.model, cell.learning_rate, args.batch_size, cell.epochs, args.max_steps
+        args.model, recipe.learning_rate, args.batch_size, recipe.epochs, args.max_steps
     )
 
 
@@ -65,7 +68,7 @@ class Trainer:
         self.unit_data = self.all_unit_data.shuffle(seed=seed).select(range(cap))
 
     def recipe(self, cell: Cell) -> quality.Recipe:
-        return recipe_of(self.args, cell)
+        return training_recipe(self.args, cell)
 
     def train(self, cell: Cell) -> Any:
         """The cell's method on its data: an ``ours-*`` method with ``--set``'s fields (with
@@ -82,11 +85,10 @@ class Trainer:
         method = quality.METHODS[cell.method]
         data = self.unit_data if method.unit_labels else self.data
         train = method.train
-        if cell.settings and cell.method.startswith("ours-"):
+        settings = cell.recipe.settings
+        if settings and cell.method.startswith("ours-"):
             ours, row = quality_rows()[cell.method]
-            values = config_values(
-                cell.settings, ConfigParser.for_method(ours)
-            )  # as check_settings
+            values = config_values(settings, ConfigParser.for_method(ours))  # as check_settings
             first = first_stage(values)  # its keys taken out of the config fields
             train = quality.train_ours(ours, row, values)
             if first is not None:
@@ -98,8 +100,8 @@ class Trainer:
                     cell.seed,
                     data,
                 )
-        elif cell.settings:
-            data = self.peer_pairs(dict(cell.settings), recipe)
+        elif settings:
+            data = self.peer_pairs(dict(settings), recipe)
             encoder = train(recipe, cell.seed, data)
             added = len(data) - len(self.unit_data)
             encoder.teacher_summary = {"pairs": len(self.unit_data), "neighbour_pairs": added}
@@ -132,7 +134,7 @@ class Trainer:
         from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss
         from transformers import set_seed
 
-        values = config_values(cell.settings)
+        values = config_values(cell.recipe.settings)
         if peer_teacher.is_cross_encoder(values["teacher_model"]):
             raise common.BenchmarkError(
                 f"{cell.method} distils a teacher's embeddings; a cross-encoder has none"
@@ -246,7 +248,7 @@ class Search:
     def load(self, cell: Cell, path: Path) -> Any:
         import torch
 
-        encoder = quality.load_ours(recipe_of(self.args, cell))
+        encoder = quality.load_ours(training_recipe(self.args, cell))
         load_weights(encoder, torch.load(path, map_location="cpu", weights_only=True), path)
         return encoder
 
@@ -259,7 +261,7 @@ class Search:
         if record is None or "dev" not in record or record.get("steps") is not None:
             return
         with tempfile.TemporaryDirectory(dir=self.store.weights_dir) as scratch:
-            path = Path(scratch) / cell.file_name()
+            path = Path(scratch) / weights_file_name(cell)
             trained = self.train_into(cell, path)
             dev = self.scorer.dev_spearman(self.load(cell, path))
         if abs(dev - record["dev"]) > DEV_REPRODUCED:
@@ -361,7 +363,7 @@ class Search:
         for cell in cells:
             self.dev_score(cell)  # trains it if needed
         states = [self.state_of(c) for c in cells]
-        encoder = quality.load_ours(recipe_of(self.args, cells[0]))
+        encoder = quality.load_ours(training_recipe(self.args, cells[0]))
         load_weights(encoder, average_state_dicts(states, [c.key for c in cells]), key)
         record = self.record(
             cells[0],
@@ -379,7 +381,7 @@ class Search:
 
 def soup_key(cells: list[Cell]) -> str:
     """The cells file's key of the soup of ``cells`` (one recipe's seeds)."""
-    return f"soup of {len(cells)} seeds | {cells[0].recipe_key}"
+    return cells[0].recipe.soup_key(len(cells))
 
 
 WORKER_ARGS = ("model", "batch_size", "max_steps", "train_pairs_cap", "threads", "in_process")
@@ -402,14 +404,7 @@ def train_cell(spec: dict[str, Any]) -> dict[str, Any]:
     args = argparse.Namespace(**spec["args"])
     if args.threads and not args.in_process:
         common.set_threads(args.threads)
-    described = spec["cell"]
-    cell = Cell(
-        described["method"],
-        tuple(sorted(described["settings"].items())),
-        described["epochs"],
-        described["learning_rate"],
-        described["seed"],
-    )
+    cell = Cell.from_record(spec["cell"])
     key = json.dumps(spec["args"], sort_keys=True)
     if key not in _TRAINERS:  # its data read once per budget
         _TRAINERS[key] = Trainer(args)
@@ -434,7 +429,7 @@ def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[
     if not method.startswith("ours-"):
         settings = tuple((k, v) for k, v in settings if k in peer_teacher.TEACHER_KEYS)
     return [
-        [Cell(method, settings, epochs, lr, seed) for seed in seeds]
+        [Cell(Recipe(method, settings, epochs, lr), seed) for seed in seeds]
         for epochs, lr in itertools.product(args.epochs, args.learning_rate)
     ]
 
@@ -446,7 +441,7 @@ def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     selections = []
     for method in args.methods:
         grid = grid_cells(args, method, args.select_seeds)
-        settings = grid[0][0].settings
+        settings = grid[0][0].recipe.settings
         if searched_row(args, method, settings) and not search.complete(grid):
             run_method(args, method, settings, search.keep)  # sts-search trains it
         records = [
@@ -459,7 +454,8 @@ def run_search(args: argparse.Namespace) -> list[dict[str, Any]]:
         best = grid[method_picks(records, args.select_seeds)[method]]  # sts-search's choice
         chosen = [replace(best[0], seed=seed) for seed in args.seeds]
         tests = [search.test_score(c) for c in chosen]
-        selection = {"method": method, "variant": best[0].variant, "recipe": best[0].recipe_key}
+        recipe = best[0].recipe
+        selection = {"method": method, "variant": recipe.variant, "recipe": recipe.key}
         selection["tests"] = tests
         if args.soup and len(chosen) > 1:
             selection["soup"] = search.soup(chosen)

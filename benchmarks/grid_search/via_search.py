@@ -4,15 +4,15 @@
 ``sts-search`` as a user would: ``--train stsb sickr --dev stsb:dev --test sts-tasks
 --score-range 0 5 --set filter_test_overlap=true --set weight_decay=0.01 --set
 warmup_steps=0.1 --set pooling=mean``, batch 16, the grid's epochs and rates, the selection
-seed first. One ``sts-search`` folder per method and settings under
-``<weights-dir>/sts-search/``: it trains the grid, picks the method's recipe by dev alone,
-trains the pick on the other seeds and scores them on the seven tasks; its cells are then
-copied into the cells file (:func:`stored_record`), from which the report is written.
+seeds first (``--select-seeds N``, N of them). One ``sts-search`` folder per method and
+settings under ``<weights-dir>/sts-search/``: it trains the grid, picks the method's recipe
+by dev alone, trains the pick on the other seeds and scores them on the seven tasks; its
+cells are then copied into the cells file (:func:`stored_record`), from which the report is
+written.
 
 What ``sts-search`` does not offer stays in the benchmark's own trainer
 (:mod:`grid_search.search`): the peer's rows with a teacher (``peer_teacher.py``), the
-embedding distillation and in-batch rows, the two stages, ``--measure-cost`` and a
-selection on several seeds.
+embedding distillation and in-batch rows, the two stages and ``--measure-cost``.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import argparse
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import _common as common
 import quality
 
-from grid_search.cells import STAGE_KEYS, Cell, config_values, describe
+from grid_search.cells import STAGE_KEYS, config_values, describe
 from grid_search.inputs import DEV_TABLE, FIXED_SETTINGS, SCORE_RANGE, TRAIN_TABLES
 from grid_search.weights import embedding_weights
 from sts_core.command_files import set_command
+from sts_core.search.cells import Cell, Recipe
 
 #: the peer's rows ``sts-search`` trains itself (``st:<row>``), without a teacher
 PEER_ROWS = {"st-cosine": "st:cosine", "st-cosent": "st:cosent", "st-angle": "st:angle"}
@@ -47,7 +47,7 @@ def searched_row(args: argparse.Namespace, method: str, settings: tuple) -> str 
     benchmark trains it itself (see the module's docstring)."""
     from sts_core.training.method_registry import quality_rows
 
-    if args.measure_cost or len(args.select_seeds) > 1:
+    if args.measure_cost:
         return None
     if any(key in STAGE_KEYS for key, _ in settings):
         return None
@@ -67,12 +67,13 @@ def search_folder(args: argparse.Namespace, method: str, settings: tuple) -> Pat
 
 
 def ordered_seeds(args: argparse.Namespace) -> list[int]:
-    """The selection seed first (``sts-search`` chooses on its first seed), then the rest;
-    the selection seed alone with ``--grid-only``."""
-    first = args.select_seeds[0]
+    """The selection seeds first (``sts-search`` trains the grid on its first
+    ``--select-seeds N`` seeds and chooses by their mean dev), then the rest; the selection
+    seeds alone with ``--grid-only``."""
+    chosen = list(args.select_seeds)
     if args.grid_only:
-        return [first]
-    return [first, *(seed for seed in args.seeds if seed != first)]
+        return chosen
+    return [*chosen, *(seed for seed in args.seeds if seed not in chosen)]
 
 
 def search_settings(args: argparse.Namespace, settings: tuple) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def search_spec(args: argparse.Namespace, method: str, settings: tuple) -> Any:
         learning_rates=list(args.learning_rate),
         settings=search_settings(args, settings),
         seeds=ordered_seeds(args),
+        select_seeds=len(args.select_seeds),
         score_range=list(SCORE_RANGE),
         batch_size=args.batch_size,
         max_steps=args.max_steps,
@@ -125,7 +127,7 @@ def stored_record(
     the cost (``train_seconds``: the ``sts-train`` run, its data preparation included), the
     test scores when the cell was scored, and its folder (relative to ``--weights-dir``),
     where its model is."""
-    cell = Cell(method, settings, found["epochs"], found["learning_rate"], found["seed"])
+    cell = Cell(Recipe(method, settings, found["epochs"], found["learning_rate"]), found["seed"])
     weights = Path(args.weights_dir).expanduser()
     record = {
         **describe(cell),
@@ -184,7 +186,6 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
     left out: ``sts-search`` trains it again), with its test score when it was scored on
     the search's test table, in folder order."""
     from sts_core.search.cells import CELL_FILE, done_record, read_json
-    from sts_core.search.cells import Cell as SearchCell
     from sts_core.search.command import CELLS_FOLDER
     from sts_core.search.spec import fingerprint
 
@@ -195,7 +196,7 @@ def finished_cells(spec: Any) -> list[dict[str, Any]]:
         described = read_json(folder / CELL_FILE)
         if described is None:
             continue
-        cell = SearchCell(**{f.name: described[f.name] for f in fields(SearchCell)})
+        cell = Cell.from_record(described)
         record = done_record(folder, cell, test, inputs)
         if record is not None:
             records.append(record)

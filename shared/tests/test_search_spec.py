@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from sts_core.search.cells import Cell, done_record
+from sts_core.search.cells import Cell, Recipe, done_record, settings_of
 from sts_core.search.command import grid_values, main, parse_settings
 from sts_core.search.schedule import Scheduler, Slot, score_tests, slots
 from sts_core.search.spec import (
@@ -53,10 +54,21 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"grid": {"pooling": ["cls", "cls"]}}, "--grid pooling names a value twice"),
         ({"jobs": 3, "devices": ["0", "1"]}, "--jobs 3 needs as many --devices"),
         ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
+        ({"select_seeds": 0}, "--select-seeds 0: the grid is trained and chosen on the first N"),
+        ({"seeds": [0, 1], "select_seeds": 3}, "--select-seeds 3: the grid is trained and chosen"),
+        # --batch-size's key: a --set of it would silently override --batch-size
+        (
+            {"settings": {"per_device_train_batch_size": 8}},
+            "--set / --grid may not name per_device_train_batch_size",
+        ),
+        (
+            {"grid": {"per_device_train_batch_size": [8, 32]}},
+            "--set / --grid may not name per_device_train_batch_size",
+        ),
         (
             {"settings": {"seed": 3}, "grid": {"learning_rate": [1, 2]}},
             "--set / --grid may not name learning_rate, seed: the search sets them (--model, "
-            "--train, --dev, --epochs, --learning-rate, --seeds, --max-steps)",
+            "--train, --dev, --epochs, --learning-rate, --seeds, --max-steps, --batch-size)",
         ),
         (
             {"settings": {"pooling": "cls", "k": 1}, "grid": {"pooling": ["mean"], "k": [2]}},
@@ -135,15 +147,15 @@ def test_the_grid_is_methods_by_grid_values_by_epochs_by_rates_at_the_first_seed
     assert cells[0].key == "a [pooling=mean] | epochs 1 | lr 1e-05 | seed 7"
     assert cells[-1].key == "b:row [pooling=cls] | epochs 2 | lr 2e-05 | seed 7"
     # the row's settings, then --set over them, then the grid's value
-    assert cells[-1].settings == {"loss": "x", "warmup_steps": 0.1, "pooling": "cls"}
+    assert cells[-1].training == {"loss": "x", "warmup_steps": 0.1, "pooling": "cls"}
     assert len({c.folder_name for c in cells}) == len(cells)
     again = seed_cells(cells[-1], [8])
     assert again[0].recipe_key == cells[-1].recipe_key and again[0].seed == 8
 
 
 def test_a_cell_recipe_puts_the_cell_over_the_fixed_settings(tmp_path: Path) -> None:
-    cell = Cell("a", "a", {"logging_steps": 5}, {}, 2.0, 3e-5, 4)
-    recipe = cell.recipe({"model_name_or_path": "m", "train_datasets": ["t"]}, tmp_path)
+    cell = Cell(Recipe("a", (), 2.0, 3e-5), 4, "a", {"logging_steps": 5})
+    recipe = cell.train_recipe({"model_name_or_path": "m", "train_datasets": ["t"]}, tmp_path)
     assert recipe["logging_steps"] == 5
     assert recipe["eval_dataset"] == "none" and recipe["save_strategy"] == "no"
     assert (recipe["num_train_epochs"], recipe["learning_rate"], recipe["seed"]) == (2.0, 3e-5, 4)
@@ -201,7 +213,7 @@ def test_the_training_table_is_known_by_its_path_and_each_cell_by_its_content(
     monkeypatch.chdir(tmp_path)
     check_folder(spec(tmp_path, train=["train.csv"]))  # the same file, written relatively
     before = spec(tmp_path).input_identities()
-    cell = Cell("a", "a", {}, {}, 1.0, 1e-5, 0)
+    cell = Cell(Recipe("a", (), 1.0, 1e-5), 0, "a")
     (tmp_path / "cell.json").write_text(
         json.dumps({**cell.describe(), "scoring": {"inputs": before}}), encoding="utf-8"
     )
@@ -247,7 +259,7 @@ def test_a_damaged_identity_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_test_score_counts_only_for_the_table_it_was_made_on(tmp_path: Path) -> None:
-    cell = Cell("a", "a", {}, {}, 1.0, 1e-5, 0)
+    cell = Cell(Recipe("a", (), 1.0, 1e-5), 0, "a")
     (tmp_path / "cell.json").write_text(json.dumps({"key": cell.key}), encoding="utf-8")
     (tmp_path / "result.json").write_text(json.dumps({"dev": 70.0}), encoding="utf-8")
     test = {"reference": "/t.csv", "sha256": "1"}
@@ -309,7 +321,7 @@ def test_a_second_search_in_a_folder_in_use_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_cell_folder_describing_another_cell_is_an_error(tmp_path: Path) -> None:
-    cell = Cell("a", "a", {}, {}, 1.0, 1e-5, 0)
+    cell = Cell(Recipe("a", (), 1.0, 1e-5), 0, "a")
     (tmp_path / "cell.json").write_text(json.dumps({"key": "something else"}), encoding="utf-8")
     with pytest.raises(ValueError, match="describes 'something else'"):
         done_record(tmp_path, cell)
@@ -445,9 +457,9 @@ def test_found_by_mutation_the_folder_its_identity_file_and_its_lock(tmp_path: P
 def test_found_by_mutation_cells_keep_their_method_and_settings() -> None:
     search = SearchSpec(train=["t"], dev="d", model="m", output_dir=Path("o"), methods=["b:row"])
     cells = grid_cells(search, {"b:row": ("b", {"loss": "x"})})
-    assert cells[0].method_name == "b" and cells[0].settings == {"loss": "x"}
+    assert cells[0].method_name == "b" and cells[0].training == {"loss": "x"}
     again = seed_cells(cells[0], [5])[0]
-    assert (again.method_name, again.settings, again.seed) == ("b", {"loss": "x"}, 5)
+    assert (again.method_name, again.training, again.seed) == ("b", {"loss": "x"}, 5)
 
 
 def test_every_cell_starts_from_the_model_the_data_the_batch_and_the_budget(
@@ -591,3 +603,79 @@ def test_a_bad_set_key_names_the_users_settings_not_a_scratch_recipe(
     assert message.startswith("--methods core: its recipe (the row's settings and --set), line ")
     assert "unknown key(s) 'learnin_rate' (did you mean 'learning_rate'?)" in message
     assert "sts-search-check-" not in message
+
+
+def test_a_cell_is_its_records_fields_and_keeps_its_key_and_folder() -> None:
+    """One cell type: ``cell.json`` (:meth:`Cell.describe`) reads back as the same cell
+    (:meth:`Cell.from_record`), and the key and folder name are those of the searches
+    before the type was shared (a resumed search finds its cells' folders)."""
+    recipe = Recipe("cosent:cosine_mse", settings_of({"warmup_steps": 0.1, "pooling": "cls"}))
+    training = {"loss": "x", "pooling": "cls", "warmup_steps": 0.1}
+    cell = Cell(replace(recipe, epochs=2.0, learning_rate=4e-5), 3, "cosent", training)
+    key = "cosent:cosine_mse [pooling=cls, warmup_steps=0.1] | epochs 2 | lr 4e-05 | seed 3"
+    assert cell.key == key and cell.folder_name == "cosent_cosine_mse-e2-lr4e-05-s3-49df2b59"
+    described = json.loads(json.dumps(cell.describe()))  # as cell.json holds it
+    assert described["grid"] == {"pooling": "cls", "warmup_steps": 0.1}
+    assert Cell.from_record(described) == cell
+    plain = Cell(Recipe("st:cosine"), 0, "sentence-transformers")
+    assert plain.folder_name == "st_cosine-e1-lr2e-05-s0-06687322"
+    # the quality benchmark's records name their variant's settings "settings"
+    bench = {"method": "m", "settings": {"b": "2", "a": "1"}, "epochs": 1.0,
+             "learning_rate": 1e-5, "seed": 4}  # fmt: skip
+    assert Cell.from_record(bench).key == "m [a=1, b=2] | epochs 1 | lr 1e-05 | seed 4"
+    soup = Cell.from_record(bench).recipe.soup_key(3)
+    assert soup == "soup of 3 seeds | m [a=1, b=2] | epochs 1 | lr 1e-05"
+
+
+def test_several_selection_seeds_train_the_grid_on_each_and_the_picks_on_the_rest(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``--select-seeds 2``: every recipe on the first two seeds, each method's pick by the
+    mean dev over them (not by the first seed's), then the pick on the other seeds."""
+    from sts_core.search import command
+
+    search = spec(tmp_path, methods=["a"], learning_rates=[1e-5, 2e-5], seeds=[3, 4, 5],
+                  select_seeds=2)  # fmt: skip
+    grid = grid_cells(search, {"a": ("a", {})})
+    assert [(c.recipe.learning_rate, c.seed) for c in grid] == [
+        (1e-5, 3), (1e-5, 4), (2e-5, 3), (2e-5, 4)
+    ]  # fmt: skip
+    # lr 1e-05 is the best at seed 3 alone, lr 2e-05 on the mean over seeds 3 and 4
+    dev = {(1e-5, 3): 82.0, (1e-5, 4): 78.0, (2e-5, 3): 81.0, (2e-5, 4): 81.0, (2e-5, 5): 80.0}
+    trained = []
+
+    def train_cells(scheduler, cells, root, base, scoring, log) -> list[dict]:
+        trained.append([c.key for c in cells])
+        return [
+            {
+                "method": c.method,
+                "recipe": c.recipe_key,
+                "seed": c.seed,
+                "key": c.key,
+                "dev": dev[(c.recipe.learning_rate, c.seed)],
+            }  # fmt: skip
+            for c in cells
+        ]
+
+    monkeypatch.setattr(command, "train_cells", train_cells)
+    monkeypatch.setattr(command, "scoring_of", lambda spec: {})
+    monkeypatch.setattr(command, "write_report", lambda folder, summary: None)
+    summary = command._search(search, grid, log=lambda line: None)
+    assert summary["picks"] == {"a": "a | epochs 1 | lr 2e-05"}
+    assert trained[1] == ["a | epochs 1 | lr 2e-05 | seed 5"]  # the pick on the rest
+    assert summary["selection_seeds"] == [3, 4]
+    assert summary["headline"].startswith(
+        "Pick (by dev spearman at the mean over seeds [3, 4]): a | epochs 1 | lr 2e-05 — dev 81.00"
+    )
+
+
+def test_the_command_line_passes_select_seeds(tmp_path: Path) -> None:
+    from sts_core.search.command import make_parser, spec_from_arguments
+
+    search = spec(tmp_path)
+    argv = ["--train", *search.train, "--dev", search.dev, "--model", "m"]
+    argv += ["--output-dir", str(tmp_path / "out"), "--seeds", "0", "1", "2"]
+    plain = spec_from_arguments(make_parser().parse_args(argv))
+    assert plain.selection_seeds == [0]
+    given = spec_from_arguments(make_parser().parse_args([*argv, "--select-seeds", "2"]))
+    assert given.selection_seeds == [0, 1]

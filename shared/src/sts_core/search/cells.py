@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ OWNED_KEYS = frozenset(
         "eval_dataset",
         "output_dir",
         "seed",
+        "per_device_train_batch_size",
         "learning_rate",
         "num_train_epochs",
         "max_steps",
@@ -63,68 +65,133 @@ LOG_FILE = "log.txt"
 MODEL_FOLDER = "model"
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One training run of the search.
+#: a recipe's named settings: ``(key, value)`` pairs, sorted by key (a cell's key shows them)
+Settings = tuple[tuple[str, Any], ...]
 
-    Args:
-        method: ``<method>`` (its default loss) or ``<method>:<quality row>``.
-        method_name: the installed method (``sts-train --method``).
-        settings: the recipe keys of the row, then ``--set``, then the grid's values.
-        grid: the grid values of this cell (part of its recipe's key).
-        epochs, learning_rate, seed: the cell's budget and seed.
-    """
+
+def settings_of(values: Mapping[str, Any]) -> Settings:
+    """``values`` as a recipe's named settings (sorted by key)."""
+    return tuple(sorted(values.items()))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a cell trains but its seed: one method with its named settings (``sts-search``'s
+    ``--grid`` values, the quality benchmark's ``--set`` ones), epochs and learning rate.
+
+    Its :attr:`key` is the name the records and reports give it; it is rendered from these
+    fields, never read back (:meth:`Cell.from_record` reads the fields)."""
 
     method: str
-    method_name: str
-    settings: dict[str, Any]
-    grid: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = ()
     epochs: float = 1.0
     learning_rate: float = 2e-5
-    seed: int = 0
 
     @property
-    def recipe_key(self) -> str:
-        """``cosent:cosine_mse [pooling=cls] | epochs 1 | lr 2e-05`` (no seed)."""
-        grid = ", ".join(f"{k}={_text(v)}" for k, v in sorted(self.grid.items()))
-        method = f"{self.method} [{grid}]" if grid else self.method
-        return f"{method} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
+    def named(self) -> str:
+        """The named settings as the key shows them: ``pooling=cls, warmup_steps=0.1``."""
+        return ", ".join(f"{k}={_text(v)}" for k, v in self.settings)
+
+    @property
+    def variant(self) -> str:
+        """The method and its named settings: ``cosent:cosine_mse [pooling=cls]``."""
+        return f"{self.method} [{self.named}]" if self.settings else self.method
+
+    @property
+    def budget(self) -> str:
+        """Epochs and learning rate, for a table's cell: ``epochs 1, lr 2e-05``."""
+        return f"epochs {self.epochs:g}, lr {self.learning_rate:g}"
 
     @property
     def key(self) -> str:
-        return f"{self.recipe_key} | seed {self.seed}"
+        """``cosent:cosine_mse [pooling=cls] | epochs 1 | lr 2e-05`` (no seed)."""
+        return f"{self.variant} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
+
+    def soup_key(self, seeds: int) -> str:
+        """The key of the soup (uniform weight average) of the recipe's first ``seeds``
+        seeds' models: ``soup of 3 seeds | <key>``."""
+        return f"soup of {seeds} seeds | {self.key}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the search: a recipe and a seed.
+
+    Args:
+        recipe: the method, its named settings, epochs and learning rate.
+        seed: the cell's seed.
+        method_name: ``sts-search``'s installed method (``sts-train --method``).
+        training: ``sts-search``'s recipe keys of the cell: the row's, then ``--set``, then
+            the grid's values (:attr:`Recipe.settings`).
+    """
+
+    recipe: Recipe
+    seed: int = 0
+    method_name: str = ""
+    training: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Cell:
+        """The cell a record describes, from its fields alone (the one reader of records):
+        ``sts-search``'s (``cell.json``, ``results.json``), whose named settings are
+        ``grid`` (``settings``: the whole recipe's keys), or the quality benchmark's cells
+        file's, whose named settings are ``settings`` (a soup's record: its first seed's
+        cell)."""
+        named = record["grid"] if "grid" in record else record.get("settings") or {}
+        recipe = Recipe(
+            record["method"], settings_of(named), record["epochs"], record["learning_rate"]
+        )
+        if "grid" not in record:
+            return cls(recipe, record["seed"])
+        return cls(recipe, record["seed"], record["method_name"], dict(record["settings"]))
+
+    @property
+    def method(self) -> str:
+        """``<method>`` (its default loss) or ``<method>:<quality row>``."""
+        return self.recipe.method
+
+    @property
+    def recipe_key(self) -> str:
+        """The recipe's key (:attr:`Recipe.key`)."""
+        return self.recipe.key
+
+    @property
+    def key(self) -> str:
+        return f"{self.recipe.key} | seed {self.seed}"
 
     @property
     def folder_name(self) -> str:
         """A readable, unique folder name: the method, epochs, rate, seed and a hash of
         the whole key (grid values included)."""
         digest = hashlib.sha1(self.key.encode("utf-8")).hexdigest()[:8]
-        stem = f"{self.method}-e{self.epochs:g}-lr{self.learning_rate:g}-s{self.seed}"
+        recipe = self.recipe
+        stem = f"{recipe.method}-e{recipe.epochs:g}-lr{recipe.learning_rate:g}-s{self.seed}"
         return f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', stem)}-{digest}"
 
     def describe(self) -> dict[str, Any]:
-        """What ``cell.json`` and the records hold of the cell."""
+        """What ``cell.json`` and the records hold of the cell (:meth:`from_record` reads
+        it back)."""
         return {
             "key": self.key,
-            "recipe": self.recipe_key,
-            "method": self.method,
+            "recipe": self.recipe.key,
+            "method": self.recipe.method,
             "method_name": self.method_name,
-            "settings": self.settings,
-            "grid": self.grid,
-            "epochs": self.epochs,
-            "learning_rate": self.learning_rate,
+            "settings": self.training,
+            "grid": dict(self.recipe.settings),
+            "epochs": self.recipe.epochs,
+            "learning_rate": self.recipe.learning_rate,
             "seed": self.seed,
         }
 
-    def recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any]:
+    def train_recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any]:
         """The ``sts-train`` recipe: ``base`` (model, data, batch, budget), the fixed
         settings, the cell's settings, epochs, rate, seed and output folder."""
         return {
             **base,
             **FIXED_RECIPE,
-            **self.settings,
-            "num_train_epochs": self.epochs,
-            "learning_rate": self.learning_rate,
+            **self.training,
+            "num_train_epochs": self.recipe.epochs,
+            "learning_rate": self.recipe.learning_rate,
             "seed": self.seed,
             "output_dir": str(output_dir),
         }

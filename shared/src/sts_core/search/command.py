@@ -120,6 +120,14 @@ def make_parser() -> argparse.ArgumentParser:
         help="the first chooses; the picks are trained on all of them (default 0)",
     )
     add(
+        "--select-seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train the grid on the first N --seeds and choose by the mean dev over them "
+        "(default 1)",
+    )
+    add(
         "--task",
         choices=tuple(TASK_METRICS),
         default="sts",
@@ -245,6 +253,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
             k: grid_values(v, f"--grid {k}") for k, v in parse_settings(args.grid, "--grid").items()
         },
         seeds=args.seeds,
+        select_seeds=args.select_seeds,
         task=args.task,
         metric=args.metric,
         columns=columns,
@@ -363,11 +372,11 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
             except (ValueError, OSError) as error:
                 raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
     # one cell for each method and settings (a --grid value may be a recipe key's problem)
-    distinct = {(cell.method, json.dumps(cell.settings, sort_keys=True)): cell for cell in cells}
+    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
     with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
         for (method, _), cell in distinct.items():
             recipe = Path(scratch) / "recipe.yaml"
-            content = cell.recipe(spec.base_recipe(), Path(scratch) / "model")
+            content = cell.train_recipe(spec.base_recipe(), Path(scratch) / "model")
             if cell.method_name == PEER_METHOD:
                 check_peer_recipe(content, method)
                 continue
@@ -436,11 +445,12 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     root = spec.output_dir / CELLS_FOLDER
     base, scoring = spec.base_recipe(), scoring_of(spec)
     records = train_cells(scheduler, grid, root, base, scoring, log)
-    picks = method_picks(records, spec.selection_seed)
-    best = overall_pick(records, picks, spec.selection_seed)
+    picks = method_picks(records, spec.selection_seeds)
+    best = overall_pick(records, picks, spec.selection_seeds)
     retrained = [best] if spec.retrain == "best" and best else list(picks.values())
     by_recipe = {cell.recipe_key: cell for cell in grid}
-    extra = [c for key in retrained for c in seed_cells(by_recipe[key], spec.seeds[1:])]
+    rest = spec.seeds[spec.select_seeds :]
+    extra = [c for key in retrained for c in seed_cells(by_recipe[key], rest)]
     records += train_cells(scheduler, extra, root, base, scoring, log)
     if spec.test:
         runs = recipes_of(records)
@@ -457,12 +467,13 @@ def summarise(
         (r for r in records if r["recipe"] == best and r["seed"] == spec.selection_seed), None
     )
     summary = {
-        "headline": headline(records, spec.selection_seed, spec.seeds, spec.metric),
+        "headline": headline(records, spec.selection_seeds, spec.seeds, spec.metric),
         "task": spec.task,
         "metric": spec.metric,
         "dev": spec.dev,
         "test": spec.test,
         "selection_seed": spec.selection_seed,
+        "selection_seeds": spec.selection_seeds,
         "seeds": spec.seeds,
         "picks": picks,
         "best": best,

@@ -14,7 +14,7 @@ from sts_core.command_files import write_json, write_text, writing
 from sts_core.recipe_yaml import load_yaml
 from sts_core.search.cells import RECIPE_FILE
 from sts_core.search.peers import PEER_METHOD
-from sts_core.search.select import format_score, recipes_of, seed_summary
+from sts_core.search.select import format_score, recipes_of, seed_summary, seeds_text
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "search.md"
@@ -138,8 +138,8 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
         ]
     lines += [
         f"Scorer: {summary['task']} {summary['metric']} on {summary['dev']} (selection, at "
-        f"seed {summary['selection_seed']}); test: {summary.get('test') or 'none'} (never "
-        "used to choose).",
+        f"{seeds_text(summary.get('selection_seeds') or summary['selection_seed'])}); test: "
+        f"{summary.get('test') or 'none'} (never used to choose).",
         "",
         "## The picks",
         "",

@@ -74,7 +74,7 @@ def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, A
     folder.mkdir(parents=True, exist_ok=True)
     for earlier in (RESULT_FILE, TEST_FILE):  # a run on other inputs: its results go first
         remove_path(folder / earlier)
-    recipe = cell.recipe(base, folder / "model")
+    recipe = cell.train_recipe(base, folder / "model")
     write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=False), record=False)
     write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
 

@@ -106,29 +106,41 @@ def format_score(score: tuple[float, float | None] | None) -> str:
 
 
 def headline(
-    records: Iterable[Record], selection_seed: int, seeds: Sequence[int], metric: str
+    records: Iterable[Record],
+    selection_seed: int | Sequence[int],
+    seeds: Sequence[int],
+    metric: str,
 ) -> str:
-    """One sentence: the overall pick, its dev score at the selection seed, its runs on
-    ``seeds`` (dev and, when scored, test), and the margin over the runner-up method's
-    pick on dev."""
+    """One sentence: the overall pick, its dev score at the selection seed (several: their
+    mean), its runs on ``seeds`` (dev and, when scored, test), and the margin over the
+    runner-up method's pick on dev."""
     records = list(records)
     picks = method_picks(records, selection_seed)
     best = overall_pick(records, picks, selection_seed)
     if best is None:
         return "No cell has a dev score yet: nothing is picked."
     runs = recipes_of(records)
-    dev = dev_at(runs[best], selection_seed)
+    dev = selection_dev(runs[best], selection_seed)
     summary = seed_summary(runs[best], seeds)
     text = (
-        f"Pick (by dev {metric} at seed {selection_seed}): {best} — dev {dev:.2f}; "
+        f"Pick (by dev {metric} at {seeds_text(selection_seed)}): {best} — dev {dev:.2f}; "
         f"over seeds {summary['seeds']}: dev {format_score(summary.get('dev'))}"
     )
     if "test" in summary:
         text += f", test {format_score(summary['test'])}"
     others = [
-        (dev_at(runs[key], selection_seed), key) for method, key in picks.items() if key != best
+        (selection_dev(runs[key], selection_seed), key)
+        for method, key in picks.items()
+        if key != best
     ]
     if others:
         runner_dev, runner = max(others, key=lambda item: item[0])
         text += f". Runner-up: {runner} — dev {runner_dev:.2f} ({dev - runner_dev:+.2f})"
     return text + "."
+
+
+def seeds_text(seeds: int | Sequence[int]) -> str:
+    """``seed 0``, or ``the mean over seeds [0, 1]``."""
+    if isinstance(seeds, int) or len(seeds) == 1:
+        return f"seed {seeds if isinstance(seeds, int) else seeds[0]}"
+    return f"the mean over seeds {list(seeds)}"

@@ -16,14 +16,14 @@ import hashlib
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
 from sts_core.command_files import content_identity, write_json
-from sts_core.search.cells import OWNED_KEYS, Cell, SearchError
+from sts_core.search.cells import OWNED_KEYS, Cell, Recipe, SearchError, settings_of
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
 TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -54,6 +54,7 @@ class SearchSpec:
     settings: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=lambda: [0])
+    select_seeds: int = 1
     test: str | None = None
     task: str = "sts"
     metric: str | None = None
@@ -104,6 +105,11 @@ class SearchSpec:
                 raise SearchError(f"{name} needs positive values, got {values}")
         if not self.seeds:
             raise SearchError("--seeds needs at least one seed")
+        if not 1 <= self.select_seeds <= len(self.seeds):
+            raise SearchError(
+                f"--select-seeds {self.select_seeds}: the grid is trained and chosen on the "
+                f"first N of --seeds, 1 ≤ N ≤ {len(self.seeds)}"
+            )
         lists = {"--epochs": self.epochs, "--learning-rate": self.learning_rates,
                  "--seeds": self.seeds, "--methods": self.methods,
                  **{f"--grid {k}": v for k, v in self.grid.items()}}  # fmt: skip
@@ -115,7 +121,8 @@ class SearchSpec:
         if owned:
             raise SearchError(
                 f"--set / --grid may not name {', '.join(owned)}: the search sets them "
-                "(--model, --train, --dev, --epochs, --learning-rate, --seeds, --max-steps)"
+                "(--model, --train, --dev, --epochs, --learning-rate, --seeds, --max-steps, "
+                "--batch-size)"
             )
         both = sorted(set(self.settings) & set(self.grid))
         if both:
@@ -142,8 +149,14 @@ class SearchSpec:
 
     @property
     def selection_seed(self) -> int:
-        """The grid is trained and selected on the first seed."""
+        """The first seed: the cell ``pick.yaml`` is written from."""
         return self.seeds[0]
+
+    @property
+    def selection_seeds(self) -> list[int]:
+        """The grid is trained on the first ``select_seeds`` seeds and each recipe chosen by
+        its mean dev score over them."""
+        return self.seeds[: self.select_seeds]
 
     def base_recipe(self) -> dict[str, Any]:
         """What every cell's recipe starts from: the model, the data, the batch, the step
@@ -292,8 +305,9 @@ def folder_lock(spec: SearchSpec) -> Any:
 
 
 def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) -> list[Cell]:
-    """The grid at the selection seed: every method × ``--grid`` combination × epochs ×
-    learning rate, in that order. ``rows``: method spec → (installed method, its settings)."""
+    """The grid at the selection seeds: every method × ``--grid`` combination × epochs ×
+    learning rate × selection seed, in that order. ``rows``: method spec → (installed
+    method, its settings)."""
     keys = sorted(spec.grid)
     combos = [
         dict(zip(keys, values, strict=True))
@@ -304,23 +318,11 @@ def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) ->
         method_name, row_settings = rows[method]
         for combo, epochs, rate in itertools.product(combos, spec.epochs, spec.learning_rates):
             settings = {**row_settings, **spec.settings, **combo}
-            cells.append(
-                Cell(method, method_name, settings, combo, epochs, rate, spec.selection_seed)
-            )
+            recipe = Recipe(method, settings_of(combo), epochs, rate)
+            cells += [Cell(recipe, s, method_name, settings) for s in spec.selection_seeds]
     return cells
 
 
 def seed_cells(cell: Cell, seeds: Sequence[int]) -> list[Cell]:
     """``cell``'s recipe on each of ``seeds``."""
-    return [
-        Cell(
-            cell.method,
-            cell.method_name,
-            cell.settings,
-            cell.grid,
-            cell.epochs,
-            cell.learning_rate,
-            seed,
-        )
-        for seed in seeds
-    ]
+    return [replace(cell, seed=seed) for seed in seeds]

@@ -9,10 +9,10 @@ the save), scores the saved model on the dev table and writes ``result.json`` la
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sts_core.command_files import end_with_parent
@@ -27,6 +27,12 @@ from sts_core.search.cells import (
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
 from sts_core.search.spec import STS_TASKS_TEST, fingerprint
+
+resource: ModuleType | None
+try:  # POSIX only: where it is missing (Windows) a cell's peak resident memory is unknown
+    import resource
+except ImportError:
+    resource = None
 
 #: ``sts-train``'s exit status for a run that diverged (2: a bad input)
 DIVERGED = 1
@@ -114,14 +120,23 @@ def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, di
     return metrics[f"{evaluator.name}_{metric}"], metrics
 
 
-def peak_memory() -> dict[str, float]:
-    """This process's peak resident memory (MiB) and, on a GPU, its peak allocated."""
+def peak_memory() -> dict[str, float | None]:
+    """This process's peak resident memory (MiB; None where the platform has no
+    ``resource`` module, e.g. Windows) and, on a GPU, its peak allocated."""
     import torch
 
-    peak = {"peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    peak: dict[str, float | None] = {"peak_rss_mib": peak_rss_mib()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         peak["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     return peak
+
+
+def peak_rss_mib() -> float | None:
+    """This process's peak resident memory in MiB (``ru_maxrss`` is KiB on Linux); None
+    where the ``resource`` module is missing."""
+    if resource is None:
+        return None
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def train(folder: Path) -> int:
