@@ -9,7 +9,7 @@ It is the classification baseline of the CoSENT paper (eq. 5) and of the regress
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,9 @@ from torch import Tensor, nn
 from sts_core.heads import LinearHead, pair_features
 from sts_core.losses.registry import HeadLoss, compute_dtype, register_loss
 from sts_core.losses.similarity import SBERT_CITATION
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 #: classes of the softmax classifier when the config has no ``num_labels`` (NLI's three)
 DEFAULT_NUM_LABELS = 3
@@ -119,13 +122,13 @@ class SoftmaxClassifierLoss(HeadLoss):
     head_name = SOFTMAX_HEAD
 
     @classmethod
-    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+    def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
         features = getattr(config, "pair_features", None) or DEFAULT_PAIR_FEATURES
         classes = getattr(config, "num_labels", DEFAULT_NUM_LABELS)
         return LinearHead.for_pairs(dimension, classes, features)
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> SoftmaxClassifierLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> SoftmaxClassifierLoss:
         return cls(cls.head_of(model))
 
     def config_dict(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import logging
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import Trainer
@@ -36,6 +36,11 @@ from sts_core.saving import (
 from sts_core.training.averaging import WEIGHT_AVERAGE_NAME
 from sts_core.training.parser import ConfigError
 from sts_core.training.resume_settings import recipe_settings, write_run_settings
+
+if TYPE_CHECKING:
+    from sts_core.training.averaging import WeightAverager
+    from sts_core.training.config import BaseConfig
+    from sts_core.training.divergence import DivergenceGuard
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +100,15 @@ class Checkpoints(Trainer):
     """Checkpoints and resume for :class:`~sts_core.training.trainer.AnyModelTrainer` (a
     ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``,
     ``_epoch_batches`` and ``_dataset_batches``)."""
+
+    # set by AnyModelTrainer
+    args: BaseConfig
+    weight_averager: WeightAverager | None
+    divergence_guard: DivergenceGuard
+    _epoch_batches: tuple[int, list[list[int]]] | None
+    _resumed_epoch_batches: dict[int, list[list[int]]]
+    _dataset_batches: dict[str, int]
+    _loss_sum_before_resume: float | None
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer
 
 from sts_core.training.batch_plan import NO_DUPLICATES, PROPORTIONAL, BatchPlan
 from sts_core.training.collator import TEXT_COLUMNS
 from sts_core.training.multi_dataset import TrainDatasets
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +24,11 @@ class EpochBatches(Trainer):
     :class:`~sts_core.training.trainer.BaseTrainer` (a ``Trainer`` mix-in), and the batch
     plan of a run with several training sets or ``no_duplicates``
     (:mod:`sts_core.training.batch_plan`)."""
+
+    args: BaseConfig  # set by AnyModelTrainer, with the two below
+    _epoch_batches: tuple[int, list[list[int]]] | None
+    _resumed_epoch_batches: dict[int, list[list[int]]]
+    _batch_plan: BatchPlan | None  # built once, by batch_plan()
 
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
         """Hook: the global batches of ``epoch`` (lists of indices into ``dataset``, at most

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sts_core.method import Method
 
 #: the options of the first group, in this order (those the parser has)
 START_HERE = (
@@ -139,7 +142,7 @@ def format_default(value: object) -> str:
     return f"`{value}`"
 
 
-def method_options_table(method: Any, link_prefix: str = "") -> str:
+def method_options_table(method: Method, link_prefix: str = "") -> str:
     """The options reference of one method (markdown), generated from its config class: a
     heading, the option groups it mixes in, and a row per field of its own (default and
     help; ``loss`` lists the method's losses). ``link_prefix`` goes before the README path."""
