@@ -119,7 +119,7 @@ class Checkpoints(Trainer):
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return self._with_whole_run_loss(output)
 
-    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:  # Any: passed through to Trainer
         """A run resumed from the checkpoint of its last step has nothing left to train (the
         Trainer would take one more step when that step ends mid-epoch)."""
         if 0 < self.state.max_steps <= self.state.global_step:

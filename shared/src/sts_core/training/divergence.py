@@ -47,6 +47,7 @@ class DivergenceGuard(TrainerCallback):
             self.first_bad_value = torch.zeros((), device=loss.device)
         new = (self.first_bad_step == 0) & ~torch.isfinite(loss)
         self.first_bad_step = torch.where(new, step, self.first_bad_step)
+        assert self.first_bad_value is not None  # set with first_bad_step
         self.first_bad_value = torch.where(new, loss, self.first_bad_value)
 
     def check(self, model: Any = None) -> None:
@@ -81,9 +82,9 @@ class DivergenceGuard(TrainerCallback):
         accelerator = getattr(self.trainer, "accelerator", None)
         if accelerator is not None and accelerator.num_processes > 1:
             rows = accelerator.gather(local.to(accelerator.device).reshape(1, 3)).cpu()
-        rows = rows.reshape(-1, 3).tolist()
-        weights = sum(1 for row in rows if row[2] > 0)
-        bad_steps = [row for row in rows if row[0] > 0]
+        listed = rows.reshape(-1, 3).tolist()
+        weights = sum(1 for row in listed if row[2] > 0)
+        bad_steps = [row for row in listed if row[0] > 0]
         if not bad_steps:
             return 0, 0.0, weights
         first = min(bad_steps, key=lambda row: row[0])

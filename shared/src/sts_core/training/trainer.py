@@ -229,7 +229,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
             happened = happened.detach().to(torch.int64)
         self._degenerate_batches[reason] = self._degenerate_batches[reason] + happened
 
-    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:  # Any: Trainer's own
         self._batches_seen += 1
         loss = super().training_step(*args, **kwargs)
         self.divergence_guard.observe(loss, self.state.global_step + 1)
