@@ -109,8 +109,11 @@ class Checkpoints(Trainer):
     _resumed_epoch_batches: dict[int, list[list[int]]]
     _dataset_batches: dict[str, int]
     _loss_sum_before_resume: float | None
+    run_settings: dict[str, Any] | None  # the run's record (TrainingRun sets it)
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+    def train(  # type: ignore[override]  # Trainer's other arguments go through kwargs
+        self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any
+    ) -> Any:
         """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
         average and loss total, and its ``train_loss`` is the whole run's mean loss."""
         self._loss_sum_before_resume = None
@@ -176,9 +179,10 @@ class Checkpoints(Trainer):
         """What each checkpoint records of the settings (:mod:`.resume_settings`): the
         run's, set by :class:`~sts_core.training.run.TrainingRun` when it checked them
         (``run_settings``), else this Trainer's arguments'."""
-        if getattr(self, "run_settings", None) is None:
-            self.run_settings = recipe_settings(self.args)
-        return self.run_settings
+        settings = getattr(self, "run_settings", None)
+        if settings is None:
+            settings = self.run_settings = recipe_settings(self.args)
+        return settings
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """:meth:`_save_staged_checkpoint`; a write that fails (a full disk, a file-size
@@ -203,7 +207,7 @@ class Checkpoints(Trainer):
         if self.args.should_save:
             remove_path(staged)  # left by a run killed while saving
         self.accelerator.wait_for_everyone()
-        self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
+        self._get_output_dir = lambda trial=None: str(staging_root)  # type: ignore[method-assign,misc]  # super() writes there
         self._push_after_publishing = False
         try:
             super()._save_checkpoint(model, trial)
@@ -215,7 +219,7 @@ class Checkpoints(Trainer):
         loss_sum = self._loss_sum_so_far()
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
-            totals = {"global_step": self.state.global_step, "loss_sum": loss_sum}
+            totals: dict[str, Any] = {"global_step": self.state.global_step, "loss_sum": loss_sum}
             if self._dataset_batches:  # batches trained by training set, so far
                 totals["dataset_batches"] = self._dataset_batches
             (staged / LOSS_TOTAL_NAME).write_text(json.dumps(totals), encoding="utf-8")

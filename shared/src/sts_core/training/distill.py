@@ -301,6 +301,7 @@ def apply_teacher(
         targets = similarities
     dataset = dataset.add_column(label_column, targets.tolist())
     if neighbours:
+        assert vectors is not None  # the teacher's, or the proposer's with neighbours
         dataset, summary["neighbour_pairs"] = add_neighbour_pairs(
             dataset, vectors, label_column, neighbours, teacher if cross else None, batch_size
         )

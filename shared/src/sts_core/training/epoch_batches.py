@@ -54,7 +54,7 @@ class EpochBatches(Trainer):
         no_duplicates = getattr(self.args, "batch_sampler", "default") == NO_DUPLICATES
         if not no_duplicates and (sets is None or len(sets) == 1):
             return None
-        parts = [s.dataset for s in sets] if sets else [dataset]
+        parts: list[Any] = [s.dataset for s in sets] if sets else [dataset]
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._batch_plan = BatchPlan(
             names=[s.name for s in sets] if sets else ["train"],
@@ -80,7 +80,7 @@ class EpochBatches(Trainer):
 
         from sts_core.training.sampler import EpochBatchSampler
 
-        dataset = self.train_dataset
+        dataset: Any = self.train_dataset  # a datasets.Dataset or TrainDatasets
         sampler = EpochBatchSampler(
             lambda epoch: self._batches_of_epoch(dataset, self._current_epoch(epoch)),
             len(dataset),
@@ -108,7 +108,9 @@ class EpochBatches(Trainer):
         batches = self._resumed_epoch_batches.pop(epoch, None)
         if batches is None:
             batches = self.build_epoch_batches(dataset, epoch) if plan is None else None
-            batches = plan.batches(epoch) if batches is None else batches
+            if batches is None:
+                assert plan is not None  # the sampler is installed for a plan or own batches
+                batches = plan.batches(epoch)
         else:
             logger.info("epoch %d: the batches saved with the checkpoint", epoch)
             if plan is not None:

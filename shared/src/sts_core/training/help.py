@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sts_core.method import Method
+    from sts_core.training.config import BaseConfig
 
 #: the options of the first group, in this order (those the parser has)
 START_HERE = (
@@ -45,7 +46,7 @@ START_TITLE = "start here"
 DESCRIPTION_TAIL = "A recipe's keys are these options' names without the dashes."
 
 
-def option_groups(config_class: type) -> list[tuple[str, list[str]]]:
+def option_groups(config_class: type[BaseConfig]) -> list[tuple[str, list[str]]]:
     """(title, option names) of each group after the first, in order: model, data, the
     method's own, the project's training options, transformers' others."""
     from transformers import TrainingArguments
@@ -83,7 +84,7 @@ def group_options(parser: argparse.ArgumentParser, config_class: type) -> None:
     for index, (_, names) in enumerate(sections):
         for name in names:
             section_of.setdefault(name, index)
-    grouped: list[list[argparse.Action]] = [[] for _ in sections] + [[]]
+    grouped: list[list[argparse.Action]] = [[] for _ in range(len(sections) + 1)]
     for action in parser._actions:
         grouped[section_of.get(action.dest, len(sections))].append(action)
     order = {name: position for position, name in enumerate(START_HERE)}

@@ -166,7 +166,7 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def declared_defaults(*arguments: ModelArguments | DataArguments) -> dict[str, Any]:
+def declared_defaults(*arguments: ModelArguments | DataArguments | BaseConfig) -> dict[str, Any]:
     """The declared default of every field of the argument objects (JSON values)."""
     defaults = {}
     for item in arguments:
@@ -202,7 +202,7 @@ def check_resume_settings(
             checkpoint,
         )
         return
-    skip = (PROCESSES,) if getattr(config, "check_only", False) else ()
+    skip: tuple[str, ...] = (PROCESSES,) if getattr(config, "check_only", False) else ()
     skip += (INPUTS_KEY,)
     changes = changed_settings(saved, settings, declared_defaults(config, *arguments), skip)
     if changes:

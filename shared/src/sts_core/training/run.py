@@ -137,8 +137,8 @@ class TrainingRun:
         self.model_args: ModelArguments
         self.data_args: DataArguments
         self.config: BaseConfig
-        self.inputs: RunInputs | None = None
-        self.settings: dict[str, Any] | None = None  # what each checkpoint records
+        self.inputs: RunInputs  # set by check()
+        self.settings: dict[str, Any]  # by check(): what each checkpoint records
         self.parser: ConfigParser | None = None  # after parse: where each value was set
 
     @classmethod
@@ -384,7 +384,7 @@ class TrainingRun:
             try:
                 return self._work()
             except (ConfigError, DataError, OSError, TrainingDiverged) as error:
-                error.sts_during_training = True  # every process reports its own
+                error.sts_during_training = True  # type: ignore[union-attr]  # each process reports its own
                 raise
         finally:
             if plan is not None:

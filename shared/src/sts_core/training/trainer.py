@@ -159,6 +159,9 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
     """
 
     loss_is_scaled_for_ga = False  # our losses are per-batch means
+    # set by TrainingRun (read with getattr: a Trainer built by hand has none)
+    final_sts_evaluator: Callable[[Any], Any] | None
+    curves_image: str
 
     def __init__(
         self,
@@ -206,15 +209,15 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         no weight decay on scalar parameters
         (:func:`sts_core.training.optimization.regroup_parameters`)."""
         optimizer = super().create_optimizer(model)
-        inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+        inner: Any = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
         if getattr(inner, "sts_regrouped", False):  # DeepSpeed asks for it twice
-            return self.optimizer
-        target = self.model if model is None else model
+            return self.optimizer  # type: ignore[return-value]  # super() has set it
+        target: Any = self.model if model is None else model
         mapping = getattr(self.args, "learning_rate_mapping", None)
         decay = getattr(self.args, "layer_lr_decay", None)
         regroup_parameters(inner, target.named_parameters(), mapping, decay)
         inner.sts_regrouped = True
-        return self.optimizer
+        return self.optimizer  # type: ignore[return-value]  # super() has set it
 
     def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
         """Record named parts of a loss; they are averaged into the next log line."""
@@ -348,7 +351,7 @@ class BaseTrainer(AnyModelTrainer):
             check_gradient_cache(args, modules[name], name)
         attach_loss_modules(model, modules)
         if getattr(args, "matryoshka_dims", None):  # every save records the widths
-            model.matryoshka_dims = list(args.matryoshka_dims)
+            model.matryoshka_dims = list(args.matryoshka_dims or ())
         require_trainable_parameters(model, " and ".join(modules))
         super().__init__(model, args, evaluator=evaluator, method=method, **kwargs)
         self.loss_modules: dict[str, EmbeddingLoss] = modules  # by loss name
@@ -444,7 +447,7 @@ class BaseTrainer(AnyModelTrainer):
     def compute_loss(
         self,
         model: Any,
-        inputs: dict[str, torch.Tensor],
+        inputs: dict[str, Any],  # tensors, and the batch's training set by name
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs: Any,
