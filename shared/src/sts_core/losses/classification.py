@@ -42,7 +42,7 @@ def class_labels(labels: Tensor, num_classes: int, where: str) -> Tensor:
     return ids
 
 
-def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Module) -> Tensor:
+def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Linear) -> Tensor:
     r"""SBERT's classification objective: cross-entropy of a linear layer on ``[u; v; |u − v|]``.
 
     .. math::
@@ -120,6 +120,7 @@ class SoftmaxClassifierLoss(HeadLoss):
     label_kind = "class"
     citation = SBERT_CITATION
     head_name = SOFTMAX_HEAD
+    head: nn.Linear  # the classifier (build_head's LinearHead)
 
     @classmethod
     def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
@@ -134,6 +135,6 @@ class SoftmaxClassifierLoss(HeadLoss):
     def config_dict(self) -> dict[str, Any]:
         return {"classes": self.head.out_features}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:
+    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return softmax_classifier_loss(u, v, labels, self.head)

@@ -308,7 +308,9 @@ def unknown_loss_message(name: str, broken: list[BrokenLossPackage]) -> str:
 
 
 def _same_package(found: str | None, wanted: str | None) -> bool:
-    return bool(found and wanted) and _canonical(found) == _canonical(wanted)
+    if not found or not wanted:
+        return False
+    return _canonical(found) == _canonical(wanted)
 
 
 def _canonical(package: str) -> str:

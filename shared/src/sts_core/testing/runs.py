@@ -46,6 +46,7 @@ def load_module_by_path(name: str, path: str | os.PathLike) -> Any:
     (a loss) this way instead of importing its package (which pulls in transformers)."""
 
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -254,6 +255,7 @@ def load_train_script(package: Path) -> Any:
     spec = importlib.util.spec_from_file_location(
         f"{package.name}_train_script", package / "train.py"
     )
+    assert spec is not None and spec.loader is not None, package
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -251,4 +251,4 @@ class ValueCheck:
 
 def trainer_step_losses(trainer: Trainer) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+    return {int(e["step"]): e["loss"] for e in trainer.state.log_history if "loss" in e}
