@@ -61,7 +61,7 @@ class RegressionTrainer(BaseTrainer):
         from sts_core.evaluation import PairEvaluator, head_scorer
         from sts_core.losses import pooled_embeddings
 
-        dev = self.evaluator
+        dev: Any = self.evaluator  # the method's PairEvaluator: its pairs and name
         pairs = {"sentence1": dev.sentences1, "sentence2": dev.sentences2, "score": dev.gold}
         evaluator = PairEvaluator(
             pairs,
