@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exported
     CommandFiles,
@@ -23,6 +23,9 @@ from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exporte
     write_text,
 )
 from sts_core.names import POOLING_MODES, STS_TASKS
+
+if TYPE_CHECKING:
+    from sts_core.evaluation.sts import STSReport
 
 
 class DeviceError(ValueError):
@@ -421,7 +424,7 @@ def pair_lines(extra: dict[str, dict[str, float]]) -> list[str]:
 
 def _save_results(
     args: argparse.Namespace,
-    report: object,
+    report: STSReport | None,
     extra: dict[str, dict[str, float]],
     pairs_scorer: str,
     seconds: float,

@@ -42,7 +42,7 @@ from typing import Any
 try:
     import fcntl
 except ImportError:  # no fcntl on Windows: the ledger is written without a folder lock
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 #: the ledger of a folder: which of its files this project wrote (name → size, hash, command)
 LEDGER_NAME = ".sts-outputs.json"
@@ -509,7 +509,7 @@ def on_interrupt(prog: str, saved: Callable[[], str] | None = None) -> Callable:
 
     def decorate(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
-        def wrapped(*args: Any, **kwargs: Any) -> int:
+        def wrapped(*args: Any, **kwargs: Any) -> int:  # Any: main's own arguments
             try:
                 return main(*args, **kwargs)
             except KeyboardInterrupt:

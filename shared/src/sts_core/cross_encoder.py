@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,7 @@ ACTIVATIONS = {
     "torch.nn.modules.linear.Identity": "identity",
     "torch.nn.modules.activation.Tanh": "tanh",
 }
-ACTIVATION_FUNCTIONS = {
+ACTIVATION_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "identity": lambda x: x,
     "tanh": np.tanh,
@@ -133,6 +133,7 @@ def _read_json(location: str, name: str) -> dict[str, Any] | None:
     """``name`` of a local folder or a hub model (its cached copy when offline), or None
     when the model has no such file."""
     folder = Path(location).expanduser()
+    path: Path | None
     if folder.is_dir():
         path = folder / name
     else:

@@ -31,9 +31,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.command_files import on_interrupt
+
+if TYPE_CHECKING:
+    from accelerate.commands.config.config_args import BaseConfig as AccelerateConfig
 
 
 def load_script_main(script: Path) -> Callable[[list[str]], int] | None:
@@ -110,7 +113,7 @@ def not_found(name: str) -> str:
     )
 
 
-def config_file_in_use(args: Any) -> str | None:
+def config_file_in_use(args: argparse.Namespace) -> str | None:
     """The accelerate config file ``accelerate launch`` reads: ``--config_file``, else
     accelerate's default file when it exists (not with ``--cpu``), else None."""
     if args.config_file is not None:
@@ -120,7 +123,7 @@ def config_file_in_use(args: Any) -> str | None:
     return default_config_file if Path(default_config_file).is_file() and not args.cpu else None
 
 
-def read_accelerate_config(path: str, label: str) -> Any:
+def read_accelerate_config(path: str, label: str) -> AccelerateConfig:
     """The accelerate config at ``path`` as accelerate reads it; ValueError (one line naming
     it by ``label``) when it is missing or cannot be read."""
     import yaml
@@ -136,7 +139,9 @@ def read_accelerate_config(path: str, label: str) -> Any:
         raise ValueError(f"{label} {path}: not a readable accelerate config: {message}") from error
 
 
-def merged_setting(args: Any, config: Any, path: str | None, name: str) -> tuple[Any, str]:
+def merged_setting(
+    args: argparse.Namespace, config: AccelerateConfig | None, path: str | None, name: str
+) -> tuple[Any, str]:
     """A launch setting as ``accelerate launch`` takes it: the flag's value when given, else
     the config file's (a local-machine config), else None; with where it came from."""
     value = getattr(args, name, None)
@@ -145,13 +150,13 @@ def merged_setting(args: Any, config: Any, path: str | None, name: str) -> tuple
     return getattr(config, name, None), f"{name} in {path}"
 
 
-def is_local_machine(config: Any) -> bool:
+def is_local_machine(config: AccelerateConfig) -> bool:
     from accelerate.utils import ComputeEnvironment
 
     return config.compute_environment == ComputeEnvironment.LOCAL_MACHINE
 
 
-def check_launch_settings(args: Any) -> None:
+def check_launch_settings(args: argparse.Namespace) -> None:
     """ValueError (one line naming the flag or the config file's key) when the launch
     cannot run as asked, before any process starts: a missing or unreadable config file, a
     machine rank outside ``0 … num_machines − 1``, a port outside ``0 … 65535`` (0 picks a
@@ -194,7 +199,7 @@ def whole_number(value: Any, source: str, lowest: int, highest: int | None = Non
     raise ValueError(f"{source} must be a whole number {bounds}, got {value!r}")
 
 
-def check_fsdp(args: Any, config: Any, path: str | None) -> None:
+def check_fsdp(args: argparse.Namespace, config: AccelerateConfig | None, path: str | None) -> None:
     """ValueError when the launch asks for FSDP (``--use_fsdp``, or a config file of
     ``distributed_type: FSDP`` without another type given) on a machine without an
     accelerator: accelerate would train every process as plain DDP (exit 0), and each
@@ -214,7 +219,7 @@ def check_fsdp(args: Any, config: Any, path: str | None) -> None:
         raise ValueError(f"{source}: {FSDP_NEEDS_AN_ACCELERATOR}")
 
 
-def launch_method(args: Any, method: str) -> int:
+def launch_method(args: argparse.Namespace, method: str) -> int:
     """Check, then launch, the method ``method`` through :data:`RUN_MODULE` (``-m``)."""
     from sts_core.training.run import main as run_main
 

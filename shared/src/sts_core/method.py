@@ -28,13 +28,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sts_core.losses import EmbeddingLoss, check_labels
 from sts_core.losses.classification import DEFAULT_NUM_LABELS
 from sts_core.losses.combined import weighted_loss_class
 from sts_core.losses.matryoshka import with_matryoshka
 from sts_core.losses.registry import loss_class
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from torch import nn
+
+    from sts_core.training.config import BaseConfig, ModelArguments
+    from sts_core.training.trainer import AnyModelTrainer
+
+#: a method's config class: ``Method[CoSENTConfig]``'s steps take a ``CoSENTConfig``
+ConfigT = TypeVar("ConfigT", bound="BaseConfig")
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class QualityRow:
 
 
 @dataclass(frozen=True, eq=False)
-class Method:
+class Method(Generic[ConfigT]):
     """One method: its config class, the losses a recipe may name, its Trainer, and what
     the model card and the benchmarks say of it.
 
@@ -72,10 +82,10 @@ class Method:
 
     name: str
     title: str
-    config: type
+    config: type[ConfigT]
     losses: tuple[type[EmbeddingLoss], ...]
     citation: str = ""
-    trainer: type | None = None
+    trainer: type[AnyModelTrainer] | None = None
     description: str = ""
     quality_rows: tuple[QualityRow, ...] = ()
     readme: str = ""
@@ -121,11 +131,11 @@ class Method:
         listed = "; ".join(f"{loss.registered_name}: {loss.describe()}" for loss in self.losses)
         return f"{listed} (default: {self.default_loss})"
 
-    def loss_name(self, config: Any) -> str:
+    def loss_name(self, config: ConfigT) -> str:
         """The loss this run trains with: ``config.loss``, else the default."""
         return getattr(config, "loss", None) or self.default_loss
 
-    def loss_class(self, config: Any) -> type[EmbeddingLoss]:
+    def loss_class(self, config: ConfigT) -> type[EmbeddingLoss]:
         """The class of the loss this run trains with, or with ``loss_weights`` the
         weighted sum of those losses (:mod:`sts_core.losses.combined`); with
         ``matryoshka_dims``, Matryoshka over it (:mod:`sts_core.losses.matryoshka`)."""
@@ -133,24 +143,24 @@ class Method:
         base = weighted_loss_class(weights) if weights else loss_class(self.loss_name(config))
         return with_matryoshka(base, config)
 
-    def label_column(self, config: Any) -> str:
+    def label_column(self, config: ConfigT) -> str:
         """The dataset column the loss reads as labels: ``label_column``, except that a loss
         over class labels (``label_kind: class``) reads ``label`` when it is left at
         ``score``."""
         return loss_label_column(config, self.loss_class(config))
 
     # ------------------------------------------------------------------ the steps of a run
-    def trainer_for(self, config: Any) -> type | None:
+    def trainer_for(self, config: ConfigT) -> type[AnyModelTrainer] | None:
         """The Trainer class of a run under ``config`` (:attr:`trainer` by default; None:
         the core's ``BaseTrainer``, :func:`sts_core.training.trainer_class`)."""
         return self.trainer
 
-    def build_model(self, model_args: Any, config: Any) -> Any | None:
+    def build_model(self, model_args: ModelArguments, config: ConfigT) -> nn.Module | None:
         """The model to train; None (the default): the core's, a ``SentenceEncoder`` as
         ``model_args`` describe it (:func:`sts_core.training.build_encoder`)."""
         return None
 
-    def build_evaluator(self, name: str, dataset: Any, config: Any) -> Any:
+    def build_evaluator(self, name: str, dataset: Dataset, config: ConfigT) -> Any:
         """The dev evaluator: Spearman/Pearson (``<name>_spearman``) of the bi-encoder's pair
         scores (cosine similarity, or the model's ``score_pairs``)."""
         from sts_core.evaluation.pairs import PairEvaluator, cosine_scorer
@@ -159,7 +169,9 @@ class Method:
             dataset, name=name, scorer=cosine_scorer, batch_size=config.per_device_eval_batch_size
         )
 
-    def prepare_train_dataset(self, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+    def prepare_train_dataset(
+        self, dataset: Dataset, config: ConfigT
+    ) -> tuple[Dataset, dict[str, Any]]:
         """Before :meth:`check_train_dataset`: turn the loaded, filtered training set into
         what the loss reads (SIFTER builds its positives here) and return it with a summary
         of what was done (it joins the run's data summary; empty: nothing). The identity
@@ -172,7 +184,7 @@ class Method:
         :meth:`prepare_train_dataset` makes them from others (SIFTER's from ``sentence``)."""
         return loss.columns
 
-    def check_train_dataset(self, dataset: Any, config: Any) -> None:
+    def check_train_dataset(self, dataset: Dataset, config: ConfigT) -> None:
         """Before the model is loaded: the columns and labels the loss needs are in the
         training set (ValueError naming what is missing). Methods extend it."""
         check_dataset_for_loss(
@@ -188,7 +200,7 @@ class Method:
         return {"name": self.title, "citation": self.citation}
 
 
-def loss_label_column(config: Any, loss_type: Any) -> str:
+def loss_label_column(config: BaseConfig, loss_type: type[EmbeddingLoss]) -> str:
     """The column a loss reads as labels: ``label_column``, except that a loss over class
     labels (``label_kind: class``) reads ``label`` when it is left at ``score``."""
     column = getattr(config, "label_column", "score")
@@ -196,7 +208,11 @@ def loss_label_column(config: Any, loss_type: Any) -> str:
 
 
 def check_dataset_for_loss(
-    dataset: Any, loss_type: Any, label: str, config: Any, trainer_name: str = "BaseTrainer"
+    dataset: Dataset,
+    loss_type: type[EmbeddingLoss],
+    label: str,
+    config: BaseConfig,
+    trainer_name: str = "BaseTrainer",
 ) -> None:
     """ValueError naming what is missing when ``dataset`` lacks a text column ``loss_type``
     reads (but ``hard_negative``, which is optional), or the label column ``label`` its

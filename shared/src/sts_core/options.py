@@ -7,7 +7,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 
 def parse_json_mapping(value: object, name: str) -> dict | None:
@@ -57,6 +57,7 @@ def check_number(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = wanted if wanted == FINITE_WORDS else f"a number ({wanted})"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
+    value = cast(float, value)  # a Real, checked above (the message prints it as given)
     below = minimum is not None and (value < minimum or (value == minimum and not min_inclusive))
     above = maximum is not None and (value > maximum or (value == maximum and not max_inclusive))
     if not math.isfinite(value) or below or above:

@@ -59,6 +59,8 @@ class SaveError(OSError):
     """A save that failed while writing (a full disk, a file-size limit): nothing of it was
     published. The message names the folder and the cause."""
 
+    sts_cause: str  # the innermost cause, kept by save_failure
+
 
 def content_hashes(folder: Path, names: Iterable[str]) -> dict[str, str]:
     """Relative path → content hash of the files ``names`` under ``folder`` (the model card,
@@ -379,8 +381,8 @@ def save_failure(folder: Path, error: BaseException, outcome: str) -> SaveError:
     cause = getattr(error, "sts_cause", None) or _cause(error)
     existing = next((p for p in [folder, *folder.parents] if p.is_dir()), None)
     try:
-        free = f"; {shutil.disk_usage(existing).free / 1e9:.1f} GB free on its disk"
-    except (OSError, TypeError):
+        free = f"; {shutil.disk_usage(existing).free / 1e9:.1f} GB free on its disk"  # type: ignore[arg-type]
+    except (OSError, TypeError):  # TypeError: no folder of it exists (None)
         free = ""
     failure = SaveError(f"{folder}: the save failed ({cause}{free}): {outcome}")
     failure.sts_cause = cause

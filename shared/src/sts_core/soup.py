@@ -161,7 +161,7 @@ def lora_bases(locations: Sequence[str], base_model: str | None = None) -> dict[
         }
     except LoRABaseModelError as error:
         raise error.for_option("--base-model PATH to sts-soup") from error
-    first = next(iter(bases), None)
+    first = next(iter(bases), "")  # the loop below runs only when there is one
     for location, base in bases.items():
         if base != bases[first]:
             raise ValueError(

@@ -143,9 +143,10 @@ class BscConfig(BaseConfig, GatherOptions):
                 f"trainable_temperature: true needs the bsc loss (its α), got {' + '.join(parts)}"
             )
         pattern = WEIGHTED_TEMPERATURE_PARAMETER if self.loss_weights else TEMPERATURE_PARAMETER
-        mapping = dict(self.learning_rate_mapping or {})
+        # learning_rate_mapping: the JSON text, parsed by BaseConfig.__post_init__
+        mapping: dict[str, float] = dict(self.learning_rate_mapping or {})  # type: ignore[arg-type]
         mapping.setdefault(pattern, self.temperature_learning_rate)
-        self.learning_rate_mapping = mapping
+        self.learning_rate_mapping = mapping  # type: ignore[assignment]
 
     def _check_choices(self) -> None:
         choices = {

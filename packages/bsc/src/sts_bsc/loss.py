@@ -48,7 +48,7 @@ STS scores scaled to [0, 1]).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,9 @@ from torch import Tensor, nn
 
 from sts_core.distributed import all_gather_with_grad, scale_local_gradient
 from sts_core.losses import EmbeddingLoss, compute_dtype, config_settings, register_loss
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 __all__ = [
     "CITATION",
@@ -215,11 +218,11 @@ class BSCLoss(EmbeddingLoss):
         self.gather = gather
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> BSCLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> BSCLoss:
         return cls(**cls.settings(config))
 
     @staticmethod
-    def settings(config: Any) -> dict[str, Any]:
+    def settings(config: BaseConfig | None) -> dict[str, Any]:
         """The arguments ``BscConfig`` names (the signature's defaults for those it lacks)."""
         return config_settings(
             config,
@@ -234,7 +237,7 @@ class BSCLoss(EmbeddingLoss):
         )
 
     @classmethod
-    def required_label_kind(cls, config: Any) -> str | None:
+    def required_label_kind(cls, config: BaseConfig | None) -> str | None:
         """Labels are needed to select positives and for the combo's MSE."""
         loss = cls.from_config(config)
         return "score" if loss.label_threshold is not None or loss.mu < 1 else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sts_bsc.config import BscConfig
 from sts_bsc.loss import BSCLoss
@@ -12,9 +12,12 @@ from sts_core.losses import CosineMSELoss
 from sts_core.method import Method, QualityRow
 from sts_core.training import command
 
+if TYPE_CHECKING:
+    from datasets import Dataset
 
-class BscMethod(Method):
-    def check_train_dataset(self, dataset: Any, config: Any) -> None:
+
+class BscMethod(Method[BscConfig]):
+    def check_train_dataset(self, dataset: Dataset, config: BscConfig) -> None:
         """The core's checks, then that ``shuffle`` can run here (faiss for the k-NN and
         k-means shuffles), before any weights load."""
         super().check_train_dataset(dataset, config)

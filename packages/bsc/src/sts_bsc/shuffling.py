@@ -214,12 +214,15 @@ def shuffle_order(
     if method in NEEDS_EMBEDDINGS and (vectors is None or len(vectors) != n):
         raise ValueError(f"shuffle {method} needs one vector per row ({n})")
     if method == "example":
+        assert vectors is not None  # checked above, as for every method that embeds
         return example_based_order(vectors, group_size, candidates, rng, reverse)
     if method == "words":
         return group_by_shingles(word_shingles(texts, shingle_size, rng), group_size, rng)
     if method == "clusters":
+        assert vectors is not None
         return group_by_shingles(cluster_shingles(vectors, num_clusters, seed), group_size, rng)
     if method == "neighbours":
+        assert vectors is not None
         shingles = neighbour_shingles(vectors, shingle_neighbours, shingle_size, rng)
         return group_by_shingles(shingles, group_size, rng)
     if method == "random":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,10 @@ from sts_bsc.shuffling import (
 )
 from sts_core.training import BaseTrainer
 
+if TYPE_CHECKING:
+    from sts_bsc.config import BscConfig
+    from sts_core.encoder import SentenceEncoder
+
 logger = logging.getLogger(__name__)
 
 
@@ -24,7 +28,9 @@ class BscTrainer(BaseTrainer):
     (:mod:`sts_bsc.shuffling`; example-based, cluster and neighbour shuffles embed the
     data with the current model). Everything else is the core's."""
 
-    def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
+    args: BscConfig  # the Trainer's arguments are the method's config
+
+    def __init__(self, model: SentenceEncoder, args: BscConfig, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
         self.shuffle_log: list[dict[str, Any]] = []
 

@@ -269,7 +269,7 @@ class CoSENTRankingLoss(EmbeddingLoss):
     def config_dict(self) -> dict:
         return {"scale": self.scale, "gather": self.gather}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:
+    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         return self.rank(pairwise_cosine(embeddings["sentence1"], embeddings["sentence2"]), labels)
 
     def rank(self, scores: Tensor, labels: Tensor) -> Tensor:
@@ -305,6 +305,6 @@ class ContrastiveThresholdLoss(EmbeddingLoss):
     def config_dict(self) -> dict:
         return {"margin": self.margin}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:
+    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return contrastive_threshold_loss(u, v, labels, margin=self.margin)

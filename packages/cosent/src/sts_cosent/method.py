@@ -3,28 +3,35 @@ core's Trainer, or with ``architecture: cross-encoder`` the interaction model (e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.cross_encoder import load_cross_encoder
 from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
 from sts_core.losses import CosineMSELoss, InfoNCELoss, SoftmaxClassifierLoss
 from sts_core.method import Method, QualityRow
-from sts_core.training import BaseTrainer, command
+from sts_core.training import command
 from sts_cosent.config import CoSENTConfig
 from sts_cosent.loss import ContrastiveThresholdLoss, CoSENTRankingLoss
 from sts_cosent.trainer import CoSENTCrossEncoderTrainer
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from torch import nn
 
-def _is_cross_encoder(config: Any) -> bool:
+    from sts_core.training import AnyModelTrainer
+    from sts_core.training.config import ModelArguments
+
+
+def _is_cross_encoder(config: CoSENTConfig) -> bool:
     return getattr(config, "architecture", "bi-encoder") == "cross-encoder"
 
 
-class CoSENTMethod(Method):
-    def trainer_for(self, config: Any) -> type[BaseTrainer]:
+class CoSENTMethod(Method[CoSENTConfig]):
+    def trainer_for(self, config: CoSENTConfig) -> type[AnyModelTrainer] | None:
         """The trainer the recipe's ``architecture`` asks for."""
         return CoSENTCrossEncoderTrainer if _is_cross_encoder(config) else self.trainer
 
-    def build_model(self, model_args: Any, config: Any) -> Any:
+    def build_model(self, model_args: ModelArguments, config: CoSENTConfig) -> nn.Module | None:
         """The cross-encoder: ``AutoModelForSequenceClassification`` with one output, its
         tokenizer and max length on the model (``sts_tokenizer``, ``sts_max_length``)."""
         if not _is_cross_encoder(config):
@@ -37,7 +44,7 @@ class CoSENTMethod(Method):
         model.sts_tokenizer, model.sts_max_length = tokenizer, max_length
         return model
 
-    def build_evaluator(self, name: str, dataset: Any, config: Any) -> Any:
+    def build_evaluator(self, name: str, dataset: Dataset, config: CoSENTConfig) -> Any:
         """The cross-encoder's: Spearman/Pearson of its scores; the scorer reads the tokenizer
         and max length from the model it scores, so it can be built before the model."""
         if not _is_cross_encoder(config):

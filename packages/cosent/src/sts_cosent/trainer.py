@@ -3,7 +3,7 @@ bi-encoder (eq. 10) is the core's Trainer with the registered ``cosent`` loss.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,6 +12,11 @@ from sts_core.cross_encoder import PairCrossCollator
 from sts_core.saving import staged_contents
 from sts_core.training import AnyModelTrainer
 from sts_cosent.loss import CITATION, cosent_loss, has_no_ordered_pair
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from sts_cosent.config import CoSENTConfig
 
 
 class CoSENTCrossEncoderTrainer(AnyModelTrainer):
@@ -23,7 +28,11 @@ class CoSENTCrossEncoderTrainer(AnyModelTrainer):
     gold.
     """
 
-    def __init__(self, model: Any, args: Any, evaluator: Any | None = None, **kwargs: Any) -> None:
+    args: CoSENTConfig  # the Trainer's arguments are the method's config
+
+    def __init__(
+        self, model: nn.Module, args: CoSENTConfig, evaluator: Any | None = None, **kwargs: Any
+    ) -> None:
         tokenizer, max_length = model.sts_tokenizer, model.sts_max_length
         kwargs.setdefault(
             "data_collator", PairCrossCollator(tokenizer, max_length, args.label_column)

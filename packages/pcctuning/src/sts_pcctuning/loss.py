@@ -29,7 +29,7 @@ github.com/ZBWpro/Pcc-tuning.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -42,6 +42,9 @@ from sts_core.losses import (
     pairwise_cosine,
     register_loss,
 )
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 __all__ = [
     "CITATION",
@@ -183,7 +186,7 @@ class PearsonLoss(EmbeddingLoss):
         self.gather = gather
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> PearsonLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> PearsonLoss:
         return cls(**config_settings(config, gather="gather_across_processes"))
 
     def config_dict(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ LoRA/QLoRA, gathering across processes and gradient caching are the core's."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sts_core.losses import CosineMSELoss, InfoNCELoss
 from sts_core.method import Method, QualityRow
@@ -14,11 +14,14 @@ from sts_core.training import command
 from sts_pcctuning.config import PccConfig
 from sts_pcctuning.loss import PearsonLoss
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 logger = logging.getLogger(__name__)
 
 
-class PccMethod(Method):
-    def check_train_dataset(self, dataset: Any, config: Any) -> None:
+class PccMethod(Method[PccConfig]):
+    def check_train_dataset(self, dataset: Dataset, config: PccConfig) -> None:
         """Also: stage 1 without a ``hard_negative`` column is said (eq. 8 then has only
         the in-batch negatives), and the scores of stage 2 are not all equal."""
         super().check_train_dataset(dataset, config)

@@ -28,13 +28,16 @@ Regression Framework with Translated ReLU and Smooth K2 Loss", EMNLP 2024 (arXiv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from sts_core.heads import LinearHead
 from sts_core.losses import HeadLoss, compute_dtype, config_settings, loss_class, register_loss
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 __all__ = [
     "CLAMP_MODES",
@@ -229,12 +232,12 @@ class SiameseRegressionLoss(HeadLoss):
         self.label_range = None if label_range is None else tuple(map(float, label_range))
 
     @classmethod
-    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+    def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
         features = getattr(config, "pair_features", None) or DEFAULT_PAIR_FEATURES
         return LinearHead.for_pairs(dimension, pair_features=features)  # one output
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> SiameseRegressionLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> SiameseRegressionLoss:
         settings = config_settings(
             config, k="k", x0="x0", clamp="clamp_predictions", label_range="label_range"
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,9 +19,12 @@ from sts_regression.loss import (
 )
 from sts_regression.trainer import RegressionTrainer
 
+if TYPE_CHECKING:
+    from datasets import Dataset
 
-class RegressionMethod(Method):
-    def check_train_dataset(self, dataset: Any, config: Any) -> None:
+
+class RegressionMethod(Method[RegressionConfig]):
+    def check_train_dataset(self, dataset: Dataset, config: RegressionConfig) -> None:
         """Also, for the regression losses: the labels are numbers on the scale the loss
         expects (not raw class ids) and inside ``label_range`` when it is set."""
         super().check_train_dataset(dataset, config)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.training import BaseTrainer
 from sts_regression.loss import REGRESSION_HEAD, is_regression_loss
+
+if TYPE_CHECKING:
+    from sts_core.encoder import SentenceEncoder
+    from sts_regression.config import RegressionConfig
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +38,9 @@ class RegressionTrainer(BaseTrainer):
     regression loss inside another method's ``loss_weights`` reads them too).
     """
 
-    def __init__(self, model: Any, args: Any, **kwargs: Any) -> None:
+    args: RegressionConfig  # the Trainer's arguments are the method's config
+
+    def __init__(self, model: SentenceEncoder, args: RegressionConfig, **kwargs: Any) -> None:
         super().__init__(model, args, **kwargs)
         if self.loss_module.reads_pooled and getattr(model, "normalize", False):
             logger.info(
@@ -55,7 +61,7 @@ class RegressionTrainer(BaseTrainer):
         from sts_core.evaluation import PairEvaluator, head_scorer
         from sts_core.losses import pooled_embeddings
 
-        dev = self.evaluator
+        dev: Any = self.evaluator  # the method's PairEvaluator: its pairs and name
         pairs = {"sentence1": dev.sentences1, "sentence2": dev.sentences2, "score": dev.gold}
         evaluator = PairEvaluator(
             pairs,

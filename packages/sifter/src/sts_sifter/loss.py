@@ -18,7 +18,7 @@ row's positive.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -26,6 +26,9 @@ from sts_core.distributed import all_gather_with_grad, scale_gathered_gradient
 from sts_core.heads import LinearHead
 from sts_core.losses import HeadLoss, config_settings, register_loss
 from sts_core.losses.similarity import SIMCSE_CITATION, in_batch_infonce_loss
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 CITATION = """@article{yu2024sifter,
   title={SIFTER: A Task-specific Alignment Strategy for Enhancing Sentence Embeddings},
@@ -89,11 +92,11 @@ class MLPProjectionLoss(HeadLoss):
         self.gather = gather
 
     @classmethod
-    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+    def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
         return LinearHead(dimension, dimension, activation="tanh")
 
     @staticmethod
-    def settings(config: Any) -> dict[str, Any]:
+    def settings(config: BaseConfig | None) -> dict[str, Any]:
         """τ and gathering from the config's fields (the signature's defaults for those it
         lacks)."""
         return config_settings(
@@ -101,12 +104,12 @@ class MLPProjectionLoss(HeadLoss):
         )
 
     @classmethod
-    def prepare_model(cls, model: Any, config: Any) -> None:
+    def prepare_model(cls, model: Any, config: BaseConfig | None) -> None:
         if getattr(config, "use_mlp", True):
             super().prepare_model(model, config)
 
     @classmethod
-    def head_or_none(cls, model: Any, config: Any) -> nn.Module | None:
+    def head_or_none(cls, model: Any, config: BaseConfig | None) -> nn.Module | None:
         return cls.head_of(model) if getattr(config, "use_mlp", True) else None
 
     def project(self, embeddings: Mapping[str, Tensor], columns: tuple[str, ...]) -> list[Tensor]:
@@ -151,7 +154,7 @@ class SifterLoss(MLPProjectionLoss):
         self.weights = {"xy": 1.0, "xz": 1.0, "yz": 1.0, **(weights or {})}
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> SifterLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> SifterLoss:
         weights = config_settings(config, **{name: f"lambda_{name}" for name in PAIRS})
         return cls(head=cls.head_or_none(model, config), weights=weights, **cls.settings(config))
 
@@ -177,7 +180,7 @@ class SimCSELoss(MLPProjectionLoss):
     citation = SIMCSE_CITATION
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> SimCSELoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> SimCSELoss:
         return cls(head=cls.head_or_none(model, config), **cls.settings(config))
 
     def config_dict(self) -> dict[str, Any]:

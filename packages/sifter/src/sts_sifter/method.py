@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.losses import EmbeddingLoss
 from sts_core.method import Method, QualityRow
@@ -16,6 +16,9 @@ from sts_sifter.config import SifterConfig
 from sts_sifter.corpus import augment_corpus, cache_holds, clean_corpus
 from sts_sifter.loss import SifterLoss, SimCSELoss, X, Y, Z
 from sts_sifter.parsing import ParserUnavailable
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +30,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("STS_SIFTER_CACHE") or Path.home() / ".cache" / "sts-sifter")
 
 
-class SifterMethod(Method):
+class SifterMethod(Method[SifterConfig]):
     """SIFTER-SimCSE: the training set is unlabelled sentences (a ``sentence`` column, e.g.
     ``train_datasets: [wiki]``); :meth:`prepare_train_dataset` cleans them (§5.4) and makes
     each one's positives Y and Z (:mod:`sts_sifter.augment`, cached), or for ``loss:
@@ -35,7 +38,9 @@ class SifterMethod(Method):
     SimCSE's MLP over the pooled embedding in training only.
     """
 
-    def prepare_train_dataset(self, dataset: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+    def prepare_train_dataset(
+        self, dataset: Dataset, config: SifterConfig
+    ) -> tuple[Dataset, dict[str, Any]]:
         from datasets import Dataset
 
         sentences, summary = corpus_sentences(dataset)
@@ -55,7 +60,9 @@ class SifterMethod(Method):
         (:func:`corpus_sentences`)."""
         return (X,)
 
-    def positives(self, sentences: list[str], config: Any) -> tuple[list[Any], dict[str, Any]]:
+    def positives(
+        self, sentences: list[str], config: SifterConfig
+    ) -> tuple[list[Any], dict[str, Any]]:
         """Each sentence's Y and Z (main process first; the others read its cache).
         ``check_only`` parses only a few sentences, to prove the parser loads. A parser
         whose package is not installed is a ValueError naming its extra — unless the cache
@@ -76,7 +83,7 @@ class SifterMethod(Method):
             ) from error
 
     def trial_positives(
-        self, sentences: list[str], config: Any, cache: str | os.PathLike
+        self, sentences: list[str], config: SifterConfig, cache: str | os.PathLike
     ) -> tuple[list[Any], dict[str, Any]]:
         """``check_only``: the first sentences parsed (nothing cached), the rest as X."""
         trial, report = augment_corpus(
@@ -90,7 +97,7 @@ class SifterMethod(Method):
         return placeholders, {"check_only_trial": report.to_dict(), "cache": str(cache)}
 
     def corpus_positives(
-        self, sentences: list[str], config: Any, cache: str | os.PathLike
+        self, sentences: list[str], config: SifterConfig, cache: str | os.PathLike
     ) -> tuple[list[Any], dict[str, Any]]:
         """Every sentence's positives, read from ``cache`` or parsed into it."""
         options = config.augment_options()

@@ -186,7 +186,7 @@ def train_one(
     generator = torch.Generator().manual_seed(seed)
     per_epoch = math.ceil(len(data["train"]) / settings.batch_size)
     total = max(1, round(settings.epochs * per_epoch))
-    best = (-1.0, 0, None)
+    best: tuple[float, int, dict[str, Any] | None] = (-1.0, 0, None)
     curve: list[tuple[int, float]] = []
     start, step = time.perf_counter(), 0
     while step < total:
@@ -205,7 +205,7 @@ def train_one(
                     best = (dev, step, {k: v.clone() for k, v in model.state_dict().items()})
             if step == total:
                 break
-    model.load_state_dict(best[2])
+    model.load_state_dict(best[2])  # type: ignore[arg-type]  # the first evaluation sets it
     test = accuracy(model, data["test"])
     seconds = time.perf_counter() - start
     return RunResult(seed, sifter, best[0], best[1], test, step, round(seconds, 1), curve)
@@ -314,8 +314,8 @@ def command_files(args: argparse.Namespace) -> CommandFiles:
     files.reads("--data-dir", args.data_dir or os.environ.get("STS_DATA_DIR"))
     for path in lexicon_files(args.lexicon):
         files.reads("--lexicon", path)
-    for path in output_paths(args.output):
-        files.writes("--output", path)
+    for output in output_paths(args.output):
+        files.writes("--output", output)
     return files
 
 

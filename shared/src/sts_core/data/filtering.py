@@ -215,10 +215,10 @@ def map_labels(
             f"it maps {', '.join(f'{k:g}' for k in sorted(resolved))}"
         )
     mapped = np.array([resolved[v] for v in values.tolist()], dtype=np.float64)
-    counts = {f"{k:g}": int((mapped == k).sum()) for k in sorted(set(mapped.tolist()))}
+    mapped_counts = {f"{k:g}": int((mapped == k).sum()) for k in sorted(set(mapped.tolist()))}
     columns = ds.column_names
     ds = ds.remove_columns(column).add_column(column, mapped).select_columns(columns)
-    return ds, counts
+    return ds, mapped_counts
 
 
 def sick_to_sts(ds: Dataset) -> Dataset:

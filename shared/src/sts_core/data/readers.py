@@ -262,7 +262,8 @@ def read_wikiqa(path: PathLike) -> Dataset:
         ``label`` and ``query_id`` (0, 1, ...: one id per run of the same question).
     """
     columns = _read_binary_pairs(path, (0, 1, 2))
-    query_ids, previous = [], None
+    query_ids: list[int] = []
+    previous = None
     for question in columns["sentence1"]:
         if question != previous:
             query_ids.append(query_ids[-1] + 1 if query_ids else 0)

@@ -737,8 +737,9 @@ def _kind(path: Path) -> str:
 
 def _cause(error: BaseException) -> str:
     """The innermost error's message, on one line (``datasets`` wraps the reader's)."""
-    while error.__cause__ is not None or error.__context__ is not None:
-        error = error.__cause__ or error.__context__
+    inner: BaseException | None = error
+    while inner is not None:
+        error, inner = inner, inner.__cause__ or inner.__context__
     return " ".join(f"{type(error).__name__}: {error}".split())[:300]
 
 

@@ -39,7 +39,7 @@ def load_backbone(
     try:
         # padding_side as a tokenizer argument (not set afterwards), so that
         # tokenizer.save_pretrained records it and a reloaded folder pads the same way
-        sides = {} if padding_side is None else {"padding_side": padding_side}
+        sides: dict[str, Any] = {} if padding_side is None else {"padding_side": padding_side}
         if trust_remote_code:
             sides["trust_remote_code"] = model_kwargs["trust_remote_code"] = True
         tokenizer = AutoTokenizer.from_pretrained(location, **sides)

@@ -41,6 +41,8 @@ from torch.nn import functional
 from sts_core.encoder.lora import inner_model
 
 if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
     from sts_core.encoder.model import SentenceEncoder
 
 logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
@@ -557,7 +559,7 @@ def run_backbone(
     return outputs.last_hidden_state, outputs.hidden_states if hidden else None
 
 
-def position_offset(config: Any) -> int:
+def position_offset(config: PretrainedConfig) -> int:
     """Where a model's positions start (RoBERTa's embeddings: pad_token_id + 1)."""
     if getattr(config, "model_type", None) in POSITION_OFFSET_MODEL_TYPES:
         return int(config.pad_token_id) + 1

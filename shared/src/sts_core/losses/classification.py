@@ -9,7 +9,7 @@ It is the classification baseline of the CoSENT paper (eq. 5) and of the regress
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,9 @@ from torch import Tensor, nn
 from sts_core.heads import LinearHead, pair_features
 from sts_core.losses.registry import HeadLoss, compute_dtype, register_loss
 from sts_core.losses.similarity import SBERT_CITATION
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 #: classes of the softmax classifier when the config has no ``num_labels`` (NLI's three)
 DEFAULT_NUM_LABELS = 3
@@ -39,7 +42,7 @@ def class_labels(labels: Tensor, num_classes: int, where: str) -> Tensor:
     return ids
 
 
-def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Module) -> Tensor:
+def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn.Linear) -> Tensor:
     r"""SBERT's classification objective: cross-entropy of a linear layer on ``[u; v; |u − v|]``.
 
     .. math::
@@ -117,20 +120,21 @@ class SoftmaxClassifierLoss(HeadLoss):
     label_kind = "class"
     citation = SBERT_CITATION
     head_name = SOFTMAX_HEAD
+    head: nn.Linear  # the classifier (build_head's LinearHead)
 
     @classmethod
-    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+    def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
         features = getattr(config, "pair_features", None) or DEFAULT_PAIR_FEATURES
         classes = getattr(config, "num_labels", DEFAULT_NUM_LABELS)
         return LinearHead.for_pairs(dimension, classes, features)
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> SoftmaxClassifierLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> SoftmaxClassifierLoss:
         return cls(cls.head_of(model))
 
     def config_dict(self) -> dict[str, Any]:
         return {"classes": self.head.out_features}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:
+    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return softmax_classifier_loss(u, v, labels, self.head)

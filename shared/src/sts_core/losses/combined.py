@@ -17,12 +17,15 @@ besides losses that read none. The text columns are the union of the parts'.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
 from sts_core.losses.registry import EmbeddingLoss, loss_and_parts, loss_class
 from sts_core.options import NON_NEGATIVE, check_number, parse_json_mapping
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 
 def parse_loss_weights(value: object) -> dict[str, float] | None:
@@ -64,24 +67,26 @@ class WeightedLossSum(EmbeddingLoss):
         return " + ".join(f"{w:g}·{name}" for name, w in cls.weights.items())
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> WeightedLossSum:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> WeightedLossSum:
         return cls(
             {name: part.from_config(config, model) for name, part in cls.part_classes.items()},
             encoder_normalizes=bool(getattr(model, "normalize", False)),
         )
 
     @classmethod
-    def prepare_model(cls, model: Any, config: Any) -> None:
+    def prepare_model(cls, model: Any, config: BaseConfig | None) -> None:
         for part in cls.part_classes.values():
             part.prepare_model(model, config)
 
     @classmethod
-    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+    def check_saved_heads(
+        cls, heads: Mapping[str, Any], config: BaseConfig | None, dimension: int
+    ) -> None:
         for part in cls.part_classes.values():
             part.check_saved_heads(heads, config, dimension)
 
     @classmethod
-    def required_label_kind(cls, config: Any) -> str | None:
+    def required_label_kind(cls, config: BaseConfig | None) -> str | None:
         kinds = {part.required_label_kind(config) for part in cls.part_classes.values()}
         kinds.discard(None)
         return kinds.pop() if kinds else None

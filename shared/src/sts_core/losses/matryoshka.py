@@ -20,12 +20,15 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
 from sts_core.encoder.model_shape import ModelShapeError
 from sts_core.losses.registry import EmbeddingLoss, HeadLoss, loss_and_parts
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +111,7 @@ class MatryoshkaLoss(EmbeddingLoss):
         return f"Matryoshka over {cls.base_class.describe()} at widths {list(cls.dims)}"
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> MatryoshkaLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> MatryoshkaLoss:
         """The base loss built from ``config``, wrapped; ValueError when a width is wider
         than the model's embeddings (``model.dimension``)."""
         dimension = getattr(model, "dimension", None)
@@ -124,15 +127,17 @@ class MatryoshkaLoss(EmbeddingLoss):
         return cls(cls.base_class.from_config(config, model))
 
     @classmethod
-    def prepare_model(cls, model: Any, config: Any) -> None:
+    def prepare_model(cls, model: Any, config: BaseConfig | None) -> None:
         cls.base_class.prepare_model(model, config)
 
     @classmethod
-    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+    def check_saved_heads(
+        cls, heads: Mapping[str, Any], config: BaseConfig | None, dimension: int
+    ) -> None:
         cls.base_class.check_saved_heads(heads, config, dimension)
 
     @classmethod
-    def required_label_kind(cls, config: Any) -> str | None:
+    def required_label_kind(cls, config: BaseConfig | None) -> str | None:
         return cls.base_class.required_label_kind(config)
 
     def config_dict(self) -> dict[str, Any]:
@@ -195,7 +200,7 @@ def has_head(loss: type[EmbeddingLoss]) -> bool:
     return any(has_head(part) for part in getattr(loss, "part_classes", {}).values())
 
 
-def with_matryoshka(base: type[EmbeddingLoss], config: Any) -> type[EmbeddingLoss]:
+def with_matryoshka(base: type[EmbeddingLoss], config: BaseConfig | None) -> type[EmbeddingLoss]:
     """``base``, or Matryoshka over it when ``config`` sets ``matryoshka_dims`` (checked
     by the config: :func:`parse_matryoshka`)."""
     dims = getattr(config, "matryoshka_dims", None)

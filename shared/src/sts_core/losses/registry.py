@@ -24,12 +24,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from sts_core.losses.catalogue import LOSS_PACKAGES
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 
 class EmbeddingLoss(nn.Module, ABC):
@@ -65,7 +68,7 @@ class EmbeddingLoss(nn.Module, ABC):
         self._degenerate: list[tuple[str, Tensor | bool]] = []
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> EmbeddingLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> EmbeddingLoss:
         """The loss with each ``__init__`` argument read from the config field of the same
         name (:func:`config_settings`: a field the config lacks keeps the argument's
         default). A loss whose arguments are named otherwise overrides this."""
@@ -89,18 +92,20 @@ class EmbeddingLoss(nn.Module, ABC):
         return cls.title or cls.display_name()
 
     @classmethod
-    def prepare_model(cls, model: Any, config: Any) -> None:
+    def prepare_model(cls, model: Any, config: BaseConfig | None) -> None:
         """Called by the trainer before :meth:`from_config`: add what the loss needs to the
         model (a head). Nothing by default."""
 
     @classmethod
-    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+    def check_saved_heads(
+        cls, heads: Mapping[str, Any], config: BaseConfig | None, dimension: int
+    ) -> None:
         """Before the weights load: ValueError when the heads a saved model records
         (``sts_heads.json``'s entries, by name) cannot serve this loss under ``config``.
         Nothing to check by default."""
 
     @classmethod
-    def required_label_kind(cls, config: Any) -> str | None:
+    def required_label_kind(cls, config: BaseConfig | None) -> str | None:
         """The label kind this loss needs under ``config`` (default: ``label_kind``)."""
         return cls.label_kind
 
@@ -145,11 +150,11 @@ class HeadLoss(EmbeddingLoss):
 
     @classmethod
     @abstractmethod
-    def build_head(cls, config: Any, dimension: int) -> nn.Module:
+    def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
         """A new head for embeddings of width ``dimension``, as ``config`` asks."""
 
     @classmethod
-    def prepare_model(cls, model: Any, config: Any) -> None:
+    def prepare_model(cls, model: Any, config: BaseConfig | None) -> None:
         from sts_core.heads import head_entry
 
         existing = model.heads.get(cls.head_name)
@@ -159,7 +164,9 @@ class HeadLoss(EmbeddingLoss):
         cls.check_saved_heads({cls.head_name: head_entry(existing)}, config, model.dimension)
 
     @classmethod
-    def check_saved_heads(cls, heads: Mapping[str, Any], config: Any, dimension: int) -> None:
+    def check_saved_heads(
+        cls, heads: Mapping[str, Any], config: BaseConfig | None, dimension: int
+    ) -> None:
         """The model's head of this loss's name, if it has one, must be the head
         :meth:`build_head` would make (same type and settings)."""
         from sts_core.heads import head_entry
@@ -301,7 +308,9 @@ def unknown_loss_message(name: str, broken: list[BrokenLossPackage]) -> str:
 
 
 def _same_package(found: str | None, wanted: str | None) -> bool:
-    return bool(found and wanted) and _canonical(found) == _canonical(wanted)
+    if not found or not wanted:
+        return False
+    return _canonical(found) == _canonical(wanted)
 
 
 def _canonical(package: str) -> str:
@@ -309,7 +318,7 @@ def _canonical(package: str) -> str:
     return re.sub(r"[-_.]+", "-", package).lower()
 
 
-def build_loss(name: str, config: Any, model: Any = None) -> EmbeddingLoss:
+def build_loss(name: str, config: BaseConfig | None, model: Any = None) -> EmbeddingLoss:
     """The registered loss ``name`` built from ``config`` (and ``model`` for heads)."""
     return loss_class(name).from_config(config, model)
 
@@ -331,7 +340,7 @@ def check_labels(
     return None
 
 
-def config_settings(config: Any, **fields: str) -> dict[str, Any]:
+def config_settings(config: BaseConfig | None, **fields: str) -> dict[str, Any]:
     """A loss's keyword arguments from a method's config: ``{argument: config.<field>}`` for
     each ``argument=field`` the config has. A field the config lacks (the loss is a part of
     another method's ``loss_weights``, or ``config`` is None) is left out, so the loss's own

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +17,9 @@ from sts_core.losses.registry import (
     register_loss,
     zero_loss,
 )
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 SBERT_CITATION = """@inproceedings{reimers-2019-sentence-bert,
   title={Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks},
@@ -163,7 +166,7 @@ class InfoNCELoss(EmbeddingLoss):
         self.gather = gather
 
     @classmethod
-    def from_config(cls, config: Any, model: Any = None) -> InfoNCELoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> InfoNCELoss:
         settings = config_settings(
             config,
             temperature="infonce_temperature",
@@ -180,7 +183,7 @@ class InfoNCELoss(EmbeddingLoss):
         }
 
     @classmethod
-    def required_label_kind(cls, config: Any) -> str | None:
+    def required_label_kind(cls, config: BaseConfig | None) -> str | None:
         """Labels are needed only to select positives (``positive_threshold``)."""
         return "score" if cls.from_config(config).positive_threshold is not None else None
 

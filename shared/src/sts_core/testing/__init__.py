@@ -167,7 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def no_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading a ``SentenceEncoder`` fails the test: every check must come before it."""
 
-    def refuse(*args: Any, **kwargs: Any) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:  # Any: stands in for any loader
         raise AssertionError("the model was loaded before the input was checked")
 
     monkeypatch.setattr("sts_core.encoder.model.SentenceEncoder.from_pretrained", refuse)

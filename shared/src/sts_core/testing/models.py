@@ -112,7 +112,7 @@ def make_tiny_bert(folder: str | Path, seed: int = 0) -> Path:
 
 def _tiny_bert_parts(folder: Path, **settings: Any) -> tuple[Any, Any]:
     """The tiny BERT's tokenizer and config (``settings`` added to it); ``folder`` made."""
-    from transformers import BertConfig, BertTokenizerFast
+    from transformers import BertConfig, BertTokenizerFast  # type: ignore[attr-defined]
 
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = BertTokenizerFast(vocab=_vocab(), do_lower_case=True)

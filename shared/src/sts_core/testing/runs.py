@@ -7,14 +7,21 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sts_core.testing.option_checks import quick_training_args
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from sts_core.method import Method
+    from sts_core.training import AnyModelTrainer
 
 FIXTURE_RECIPE_SETTINGS: dict[str, str] = {
     "max_steps": "4",
@@ -39,6 +46,7 @@ def load_module_by_path(name: str, path: str | os.PathLike) -> Any:
     (a loss) this way instead of importing its package (which pulls in transformers)."""
 
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -171,7 +179,7 @@ SELECTION_SCORES = [10.0, 50.0, 20.0, 30.0]  # the dev score of steps 1–4: bes
 
 
 def checkpoint_selection_run(
-    method: Any, output_dir: Path, model_dir: str | os.PathLike, train_dataset: Any
+    method: Method, output_dir: Path, model_dir: str | os.PathLike, train_dataset: Dataset
 ) -> dict[str, Any]:
     """A ``BaseTrainer`` run of 4 steps of 8 pairs of ``method`` (its config class), each
     step evaluated by a :class:`ScriptedEvaluator` (``SELECTION_SCORES``) and saved, the
@@ -203,7 +211,9 @@ def checkpoint_selection_run(
     }
 
 
-def checkpoint_selection_fixture(method: Any, train_dataset: Any) -> Any:
+def checkpoint_selection_fixture(
+    method: Method, train_dataset: Callable[[], Dataset]
+) -> Callable[..., dict[str, Any]]:
     """A module-scoped pytest fixture (bind it to a name in the test module) of
     :func:`checkpoint_selection_run` on the tiny BERT without dropout and
     ``train_dataset()``."""
@@ -220,7 +230,7 @@ def checkpoint_selection_fixture(method: Any, train_dataset: Any) -> Any:
     return selected_run
 
 
-def train_and_save(trainer: Any, output_dir: Path) -> Path:
+def train_and_save(trainer: AnyModelTrainer, output_dir: Path) -> Path:
     """``trainer.train()`` with a model card naming "tiny-bert" and "toy pairs", then the
     model saved to ``output_dir / "final"`` (returned)."""
     trainer.model_card_data.update(base_model="tiny-bert", train_data="toy pairs")
@@ -245,6 +255,7 @@ def load_train_script(package: Path) -> Any:
     spec = importlib.util.spec_from_file_location(
         f"{package.name}_train_script", package / "train.py"
     )
+    assert spec is not None and spec.loader is not None, package
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -9,11 +9,14 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sts_core.testing.runs import PackageFiles, write_fixture_recipe
+
+if TYPE_CHECKING:
+    from transformers import Trainer
 
 
 def read_stsb_pairs(path: Path) -> tuple[list[str], list[str], Any]:
@@ -246,6 +249,6 @@ class ValueCheck:
             torch.testing.assert_close(trained[name], value, rtol=1e-5, atol=1e-6, msg=name)
 
 
-def trainer_step_losses(trainer: Any) -> dict[int, float]:
+def trainer_step_losses(trainer: Trainer) -> dict[int, float]:
     """The training loss logged at each step (``logging_steps: 1``)."""
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+    return {int(e["step"]): e["loss"] for e in trainer.state.log_history if "loss" in e}

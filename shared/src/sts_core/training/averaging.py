@@ -35,13 +35,19 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.optim.swa_utils import get_ema_multi_avg_fn, get_swa_multi_avg_fn
 from transformers import TrainerCallback
 
 from sts_core.options import BELOW_ONE, check_number
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +57,7 @@ WEIGHT_AVERAGE_NAME = "weight_average.pt"
 AVERAGING_SETTINGS_NAME = "weight_averaging.json"
 
 
-def check_weight_averaging(config: Any) -> None:
+def check_weight_averaging(config: BaseConfig) -> None:
     """ValueError for averaging settings out of range or in conflict with the run's."""
     mode = config.weight_averaging
     if mode not in AVERAGING_MODES:
@@ -68,7 +74,7 @@ def check_weight_averaging(config: Any) -> None:
         )
 
 
-def averaging_settings(config: Any) -> dict[str, Any]:
+def averaging_settings(config: BaseConfig) -> dict[str, Any]:
     """The settings that decide a run's weight average (what a checkpoint records)."""
     mode = config.weight_averaging
     if mode == "none":
@@ -83,7 +89,7 @@ def averaging_settings(config: Any) -> dict[str, Any]:
     return settings
 
 
-def write_averaging_settings(folder: Path, config: Any) -> None:
+def write_averaging_settings(folder: Path, config: BaseConfig) -> None:
     """Record the run's averaging settings as a checkpoint written before
     ``sts_run_settings.json`` did (``weight_averaging.json``; the tests make such
     checkpoints with it)."""
@@ -100,7 +106,7 @@ def checkpoint_averaging_settings(folder: Path) -> dict[str, Any] | None:
     return None
 
 
-def check_resume_averaging(config: Any) -> None:
+def check_resume_averaging(config: BaseConfig) -> None:
     """ValueError, before any weights load, when ``resume_from_checkpoint`` names a
     checkpoint written before ``sts_run_settings.json`` existed (its averaging settings in
     ``weight_averaging.json``, or none) saved under other ``weight_averaging`` settings
@@ -151,7 +157,7 @@ class WeightAverager(TrainerCallback):
         self.start_step = 1
 
     @classmethod
-    def from_config(cls, config: Any) -> WeightAverager | None:
+    def from_config(cls, config: BaseConfig) -> WeightAverager | None:
         if config.weight_averaging == "none":
             return None
         return cls(
@@ -192,15 +198,31 @@ class WeightAverager(TrainerCallback):
         )
 
     # ------------------------------------------------------------------ callback
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.start_step = max(1, math.ceil(self.start * state.max_steps))
 
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kw: Any,
+    ) -> None:
         step = state.global_step
         if step >= self.start_step and (step - self.start_step) % self.every == 0:
             self.update(model)
 
-    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kw: Any,
+    ) -> None:
         self.apply_to(model)
 
     # ------------------------------------------------------------------ checkpoints

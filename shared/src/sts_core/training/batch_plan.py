@@ -90,13 +90,13 @@ class NoDuplicatesReport:
         }
 
 
-def chunk(order: Sequence[int], size: int) -> list[list[int]]:
+def chunk(order: Sequence[int] | np.ndarray, size: int) -> list[list[int]]:
     """``order`` in consecutive batches of ``size`` (the last one shorter)."""
     return [[int(i) for i in order[start : start + size]] for start in range(0, len(order), size)]
 
 
 def no_duplicate_batches(
-    order: Sequence[int], texts: Sequence[frozenset[str]], size: int
+    order: Sequence[int] | np.ndarray, texts: Sequence[frozenset[str]], size: int
 ) -> tuple[list[list[int]], NoDuplicatesReport]:
     """``⌈len(order) / size⌉`` batches of at most ``size`` rows, each row once, no text
     twice in a batch where the order allows it.
@@ -129,13 +129,13 @@ def no_duplicate_batches(
             else:
                 still.append(row)
         waiting = still
-        while len(batch) < size and (row := next(fresh, None)) is not None:
-            if seen.isdisjoint(texts[row]):
-                batch.append(row)
-                seen.update(texts[row])
+        while len(batch) < size and (new := next(fresh, None)) is not None:
+            if seen.isdisjoint(texts[new]):
+                batch.append(new)
+                seen.update(texts[new])
             else:
-                waiting.append(row)
-                deferred.add(row)
+                waiting.append(new)
+                deferred.add(new)
         batches.append(batch)
     with_duplicate = _place_leftovers(batches, waiting, texts, size, budget=50 * len(order))
     report = NoDuplicatesReport(len(order), len(deferred), with_duplicate)

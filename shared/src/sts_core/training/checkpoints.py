@@ -20,7 +20,7 @@ import logging
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import Trainer
@@ -36,6 +36,11 @@ from sts_core.saving import (
 from sts_core.training.averaging import WEIGHT_AVERAGE_NAME
 from sts_core.training.parser import ConfigError
 from sts_core.training.resume_settings import recipe_settings, write_run_settings
+
+if TYPE_CHECKING:
+    from sts_core.training.averaging import WeightAverager
+    from sts_core.training.config import BaseConfig
+    from sts_core.training.divergence import DivergenceGuard
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +101,19 @@ class Checkpoints(Trainer):
     ``Trainer`` mix-in: it expects the trainer's ``weight_averager``, ``divergence_guard``,
     ``_epoch_batches`` and ``_dataset_batches``)."""
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+    # set by AnyModelTrainer
+    args: BaseConfig
+    weight_averager: WeightAverager | None
+    divergence_guard: DivergenceGuard
+    _epoch_batches: tuple[int, list[list[int]]] | None
+    _resumed_epoch_batches: dict[int, list[list[int]]]
+    _dataset_batches: dict[str, int]
+    _loss_sum_before_resume: float | None
+    run_settings: dict[str, Any] | None  # the run's record (TrainingRun sets it)
+
+    def train(  # type: ignore[override]  # Trainer's other arguments go through kwargs
+        self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any
+    ) -> Any:
         """``Trainer.train``; a resumed run first reads the checkpoint's epoch batches, weight
         average and loss total, and its ``train_loss`` is the whole run's mean loss."""
         self._loss_sum_before_resume = None
@@ -105,7 +122,7 @@ class Checkpoints(Trainer):
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return self._with_whole_run_loss(output)
 
-    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:  # Any: passed through to Trainer
         """A run resumed from the checkpoint of its last step has nothing left to train (the
         Trainer would take one more step when that step ends mid-epoch)."""
         if 0 < self.state.max_steps <= self.state.global_step:
@@ -162,9 +179,10 @@ class Checkpoints(Trainer):
         """What each checkpoint records of the settings (:mod:`.resume_settings`): the
         run's, set by :class:`~sts_core.training.run.TrainingRun` when it checked them
         (``run_settings``), else this Trainer's arguments'."""
-        if getattr(self, "run_settings", None) is None:
-            self.run_settings = recipe_settings(self.args)
-        return self.run_settings
+        settings = getattr(self, "run_settings", None)
+        if settings is None:
+            settings = self.run_settings = recipe_settings(self.args)
+        return settings
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """:meth:`_save_staged_checkpoint`; a write that fails (a full disk, a file-size
@@ -189,7 +207,7 @@ class Checkpoints(Trainer):
         if self.args.should_save:
             remove_path(staged)  # left by a run killed while saving
         self.accelerator.wait_for_everyone()
-        self._get_output_dir = lambda trial=None: str(staging_root)  # super() writes there
+        self._get_output_dir = lambda trial=None: str(staging_root)  # type: ignore[method-assign,misc]  # super() writes there
         self._push_after_publishing = False
         try:
             super()._save_checkpoint(model, trial)
@@ -201,7 +219,7 @@ class Checkpoints(Trainer):
         loss_sum = self._loss_sum_so_far()
         if self.args.should_save:
             self.state.save_to_json(str(staged / TRAINER_STATE_NAME))
-            totals = {"global_step": self.state.global_step, "loss_sum": loss_sum}
+            totals: dict[str, Any] = {"global_step": self.state.global_step, "loss_sum": loss_sum}
             if self._dataset_batches:  # batches trained by training set, so far
                 totals["dataset_batches"] = self._dataset_batches
             (staged / LOSS_TOTAL_NAME).write_text(json.dumps(totals), encoding="utf-8")

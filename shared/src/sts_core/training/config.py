@@ -521,7 +521,7 @@ class BaseConfig(TrainingArguments):
     declaring_method: ClassVar[str | None] = None  # set by the Method declaring this class
     declared_losses: ClassVar[tuple[str, ...]] = ()  # and its losses' names
 
-    output_dir: str | None = _default("outputs/run", "Where checkpoints and the final model go.")
+    output_dir: str = _default("outputs/run", "Where checkpoints and the final model go.")
     learning_rate: float = _default(2e-5, "Peak learning rate (AdamW); finite, > 0.")
     weight_decay: float = _default(0.01, "Weight decay; finite, ≥ 0.")
     warmup_steps: float = _default(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from datasets import Dataset, DatasetDict
@@ -35,6 +35,11 @@ from sts_core.training.multi_dataset import (
     column_prompts,
     set_loss_class,
 )
+
+if TYPE_CHECKING:
+    from sts_core.losses import EmbeddingLoss
+    from sts_core.method import Method
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +102,7 @@ def table_reading(training: bool, reads: Reads = "score") -> TableReading:
     return TableReading("columns", "read" if reads else "named", nli_hint=hint)
 
 
-def loss_reads(loss_type: Any, label_column: str, config: Any) -> Reads:
+def loss_reads(loss_type: type[EmbeddingLoss], label_column: str, config: BaseConfig) -> Reads:
     """What a loss reads of a training set: ``label_column`` (score or label) when its
     label kind needs labels, else None."""
     return label_column if loss_type.required_label_kind(config) is not None else None
@@ -269,9 +274,9 @@ def _score_range(values: list[float]) -> tuple[float, float]:
 
 def build_train_sets(
     data_args: DataArguments,
-    method: Any,
-    config: Any,
-    loss_classes: Mapping[str, Any] | None = None,
+    method: Method,
+    config: BaseConfig,
+    loss_classes: Mapping[str, type[EmbeddingLoss]] | None = None,
 ) -> tuple[TrainDatasets, dict[str, Any]]:
     """``train_datasets`` as a mapping: each set loaded, filtered, mapped, rescaled and
     checked against its own loss (as :func:`build_train_dataset` does the list's, set by
@@ -296,14 +301,16 @@ def build_train_sets(
     return TrainDatasets(sets), summary
 
 
-def set_loss_classes(method: Any, config: Any, specs: Sequence[TrainDatasetSpec]) -> dict[str, Any]:
+def set_loss_classes(
+    method: Method, config: BaseConfig, specs: Sequence[TrainDatasetSpec]
+) -> dict[str, type[EmbeddingLoss]]:
     """The loss class of each training set of the mapping, by set name
     (:func:`~sts_core.training.multi_dataset.set_loss_class`), resolved once for the run:
     the run checks them before any set loads, and the sets are built with them and carry
     them to the Trainer. ConfigError naming the set for an unknown loss."""
     from sts_core.training.parser import ConfigError
 
-    classes = {}
+    classes: dict[str, type[EmbeddingLoss]] = {}
     for spec in specs:
         try:
             classes[spec.name] = set_loss_class(method, config, spec.loss)
@@ -313,7 +320,11 @@ def set_loss_classes(method: Any, config: Any, specs: Sequence[TrainDatasetSpec]
 
 
 def _build_train_set(
-    spec: TrainDatasetSpec, loss_type: Any, data_args: DataArguments, method: Any, config: Any
+    spec: TrainDatasetSpec,
+    loss_type: type[EmbeddingLoss],
+    data_args: DataArguments,
+    method: Method,
+    config: BaseConfig,
 ) -> tuple[TrainSet, dict[str, Any]]:
     """One entry of the mapping, trained on ``loss_type``, loaded and checked (errors name
     it)."""
@@ -360,8 +371,8 @@ def _prepare_set(
     dataset: Dataset,
     data_args: DataArguments,
     label_column: str,
-    loss_type: Any,
-    config: Any,
+    loss_type: type[EmbeddingLoss],
+    config: BaseConfig,
     info: dict[str, Any],
     where: str,
 ) -> Dataset:
@@ -386,7 +397,9 @@ def _prepare_set(
     return dataset
 
 
-def final_evaluators(method: Any, data_args: Any, config: Any) -> dict[str, Any]:
+def final_evaluators(
+    method: Method, data_args: DataArguments, config: BaseConfig
+) -> dict[str, Any]:
     """An evaluator per ``final_eval_datasets`` reference: ``sts``, the dev evaluator
     (the method's :meth:`~sts_core.method.Method.build_evaluator`); ``classification``, a
     :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
@@ -417,7 +430,7 @@ def final_evaluators(method: Any, data_args: Any, config: Any) -> dict[str, Any]
     return evaluators
 
 
-def _test_pairs(reference: str, data_args: Any) -> Any:
+def _test_pairs(reference: str, data_args: DataArguments) -> Dataset:
     """The pair set a reference names (its test split by default), as the data options
     read it (``train_format`` is for the training sets: not applied)."""
     return load_reference(reference, "test", data_args)[1]

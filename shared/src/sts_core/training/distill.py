@@ -34,16 +34,20 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sts_core.losses import EmbeddingLoss
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
 PAIR_COLUMNS = ("sentence1", "sentence2")
 
 
-def check_teacher_settings(config: Any) -> None:
+def check_teacher_settings(config: BaseConfig) -> None:
     """ValueError for ``teacher_weight`` out of range, or ``teacher_neighbours`` below 0 or
     without a teacher (the folder is checked by the run)."""
     if config.teacher_neighbours < 0:
@@ -57,7 +61,9 @@ def check_teacher_settings(config: Any) -> None:
         raise ValueError(f"teacher_weight must be in (0, 1], got {weight}")
 
 
-def check_teacher(config: Any, loss_class: Any, label_column: str, train_dataset: Any) -> None:
+def check_teacher(
+    config: BaseConfig, loss_class: type[EmbeddingLoss], label_column: str, train_dataset: Any
+) -> None:
     """The run's one check of ``teacher_model`` against what it will teach, before any
     weights load (its settings are :func:`check_teacher_settings`', in the config): a
     complete model folder, one training set (not a mapping: distillation relabels one), a
@@ -295,6 +301,7 @@ def apply_teacher(
         targets = similarities
     dataset = dataset.add_column(label_column, targets.tolist())
     if neighbours:
+        assert vectors is not None  # the teacher's, or the proposer's with neighbours
         dataset, summary["neighbour_pairs"] = add_neighbour_pairs(
             dataset, vectors, label_column, neighbours, teacher if cross else None, batch_size
         )

@@ -16,10 +16,14 @@ weights alone) stops them all at that point, each with the reason.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import TrainerCallback
+
+if TYPE_CHECKING:
+    from torch import nn
+    from transformers import Trainer, TrainerControl, TrainerState, TrainingArguments
 
 
 class TrainingDiverged(RuntimeError):
@@ -33,7 +37,7 @@ class DivergenceGuard(TrainerCallback):
     def __init__(self) -> None:
         self.first_bad_step: torch.Tensor | None = None  # 0: none so far
         self.first_bad_value: torch.Tensor | None = None
-        self.trainer: Any = None  # set by the trainer: its accelerator gathers the steps
+        self.trainer: Trainer | None = None  # set by the trainer: its accelerator gathers the steps
 
     def observe(self, loss: torch.Tensor, step: int) -> None:
         """Note ``loss`` of (1-based) optimizer step ``step``, without a device sync."""
@@ -43,6 +47,7 @@ class DivergenceGuard(TrainerCallback):
             self.first_bad_value = torch.zeros((), device=loss.device)
         new = (self.first_bad_step == 0) & ~torch.isfinite(loss)
         self.first_bad_step = torch.where(new, step, self.first_bad_step)
+        assert self.first_bad_value is not None  # set with first_bad_step
         self.first_bad_value = torch.where(new, loss, self.first_bad_value)
 
     def check(self, model: Any = None) -> None:
@@ -77,9 +82,9 @@ class DivergenceGuard(TrainerCallback):
         accelerator = getattr(self.trainer, "accelerator", None)
         if accelerator is not None and accelerator.num_processes > 1:
             rows = accelerator.gather(local.to(accelerator.device).reshape(1, 3)).cpu()
-        rows = rows.reshape(-1, 3).tolist()
-        weights = sum(1 for row in rows if row[2] > 0)
-        bad_steps = [row for row in rows if row[0] > 0]
+        listed = rows.reshape(-1, 3).tolist()
+        weights = sum(1 for row in listed if row[2] > 0)
+        bad_steps = [row for row in listed if row[0] > 0]
         if not bad_steps:
             return 0, 0.0, weights
         first = min(bad_steps, key=lambda row: row[0])
@@ -89,13 +94,27 @@ class DivergenceGuard(TrainerCallback):
     # The weights are checked here before an evaluation (it reads them) and after the last
     # step (a Trainer used without TrainingRun saves after it); a checkpoint checks them
     # itself, just before it writes (``_save_checkpoint``), so that check has one place.
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kw: Any,
+    ) -> None:
         last = state.max_steps > 0 and state.global_step >= state.max_steps
         uses_weights = last or control.should_evaluate
         if uses_weights or control.should_log or control.should_save:
             self.check(model if uses_weights else None)
 
-    def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+    def on_epoch_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kw: Any,
+    ) -> None:
         self.check(model if control.should_evaluate else None)
 
 

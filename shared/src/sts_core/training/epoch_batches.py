@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer
 
 from sts_core.training.batch_plan import NO_DUPLICATES, PROPORTIONAL, BatchPlan
 from sts_core.training.collator import TEXT_COLUMNS
 from sts_core.training.multi_dataset import TrainDatasets
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +24,11 @@ class EpochBatches(Trainer):
     :class:`~sts_core.training.trainer.BaseTrainer` (a ``Trainer`` mix-in), and the batch
     plan of a run with several training sets or ``no_duplicates``
     (:mod:`sts_core.training.batch_plan`)."""
+
+    args: BaseConfig  # set by AnyModelTrainer, with the two below
+    _epoch_batches: tuple[int, list[list[int]]] | None
+    _resumed_epoch_batches: dict[int, list[list[int]]]
+    _batch_plan: BatchPlan | None  # built once, by batch_plan()
 
     def build_epoch_batches(self, dataset: Any, epoch: int) -> list[list[int]] | None:
         """Hook: the global batches of ``epoch`` (lists of indices into ``dataset``, at most
@@ -46,7 +54,7 @@ class EpochBatches(Trainer):
         no_duplicates = getattr(self.args, "batch_sampler", "default") == NO_DUPLICATES
         if not no_duplicates and (sets is None or len(sets) == 1):
             return None
-        parts = [s.dataset for s in sets] if sets else [dataset]
+        parts: list[Any] = [s.dataset for s in sets] if sets else [dataset]
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         self._batch_plan = BatchPlan(
             names=[s.name for s in sets] if sets else ["train"],
@@ -72,7 +80,7 @@ class EpochBatches(Trainer):
 
         from sts_core.training.sampler import EpochBatchSampler
 
-        dataset = self.train_dataset
+        dataset: Any = self.train_dataset  # a datasets.Dataset or TrainDatasets
         sampler = EpochBatchSampler(
             lambda epoch: self._batches_of_epoch(dataset, self._current_epoch(epoch)),
             len(dataset),
@@ -100,7 +108,9 @@ class EpochBatches(Trainer):
         batches = self._resumed_epoch_batches.pop(epoch, None)
         if batches is None:
             batches = self.build_epoch_batches(dataset, epoch) if plan is None else None
-            batches = plan.batches(epoch) if batches is None else batches
+            if batches is None:
+                assert plan is not None  # the sampler is installed for a plan or own batches
+                batches = plan.batches(epoch)
         else:
             logger.info("epoch %d: the batches saved with the checkpoint", epoch)
             if plan is not None:

@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer
 
 from sts_core.saving import read_save_marker
 from sts_core.training.data import final_evaluators
 
+if TYPE_CHECKING:
+    from torch import nn
+
+    from sts_core.method import Method
+    from sts_core.training.config import BaseConfig
+
 
 class Evaluating(Trainer):
     """Dev and final evaluation for :class:`~sts_core.training.trainer.BaseTrainer` (a
     ``Trainer`` mix-in: it expects the trainer's ``evaluator`` and ``method``)."""
+
+    # set by AnyModelTrainer
+    args: BaseConfig
+    evaluator: Callable[[nn.Module], Mapping[str, float]] | None
+    method: Method
 
     def evaluate(
         self,

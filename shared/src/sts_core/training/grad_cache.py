@@ -104,7 +104,8 @@ def token_mini_batches(columns: Columns, budget: int) -> list[Tensor]:
     and holds about the same work."""
     if budget < 1:
         raise ValueError(f"the mini-batch token budget must be at least 1, got {budget}")
-    tokens = sum(features["attention_mask"].sum(dim=1).cpu() for features in columns.values())
+    masks = [features["attention_mask"] for features in columns.values()]
+    tokens = torch.stack([mask.sum(dim=1).cpu() for mask in masks]).sum(dim=0)
     order = sorted(range(len(tokens)), key=lambda row: -int(tokens[row]))
     chunks: list[list[int]] = [[]]
     used = 0

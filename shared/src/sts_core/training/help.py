@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sts_core.method import Method
+    from sts_core.training.config import BaseConfig
 
 #: the options of the first group, in this order (those the parser has)
 START_HERE = (
@@ -42,7 +46,7 @@ START_TITLE = "start here"
 DESCRIPTION_TAIL = "A recipe's keys are these options' names without the dashes."
 
 
-def option_groups(config_class: type) -> list[tuple[str, list[str]]]:
+def option_groups(config_class: type[BaseConfig]) -> list[tuple[str, list[str]]]:
     """(title, option names) of each group after the first, in order: model, data, the
     method's own, the project's training options, transformers' others."""
     from transformers import TrainingArguments
@@ -80,7 +84,7 @@ def group_options(parser: argparse.ArgumentParser, config_class: type) -> None:
     for index, (_, names) in enumerate(sections):
         for name in names:
             section_of.setdefault(name, index)
-    grouped: list[list[argparse.Action]] = [[] for _ in sections] + [[]]
+    grouped: list[list[argparse.Action]] = [[] for _ in range(len(sections) + 1)]
     for action in parser._actions:
         grouped[section_of.get(action.dest, len(sections))].append(action)
     order = {name: position for position, name in enumerate(START_HERE)}
@@ -139,7 +143,7 @@ def format_default(value: object) -> str:
     return f"`{value}`"
 
 
-def method_options_table(method: Any, link_prefix: str = "") -> str:
+def method_options_table(method: Method, link_prefix: str = "") -> str:
     """The options reference of one method (markdown), generated from its config class: a
     heading, the option groups it mixes in, and a row per field of its own (default and
     help; ``loss`` lists the method's losses). ``link_prefix`` goes before the README path."""

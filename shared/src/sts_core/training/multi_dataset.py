@@ -31,7 +31,12 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sts_core.losses import EmbeddingLoss
+    from sts_core.method import Method
+    from sts_core.training.config import BaseConfig
 
 #: the keys of an entry of the mapping
 SPEC_KEYS = ("path", "loss", "weight", "prompt", "columns")
@@ -185,7 +190,7 @@ def column_prompts(
     return dict(prompt)
 
 
-def set_loss_class(method: Any, config: Any, name: str | None) -> Any:
+def set_loss_class(method: Method, config: BaseConfig, name: str | None) -> type[EmbeddingLoss]:
     """The loss class of a set whose entry names ``name``: the method's loss as the run
     builds it (with ``loss_weights`` when set) for None or the method's ``loss``, else the
     registered loss ``name`` (ValueError naming the registered ones when unknown); with

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.command_files import (
     RUN_LOCK,
@@ -48,6 +48,9 @@ from sts_core.training.curves import CURVES_IMAGE
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.parser import ConfigError
 from sts_core.training.path_options import PATH_OPTIONS, PathOption
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +110,7 @@ def check_resume_checkpoint(checkpoint: str | None) -> None:
 
 
 def prepare_output_dir(
-    config: Any, dry_run: bool = False, inputs: Sequence[tuple[str, Path]] = ()
+    config: BaseConfig, dry_run: bool = False, inputs: Sequence[tuple[str, Path]] = ()
 ) -> OutputDirPlan | None:
     """Check (and, unless ``dry_run``, lock and clean) ``config.output_dir``; ConfigError
     when it cannot be used, or when one of ``inputs`` (option, local path:
@@ -191,7 +194,7 @@ def _refuse_foreign(path: Path, foreign: list[str], action: str) -> None:
     )
 
 
-def _claim_logs(path: Path, config: Any) -> None:
+def _claim_logs(path: Path, config: BaseConfig) -> None:
     """Record in the folder's ledger the log folder the Trainer's TensorBoard writer makes
     inside ``output_dir`` (the run empties or creates the folder before it, so whatever is
     written there is the run's)."""
@@ -214,7 +217,7 @@ def _resume_hint(path: Path) -> str:
     return f", --resume_from_checkpoint {complete[-1]} to continue it"
 
 
-def planned_action(config: Any) -> str:
+def planned_action(config: BaseConfig) -> str:
     """What the run would do to a non-empty ``output_dir``: ``resume``, ``replace`` or
     (``new``) refuse it."""
     if config.resume_from_checkpoint:
@@ -268,7 +271,9 @@ def _expected_inside(name: str, path: Path, output_dir: Path, action: str) -> bo
     return False
 
 
-def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, Path]]:
+def run_inputs(
+    model_args: ModelArguments, data_args: DataArguments, config: BaseConfig
+) -> list[tuple[str, Path]]:
     """Every local path the run reads, with its option: the model (and a LoRA adapter's
     base model), the teacher, the resume checkpoint, each training, dev, final and
     threshold set (a registry dataset's file or folder under the data folder) and the data
@@ -277,7 +282,9 @@ def run_inputs(model_args: Any, data_args: Any, config: Any) -> list[tuple[str, 
     return [(label, path) for _, label, path in _local_inputs(model_args, data_args, config)]
 
 
-def input_identities(model_args: Any, data_args: Any, config: Any) -> dict[str, Any]:
+def input_identities(
+    model_args: ModelArguments, data_args: DataArguments, config: BaseConfig
+) -> dict[str, Any]:
     """``"<option> <path or hub id>"`` → :func:`~sts_core.command_files.content_identity`
     of every input the trained weights depend on (the ``identity`` options of
     :data:`~sts_core.training.path_options.PATH_OPTIONS`): the model (and a LoRA adapter's
@@ -296,7 +303,7 @@ def input_identities(model_args: Any, data_args: Any, config: Any) -> dict[str, 
 
 
 def _local_inputs(
-    model_args: Any, data_args: Any, config: Any
+    model_args: ModelArguments, data_args: DataArguments, config: BaseConfig
 ) -> Iterator[tuple[PathOption, str, Path]]:
     """(option, label, path) of each local path the run reads, in the options' order."""
     for option in PATH_OPTIONS:
@@ -309,7 +316,7 @@ def _local_inputs(
 
 
 def _option_paths(
-    option: PathOption, model_args: Any, data_args: Any, config: Any
+    option: PathOption, model_args: ModelArguments, data_args: DataArguments, config: BaseConfig
 ) -> list[tuple[str, Any]]:
     """(label, path or None) of what ``option`` names: a data option's references resolved
     to where they are read from, a model's adapter base beside it, the data folder's
@@ -351,7 +358,7 @@ def _adapter_base(model: str | None) -> str | None:
     return config.get("base_model_name_or_path") if isinstance(config, dict) else None
 
 
-def _data_path(reference: str, split: str, data_args: Any) -> str | None:
+def _data_path(reference: str, split: str, data_args: DataArguments) -> str | None:
     """Where a data reference is read from (:func:`sts_core.data.references.reference_path`)."""
     from sts_core.data.references import reference_path
 

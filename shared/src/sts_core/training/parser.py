@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
@@ -25,6 +25,9 @@ from transformers.hf_argparser import string_to_bool
 from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.help import group_options
+
+if TYPE_CHECKING:
+    from sts_core.method import Method
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +207,7 @@ class ConfigParser:
         self,
         config_class: type[BaseConfig] = BaseConfig,
         description: str | None = None,
-        method: Any = None,
+        method: Method | None = None,
     ):
         self.method = method
         self.config_class = config_class
@@ -222,7 +225,7 @@ class ConfigParser:
         self._last: tuple[Sequence[str] | None, Mapping[str, Any]] = ([], {})  # argv, values
 
     @classmethod
-    def for_method(cls, method: Any) -> ConfigParser:
+    def for_method(cls, method: Method) -> ConfigParser:
         """The recipe and flag parser of ``method``'s training command."""
         return cls(method.config, description=method.description or None, method=method)
 

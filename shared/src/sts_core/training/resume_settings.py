@@ -29,12 +29,15 @@ import logging
 from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sts_core.command_files import changed_identity
 from sts_core.training.averaging import averaging_settings, check_resume_averaging
 from sts_core.training.changeable_settings import may_change, may_change_without_selection
 from sts_core.training.path_options import PATH_OPTION_NAMES
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,11 @@ AVERAGING_FIELDS = (
 PROCESSES = "world_size"
 
 
-def recipe_settings(config: Any, model_args: Any = None, data_args: Any = None) -> dict[str, Any]:
+def recipe_settings(
+    config: BaseConfig,
+    model_args: ModelArguments | None = None,
+    data_args: DataArguments | None = None,
+) -> dict[str, Any]:
     """The settings of a run that a resume must repeat (what a checkpoint records), as
     JSON values: every field of ``model_args``, ``data_args`` and ``config`` but those a
     resume may change, the method and the number of processes."""
@@ -159,7 +166,7 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def declared_defaults(*arguments: Any) -> dict[str, Any]:
+def declared_defaults(*arguments: ModelArguments | DataArguments | BaseConfig) -> dict[str, Any]:
     """The declared default of every field of the argument objects (JSON values)."""
     defaults = {}
     for item in arguments:
@@ -173,7 +180,9 @@ def declared_defaults(*arguments: Any) -> dict[str, Any]:
     return defaults
 
 
-def check_resume_settings(config: Any, settings: dict[str, Any], *arguments: Any) -> None:
+def check_resume_settings(
+    config: BaseConfig, settings: dict[str, Any], *arguments: ModelArguments | DataArguments
+) -> None:
     """ValueError, before any weights load, when ``resume_from_checkpoint`` names a
     checkpoint saved under other ``settings`` (:func:`recipe_settings` of this run;
     ``arguments``: the argument objects they came from, for their defaults). The number of
@@ -193,7 +202,7 @@ def check_resume_settings(config: Any, settings: dict[str, Any], *arguments: Any
             checkpoint,
         )
         return
-    skip = (PROCESSES,) if getattr(config, "check_only", False) else ()
+    skip: tuple[str, ...] = (PROCESSES,) if getattr(config, "check_only", False) else ()
     skip += (INPUTS_KEY,)
     changes = changed_settings(saved, settings, declared_defaults(config, *arguments), skip)
     if changes:

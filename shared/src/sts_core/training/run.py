@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import set_seed
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
@@ -67,6 +67,11 @@ from sts_core.training.resume_settings import (
     recipe_settings,
 )
 from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, trainer_class
+
+if TYPE_CHECKING:
+    from sts_core.losses import EmbeddingLoss
+    from sts_core.method import Method
+    from sts_core.training.trainer import AnyModelTrainer
 
 logger = logging.getLogger(__name__)
 # what a run writes about its final model beside it: removed before a new model is published
@@ -121,25 +126,25 @@ class TrainingRun:
     picks for the config; after :meth:`run`, ``trainer`` is the Trainer that trained.
     """
 
-    def __init__(self, argv: Sequence[str] | None = None, method: Any = None) -> None:
+    def __init__(self, argv: Sequence[str] | None = None, method: Method | None = None) -> None:
         self.method = method if method is not None else CORE_METHOD
         self.argv = None if argv is None else list(argv)
-        self.trainer_class: type[BaseTrainer] = self.method.trainer or BaseTrainer
-        self.trainer: BaseTrainer | None = None
+        self.trainer_class: type[AnyModelTrainer] = self.method.trainer or BaseTrainer
+        self.trainer: AnyModelTrainer | None = None
         self.given_train_dataset: Any = None
         self.given_eval_dataset: Any = None
         self.parsed = False
         self.model_args: ModelArguments
         self.data_args: DataArguments
         self.config: BaseConfig
-        self.inputs: RunInputs | None = None
-        self.settings: dict[str, Any] | None = None  # what each checkpoint records
+        self.inputs: RunInputs  # set by check()
+        self.settings: dict[str, Any]  # by check(): what each checkpoint records
         self.parser: ConfigParser | None = None  # after parse: where each value was set
 
     @classmethod
     def from_arguments(
         cls,
-        method: Any,
+        method: Method,
         model_args: ModelArguments,
         data_args: DataArguments,
         config: BaseConfig,
@@ -311,7 +316,7 @@ class TrainingRun:
         """``TrainerCallback``s for the trainer (none by default; tests add probes)."""
         return []
 
-    def build_trainer(self, model: Any) -> BaseTrainer:
+    def build_trainer(self, model: Any) -> AnyModelTrainer:
         trainer = self.trainer_class(
             model=model,
             args=self.config,
@@ -328,10 +333,10 @@ class TrainingRun:
         )
         return trainer
 
-    def train(self, trainer: BaseTrainer) -> Any:
+    def train(self, trainer: AnyModelTrainer) -> Any:
         return trainer.train(resume_from_checkpoint=self.config.resume_from_checkpoint)
 
-    def finalise(self, trainer: BaseTrainer, train_output: Any) -> dict[str, Any]:
+    def finalise(self, trainer: AnyModelTrainer, train_output: Any) -> dict[str, Any]:
         """Save the model, score it, write ``metrics.json``; return the metrics.
 
         A diverged run stops before the save; the previous model's result files are
@@ -379,7 +384,7 @@ class TrainingRun:
             try:
                 return self._work()
             except (ConfigError, DataError, OSError, TrainingDiverged) as error:
-                error.sts_during_training = True  # every process reports its own
+                error.sts_during_training = True  # type: ignore[union-attr]  # each process reports its own
                 raise
         finally:
             if plan is not None:
@@ -470,12 +475,12 @@ def run_stages(stages: Sequence[TrainingRun]) -> list[dict[str, Any]]:
 
 
 def prepare_inputs(
-    method: Any,
+    method: Method,
     data_args: DataArguments,
     config: BaseConfig,
     train_dataset: Any = None,
     eval_dataset: Any = None,
-    loss_classes: dict[str, Any] | None = None,
+    loss_classes: dict[str, type[EmbeddingLoss]] | None = None,
 ) -> RunInputs:
     """Load and check every data set of the run (ConfigError / DataError on a problem);
     ``train_dataset`` and ``eval_dataset`` (in memory) instead of
@@ -521,7 +526,7 @@ def prepare_inputs(
 
 
 def prepare_train_list(
-    method: Any, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
+    method: Method, data_args: DataArguments, config: BaseConfig, train_dataset: Any = None
 ) -> tuple[Any, dict[str, Any]]:
     """The training set of the list form (or ``train_dataset``, in memory, read, filtered
     and checked by the same path as a file), prepared and checked by the method, and its
@@ -563,7 +568,7 @@ def report_check(
 
 
 def cli_main(
-    method: Any, argv: Sequence[str] | None = None, run_class: type[TrainingRun] = TrainingRun
+    method: Method, argv: Sequence[str] | None = None, run_class: type[TrainingRun] = TrainingRun
 ) -> int:
     """``main()`` of a ``train.py``: a bad recipe, data file, model location or output
     folder (the message names the file, key or path) is one line on stderr and exit status
@@ -624,7 +629,7 @@ def interrupted_run(run: TrainingRun) -> str:
     )
 
 
-def command(method: Any) -> Callable[[Sequence[str] | None], int]:
+def command(method: Method) -> Callable[[Sequence[str] | None], int]:
     """The ``main(argv=None) -> int`` of ``method``'s training command (``train.py`` and the
     package's console script: ``main = command(METHOD)``): :func:`cli_main` for it."""
 
@@ -694,7 +699,7 @@ def align_with_dev_set(config: BaseConfig, evaluator: Any, eval_dataset: str | N
     )
 
 
-def launch_summary(trainer: BaseTrainer) -> dict[str, Any]:
+def launch_summary(trainer: AnyModelTrainer) -> dict[str, Any]:
     """How the run was launched: processes, distributed type, the engine that trained
     (``DistributedDataParallel``, ``DeepSpeedEngine``, …) and the ZeRO stage."""
     summary: dict[str, Any] = {
@@ -738,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(method, rest)
 
 
-def print_help(method: Any, argv: list[str]) -> None:
+def print_help(method: Method, argv: list[str]) -> None:
     """``sts-train --help``: the method's options in groups (:mod:`.help`), ``--method``
     first; the recipe's values as the defaults (``--config``). Exits (status 0)."""
     from sts_core.training.help import add_method_option
@@ -749,7 +754,7 @@ def print_help(method: Any, argv: list[str]) -> None:
     parser.parse(argv)
 
 
-def method_from_arguments(argv: list[str]) -> tuple[Any, list[str]]:
+def method_from_arguments(argv: list[str]) -> tuple[Method, list[str]]:
     """``--method NAME`` (or ``--method=NAME``) taken out of ``argv``: the installed method
     of that name and the other arguments; the core's method when there is none. A name
     that two installed distributions declare is a :class:`ConfigError` naming both."""

@@ -123,6 +123,7 @@ def _from_main_process(batches: list[list[int]]) -> list[list[int]]:
         return batches
     import torch.distributed as dist
 
-    payload = [batches if rank() == 0 else None]
+    payload: list[list[list[int]] | None] = [batches if rank() == 0 else None]
     dist.broadcast_object_list(payload, src=0)
+    assert payload[0] is not None  # rank 0's batches
     return payload[0]

@@ -20,7 +20,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -53,6 +53,11 @@ from sts_core.training.multi_dataset import (
 )
 from sts_core.training.optimization import regroup_parameters
 from sts_core.training.parser import ConfigError
+
+if TYPE_CHECKING:
+    from sts_core.encoder import SentenceEncoder
+    from sts_core.method import Method
+    from sts_core.training.config import BaseConfig, DataArguments
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +123,7 @@ def require_trainable_parameters(model: Any, loss_name: str) -> None:
         )
 
 
-def check_gradient_cache(args: Any, loss_module: Any, loss_name: str) -> None:
+def check_gradient_cache(args: BaseConfig, loss_module: EmbeddingLoss, loss_name: str) -> None:
     """ValueError for gradient caching (``gradient_cache_batch_size`` or
     ``gradient_cache_tokens``) with a loss that has parameters (a head, a trainable
     temperature): gradient caching computes the loss outside the model's forward, where
@@ -154,13 +159,16 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
     """
 
     loss_is_scaled_for_ga = False  # our losses are per-batch means
+    # set by TrainingRun (read with getattr: a Trainer built by hand has none)
+    final_sts_evaluator: Callable[[Any], Any] | None
+    curves_image: str
 
     def __init__(
         self,
         model: Any,
-        args: Any,
+        args: BaseConfig,
         evaluator: Any | None = None,
-        method: Any | None = None,
+        method: Method | None = None,
         **kwargs: Any,
     ) -> None:
         self.method = method if method is not None else CORE_METHOD
@@ -182,7 +190,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         self._resumed_epoch_batches: dict[int, list[list[int]]] = {}
         self._dataset_batches: dict[str, int] = {}  # batches trained, by training set
 
-    def _add_weight_averager(self, args: Any) -> WeightAverager | None:
+    def _add_weight_averager(self, args: BaseConfig) -> WeightAverager | None:
         """``weight_averaging``'s callback (:mod:`sts_core.training.averaging`), if asked."""
         averager = WeightAverager.from_config(args)
         if averager is None:
@@ -201,15 +209,15 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         no weight decay on scalar parameters
         (:func:`sts_core.training.optimization.regroup_parameters`)."""
         optimizer = super().create_optimizer(model)
-        inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+        inner: Any = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
         if getattr(inner, "sts_regrouped", False):  # DeepSpeed asks for it twice
-            return self.optimizer
-        target = self.model if model is None else model
+            return self.optimizer  # type: ignore[return-value]  # super() has set it
+        target: Any = self.model if model is None else model
         mapping = getattr(self.args, "learning_rate_mapping", None)
         decay = getattr(self.args, "layer_lr_decay", None)
         regroup_parameters(inner, target.named_parameters(), mapping, decay)
         inner.sts_regrouped = True
-        return self.optimizer
+        return self.optimizer  # type: ignore[return-value]  # super() has set it
 
     def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
         """Record named parts of a loss; they are averaged into the next log line."""
@@ -224,7 +232,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
             happened = happened.detach().to(torch.int64)
         self._degenerate_batches[reason] = self._degenerate_batches[reason] + happened
 
-    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:  # Any: Trainer's own
         self._batches_seen += 1
         loss = super().training_step(*args, **kwargs)
         self.divergence_guard.observe(loss, self.state.global_step + 1)
@@ -319,9 +327,9 @@ class BaseTrainer(AnyModelTrainer):
     def __init__(
         self,
         model: Any,
-        args: Any,
+        args: BaseConfig,
         evaluator: Any | None = None,
-        method: Any | None = None,
+        method: Method | None = None,
         **kwargs: Any,
     ) -> None:
         method = method if method is not None else CORE_METHOD
@@ -343,7 +351,7 @@ class BaseTrainer(AnyModelTrainer):
             check_gradient_cache(args, modules[name], name)
         attach_loss_modules(model, modules)
         if getattr(args, "matryoshka_dims", None):  # every save records the widths
-            model.matryoshka_dims = list(args.matryoshka_dims)
+            model.matryoshka_dims = list(args.matryoshka_dims or ())
         require_trainable_parameters(model, " and ".join(modules))
         super().__init__(model, args, evaluator=evaluator, method=method, **kwargs)
         self.loss_modules: dict[str, EmbeddingLoss] = modules  # by loss name
@@ -356,7 +364,9 @@ class BaseTrainer(AnyModelTrainer):
             record_prompts(model, training_prompts(sets, self.text_columns))
 
     @staticmethod
-    def _loss_types(method: Any, args: Any, sets: list[TrainSet] | None) -> dict[str, Any]:
+    def _loss_types(
+        method: Method, args: BaseConfig, sets: list[TrainSet] | None
+    ) -> dict[str, type[EmbeddingLoss]]:
         """The loss classes of the run by name: the method's, or each training set's (as the
         run resolved it, or for a set built by hand as :func:`set_loss_class` does)."""
         if sets is None:
@@ -364,7 +374,11 @@ class BaseTrainer(AnyModelTrainer):
         return {s.loss: s.loss_class or set_loss_class(method, args, s.loss) for s in sets}
 
     def _collator(
-        self, model: Any, args: Any, loss_types: dict[str, Any], sets: list[TrainSet] | None
+        self,
+        model: SentenceEncoder,
+        args: BaseConfig,
+        loss_types: dict[str, type[EmbeddingLoss]],
+        sets: list[TrainSet] | None,
     ) -> Any:
         """The run's collator: one :class:`SentenceCollator`, or one a training set (its
         label column and prompts) behind a :class:`TrainSetsCollator`."""
@@ -433,7 +447,7 @@ class BaseTrainer(AnyModelTrainer):
     def compute_loss(
         self,
         model: Any,
-        inputs: dict[str, torch.Tensor],
+        inputs: dict[str, Any],  # tensors, and the batch's training set by name
         return_outputs: bool = False,
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs: Any,
@@ -555,13 +569,15 @@ class BaseTrainer(AnyModelTrainer):
         self.accelerator.unwrap_model(self.model).load_weights(self.state.best_model_checkpoint)
 
 
-def trainer_class(method: Any, config: Any) -> type[AnyModelTrainer]:
+def trainer_class(method: Method, config: BaseConfig) -> type[AnyModelTrainer]:
     """The Trainer class of a run of ``method`` under ``config``: the method's
     (:meth:`~sts_core.method.Method.trainer_for`), else :class:`BaseTrainer`."""
     return method.trainer_for(config) or BaseTrainer
 
 
-def check_trainer_for_datasets(method: Any, config: Any, data_args: Any) -> None:
+def check_trainer_for_datasets(
+    method: Method, config: BaseConfig, data_args: DataArguments
+) -> None:
     """The settings a mapping of training sets and ``no_duplicates`` need of the run
     (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
     each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
