@@ -49,6 +49,23 @@ def run_script(name: str, *arguments: str) -> str:
     return result.stdout
 
 
+def run_here(name: str, capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
+    """``benchmarks/<name>.py ARGUMENTS`` as :func:`run_script` runs it (its environment),
+    its ``main`` called in this process: its standard output. For a script that trains in
+    processes of its own (what is checked is what it writes; its own start is ~20 s)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in subprocess_env().items():
+            patch.setenv(key, value)
+        assert load_benchmark_script(name).main(list(arguments)) == 0
+    return capsys.readouterr().out
+
+
+def render(name: str, result: Path) -> None:
+    """``benchmarks/<name>.py --render RESULT``: the script's ``main`` called here (what is
+    checked is the report it writes from the JSON alone; a process start is ~20 s)."""
+    assert load_benchmark_script(name).main(["--render", str(result)]) == 0
+
+
 def run_benchmark(name: str, output_dir: Path) -> dict:
     run_script(name, f"--{MODE}", "--output-dir", str(output_dir))
     for suffix in (".md", ".json", ".png"):
@@ -355,7 +372,7 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
     saved = tmp_path / f"quality_{MODE}.json"
     for suffix in (".md", ".png"):
         saved.with_suffix(suffix).unlink()
-    run_script("quality", "--render", str(saved))
+    render("quality", saved)
     rendered = saved.with_suffix(".md").read_text(encoding="utf-8")
     assert "| Avg. (wmean) |" in rendered
     assert rendered == markdown  # the same report from the JSON alone
@@ -367,7 +384,10 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
 @pytest.mark.real_data
 @pytest.mark.slow
 def test_recipes_benchmark_runs_a_recipe_in_variants(
-    tmp_path: Path, sts_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    sts_data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``recipes.py --smoke``: a tiny model on the fixture pairs, two variants of the
     regression recipe (seconds); each row's average is the mean of its tasks' 'all'. Run
@@ -375,7 +395,8 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     record names another command is rerun."""
     monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
     keep = ["--keep-runs", str(tmp_path / "runs")]
-    first_output = run_script("recipes", "--smoke", "--output-dir", str(tmp_path), *keep)
+    arguments = ["--smoke", "--output-dir", str(tmp_path), *keep]
+    first_output = run_here("recipes", capsys, *arguments)  # each variant: a train.py process
     assert "read, not rerun" not in first_output
     result = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     labels = [row["label"] for row in result["rows"]]
@@ -399,7 +420,7 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     # as a run with another command recorded it (through sts-core's writer: a record edited
     # by hand is no longer sts-core's, and the rerun into its folder would refuse it)
     write_text(record_path, json.dumps(record))
-    second_output = run_script("recipes", "--smoke", "--output-dir", str(tmp_path), *keep)
+    second_output = run_here("recipes", capsys, *arguments)
     assert second_output.count("read, not rerun") == 1  # variant 0 read, variant 1 rerun
     again = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     assert again["rows"][1]["seeds"] == result["rows"][1]["seeds"]
@@ -460,7 +481,7 @@ def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_di
     assert "## mrpc (mrpc:train → mrpc:test, classification)" in markdown
     assert "\n\nScored by: cosine similarity of the embeddings, every row (" in markdown
     (tmp_path / "pair_tasks_smoke.md").unlink()
-    run_script("pair_tasks", "--render", str(tmp_path / "pair_tasks_smoke.json"))
+    render("pair_tasks", tmp_path / "pair_tasks_smoke.json")
     assert (tmp_path / "pair_tasks_smoke.md").read_text(encoding="utf-8") == markdown
 
 

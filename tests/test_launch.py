@@ -43,7 +43,6 @@ from launch_support import (
     largest_difference,
     launch_two_machines,
     read_metrics,
-    run_command,
     subprocess_env,
     write_tiny_recipe,
 )
@@ -53,7 +52,9 @@ from sts_core.saving import SAVE_MARKER
 from sts_core.testing import load_train_script, spearman_of_saved_model, write_fixture_recipe
 from sts_core.training.config import accelerator_available
 
-pytestmark = [pytest.mark.slow, pytest.mark.launch]  # launch: several processes, every core
+# launch: several processes, every core; the one-process runs in this process, on one thread
+# as each launched process is (OMP_NUM_THREADS=1)
+pytestmark = [pytest.mark.slow, pytest.mark.launch, pytest.mark.usefixtures("torch_one_thread")]
 COSENT = next(p for p in PACKAGES if p.name == "cosent")
 
 ONE_SGD_STEP = {
@@ -70,6 +71,13 @@ ONE_SGD_STEP = {
 }
 
 
+def train_in_this_process(package: Path, recipe: Path) -> None:
+    """``python packages/<m>/train.py --config <recipe>`` as one process runs it: the same
+    ``main`` called here (what is compared is the run's output folder, not the process;
+    a process start costs ~20 s on two cores, the run itself a second)."""
+    assert load_train_script(package).main(["--config", str(recipe)]) == 0
+
+
 def one_step(
     tmp_path: Path, model: Path, name: str, processes: int, batch: int, gather: bool
 ) -> tuple[float, dict[str, torch.Tensor]]:
@@ -84,11 +92,10 @@ def one_step(
         gather_across_processes=str(gather).lower(),
         **ONE_SGD_STEP,
     )
-    script = COSENT / "train.py"
     if processes == 1:
-        run_command([sys.executable, str(script), "--config", str(recipe)])
+        train_in_this_process(COSENT, recipe)
     else:
-        accelerate_launch("cpu.yaml", processes, script, "--config", str(recipe))
+        accelerate_launch("cpu.yaml", processes, COSENT / "train.py", "--config", str(recipe))
     metrics = read_metrics(output_dir)
     assert metrics["launch"]["world_size"] == processes
     return metrics["train"]["train_loss"], load_file(output_dir / "model.safetensors")
@@ -182,7 +189,7 @@ def test_every_package_takes_one_step_on_two_processes_like_one(
             **WHOLE_BATCH_SETTINGS[package.name],
         )
         if processes == 1:
-            run_command([sys.executable, str(package / "train.py"), "--config", str(recipe)])
+            train_in_this_process(package, recipe)
         else:
             accelerate_launch("cpu.yaml", 2, package / "train.py", "--config", str(recipe))
         assert read_metrics(output_dir)["launch"]["world_size"] == processes
