@@ -95,7 +95,7 @@ def read_model_shape(location: str, base_model: str | None = None) -> ModelShape
 
 def loaded_shape(backbone: Any) -> ModelShape:
     """The positions of a loaded backbone, from its config (a LoRA model's: its base's)."""
-    config: Any = getattr(backbone, "config", None)
+    config: Any = getattr(backbone, "config", None)  # Any: a PretrainedConfig, or none
     values = config.to_dict() if hasattr(config, "to_dict") else getattr(config, "__dict__", {})
     positions = config_positions(values)
     return ModelShape(positions=positions, positions_source="the loaded model's config")

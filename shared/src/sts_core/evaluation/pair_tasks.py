@@ -109,7 +109,7 @@ class PairClassificationEvaluator:
             dev_scores, dev_labels = scores, self.labels
         else:
             dev_scores = self._scores(model, self.threshold_sentences)
-            dev_labels = self.threshold_labels
+            dev_labels = self.threshold_labels  # type: ignore[assignment]  # set with the sentences
         metrics = pair_classification_metrics(dev_scores, dev_labels, scores, self.labels)
         return _percent(metrics, self.name)
 

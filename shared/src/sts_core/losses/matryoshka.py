@@ -92,7 +92,7 @@ class MatryoshkaLoss(EmbeddingLoss):
     """Σᵢ wᵢ · L_base on the embeddings cut to each width and normalised; built by
     :func:`matryoshka_loss_class`, which sets the class attributes from the base loss."""
 
-    base_class: ClassVar[type[EmbeddingLoss]] = EmbeddingLoss
+    base_class: ClassVar[type[EmbeddingLoss]] = EmbeddingLoss  # type: ignore[type-abstract]  # set by matryoshka_loss_class
     dims: ClassVar[tuple[int, ...]] = ()
     weights: ClassVar[tuple[float, ...]] = ()
     citation = MATRYOSHKA_CITATION

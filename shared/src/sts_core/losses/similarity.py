@@ -131,7 +131,7 @@ class CosineMSELoss(EmbeddingLoss):
 
     citation = SBERT_CITATION
 
-    def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
+    def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         return cosine_mse_loss(embeddings["sentence1"], embeddings["sentence2"], labels)
 
 
