@@ -23,7 +23,9 @@ PAGES = sorted(
 )
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")
 #: commands that exist only inside the project's environment (.venv)
-VENV_COMMANDS = re.compile(r"^(accelerate|python3?|pytest|ruff|torchrun|deepspeed|sts-[a-z0-9-]+)$")
+VENV_COMMANDS = re.compile(
+    r"^(accelerate|mypy|python3?|pytest|ruff|torchrun|deepspeed|sts-[a-z0-9-]+)$"
+)
 _FENCE = re.compile(r"^(\s*)```+\s*([\w-]*)")
 _INLINE = re.compile(r"(?<!`)`((?:[^`\n]|\n(?!\s*\n))+)`(?!`)")  # not over a blank line
 

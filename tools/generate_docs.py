@@ -191,7 +191,7 @@ def loss_cell(name: str, label_kind: str | None, methods: list[str]) -> str:
 # folder in it with the first sentence of its docstring or header comment, or its line in
 # NOTES; a folder of CONTENTS lists what is in it.
 TOP_LEVEL = {
-    "pyproject.toml": "uv workspace (members: shared, packages/*), ruff and pytest settings",
+    "pyproject.toml": "uv workspace (members: shared, packages/*), ruff, mypy and pytest settings",
     "uv.lock": "one lock for the workspace",
     "README.md": "the user's guide; it links every page of docs/",
     "CHANGELOG.md": "what changed for users, by version and date",
