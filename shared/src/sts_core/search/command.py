@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -48,6 +48,9 @@ from sts_core.search.spec import (
     record_identity,
     seed_cells,
 )
+
+if TYPE_CHECKING:
+    from sts_core.method import Method
 
 CELLS_FOLDER = "cells"
 
@@ -296,13 +299,15 @@ def method_rows(spec: SearchSpec) -> dict[str, tuple[str, dict[str, Any]]]:
     return rows
 
 
-def _core() -> Any:
+def _core() -> Method[Any]:
     from sts_core.training.method_registry import CORE_METHOD
 
     return CORE_METHOD
 
 
-def _row_settings(spec: SearchSpec, entry: str, method: Any, row_name: str) -> dict[str, Any]:
+def _row_settings(
+    spec: SearchSpec, entry: str, method: Method[Any], row_name: str
+) -> dict[str, Any]:
     if not row_name:
         return {}
     found = [row for row in method.quality_rows if row.name == row_name]
