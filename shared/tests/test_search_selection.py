@@ -13,6 +13,7 @@ from sts_core.search.select import (
     headline,
     method_picks,
     overall_pick,
+    pick_dev,
     seed_summary,
 )
 
@@ -166,3 +167,13 @@ def test_found_by_mutation_single_runs_late_seeds_and_the_runner_up_among_ties()
         {"method": "D", "recipe": "d0", "seed": 0, "dev": 60.0},
     ]
     assert headline(tied, 0, [0], "spearman").endswith("Runner-up: a2 — dev 81.00 (+1.00).")
+
+
+def test_a_pick_has_its_selection_dev_and_a_recipe_without_one_is_refused() -> None:
+    runs = [
+        {"recipe": "r", "method": "m", "seed": 0, "dev": 80.0},
+        {"recipe": "r", "method": "m", "seed": 1, "dev": None},
+    ]
+    assert pick_dev(runs, 0) == 80.0
+    with pytest.raises(ValueError, match="r: no dev score at seeds"):
+        pick_dev(runs, [0, 1])

@@ -679,3 +679,18 @@ def test_the_command_line_passes_select_seeds(tmp_path: Path) -> None:
     assert plain.selection_seeds == [0]
     given = spec_from_arguments(make_parser().parse_args([*argv, "--select-seeds", "2"]))
     assert given.selection_seeds == [0, 1]
+
+
+def test_a_worker_that_ends_without_its_result_fails_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that exits 0 without writing result.json: the cell fails, naming the file
+    (it was a TypeError on the missing record)."""
+    from sts_core.search import schedule
+
+    monkeypatch.setattr(schedule, "prepare", lambda *args: None)
+    monkeypatch.setattr(schedule, "run_worker", lambda *args: None)
+    cell = Cell(Recipe("a", (), 1.0, 1e-5), 0, "a")
+    work = schedule._trainer(cell, tmp_path / cell.folder_name, {}, {}, lambda line: None)
+    with pytest.raises(schedule.CellFailed, match="ended without writing result.json"):
+        work(schedule.Slot(1))

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,6 +224,8 @@ def _trainer(
         log(f"  training {cell.key}")
         run_worker("train", folder, slot)
         record = done_record(folder, cell)
+        if record is None:
+            raise CellFailed(f"{folder.name}: its worker ended without writing {RESULT_FILE}")
         dev = "none (" + record["error"] + ")" if record["dev"] is None else f"{record['dev']:.2f}"
         log(f"  done {cell.key}: dev {dev}, {record['seconds']:.0f} s")
 
@@ -231,7 +233,7 @@ def _trainer(
 
 
 def score_tests(
-    scheduler: Scheduler, records: Sequence[dict[str, Any]], test: str, log: Callable = print
+    scheduler: Scheduler, records: Sequence[Mapping[str, Any]], test: str, log: Callable = print
 ) -> None:
     """Score each record's model on ``test`` unless it already was (on that table: its
     ``test`` is set) or has no model to score (a diverged run)."""

@@ -42,6 +42,15 @@ def selection_dev(runs: Sequence[Record], seeds: int | Sequence[int]) -> float |
     return statistics.fmean(devs)  # type: ignore[arg-type]
 
 
+def pick_dev(runs: Sequence[Record], seeds: int | Sequence[int]) -> float:
+    """:func:`selection_dev` of a pick's runs, which always have one (:func:`method_picks`
+    picks none without)."""
+    dev = selection_dev(runs, seeds)
+    if dev is None:
+        raise ValueError(f"{runs[0]['recipe']}: no dev score at seeds {seeds}, not a pick")
+    return dev
+
+
 def method_picks(records: Iterable[Record], selection_seed: int | Sequence[int]) -> dict[str, str]:
     """Method → the key of its recipe with the highest dev score at ``selection_seed``
     (several seeds: the highest mean over them, among the recipes trained on all of them;
@@ -91,9 +100,9 @@ def seed_summary(runs: Sequence[Record], seeds: Sequence[int]) -> dict[str, Any]
     }
     if done:
         summary["dev"] = mean_sd([float(r["dev"]) for r in done])
-        tests = [r.get("test") for r in done]
-        if all(t is not None for t in tests):
-            summary["test"] = mean_sd([float(t) for t in tests])
+        tests = [float(r["test"]) for r in done if r.get("test") is not None]
+        if len(tests) == len(done):
+            summary["test"] = mean_sd(tests)
     return summary
 
 
@@ -120,7 +129,7 @@ def headline(
     if best is None:
         return "No cell has a dev score yet: nothing is picked."
     runs = recipes_of(records)
-    dev = selection_dev(runs[best], selection_seed)
+    dev = pick_dev(runs[best], selection_seed)
     summary = seed_summary(runs[best], seeds)
     text = (
         f"Pick (by dev {metric} at {seeds_text(selection_seed)}): {best} — dev {dev:.2f}; "
@@ -129,9 +138,7 @@ def headline(
     if "test" in summary:
         text += f", test {format_score(summary['test'])}"
     others = [
-        (selection_dev(runs[key], selection_seed), key)
-        for method, key in picks.items()
-        if key != best
+        (pick_dev(runs[key], selection_seed), key) for method, key in picks.items() if key != best
     ]
     if others:
         runner_dev, runner = max(others, key=lambda item: item[0])

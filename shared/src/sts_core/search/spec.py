@@ -57,7 +57,7 @@ class SearchSpec:
     select_seeds: int = 1
     test: str | None = None
     task: str = "sts"
-    metric: str | None = None
+    metric: str = ""  # "" → the task's default
     columns: dict[str, str] | None = None
     eval_columns: dict[str, str] | None = None
     score_range: list[float] | None = None
@@ -110,13 +110,14 @@ class SearchSpec:
                 f"--select-seeds {self.select_seeds}: the grid is trained and chosen on the "
                 f"first N of --seeds, 1 ≤ N ≤ {len(self.seeds)}"
             )
-        lists = {"--epochs": self.epochs, "--learning-rate": self.learning_rates,
-                 "--seeds": self.seeds, "--methods": self.methods,
-                 **{f"--grid {k}": v for k, v in self.grid.items()}}  # fmt: skip
-        for name, values in lists.items():
-            texts = [f"{v:g}" if isinstance(v, float) else json.dumps(v) for v in values]
+        lists: dict[str, Sequence[Any]] = {
+            "--epochs": self.epochs, "--learning-rate": self.learning_rates,
+            "--seeds": self.seeds, "--methods": self.methods,
+            **{f"--grid {k}": v for k, v in self.grid.items()}}  # fmt: skip
+        for name, listed in lists.items():
+            texts = [f"{v:g}" if isinstance(v, float) else json.dumps(v) for v in listed]
             if len(set(texts)) != len(texts):
-                raise SearchError(f"{name} names a value twice (the same cell twice): {values}")
+                raise SearchError(f"{name} names a value twice (the same cell twice): {listed}")
         owned = sorted(OWNED_KEYS & (set(self.settings) | set(self.grid)))
         if owned:
             raise SearchError(
