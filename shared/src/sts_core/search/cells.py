@@ -3,9 +3,11 @@
 
 Each cell has a folder ``<output>/cells/<id>/`` that only the search writes:
 ``cell.json`` (what the cell is), ``recipe.yaml`` (the ``sts-train`` recipe), ``model/``
-(the trained model), ``log.txt`` (the run's output), ``result.json`` (written last, when the
-cell is done: dev score, seconds, steps, peak memory) and ``test.json`` (the test table's
-score, only for the picks' runs, after selection).
+(the trained model), for a two-stage cell ``stage1.yaml`` (its first stage's recipe) and,
+while it trains, ``stage1/`` (that stage's model: :mod:`sts_core.search.stages`),
+``log.txt`` (the run's output), ``result.json`` (written last, when the cell is done: dev
+score, seconds, steps, peak memory) and ``test.json`` (the test table's score, only for the
+picks' runs, after selection).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sts_core.search.stages import first_stage, without_stages
 
 
 class SearchError(ValueError):
@@ -63,6 +67,10 @@ TEST_FILE = "test.json"
 RECIPE_FILE = "recipe.yaml"
 LOG_FILE = "log.txt"
 MODEL_FOLDER = "model"
+#: a two-stage cell's first stage: its recipe and its model (removed once the cell's own
+#: is trained)
+STAGE1_RECIPE_FILE = "stage1.yaml"
+STAGE1_FOLDER = "stage1"
 
 
 #: a recipe's named settings: ``(key, value)`` pairs, sorted by key (a cell's key shows them)
@@ -185,16 +193,25 @@ class Cell:
 
     def train_recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any]:
         """The ``sts-train`` recipe: ``base`` (model, data, batch, budget), the fixed
-        settings, the cell's settings, epochs, rate, seed and output folder."""
+        settings, the cell's settings but a first stage's keys (the worker trains the first
+        stage: :mod:`sts_core.search.stages`), epochs, rate, seed and output folder."""
         return {
             **base,
             **FIXED_RECIPE,
-            **self.training,
+            **without_stages(self.training),
             "num_train_epochs": self.recipe.epochs,
             "learning_rate": self.recipe.learning_rate,
             "seed": self.seed,
             "output_dir": str(output_dir),
         }
+
+    def stage1_recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any] | None:
+        """A two-stage cell's first stage's ``sts-train`` recipe (:meth:`train_recipe` with
+        the stage's loss and epochs, into ``output_dir``); None for a cell of one stage."""
+        first = first_stage(self.training)
+        if first is None:
+            return None
+        return first.recipe(self.train_recipe(base, output_dir), str(output_dir))
 
 
 def trained_on_other_inputs(described: dict[str, Any], inputs: dict[str, Any]) -> bool:

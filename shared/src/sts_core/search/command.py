@@ -14,10 +14,11 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ from sts_core.search.spec import (
     record_identity,
     seed_cells,
 )
+from sts_core.search.stages import STAGE_KEYS, StageError, first_stage, stage_keys_text
 
 if TYPE_CHECKING:
     from sts_core.method import Method
@@ -361,13 +363,16 @@ def check_training_tables(spec: SearchSpec) -> None:
 
 
 def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
-    """Before any training: the training tables read under ``--columns``, the dev (and
-    test) table loads under the scorer, and each method's first cell passes ``sts-train
-    --check_only`` (recipe keys, training tables under each loss, model): the first problem
-    is one line."""
+    """Before any training: each cell's first stage (:func:`check_stages`), the training
+    tables read under ``--columns``, the dev (and test) table loads under the scorer, and
+    each method's first cell passes ``sts-train --check_only`` (recipe keys, training tables
+    under each loss, model; a first stage's loss as well): the first problem is one line."""
     from sts_core.search.worker import table_evaluator
-    from sts_core.training.run import main as sts_train
 
+    # one cell for each method and settings (a --grid value may be a recipe key's problem)
+    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
+    for cell in distinct.values():
+        check_stages(spec, cell)
     check_training_tables(spec)
     scoring = scoring_of(spec)
     for table, name in ((spec.dev, "dev"), (spec.test, "test")):
@@ -376,28 +381,94 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
                 table_evaluator(scoring, table, name, name)
             except (ValueError, OSError) as error:
                 raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
-    # one cell for each method and settings (a --grid value may be a recipe key's problem)
-    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
     with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
         for (method, _), cell in distinct.items():
-            recipe = Path(scratch) / "recipe.yaml"
             content = cell.train_recipe(spec.base_recipe(), Path(scratch) / "model")
             if cell.method_name == PEER_METHOD:
                 check_peer_recipe(content, method)
                 continue
-            recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
-            argv = ["--method", cell.method_name, "--config", str(recipe), "--check_only", "true"]
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                status = sts_train(argv)
-            if status != 0:
-                lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
-                reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
-                # the scratch recipe is the search's own: name what the user gave instead
-                reason = reason.replace(
-                    f"{recipe}:", "its recipe (the row's settings and --set), line "
-                )
+            reason = check_recipe(cell.method_name, content, Path(scratch))
+            if reason is not None:
                 raise SearchError(f"--methods {method}: {reason}")
+            first = first_stage(cell.training)
+            if first is None:
+                continue
+            stage1 = first.recipe(content, str(Path(scratch) / "stage1"))
+            reason = check_recipe(cell.method_name, stage1, Path(scratch), where="")
+            if reason is not None:
+                stage = stage_keys_text({"stage1_loss": first.loss}, _option_of(spec))
+                raise SearchError(f"--methods {method}: {stage} (the first stage): {reason}")
+
+
+def check_stages(spec: SearchSpec, cell: Cell) -> None:
+    """The cell's first stage (:mod:`sts_core.search.stages`): both keys or neither, a loss
+    name and epochs > 0, and only for an installed method with more than one loss (a peer
+    row's loss is sentence-transformers'); SearchError naming the ``--set`` / ``--grid``
+    keys. Whether the loss is one of the method's is ``sts-train``'s check of the first
+    stage's recipe (:func:`check_inputs`)."""
+    given = {key: cell.training[key] for key in STAGE_KEYS if key in cell.training}
+    if not given:
+        return
+    shown = stage_keys_text(given, _option_of(spec))
+    if cell.method_name == PEER_METHOD:
+        raise SearchError(
+            f"--methods {cell.method}: {shown}: two stages train an installed method's "
+            "losses; a peer row (st:*) trains one sentence-transformers loss"
+        )
+    try:
+        first_stage(given)
+    except StageError as error:
+        raise SearchError(f"--methods {cell.method}: {shown}: {error}") from None
+    losses = _loss_names(cell.method_name)
+    if len(losses) < 2:
+        raise SearchError(
+            f"--methods {cell.method}: {shown}: {cell.method_name} has one loss "
+            f"({', '.join(losses)}); a first stage trains another loss of the method"
+        )
+
+
+def _loss_names(method_name: str) -> tuple[str, ...]:
+    """The losses of the installed method ``method_name`` (method_rows found it)."""
+    from sts_core.training.method_registry import installed_method
+
+    method = installed_method(method_name)
+    return method.loss_names if method is not None else ()
+
+
+def _option_of(spec: SearchSpec) -> Callable[[str], str]:
+    """A recipe key → the option that gave it (``--grid`` or ``--set``)."""
+    return lambda key: "--grid" if key in spec.grid else "--set"
+
+
+#: how a refusal names the scratch recipe: what the user gave (the row's and ``--set``)
+OWN_RECIPE = "its recipe (the row's settings and --set)"
+
+
+def check_recipe(
+    method_name: str, content: dict[str, Any], scratch: Path, where: str = OWN_RECIPE
+) -> str | None:
+    """Why ``sts-train --check_only`` refuses the recipe ``content``, as one line naming
+    the scratch recipe (and its line) as ``where`` (nothing: ``""``); None when it passes."""
+    from sts_core.training.run import main as sts_train
+
+    recipe = scratch / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
+    argv = ["--method", method_name, "--config", str(recipe), "--check_only", "true"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = sts_train(argv)
+    if status == 0:
+        return None
+    lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
+    reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
+
+    def named(found: re.Match[str]) -> str:
+        """The scratch recipe is the search's own: what the user gave instead."""
+        if not where:
+            return ""
+        return f"{where}, line {found[1]}: " if found[1] else f"{where}: "
+
+    return re.sub(rf"{re.escape(str(recipe))}(?::(\d+))?: ?", named, reason)
 
 
 def search_files(spec: SearchSpec) -> CommandFiles:

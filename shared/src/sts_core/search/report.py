@@ -15,6 +15,7 @@ from sts_core.recipe_yaml import load_yaml
 from sts_core.search.cells import RECIPE_FILE
 from sts_core.search.peers import PEER_METHOD
 from sts_core.search.select import format_score, recipes_of, seed_summary, seeds_text
+from sts_core.search.stages import first_stage
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "search.md"
@@ -39,9 +40,15 @@ def retrain_command(record: dict[str, Any], folder: Path) -> str:
             f"# sentence-transformers' {record['settings']['loss']}: "
             f"SentenceTransformerTrainer with the training arguments of {folder / PICK_FILE}"
         )
-    return (
-        f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
-        f"--seed {record['seed']} --output_dir <your model folder>"
+    train = f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
+    train += f"--seed {record['seed']}"
+    first = first_stage(record["settings"])
+    if first is None:
+        return f"{train} --output_dir <your model folder>"
+    return (  # the two stages (sts_core.search.stages)
+        f"{train} {' '.join(f'--{k} {v}' for k, v in first.settings().items())} "
+        "--output_dir <stage 1 folder>\n"
+        f"{train} --model_name_or_path <stage 1 folder> --output_dir <your model folder>"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,11 +23,14 @@ from sts_core.search.cells import (
     MODEL_FOLDER,
     RECIPE_FILE,
     RESULT_FILE,
+    STAGE1_FOLDER,
+    STAGE1_RECIPE_FILE,
     TEST_FILE,
     read_json,
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
 from sts_core.search.spec import STS_TASKS_TEST, fingerprint
+from sts_core.search.stages import first_stage
 
 resource: ModuleType | None
 try:  # POSIX only: where it is missing (Windows) a cell's peak resident memory is unknown
@@ -141,8 +145,6 @@ def peak_rss_mib() -> float | None:
 
 def train(folder: Path) -> int:
     """Train the cell in ``folder``, score its dev table, write ``result.json``."""
-    from sts_core.training.run import main as sts_train
-
     cell = read_json(folder / CELL_FILE)
     if cell is None:
         print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
@@ -152,22 +154,22 @@ def train(folder: Path) -> int:
         import torch
 
         torch.set_num_threads(int(threads))
-    remove_path(folder / MODEL_FOLDER)  # an interrupted run of this cell (its own folder)
+    for own in (MODEL_FOLDER, STAGE1_FOLDER):  # an interrupted run of this cell (its own)
+        remove_path(folder / own)
     model = folder / MODEL_FOLDER
     start = time.perf_counter()
+    steps: int | None
     if cell["method_name"] == PEER_METHOD:
         from sts_core.training.parser import read_recipe  # as sts-train reads the others
 
         recipe = read_recipe(folder / RECIPE_FILE)
         steps = train_peer(recipe, model)
     else:
-        argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
-        status = sts_train(argv)
+        status, steps = train_stages(folder, cell)
         if status == DIVERGED:  # a result of the recipe, not a bad input: recorded
             return finish(folder, start, None, {}, error="training diverged (log.txt)")
         if status != 0:
             return status
-        steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
     trained = time.perf_counter()
     scoring = cell["scoring"]
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
@@ -176,6 +178,41 @@ def train(folder: Path) -> int:
     except ValueError as error:  # e.g. embeddings that collapsed to one point
         return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
     return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
+
+
+def train_stages(folder: Path, cell: dict[str, Any]) -> tuple[int, int | None]:
+    """``sts-train`` on the cell's recipe into its model folder; for a two-stage cell
+    (:mod:`sts_core.search.stages`) first its first stage's recipe into ``stage1/``, then
+    the cell's recipe from that model, the folder removed after. Returns the exit status
+    (a failed stage's) and the optimizer steps (both stages')."""
+    method, model = cell["method_name"], folder / MODEL_FOLDER
+    if first_stage(cell["settings"]) is None:
+        return run_sts_train(method, folder / RECIPE_FILE, model)
+    stage1 = folder / STAGE1_FOLDER
+    try:
+        status, first_steps = run_sts_train(method, folder / STAGE1_RECIPE_FILE, stage1)
+        if status != 0:
+            return status, None
+        flags = ["--model_name_or_path", str(stage1)]
+        status, steps = run_sts_train(method, folder / RECIPE_FILE, model, flags)
+    finally:
+        remove_path(stage1)
+    total = None if steps is None or first_steps is None else first_steps + steps
+    return status, total
+
+
+def run_sts_train(
+    method: str, recipe: Path, output: Path, flags: Sequence[str] = ()
+) -> tuple[int, int | None]:
+    """``sts-train --method METHOD --config RECIPE FLAGS`` (its model in ``output``): its
+    exit status and, when it trained, its optimizer steps."""
+    from sts_core.training.run import main as sts_train
+
+    status = sts_train(["--method", method, "--config", str(recipe), *flags])
+    if status != 0:
+        return status, None
+    metrics = read_json(output / "metrics.json") or {}
+    return status, metrics.get("train", {}).get("global_step")
 
 
 def finish(
