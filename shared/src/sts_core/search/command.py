@@ -108,7 +108,9 @@ def make_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls",
+        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls; "
+        "stage1_loss=LOSS with stage1_epochs=E: a first stage with another loss of the "
+        "method, then the row's loss from its model (docs/search.md)",
     )
     add(
         "--grid",
