@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sts_core.search.cells import Cell, Recipe
+from sts_core.search.cells import Cell, Recipe, settings_of
 from sts_core.search.spec import SearchError, SearchSpec
 from sts_core.search.stages import (
     STAGE_KEYS,
@@ -134,6 +134,13 @@ def test_the_stage_keys_never_reach_the_training_recipes() -> None:
                       "output_dir": "first"}  # fmt: skip
     assert Cell(Recipe("core"), 0, "core", {"pooling": "cls"}).stage1_recipe({}, Path()) is None
     assert cell.describe()["settings"] == training  # the worker reads its stage from here
+    # a --grid'ed stage in the key as the quality benchmark's committed cells name it
+    grid = {"stage1_loss": "cosine_mse", "stage1_epochs": 1, "teacher_weight": 1}
+    named = Cell(Recipe("ours-pcc_pearson", settings_of(grid), 2.0, 4e-5), 0, "pcctuning", grid)
+    assert named.key == (
+        "ours-pcc_pearson [stage1_epochs=1, stage1_loss=cosine_mse, teacher_weight=1] "
+        "| epochs 2 | lr 4e-05 | seed 0"
+    )
 
 
 class FakeTrain:
