@@ -24,6 +24,9 @@ runs is a full model (no adapter), exactly the average of the merged runs; adapt
 and full models (a ``merge_lora`` save, say) mix the same way. Adapter folders over
 different base models are refused before any weights load. ``sts_soup.json`` in the
 output records the models averaged and which of them were merged adapters.
+
+``sts-search --soup`` averages a pick's seeds the same way, but their embedding weights
+only (:func:`embedding_soup`: the heads trained beside the encoder are left out).
 """
 
 from __future__ import annotations
