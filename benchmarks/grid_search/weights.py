@@ -1,7 +1,8 @@
 """A trained cell's embedding weights: what the benchmark saves of a cell
-(:func:`embedding_weights`) and how they are loaded into a fresh encoder
-(:func:`load_weights`). A leaf module: the benchmark's trainer (:mod:`grid_search.search`)
-and ``sts-search``'s side (:mod:`grid_search.via_search`) both use it."""
+(:func:`~sts_core.training.averaging.embedding_weights`, the core's, which ``sts-search
+--soup`` averages too) and how they are loaded into a fresh encoder (:func:`load_weights`).
+A leaf module: the benchmark's trainer (:mod:`grid_search.search`) and ``sts-search``'s
+side (:mod:`grid_search.via_search`) both use it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ from typing import Any
 
 import _common as common
 
+from sts_core.training.averaging import embedding_weights
 
-def embedding_weights(encoder: Any) -> dict[str, Any]:
-    """The weights that make the embeddings: the encoder's, without the heads trained beside
-    it (a regression head), which the cosine-scored evaluation never uses."""
-    heads = tuple(f"{name}." for name in encoder.heads)
-    return {key: value for key, value in encoder.state_dict().items() if not key.startswith(heads)}
+__all__ = ["embedding_weights", "load_weights"]
 
 
 def load_weights(encoder: Any, state: dict[str, Any], source: Any) -> None:

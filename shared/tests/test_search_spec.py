@@ -56,6 +56,10 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
         ({"select_seeds": 0}, "--select-seeds 0: the grid is trained and chosen on the first N"),
         ({"seeds": [0, 1], "select_seeds": 3}, "--select-seeds 3: the grid is trained and chosen"),
+        (
+            {"soup": True, "seeds": [0]},
+            "--soup averages each pick's models over its seeds: give two or more --seeds, got [0]",
+        ),
         # --batch-size's key: a --set of it would silently override --batch-size
         (
             {"settings": {"per_device_train_batch_size": 8}},

@@ -120,6 +120,19 @@ class Recipe:
         seeds' models: ``soup of 3 seeds | <key>``."""
         return f"soup of {seeds} seeds | {self.key}"
 
+    @property
+    def folder_name(self) -> str:
+        """A readable, unique folder name (its soup's, ``sts-search --soup``): the method,
+        epochs, rate and a hash of the whole key."""
+        return readable_name(f"{self.method}-e{self.epochs:g}-lr{self.learning_rate:g}", self.key)
+
+
+def readable_name(stem: str, key: str) -> str:
+    """``stem`` with what a folder name cannot hold replaced, and the first 8 hex digits of
+    the SHA-1 of ``key`` (unique)."""
+    digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', stem)}-{digest}"
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -171,10 +184,9 @@ class Cell:
     def folder_name(self) -> str:
         """A readable, unique folder name: the method, epochs, rate, seed and a hash of
         the whole key (grid values included)."""
-        digest = hashlib.sha1(self.key.encode("utf-8")).hexdigest()[:8]
         recipe = self.recipe
         stem = f"{recipe.method}-e{recipe.epochs:g}-lr{recipe.learning_rate:g}-s{self.seed}"
-        return f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', stem)}-{digest}"
+        return readable_name(stem, self.key)
 
     def describe(self) -> dict[str, Any]:
         """What ``cell.json`` and the records hold of the cell (:meth:`from_record` reads

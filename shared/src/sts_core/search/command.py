@@ -4,7 +4,9 @@ Trains every method (an installed method's quality rows by default) over a grid 
 learning rates and optional recipe keys on the first seed, scores each on the dev table,
 picks each method's best recipe and the best overall by dev alone, trains the picks again
 on the other seeds, scores them on the test table when one is named (never used to
-choose), and writes a folder that explains itself (:mod:`sts_core.search.report`).
+choose), with ``--soup`` averages each pick's seeds into one model
+(:mod:`sts_core.search.soups`), and writes a folder that explains itself
+(:mod:`sts_core.search.report`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_r
 from sts_core.search.report import write_report
 from sts_core.search.schedule import Scheduler, finished, score_tests, slots, train_cells
 from sts_core.search.select import headline, method_picks, overall_pick, recipes_of
+from sts_core.search.soups import SOUPS_FOLDER, make_soups
 from sts_core.search.spec import (
     LOCK_FILE,
     TASK_METRICS,
@@ -202,6 +205,13 @@ def make_parser() -> argparse.ArgumentParser:
         default="picks",
         help="train every method's pick on the seeds (default), or the overall pick only",
     )
+    add(
+        "--soup",
+        action="store_true",
+        help="after the picks' seeds: each pick's soup, the uniform average of its seeds' "
+        "embedding weights (heads left out), scored as a cell on dev and test (needs two or "
+        "more --seeds)",
+    )
     add("--data-dir", default=None, help="the registry datasets' folder ($STS_DATA_DIR)")
     add("--list", action="store_true", help="print the grid's cells and stop")
     return parser
@@ -275,6 +285,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         data_dir=args.data_dir,
         threads=args.threads,
         eval_pairs=args.eval_pairs,
+        soup=args.soup,
     )
 
 
@@ -535,11 +546,20 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
         score_tests(scheduler, [r for key in retrained for r in runs[key]], spec.test, log)
         # their test scores
         records = finished(grid + extra, root, scoring["test_fingerprint"], scoring["inputs"])
-    return summarise(spec, records, picks, best, scheduler)
+    soups = []
+    if spec.soup:
+        folder = spec.output_dir / SOUPS_FOLDER
+        soups = make_soups(scheduler, records, retrained, spec.seeds, folder, scoring, log)
+    return summarise(spec, records, picks, best, scheduler, soups)
 
 
 def summarise(
-    spec: SearchSpec, records: list[dict[str, Any]], picks: dict, best: str | None, scheduler: Any
+    spec: SearchSpec,
+    records: list[dict[str, Any]],
+    picks: dict,
+    best: str | None,
+    scheduler: Any,
+    soups: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     best_record = next(
         (r for r in records if r["recipe"] == best and r["seed"] == spec.selection_seed), None
@@ -557,6 +577,7 @@ def summarise(
         "best": best,
         "best_record": best_record,
         "cells": records,
+        "soups": soups or [],
         "not_run": scheduler.skipped,
         "failures": scheduler.failures,
     }

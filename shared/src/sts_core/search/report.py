@@ -1,6 +1,7 @@
 """What a search's folder says of it: ``results.json`` (every cell, the picks, the
-headline), ``search.md`` (the same as tables, and the command that trains the pick again),
-``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for ``sts-train``)."""
+headline, the soups), ``search.md`` (the same as tables, and the command that trains the
+pick again), ``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for
+``sts-train``)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,23 @@ def pick_rows(
     return lines
 
 
+def soup_rows(records: Sequence[dict[str, Any]], soups: Sequence[dict[str, Any]]) -> list[str]:
+    """Each soup (one model) beside its runs (mean ± sd over the same seeds)."""
+    runs = recipes_of(records)
+    lines = [
+        "| soup | dev | test | its runs: dev | its runs: test | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for soup in soups:
+        summary = seed_summary(runs.get(soup["recipe"], []), soup["seeds"])
+        lines.append(
+            f"| {_escaped(soup['key'])} (seeds {soup['seeds']}) | {_value(soup['dev'])} | "
+            f"{_value(soup.get('test'))} | {format_score(summary.get('dev'))} | "
+            f"{format_score(summary.get('test'))} | {_escaped(soup.get('error', ''))} |"
+        )
+    return lines
+
+
 def write_chart(records: Sequence[dict[str, Any]], best: str | None, path: Path) -> bool:
     """Each scored cell's dev score as a bar (the overall pick's recipe in blue); False
     without matplotlib (``sts-core[plots]``) or without a scored cell."""
@@ -157,6 +175,16 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
         *cell_rows(records),
         "",
     ]
+    if summary.get("soups"):
+        lines += [
+            "## Soups",
+            "",
+            "Each one model: the uniform average of its recipe's runs' embedding weights "
+            "(heads left out), in `soups/`; chosen by nothing (the pick is made before).",
+            "",
+            *soup_rows(records, summary["soups"]),
+            "",
+        ]
     if chart:
         lines += [f"![dev score of every cell]({CHART_FILE})", ""]
     else:

@@ -5,9 +5,9 @@ The identity is what makes two searches' cells comparable: the model, the traini
 dev tables (paths and a SHA-256 of each file's content), the scorer, the columns, the
 fixed ``--set`` keys, the batch size and the step budget. A search started again in its
 folder with the same identity reuses every finished cell; one with another identity is
-refused. The grid (methods, epochs, rates, ``--grid`` values), the seeds, the test table
-and the parallelism are not part of it: a search may be extended, or given a test table,
-in the same folder.
+refused. The grid (methods, epochs, rates, ``--grid`` values), the seeds, the test table,
+``--soup`` and the parallelism are not part of it: a search may be extended, or given a
+test table or soups, in the same folder.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class SearchSpec:
     data_dir: str | None = None
     threads: int | None = None
     eval_pairs: int | None = None
+    soup: bool = False
 
     def __post_init__(self) -> None:
         """Every check of the search's own options, in one place."""
@@ -105,6 +106,11 @@ class SearchSpec:
                 raise SearchError(f"{name} needs positive values, got {values}")
         if not self.seeds:
             raise SearchError("--seeds needs at least one seed")
+        if self.soup and len(self.seeds) < 2:
+            raise SearchError(
+                f"--soup averages each pick's models over its seeds: give two or more --seeds, "
+                f"got {self.seeds}"
+            )
         if not 1 <= self.select_seeds <= len(self.seeds):
             raise SearchError(
                 f"--select-seeds {self.select_seeds}: the grid is trained and chosen on the "

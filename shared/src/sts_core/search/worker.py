@@ -2,8 +2,10 @@
 cell's recipe with ``sts-train``'s own path (every check, the method's data preparation,
 the save), scores the saved model on the dev table and writes ``result.json`` last;
 ``... score CELL_FOLDER`` scores a finished cell's model on the test table
-(``test.json``). The search starts these (:mod:`sts_core.search.run`); the exit status is
-``sts-train``'s (2: a bad input, named on stderr's ``error:`` line).
+(``test.json``); ``... soup SOUP_FOLDER`` averages a pick's seeds into one model and scores
+it on the dev (and test) table (:func:`make_soup`). The search starts these
+(:mod:`sts_core.search.schedule`); the exit status is ``sts-train``'s (2: a bad input, named
+on stderr's ``error:`` line).
 """
 
 from __future__ import annotations
@@ -149,11 +151,7 @@ def train(folder: Path) -> int:
     if cell is None:
         print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
         return 2
-    threads = os.environ.get("STS_SEARCH_THREADS")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+    use_slot_threads()
     for own in (MODEL_FOLDER, STAGE1_FOLDER):  # an interrupted run of this cell (its own)
         remove_path(folder / own)
     model = folder / MODEL_FOLDER
@@ -170,11 +168,26 @@ def train(folder: Path) -> int:
             return finish(folder, start, None, {}, error="training diverged (log.txt)")
         if status != 0:
             return status
-    trained = time.perf_counter()
-    scoring = cell["scoring"]
+    return score_dev(folder, cell["scoring"], start, steps, time.perf_counter())
+
+
+def use_slot_threads() -> None:
+    """Torch on the slot's CPU threads (``STS_SEARCH_THREADS``, set by the scheduler)."""
+    threads = os.environ.get("STS_SEARCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
+def score_dev(
+    folder: Path, scoring: dict[str, Any], start: float, steps: int | None, trained: float
+) -> int:
+    """Score the model in ``folder`` on the dev table and write ``result.json``
+    (:func:`finish`); ``trained``: when the model was saved."""
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
     try:
-        dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
+        dev, dev_metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
         return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
     return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
@@ -249,11 +262,44 @@ def score_test(folder: Path) -> int:
     if cell is None or read_json(folder / RESULT_FILE) is None:
         print(f"error: {folder} holds no finished cell", file=sys.stderr)
         return 2
-    scoring = cell["scoring"]
+    write_test_score(folder, cell["scoring"])
+    return 0
+
+
+def write_test_score(folder: Path, scoring: dict[str, Any]) -> None:
+    """Score the model in ``folder`` on the scoring's test table, write ``test.json``."""
     evaluator = table_evaluator(scoring, scoring["test"], "test", "test")
     score, metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
     content = {"table": scoring["test"], "fingerprint": fingerprint(scoring["test"])}
     write_json_atomic(folder / TEST_FILE, {**content, "score": score, "metrics": metrics})
+
+
+def make_soup(folder: Path) -> int:
+    """Make the soup ``folder/soup.json`` describes (:mod:`sts_core.search.soups`): the
+    uniform average of its members' embedding weights saved in ``model/`` and scored on the
+    dev table (``result.json``, written last); then, when its scoring names a test table and
+    the soup has a dev score, scored on it (``test.json``). A soup whose ``result.json``
+    exists is kept (only its test score is made, when missing or of another table)."""
+    from sts_core.search.soups import SOUP_FILE
+    from sts_core.soup import embedding_soup
+
+    described = read_json(folder / SOUP_FILE)
+    if described is None:
+        print(f"error: {folder / SOUP_FILE} not found", file=sys.stderr)
+        return 2
+    scoring = described["scoring"]
+    use_slot_threads()
+    if read_json(folder / RESULT_FILE) is None:
+        for earlier in (MODEL_FOLDER, TEST_FILE):  # an interrupted or older soup (its own)
+            remove_path(folder / earlier)
+        start = time.perf_counter()
+        embedding_soup([member["model"] for member in described["members"]], folder / MODEL_FOLDER)
+        score_dev(folder, scoring, start, None, time.perf_counter())
+    result = read_json(folder / RESULT_FILE) or {}
+    scored = read_json(folder / TEST_FILE) or {}
+    test = scoring.get("test")
+    if test and result.get("dev") is not None and scored.get("fingerprint") != fingerprint(test):
+        write_test_score(folder, scoring)
     return 0
 
 
@@ -263,12 +309,12 @@ def main(argv: list[str] | None = None) -> int:
         "the sts-search that started this worker",
         "the cell is trained again when the search is run again",
     )
-    if len(args) != 2 or args[0] not in ("train", "score"):
-        print("usage: python -m sts_core.search.worker train|score CELL_FOLDER", file=sys.stderr)
+    actions = {"train": train, "score": score_test, "soup": make_soup}
+    if len(args) != 2 or args[0] not in actions:
+        print("usage: python -m sts_core.search.worker train|score|soup FOLDER", file=sys.stderr)
         return 2
-    folder = Path(args[1])
     try:
-        return train(folder) if args[0] == "train" else score_test(folder)
+        return actions[args[0]](Path(args[1]))
     except (ValueError, OSError) as error:  # a table the scorer cannot read
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
