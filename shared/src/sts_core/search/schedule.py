@@ -30,6 +30,7 @@ from sts_core.search.cells import (
     RESULT_FILE,
     TEST_FILE,
     Cell,
+    cell_inputs,
     done_record,
 )
 
@@ -70,12 +71,15 @@ def slots(
 
 
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
-    """Write the cell's description and recipe (before its worker starts)."""
+    """Write the cell's description and recipe (before its worker starts); its scoring
+    records the inputs it is trained on (:func:`cell_inputs`)."""
     folder.mkdir(parents=True, exist_ok=True)
     for earlier in (RESULT_FILE, TEST_FILE):  # a run on other inputs: its results go first
         remove_path(folder / earlier)
     recipe = cell.train_recipe(base, folder / "model")
     write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=False), record=False)
+    if scoring.get("inputs") is not None:
+        scoring = {**scoring, "inputs": cell_inputs(cell, scoring["inputs"])}
     write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
 
 

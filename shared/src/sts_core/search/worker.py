@@ -155,11 +155,12 @@ def train(folder: Path) -> int:
     remove_path(folder / MODEL_FOLDER)  # an interrupted run of this cell (its own folder)
     model = folder / MODEL_FOLDER
     start = time.perf_counter()
+    recorded: dict[str, Any] = {}  # what the result records besides (a peer's teacher)
     if cell["method_name"] == PEER_METHOD:
         from sts_core.training.parser import read_recipe  # as sts-train reads the others
 
         recipe = read_recipe(folder / RECIPE_FILE)
-        steps = train_peer(recipe, model)
+        steps, recorded = train_peer(recipe, model)
     else:
         argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
         status = sts_train(argv)
@@ -174,8 +175,9 @@ def train(folder: Path) -> int:
     try:
         dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
-        return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
-    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
+        problem = " ".join(str(error).split())
+        return finish(folder, start, steps, {}, error=problem, trained=trained, **recorded)
+    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained, **recorded)
 
 
 def finish(
@@ -186,11 +188,13 @@ def finish(
     dev: float | None = None,
     error: str | None = None,
     trained: float | None = None,
+    **recorded: Any,
 ) -> int:
     """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
     model the scorer cannot score is a finished cell that is never picked); ``seconds``
     from the training's start to now, ``train_seconds`` to ``trained`` (the model saved,
-    before the dev scoring; a diverged run: now)."""
+    before the dev scoring; a diverged run: now); ``recorded``: the training's own fields
+    (a peer cell's ``teacher``: the pairs and neighbour pairs it trained on)."""
     now = time.perf_counter()
     result: dict[str, Any] = {
         "dev": dev,
@@ -199,6 +203,7 @@ def finish(
         "train_seconds": round((now if trained is None else trained) - start, 1),
         "steps": steps,
         **peak_memory(),
+        **recorded,
     }
     if error is not None:
         result["error"] = error
