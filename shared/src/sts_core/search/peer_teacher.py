@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sts_core.training.distill import PAIR_COLUMNS
-
 #: the recipe keys of the teacher that the peer's rows take too (``--set`` / ``--grid``)
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
 
@@ -127,6 +125,8 @@ def with_neighbour_pairs(
     cosine or by the cross-encoder's ``predict``."""
     from datasets import Dataset, concatenate_datasets
     from sentence_transformers import util
+
+    from sts_core.training.distill import PAIR_COLUMNS
 
     taken = {frozenset(pair) for pair in zip(*gold_pairs, strict=True)}
     pick = min(len(sentences) - 1, 2 * neighbours + 2) + 1  # the sentence itself comes first
