@@ -226,6 +226,24 @@ class Cell:
         return first.recipe(self.train_recipe(base, output_dir), str(output_dir))
 
 
+#: the start of an input's name that only the cells whose recipe names it record: the
+#: teacher folder (``teacher_model <folder>``), so that a teacher retrained under the same
+#: name trains its cells again and leaves the others
+TEACHER_INPUT = "teacher_model "
+
+
+def cell_inputs(cell: Cell, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The content identities ``cell`` records of the search's ``inputs``
+    (:meth:`~sts_core.search.spec.SearchSpec.input_identities`): the model's and the
+    tables', and the identity of the teacher its recipe names (``teacher_model``)."""
+    own = {name: found for name, found in inputs.items() if not name.startswith(TEACHER_INPUT)}
+    teacher = cell.training.get("teacher_model")
+    name = f"{TEACHER_INPUT}{teacher}"
+    if teacher and name in inputs:
+        own[name] = inputs[name]
+    return own
+
+
 def trained_on_other_inputs(described: dict[str, Any], inputs: dict[str, Any]) -> bool:
     """Whether a cell's ``cell.json`` records other content identities of the model and
     tables than ``inputs`` (or none: a cell of an older search)."""
@@ -252,7 +270,8 @@ def done_record(
     """The record of a finished cell: its description, result and, when ``test`` (the test
     table's fingerprint) is the table its ``test.json`` scored, the test score; None when
     it has not finished, or (``inputs`` given: the content identities of the search's
-    model and tables) when it was trained on other inputs (:func:`trained_on_other_inputs`).
+    model, tables and teachers) when it was trained on other inputs (its own of them:
+    :func:`cell_inputs`, :func:`trained_on_other_inputs`).
     A folder whose ``cell.json`` describes another cell is refused (it is not this
     search's)."""
     described = read_json(folder / CELL_FILE)
@@ -263,7 +282,7 @@ def done_record(
     result = read_json(folder / RESULT_FILE)
     if described is None or result is None:
         return None
-    if inputs is not None and trained_on_other_inputs(described, inputs):
+    if inputs is not None and trained_on_other_inputs(described, cell_inputs(cell, inputs)):
         return None
     record = {**cell.describe(), **result, "folder": str(folder)}
     scored = read_json(folder / TEST_FILE)

@@ -94,8 +94,10 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="METHOD[:ROW]",
         help="what to compare: an installed method (its default loss), method:row (one of "
-        "its quality rows) or st:cosent, st:angle, st:cosine (sentence-transformers' losses); "
-        "default: every installed method's quality rows and, when installed, the peer's",
+        "its quality rows) or st:cosent, st:angle, st:cosine (sentence-transformers' losses; "
+        "with --set teacher_model on the pairs the teacher relabels), st:embed-distill, "
+        "st:mse-distill (distilling teacher_model's embeddings); default: every installed "
+        "method's quality rows and, when installed, the peer's",
     )
     add("--epochs", nargs="+", type=float, default=[1.0], help="the grid's epochs (default 1)")
     add(
@@ -299,10 +301,12 @@ def method_rows(spec: SearchSpec) -> dict[str, tuple[str, dict[str, Any]]]:
         spec.methods = [f"{m.name}:{r.name}" for m in methods.values() for r in m.quality_rows]
         spec.methods = (spec.methods or ["core"]) + default_peer_rows()
     rows = {}
+    teacher = bool(spec.settings.get("teacher_model")) or "teacher_model" in spec.grid
     for entry in spec.methods:
         name, _, row_name = entry.partition(":")
         if name == "st":
-            rows[entry] = (PEER_METHOD, peer_settings(entry, row_name, spec.score_range))
+            settings = peer_settings(entry, row_name, spec.score_range, teacher)
+            rows[entry] = (PEER_METHOD, settings)
             continue
         method = methods.get(name) if name != "core" else _core()
         if method is None:

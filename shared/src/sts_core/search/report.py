@@ -14,7 +14,7 @@ import yaml
 from sts_core.command_files import write_json, write_text, writing
 from sts_core.recipe_yaml import load_yaml
 from sts_core.search.cells import RECIPE_FILE
-from sts_core.search.peers import PEER_METHOD
+from sts_core.search.peers import PEER_METHOD, loss_label
 from sts_core.search.select import format_score, recipes_of, seed_summary, seeds_text
 from sts_core.search.stages import first_stage
 
@@ -38,7 +38,7 @@ def retrain_command(record: dict[str, Any], folder: Path) -> str:
     """The command that trains the pick again (for a peer row, what to train it with)."""
     if record["method_name"] == PEER_METHOD:
         return (
-            f"# sentence-transformers' {record['settings']['loss']}: "
+            f"# sentence-transformers' {loss_label(record['settings'])}: "
             f"SentenceTransformerTrainer with the training arguments of {folder / PICK_FILE}"
         )
     train = f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "

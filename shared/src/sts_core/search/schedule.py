@@ -32,6 +32,7 @@ from sts_core.search.cells import (
     STAGE1_RECIPE_FILE,
     TEST_FILE,
     Cell,
+    cell_inputs,
     done_record,
 )
 
@@ -73,7 +74,8 @@ def slots(
 
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
     """Write the cell's description and recipe, and a two-stage cell's first stage's
-    (before its worker starts)."""
+    (before its worker starts); its scoring records the inputs it is trained on
+    (:func:`cell_inputs`)."""
     folder.mkdir(parents=True, exist_ok=True)
     for earlier in (RESULT_FILE, TEST_FILE):  # a run on other inputs: its results go first
         remove_path(folder / earlier)
@@ -83,6 +85,8 @@ def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, A
     if stage1 is not None:
         text = yaml.safe_dump(stage1, sort_keys=False)
         write_text(folder / STAGE1_RECIPE_FILE, text, record=False)
+    if scoring.get("inputs") is not None:
+        scoring = {**scoring, "inputs": cell_inputs(cell, scoring["inputs"])}
     write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
 
 

@@ -157,18 +157,19 @@ def train(folder: Path) -> int:
     model = folder / MODEL_FOLDER
     start = time.perf_counter()
     steps: int | None
+    recorded: dict[str, Any] = {}  # what the result records besides (a peer's teacher)
     if cell["method_name"] == PEER_METHOD:
         from sts_core.training.parser import read_recipe  # as sts-train reads the others
 
         recipe = read_recipe(folder / RECIPE_FILE)
-        steps = train_peer(recipe, model)
+        steps, recorded = train_peer(recipe, model)
     else:
         status, steps = train_stages(folder, cell)
         if status == DIVERGED:  # a result of the recipe, not a bad input: recorded
             return finish(folder, start, None, {}, error="training diverged (log.txt)")
         if status != 0:
             return status
-    return score_dev(folder, cell["scoring"], start, steps, time.perf_counter())
+    return score_dev(folder, cell["scoring"], start, steps, time.perf_counter(), recorded)
 
 
 def use_slot_threads() -> None:
@@ -181,16 +182,24 @@ def use_slot_threads() -> None:
 
 
 def score_dev(
-    folder: Path, scoring: dict[str, Any], start: float, steps: int | None, trained: float
+    folder: Path,
+    scoring: dict[str, Any],
+    start: float,
+    steps: int | None,
+    trained: float,
+    recorded: dict[str, Any] | None = None,
 ) -> int:
     """Score the model in ``folder`` on the dev table and write ``result.json``
-    (:func:`finish`); ``trained``: when the model was saved."""
+    (:func:`finish`); ``trained``: when the model was saved; ``recorded``: the training's
+    own fields (a peer cell's ``teacher``)."""
+    recorded = recorded or {}
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
     try:
         dev, dev_metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
-        return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
-    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
+        problem = " ".join(str(error).split())
+        return finish(folder, start, steps, {}, error=problem, trained=trained, **recorded)
+    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained, **recorded)
 
 
 def train_stages(folder: Path, cell: dict[str, Any]) -> tuple[int, int | None]:
@@ -236,11 +245,13 @@ def finish(
     dev: float | None = None,
     error: str | None = None,
     trained: float | None = None,
+    **recorded: Any,
 ) -> int:
     """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
     model the scorer cannot score is a finished cell that is never picked); ``seconds``
     from the training's start to now, ``train_seconds`` to ``trained`` (the model saved,
-    before the dev scoring; a diverged run: now)."""
+    before the dev scoring; a diverged run: now); ``recorded``: the training's own fields
+    (a peer cell's ``teacher``: the pairs and neighbour pairs it trained on)."""
     now = time.perf_counter()
     result: dict[str, Any] = {
         "dev": dev,
@@ -249,6 +260,7 @@ def finish(
         "train_seconds": round((now if trained is None else trained) - start, 1),
         "steps": steps,
         **peak_memory(),
+        **recorded,
     }
     if error is not None:
         result["error"] = error
