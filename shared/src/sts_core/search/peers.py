@@ -35,12 +35,28 @@ PEER_LOSSES: dict[str, tuple[str, bool]] = {
     "angle": ("AnglELoss", False),
     "cosine": ("CosineSimilarityLoss", True),
 }
+#: row → the in-batch negative loss in ``sentence_transformers.losses``, its arguments and
+#: what it trains on: ``st:mnsrl`` the pairs scored above 0.6 on the 0–1 scale as positives
+#: (BSC without labeled negatives: the symmetric in-batch softmax, scale 1/τ = 10), and
+#: ``st:simcse`` the distinct sentences of the pairs each paired with itself (unsupervised
+#: SimCSE as sentence-transformers trains it, scale 20: SIFTER's closest peer)
+IN_BATCH_ROWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mnsrl": (
+        "MultipleNegativesSymmetricRankingLoss",
+        {"loss_args": {"scale": 10.0}, "positives_above": 0.6},
+    ),
+    "simcse": (
+        "MultipleNegativesRankingLoss",
+        {"loss_args": {"scale": 20.0}, "sentences_with_themselves": True},
+    ),
+}
 #: row → ``EmbedDistillLoss``'s distance metric: distilling the teacher's embeddings
 DISTILL_ROWS: dict[str, str] = {"embed-distill": "cosine", "mse-distill": "mse"}
 #: recipe keys a peer cell reads itself, besides ``sts-train``'s data options (the others
 #: must be training arguments)
 PEER_KEYS = frozenset(
     {"model_name_or_path", "loss", "distill", "pooling", "max_seq_length", "output_dir"}
+    | {"loss_args", "positives_above", "sentences_with_themselves"}
     | set(TEACHER_KEYS)
 )
 #: the teacher's keys that only the relabelled pairs take (not a distillation row)
@@ -79,19 +95,31 @@ def peer_settings(
         raise SearchError(f"--methods {entry!r}: sentence-transformers is not installed")
     if row in DISTILL_ROWS:
         return {"distill": DISTILL_ROWS[row]}
+    if row in IN_BATCH_ROWS:
+        loss, shape = IN_BATCH_ROWS[row]
+        unit = "positives_above" in shape  # a threshold on the 0–1 scale
+        return {"loss": loss, **shape, **unit_range(entry, score_range, unit, teacher)}
     if row not in PEER_LOSSES:
-        rows = ", ".join([*PEER_LOSSES, *DISTILL_ROWS])
+        rows = ", ".join([*PEER_LOSSES, *IN_BATCH_ROWS, *DISTILL_ROWS])
         raise SearchError(f"--methods {entry!r}: no peer row {row!r} ({rows})")
     loss, unit = PEER_LOSSES[row]
+    return {"loss": loss, **unit_range(entry, score_range, unit, teacher)}
+
+
+def unit_range(
+    entry: str, score_range: list[float] | None, unit: bool, teacher: bool
+) -> dict[str, Any]:
+    """``score_range`` for a row that trains on scores scaled to 0–1 (``unit``, or any row
+    given a teacher, whose labels are on the cosine's scale); nothing for the others."""
     if not (unit or teacher):
-        return {"loss": loss}
+        return {}
     if score_range is None:
         why = "with teacher_model " if teacher and not unit else ""
         raise SearchError(
             f"--methods {entry!r} {why}trains on scores scaled to 0–1: give --score-range "
             "LOW HIGH, the scale of your scores (e.g. 0 5)"
         )
-    return {"loss": loss, "score_range": list(score_range)}
+    return {"score_range": list(score_range)}
 
 
 def _argument_names() -> set[str]:
@@ -212,6 +240,7 @@ def train_peer(recipe: dict[str, Any], model_dir: Path) -> tuple[int, dict[str, 
     from transformers import set_seed
 
     data, recorded, width = peer_training_data(recipe)
+    data = in_batch_data(recipe, data)
     set_seed(recipe["seed"])
     model = load_student(recipe)
     loss = peer_loss(recipe, model, width)
@@ -261,6 +290,22 @@ def peer_training_data(recipe: dict[str, Any]) -> tuple[Any, dict[str, Any], int
     return data, {"teacher": summary}, None
 
 
+def in_batch_data(recipe: dict[str, Any], data: Any) -> Any:
+    """An in-batch row's training data (:data:`IN_BATCH_ROWS`): the pairs scored above
+    ``positives_above`` without their scores, or the distinct sentences of the pairs
+    (``sentence1``, then ``sentence2``) each as an (anchor, positive) pair with itself;
+    ``data`` as it is for the other rows."""
+    from datasets import Dataset
+
+    threshold = recipe.get("positives_above")
+    if threshold is not None:
+        return data.filter(lambda row: row["score"] > threshold).remove_columns("score")
+    if recipe.get("sentences_with_themselves"):
+        sentences = list(dict.fromkeys([*data["sentence1"], *data["sentence2"]]))
+        return Dataset.from_dict({"anchor": sentences, "positive": sentences})
+    return data
+
+
 def load_student(recipe: dict[str, Any]) -> Any:
     """The model the cell starts from, with the recipe's length and pooling."""
     from sentence_transformers import SentenceTransformer
@@ -279,7 +324,7 @@ def peer_loss(recipe: dict[str, Any], model: Any, teacher_width: int | None) -> 
     from sentence_transformers.sentence_transformer import losses
 
     if "distill" not in recipe:
-        return getattr(losses, recipe["loss"])(model)
+        return getattr(losses, recipe["loss"])(model, **recipe.get("loss_args", {}))
     own = model.get_embedding_dimension()
     projection = teacher_width if teacher_width != own else None
     return losses.EmbedDistillLoss(model, recipe["distill"], projection_dim=projection)
