@@ -90,6 +90,7 @@ def forward(
     features: dict[str, Any],
 ) -> Any:
     """:meth:`SentenceEncoder.forward`."""
+    embeddings: torch.Tensor | dict[str, torch.Tensor]
     if columns is not None:
         embeddings = embed_columns(encoder, columns)
     elif input_ids is None or attention_mask is None:
@@ -154,7 +155,7 @@ def encode(
         _check_positive("token_budget", token_budget)
     check_truncate_dim(truncate_dim, encoder.dimension)
     single = isinstance(sentences, str)
-    items = [sentences] if single else list(sentences)
+    items = [sentences] if isinstance(sentences, str) else list(sentences)
     distinct = list(dict.fromkeys(items))
     progress = progress_desc if show_progress_bar else None
     vectors = _encode_distinct(encoder, distinct, batch_size, progress, token_budget)
