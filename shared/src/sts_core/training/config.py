@@ -407,26 +407,6 @@ class DataArguments:
                 f"score_range must be [low, high] with low < high, got {self.score_range}"
             )
 
-    # the mapping options as __post_init__ parsed them (the fields are typed for the parser)
-    @property
-    def parsed_columns(self) -> dict[str, str] | None:
-        """``columns`` as a mapping (None: unset)."""
-        from sts_core.data import parse_columns_option
-
-        return parse_columns_option(self.columns, "columns")
-
-    @property
-    def parsed_eval_columns(self) -> dict[str, str] | None:
-        """``eval_columns`` as a mapping (None: unset)."""
-        from sts_core.data import parse_columns_option
-
-        return parse_columns_option(self.eval_columns, "eval_columns")
-
-    @property
-    def parsed_label_mapping(self) -> dict[str, Any] | None:
-        """``label_mapping`` as a mapping (None: unset)."""
-        return parse_json_mapping(self.label_mapping, "label_mapping")
-
 
 @dataclass
 class SoftmaxHeadOptions:

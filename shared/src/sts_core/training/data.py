@@ -17,6 +17,7 @@ from sts_core.data import (
     load_test_sets,
     map_labels,
     merge_datasets,
+    parse_columns_option,
     registry_names,
     rescale_scores,
     resolve_label_mapping,
@@ -26,6 +27,7 @@ from sts_core.data import load_reference as _load_reference
 from sts_core.data.references import IN_MEMORY
 from sts_core.data.tables import scored_reading
 from sts_core.method import check_dataset_for_loss, loss_label_column
+from sts_core.options import parse_json_mapping
 from sts_core.training.collator import text_columns_with
 from sts_core.training.config import DataArguments
 from sts_core.training.multi_dataset import (
@@ -68,7 +70,7 @@ def load_reference(
     set, naming the file's column."""
     training = default_split == "train"
     if columns is None:
-        columns = data_args.parsed_columns if training else data_args.parsed_eval_columns
+        columns = _table_columns(data_args, training)
     if isinstance(reference, str) and split_reference(reference, default_split)[0] in (
         registry_names()
     ):
@@ -88,6 +90,20 @@ def load_reference(
         score_range=_score_range(score_range) if score_range else None,
         reading=table_reading(training, reads),
     )
+
+
+# the mapping options as DataArguments.__post_init__ parsed them (parsing one again gives it
+# back): the fields are typed for the parser, which reads their text
+def _table_columns(data_args: DataArguments, training: bool) -> dict[str, str] | None:
+    """``columns`` (the training tables') or ``eval_columns``."""
+    option = "columns" if training else "eval_columns"
+    given = data_args.columns if training else data_args.eval_columns
+    return parse_columns_option(given, option)
+
+
+def _label_mapping(data_args: DataArguments) -> dict[str, Any] | None:
+    """``label_mapping`` (None: unset)."""
+    return parse_json_mapping(data_args.label_mapping, "label_mapping")
 
 
 def table_reading(training: bool, reads: Reads = "score") -> TableReading:
@@ -142,7 +158,7 @@ def build_train_dataset(
         summary["filter"] = {"applied": False, "reason": "the training set is not pairs"}
     else:
         train = filter_or_count_test_pairs(train, data_args, summary)
-    if label_mapping := data_args.parsed_label_mapping:
+    if label_mapping := _label_mapping(data_args):
         train, _ = map_labels(train, label_column, label_mapping)
     if data_args.score_range:
         train = rescale_scores(train, _score_range(data_args.score_range))
@@ -173,7 +189,7 @@ def check_train_scores(
     default the references of ``train_datasets`` —, the row and the column), or with
     ``label_mapping`` on the score column the values it maps to (DataConfigError)."""
     low, high = bounds
-    label_mapping = data_args.parsed_label_mapping
+    label_mapping = _label_mapping(data_args)
     if label_mapping and label_column == "score":  # every score becomes one of these
         resolved = resolve_label_mapping(label_mapping, label_column)
         outside = [f"{k:g} → {v:g}" for k, v in resolved.items() if not low <= v <= high]
@@ -385,7 +401,7 @@ def _prepare_set(
         check_score_range(dataset, _score_range(data_args.score_range), reference)
     if {"sentence1", "sentence2"} <= set(dataset.column_names):
         dataset = filter_or_count_test_pairs(dataset, data_args, info)
-    label_mapping = data_args.parsed_label_mapping
+    label_mapping = _label_mapping(data_args)
     if label_mapping and reads_labels:
         dataset, _ = map_labels(dataset, label_column, label_mapping)
         info["label_mapping"] = value_counts(dataset[label_column])
