@@ -3,7 +3,7 @@ core's Trainer, or with ``architecture: cross-encoder`` the interaction model (e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sts_core.cross_encoder import load_cross_encoder
 from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
@@ -37,7 +37,7 @@ class CoSENTMethod(Method[CoSENTConfig]):
         if not _is_cross_encoder(config):
             return super().build_model(model_args, config)
         model, tokenizer, max_length = load_cross_encoder(
-            model_args.model_name_or_path,
+            cast(str, model_args.model_name_or_path),  # ConfigParser requires it
             model_args.max_seq_length,
             trust_remote_code=model_args.trust_remote_code,
         )
