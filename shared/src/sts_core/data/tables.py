@@ -44,7 +44,7 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -588,7 +588,7 @@ def _group_ids(table: Dataset, column: str, source: str | PathLike) -> list[int]
     return out
 
 
-def _rows(table: Dataset, column: str):
+def _rows(table: Dataset, column: str) -> Iterator[tuple[int, Any]]:
     """``(1-based row, value)`` of one column."""
     return enumerate(table[column], start=1)
 
@@ -671,7 +671,7 @@ def is_saved_dataset(path: PathLike) -> bool:
 
 
 @contextmanager
-def _quiet_datasets():
+def _quiet_datasets() -> Iterator[None]:
     """``datasets``' progress bars off while a table loads (restored afterwards)."""
     import datasets
 

@@ -489,7 +489,7 @@ def require_at_least(minimum: int, **values: int | float | None) -> None:
             raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
-def _default(value: object, help_text: str):
+def _default(value: object, help_text: str) -> Any:  # a field of any type (as field())
     return field(default=value, metadata={"help": help_text})
 
 
