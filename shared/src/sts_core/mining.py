@@ -38,11 +38,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sts_core.extras import require
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +168,7 @@ class Positives:
         )
 
 
-def positive_rows(pairs: Any, threshold: float | None) -> tuple[np.ndarray, Positives | None]:
+def positive_rows(pairs: Dataset, threshold: float | None) -> tuple[np.ndarray, Positives | None]:
     """The rows of ``pairs`` that are positives, and what was chosen: with a ``score``
     column, those scored at or above ``threshold`` (None: the highest score); without one,
     every row (ValueError for a threshold, which has nothing to apply to; or when no row
@@ -361,7 +364,7 @@ def pairs_reading(option: str) -> Any:
 
 
 def mine_hard_negatives(
-    pairs: Any,
+    pairs: Dataset,
     encoder: Any,
     settings: MiningSettings | None = None,
     *,

@@ -459,7 +459,7 @@ def _dtype(table: Dataset, name: str) -> str | None:
     return getattr(table.features[name], "dtype", None)
 
 
-def _is_number_value(value: Any) -> bool:
+def _is_number_value(value: object) -> bool:
     if isinstance(value, str):
         return is_number(value)
     return isinstance(value, int | float) and not isinstance(value, bool)
@@ -597,7 +597,7 @@ def _where(row: int, column: str) -> str:
     return f"row {row}, column {column!r}"
 
 
-def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
+def _text(value: object, source: str | PathLike, row: int, column: str) -> str:
     if value is None:
         raise DataFormatError(source, f"{_where(row, column)}: empty text (no value)")
     if not isinstance(value, str):
@@ -609,7 +609,7 @@ def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
     return text
 
 
-def _number(value: Any, source: str | PathLike, row: int, column: str) -> float:
+def _number(value: object, source: str | PathLike, row: int, column: str) -> float:
     """A finite number from a number or a text (``"3.5"``, read by
     :func:`~sts_core.data._io.parse_number`)."""
     where = _where(row, column)
@@ -637,7 +637,7 @@ def _scores(
     return scores
 
 
-def _integer(value: Any, source: str | PathLike, row: int, column: str) -> int:
+def _integer(value: object, source: str | PathLike, row: int, column: str) -> int:
     number = _number(value, source, row, column)
     if not number.is_integer():
         raise DataFormatError(source, f"{_where(row, column)}: label {value!r} is not an integer")

@@ -134,7 +134,7 @@ def embed_columns(
     return {name: embed_batch(encoder, **features) for name, features in columns.items()}
 
 
-def _check_positive(name: str, value: Any) -> None:
+def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
 

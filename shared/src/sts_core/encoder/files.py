@@ -257,7 +257,7 @@ def _st_pooling_config(encoder: SentenceEncoder) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, content: Any) -> None:
+def _write_json(path: Path, content: object) -> None:
     path.write_text(json.dumps(content, indent=2), encoding="utf-8")
 
 

@@ -35,7 +35,7 @@ ADAPTER_WEIGHTS_NAMES = ("adapter_model.safetensors", "adapter_model.bin")
 LORA_ADAPTER_DIR = "lora_adapter"
 
 
-def is_lora_model(module: Any) -> bool:
+def is_lora_model(module: object) -> bool:
     """Whether ``module`` is a peft model (LoRA adapters around a base model); checked
     without importing peft."""
     return hasattr(module, "peft_config") and callable(getattr(module, "get_base_model", None))

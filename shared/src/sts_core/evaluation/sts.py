@@ -261,7 +261,7 @@ def load_task_pairs(
 _MTEB_SICK_SPLITS = ("train", "dev", "test")
 
 
-def spread_sample(dataset: Any, limit: int | None) -> Any:
+def spread_sample(dataset: Dataset, limit: int | None) -> Dataset:
     """At most ``limit`` rows spread over the whole table: every k-th row from the first,
     k = ⌈n / limit⌉, in the table's order (a quick look at a large evaluation set that
     keeps its mix of sources); the table itself when ``limit`` is None or not below n."""

@@ -16,7 +16,7 @@ besides losses that read none. The text columns are the union of the parts'.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import Tensor, nn
@@ -152,5 +152,5 @@ def weighted_loss_class(weights: Mapping[str, float]) -> type[WeightedLossSum]:
     return type("WeightedLossSum", (WeightedLossSum,), attributes)
 
 
-def _union(groups: Any) -> tuple[str, ...]:
+def _union(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(column for group in groups for column in group))

@@ -221,6 +221,14 @@ class ModelArguments:
             )
 
 
+def required_model(model_args: ModelArguments) -> str:
+    """``model_name_or_path``, which every run needs (ValueError when unset; the recipe
+    parser refuses such a recipe first, saying where to set it)."""
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required: the model folder or hub id to train")
+    return model_args.model_name_or_path
+
+
 #: how final_eval_datasets are scored
 FINAL_EVAL_TASKS = ("sts", "classification", "ranking")
 

@@ -265,7 +265,9 @@ def source_names(
     ]
 
 
-def build_dev_set(data_args: DataArguments, given: Any = None) -> tuple[str, Dataset] | None:
+def build_dev_set(
+    data_args: DataArguments, given: Dataset | DatasetDict | None = None
+) -> tuple[str, Dataset] | None:
     """The dev set for model selection, or None when ``eval_dataset`` is empty/none;
     ``given`` (a ``Dataset``/``DatasetDict`` in memory, read with ``eval_columns``) replaces
     ``eval_dataset`` and is named ``dev``."""
