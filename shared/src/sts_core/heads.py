@@ -60,7 +60,7 @@ class HeadMethods(Protocol):
     def from_head_config(self, config: dict[str, Any]) -> nn.Module: ...
 
 
-class PairScorer(Protocol):
+class PairScoringHead(Protocol):
     """A head that scores sentence pairs (:func:`can_score_pairs`)."""
 
     def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...

@@ -17,7 +17,7 @@ from sts_core.encoder.files import EXTRA_WEIGHTS_NAME
 from sts_core.encoder.location import read_json
 from sts_core.heads import (
     HEADS_CONFIG_NAME,
-    PairScorer,
+    PairScoringHead,
     build_head,
     can_score_pairs,
     head_entry,
@@ -96,7 +96,7 @@ def score_pairs(encoder: SentenceEncoder, u: Any, v: Any) -> torch.Tensor:
         u = u.to(device=parameter.device, dtype=parameter.dtype)
         v = v.to(device=parameter.device, dtype=parameter.dtype)
     # set_pair_scorer admitted only a head that scores pairs (can_score_pairs)
-    return cast(PairScorer, head).score(u, v)
+    return cast(PairScoringHead, head).score(u, v)
 
 
 def load_heads(encoder: SentenceEncoder, folder: Path) -> None:
