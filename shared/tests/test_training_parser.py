@@ -291,3 +291,14 @@ def test_deepspeed_config_without_deepspeed_stops_in_one_line(monkeypatch, tmp_p
     message = str(raised.value)
     assert "DeepSpeed is not installed" in message and "sts-core[deepspeed]" in message
     assert "\n" not in message
+
+
+def test_a_run_built_without_a_model_is_refused_naming_the_option() -> None:
+    """Built without the parser (which refuses it first), a run with no model_name_or_path
+    is a ValueError naming the option, not a loader's error about None."""
+    from sts_core.training.config import ModelArguments, required_model
+    from sts_core.training.encoder_setup import build_encoder
+
+    assert required_model(ModelArguments("some-org/some-model")) == "some-org/some-model"
+    with pytest.raises(ValueError, match="model_name_or_path is required"):
+        build_encoder(ModelArguments())

@@ -7,7 +7,18 @@ torch nor transformers until one of them is used.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names' types for mypy; at run time they load lazily (__getattr__)
+    from sts_core.encoder import SentenceEncoder as SentenceEncoder
+    from sts_core.evaluation.sts import STS_TASKS as STS_TASKS
+    from sts_core.evaluation.sts import STSEvaluator as STSEvaluator
+    from sts_core.pooling import POOLING_MODES as POOLING_MODES
+    from sts_core.prompts import PROMPT_TEMPLATES as PROMPT_TEMPLATES
+    from sts_core.training import BaseConfig as BaseConfig
+    from sts_core.training import BaseTrainer as BaseTrainer
+    from sts_core.training import DataArguments as DataArguments
+    from sts_core.training import ModelArguments as ModelArguments
 
 __version__ = "0.2.0"
 

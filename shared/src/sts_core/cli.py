@@ -25,6 +25,7 @@ from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exporte
 from sts_core.names import POOLING_MODES, STS_TASKS
 
 if TYPE_CHECKING:
+    from sts_core.encoder.model import SentenceEncoder
     from sts_core.evaluation.sts import STSReport
 
 
@@ -264,7 +265,7 @@ def make_eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_encoder(args: argparse.Namespace, prog: str = "sts-eval"):
+def load_encoder(args: argparse.Namespace, prog: str = "sts-eval") -> SentenceEncoder:
     """Build the SentenceEncoder the encoder options describe, on the chosen device.
 
     The device is checked (:func:`check_device`) before the model is loaded, and

@@ -23,7 +23,7 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import torch
 from torch import nn
@@ -50,6 +50,22 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 H = TypeVar("H", bound=type[nn.Module])
 
 
+class HeadMethods(Protocol):
+    """What :func:`register_head` checks a head class for. A registered class need not
+    subclass :class:`Head`, so "an ``nn.Module`` with these" has no single static type:
+    where a head or its class is used for them, it is cast to this protocol."""
+
+    def head_config(self) -> dict[str, Any]: ...
+
+    def from_head_config(self, config: dict[str, Any]) -> nn.Module: ...
+
+
+class PairScoringHead(Protocol):
+    """A head that scores sentence pairs (:func:`can_score_pairs`)."""
+
+    def score(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+
 def register_head(type_name: str) -> Callable[[H], H]:
     """Class decorator: register a head class under ``type_name`` (the name saved in
     ``sts_heads.json``). The class needs ``head_config()`` and ``from_head_config``."""
@@ -73,7 +89,9 @@ def register_head(type_name: str) -> Callable[[H], H]:
                 f"head type {type_name!r} is already registered by {_qualified(known)}"
             )
         HEAD_TYPES[type_name] = cls
-        cls.head_type = type_name
+        # any nn.Module class may be registered: Head declares head_type, a class without
+        # that base gets it here
+        cls.head_type = type_name  # type: ignore[attr-defined]
         return cls
 
     return decorate
@@ -99,7 +117,7 @@ def head_entry(head: nn.Module) -> dict[str, Any]:
     """What ``sts_heads.json`` records of a head: type, config and the defining module."""
     return {
         "type": head_type_of(head),
-        "config": dict(head.head_config()),
+        "config": dict(cast(HeadMethods, head).head_config()),  # registered: it has one
         "module": type(head).__module__,
     }
 
@@ -125,7 +143,8 @@ def build_head(entry: dict[str, Any]) -> nn.Module:
             f"head type {type_name!r} is not registered{where}: import the package that "
             f"registers it before loading; registered: {', '.join(sorted(HEAD_TYPES)) or 'none'}"
         )
-    return HEAD_TYPES[type_name].from_head_config(dict(entry.get("config") or {}))
+    head_class = cast(HeadMethods, HEAD_TYPES[type_name])  # register_head checked it
+    return head_class.from_head_config(dict(entry.get("config") or {}))
 
 
 def can_score_pairs(head: nn.Module) -> bool:

@@ -38,11 +38,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sts_core.extras import require
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,8 @@ class MiningSettings:
                 raise ValueError(f"{name} must be a finite number, got {value}")
         if self.relative_margin is not None and self.relative_margin < 0:
             raise ValueError(f"relative_margin must be 0 or more, got {self.relative_margin}")
-        if None not in (self.min_score, self.max_score) and self.min_score > self.max_score:
+        low, high = self.min_score, self.max_score
+        if low is not None and high is not None and low > high:
             raise ValueError(f"min_score {self.min_score} is above max_score {self.max_score}")
 
     @property
@@ -164,7 +168,7 @@ class Positives:
         )
 
 
-def positive_rows(pairs: Any, threshold: float | None) -> tuple[np.ndarray, Positives | None]:
+def positive_rows(pairs: Dataset, threshold: float | None) -> tuple[np.ndarray, Positives | None]:
     """The rows of ``pairs`` that are positives, and what was chosen: with a ``score``
     column, those scored at or above ``threshold`` (None: the highest score); without one,
     every row (ValueError for a threshold, which has nothing to apply to; or when no row
@@ -360,7 +364,7 @@ def pairs_reading(option: str) -> Any:
 
 
 def mine_hard_negatives(
-    pairs: Any,
+    pairs: Dataset,
     encoder: Any,
     settings: MiningSettings | None = None,
     *,
@@ -423,7 +427,31 @@ def mine_hard_negatives(
     )
     report.removed = remove_candidates(found, indices, table, lowest, settings)
     negative_scores, negatives = choose_negatives(found, indices, settings, range_max)
-    columns: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS + SCORE_COLUMNS}
+    output, counts = _triplet_columns(table, positive_scores, negatives, negative_scores)
+    if not scores:
+        for name in SCORE_COLUMNS:
+            del output[name]
+    report.pairs_by_negatives = dict(sorted(counts.items()))
+    report.triplets = len(output["anchor"])
+    report.seconds = {
+        "encode": round(encoded - started, 3),
+        "search": round(searched - encoded, 3),
+        "select": round(time.perf_counter() - searched, 3),
+    }
+    for line in report.lines():
+        logger.info("mining: %s", line)
+    return Dataset.from_dict(output), report
+
+
+def _triplet_columns(
+    table: Pairs,
+    positive_scores: np.ndarray,
+    negatives: np.ndarray,
+    negative_scores: np.ndarray,
+) -> tuple[dict[str, list[str | float]], dict[int, int]]:
+    """The output columns (:data:`OUTPUT_COLUMNS` and :data:`SCORE_COLUMNS`), one row per
+    kept negative of each pair, and the pairs counted by their number of negatives."""
+    columns: dict[str, list[str | float]] = {name: [] for name in OUTPUT_COLUMNS + SCORE_COLUMNS}
     counts: dict[int, int] = {}
     for (anchor, positive), positive_score in zip(table.pairs, positive_scores, strict=True):
         row = zip(negatives[anchor], negative_scores[anchor], strict=True)
@@ -435,16 +463,4 @@ def mine_hard_negatives(
             columns["negative"].append(table.corpus[negative])
             columns["positive_score"].append(float(positive_score))
             columns["negative_score"].append(negative_score)
-    if not scores:
-        for name in SCORE_COLUMNS:
-            del columns[name]
-    report.pairs_by_negatives = dict(sorted(counts.items()))
-    report.triplets = len(columns["anchor"])
-    report.seconds = {
-        "encode": round(encoded - started, 3),
-        "search": round(searched - encoded, 3),
-        "select": round(time.perf_counter() - searched, 3),
-    }
-    for line in report.lines():
-        logger.info("mining: %s", line)
-    return Dataset.from_dict(columns), report
+    return columns, counts

@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sts_core.cli import add_encoder_arguments, check_device, fail, load_encoder
 from sts_core.cli import positive_int as _positive_int
@@ -25,6 +26,9 @@ from sts_core.mining import (
     mine_hard_negatives,
     positive_rows,
 )
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -137,7 +141,7 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.name + ".report.json")
 
 
-def read_pairs(args: argparse.Namespace):
+def read_pairs(args: argparse.Namespace) -> Dataset:
     """The ``--pairs`` table under ``--columns``: its score only from a column named score
     or label or mapped (a column of numbers not named is refused)."""
     from sts_core.data import load_reference, parse_columns_option

@@ -143,10 +143,9 @@ class BscConfig(BaseConfig, GatherOptions):
                 f"trainable_temperature: true needs the bsc loss (its α), got {' + '.join(parts)}"
             )
         pattern = WEIGHTED_TEMPERATURE_PARAMETER if self.loss_weights else TEMPERATURE_PARAMETER
-        # learning_rate_mapping: the JSON text, parsed by BaseConfig.__post_init__
-        mapping: dict[str, float] = dict(self.learning_rate_mapping or {})  # type: ignore[arg-type]
+        mapping = dict(self.parsed_learning_rate_mapping or {})
         mapping.setdefault(pattern, self.temperature_learning_rate)
-        self.learning_rate_mapping = mapping  # type: ignore[assignment]
+        self.learning_rate_mapping = mapping
 
     def _check_choices(self) -> None:
         choices = {

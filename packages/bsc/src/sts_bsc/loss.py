@@ -48,7 +48,7 @@ STS scores scaled to [0, 1]).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -166,6 +166,24 @@ def pair_mse(queries: Tensor, answers: Tensor, labels: Tensor, normalization: st
     return F.mse_loss((q * a).sum(1), labels.to(dtype))
 
 
+class _Batch(TypedDict):
+    """One forward's tensors (:meth:`BSCLoss._batch`)."""
+
+    queries: Tensor
+    answers: Tensor
+    hard_negatives: Tensor | None
+    labels: Tensor | None
+    anchor_ids: Tensor | None
+
+
+def _gathered(tensor: Tensor | None, scale: bool = False) -> Tensor | None:
+    """``tensor`` from every process (None stays None); ``scale``: the gradient through the
+    local rows scaled so DDP's average is the whole batch's gradient."""
+    if tensor is None:
+        return None
+    return all_gather_with_grad(scale_local_gradient(tensor) if scale else tensor)
+
+
 @register_loss("bsc")
 class BSCLoss(EmbeddingLoss):
     """:func:`bsc_loss` on (``sentence1``, ``sentence2``) with the ``hard_negative`` column
@@ -271,10 +289,11 @@ class BSCLoss(EmbeddingLoss):
             positive = self._labels(labels) > self.label_threshold
         if positive is not None:  # a boolean tensor: no GPU sync
             self.note_degenerate("no positive pair", ~positive.any())
+        temperature = self.current_temperature()
         parts = bsc_loss(
             queries,
             answers,
-            self.current_temperature(),
+            temperature,
             positive=positive,
             anchor_ids=batch["anchor_ids"] if self.repeated_anchors else None,
             hard_negatives=batch["hard_negatives"],
@@ -287,8 +306,8 @@ class BSCLoss(EmbeddingLoss):
             output["mse"] = pair_mse(queries, answers, self._labels(labels), self.normalization)
             total = self.mu * parts["bsc"] + (1 - self.mu) * output["mse"]
         output["loss"] = total
-        if self.trainable_temperature:
-            output["temperature"] = self.current_temperature().detach()
+        if isinstance(temperature, Tensor):  # trainable (1/α): logged
+            output["temperature"] = temperature.detach()
         return output
 
     def _batch(
@@ -296,26 +315,25 @@ class BSCLoss(EmbeddingLoss):
         embeddings: Mapping[str, Tensor],
         labels: Tensor | None,
         text_ids: Mapping[str, Tensor],
-    ) -> dict[str, Tensor | None]:
+    ) -> _Batch:
         """The batch's tensors; gathered from every process (gradient through the local
         embeddings, scaled so DDP's average is the whole batch's gradient) with
         ``gather``."""
-        batch: dict[str, Tensor | None] = {
-            "queries": embeddings["sentence1"],
-            "answers": embeddings["sentence2"],
-            "hard_negatives": embeddings.get("hard_negative"),
-            "labels": labels,
-            "anchor_ids": text_ids.get("sentence1"),
-        }
         if not self.gather:
-            return batch
-        for key in ("queries", "answers", "hard_negatives"):
-            if batch[key] is not None:
-                batch[key] = all_gather_with_grad(scale_local_gradient(batch[key]))
-        for key in ("labels", "anchor_ids"):
-            if batch[key] is not None:
-                batch[key] = all_gather_with_grad(batch[key])
-        return batch
+            return {
+                "queries": embeddings["sentence1"],
+                "answers": embeddings["sentence2"],
+                "hard_negatives": embeddings.get("hard_negative"),
+                "labels": labels,
+                "anchor_ids": text_ids.get("sentence1"),
+            }
+        return {
+            "queries": all_gather_with_grad(scale_local_gradient(embeddings["sentence1"])),
+            "answers": all_gather_with_grad(scale_local_gradient(embeddings["sentence2"])),
+            "hard_negatives": _gathered(embeddings.get("hard_negative"), scale=True),
+            "labels": _gathered(labels),
+            "anchor_ids": _gathered(text_ids.get("sentence1")),
+        }
 
     def _labels(self, labels: Tensor | None) -> Tensor:
         if labels is None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ NEEDS_FAISS = ("example", "clusters", "neighbours")
 WORD = re.compile(r"\w+")
 
 
-def _faiss():
+def _faiss() -> Any:  # the faiss module (no type information)
     return require("faiss", feature="BSC's example-based, cluster and neighbour shuffling")
 
 
@@ -61,7 +62,7 @@ def check_shuffle_dependencies(method: str) -> None:
         ) from error
 
 
-def _flat_index(vectors: np.ndarray):
+def _flat_index(vectors: np.ndarray) -> Any:
     """A faiss ``IndexFlatL2`` over ``vectors`` (on every GPU when faiss-gpu has one)."""
     faiss = _faiss()
     index = faiss.IndexFlatL2(vectors.shape[1])

@@ -23,6 +23,9 @@ Audio, Speech, and Language Processing, 2024, doi:10.1109/TASLP.2024.3402087.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch import Tensor, nn
 
@@ -37,6 +40,9 @@ from sts_core.losses import (
     register_loss,
     softmax_classifier_loss,
 )
+
+if TYPE_CHECKING:
+    from sts_core.training.config import BaseConfig
 
 __all__ = [
     "CoSENTLoss",
@@ -261,7 +267,7 @@ class CoSENTRankingLoss(EmbeddingLoss):
         self.gather = gather
 
     @classmethod
-    def from_config(cls, config, model=None) -> CoSENTRankingLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> CoSENTRankingLoss:
         return cls(
             **config_settings(config, scale="cosent_scale", gather="gather_across_processes")
         )
@@ -269,7 +275,7 @@ class CoSENTRankingLoss(EmbeddingLoss):
     def config_dict(self) -> dict:
         return {"scale": self.scale, "gather": self.gather}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
+    def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         return self.rank(pairwise_cosine(embeddings["sentence1"], embeddings["sentence2"]), labels)
 
     def rank(self, scores: Tensor, labels: Tensor) -> Tensor:
@@ -299,12 +305,12 @@ class ContrastiveThresholdLoss(EmbeddingLoss):
         self.margin = margin
 
     @classmethod
-    def from_config(cls, config, model=None) -> ContrastiveThresholdLoss:
+    def from_config(cls, config: BaseConfig | None, model: Any = None) -> ContrastiveThresholdLoss:
         return cls(**config_settings(config, margin="contrastive_margin"))
 
     def config_dict(self) -> dict:
         return {"margin": self.margin}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
+    def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return contrastive_threshold_loss(u, v, labels, margin=self.margin)

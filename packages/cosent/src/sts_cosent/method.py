@@ -10,6 +10,7 @@ from sts_core.evaluation import PairEvaluator, cross_encoder_scorer
 from sts_core.losses import CosineMSELoss, InfoNCELoss, SoftmaxClassifierLoss
 from sts_core.method import Method, QualityRow
 from sts_core.training import command
+from sts_core.training.config import required_model
 from sts_cosent.config import CoSENTConfig
 from sts_cosent.loss import ContrastiveThresholdLoss, CoSENTRankingLoss
 from sts_cosent.trainer import CoSENTCrossEncoderTrainer
@@ -37,7 +38,7 @@ class CoSENTMethod(Method[CoSENTConfig]):
         if not _is_cross_encoder(config):
             return super().build_model(model_args, config)
         model, tokenizer, max_length = load_cross_encoder(
-            model_args.model_name_or_path,
+            required_model(model_args),
             model_args.max_seq_length,
             trust_remote_code=model_args.trust_remote_code,
         )

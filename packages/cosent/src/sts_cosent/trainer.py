@@ -3,7 +3,7 @@ bi-encoder (eq. 10) is the core's Trainer with the registered ``cosent`` loss.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -33,7 +33,8 @@ class CoSENTCrossEncoderTrainer(AnyModelTrainer):
     def __init__(
         self, model: nn.Module, args: CoSENTConfig, evaluator: Any | None = None, **kwargs: Any
     ) -> None:
-        tokenizer, max_length = model.sts_tokenizer, model.sts_max_length
+        # set by CoSENTMethod.build_model (nn.Module types such attributes Tensor | Module)
+        tokenizer, max_length = model.sts_tokenizer, cast(int, model.sts_max_length)
         kwargs.setdefault(
             "data_collator", PairCrossCollator(tokenizer, max_length, args.label_column)
         )

@@ -100,13 +100,16 @@ def smooth_k2(x: Tensor, k: float, x0: float) -> Tensor:
     return k * (x - x0).clamp(min=0).pow(2)
 
 
-def check_clamp(mode: str, label_range: tuple[float, float] | None) -> None:
+def check_clamp(mode: str, label_range: tuple[float, float] | None) -> tuple[float, float] | None:
     """ValueError unless ``mode`` is a clamp mode and, for one that clamps, the label range
-    is given."""
+    is given; the range it clamps to (None for ``none``)."""
     if mode not in CLAMP_MODES:
         raise ValueError(f"clamp mode {mode!r}: choose one of {', '.join(CLAMP_MODES)}")
-    if mode != "none" and label_range is None:
+    if mode == "none":
+        return None
+    if label_range is None:
         raise ValueError(f"clamping predictions ({mode}) needs the label range [low, high]")
+    return label_range
 
 
 def clamp_predictions(
@@ -118,10 +121,10 @@ def clamp_predictions(
     labels from 0 this is the authors' code, ``prediction * (prediction >= 0)``), ``both``
     (either end). A moved prediction gets no gradient, as in the authors' code.
     """
-    check_clamp(mode, label_range)
-    if mode == "none":
+    bounds = check_clamp(mode, label_range)
+    if bounds is None:
         return predictions
-    low, high = label_range
+    low, high = bounds
     # where(), not clamp(): a prediction exactly at an end keeps its gradient, as in the
     # authors' mask (prediction >= 0)
     moved = torch.where(predictions < low, torch.full_like(predictions, low), predictions)
@@ -229,7 +232,10 @@ class SiameseRegressionLoss(HeadLoss):
         super().__init__(head)
         check_clamp(clamp, label_range)
         self.k, self.x0, self.clamp = k, x0, clamp
-        self.label_range = None if label_range is None else tuple(map(float, label_range))
+        self.label_range = None
+        if label_range is not None:
+            low, high = label_range
+            self.label_range = (float(low), float(high))
 
     @classmethod
     def build_head(cls, config: BaseConfig | None, dimension: int) -> nn.Module:
@@ -254,8 +260,8 @@ class SiameseRegressionLoss(HeadLoss):
 
     def predict(self, u: Tensor, v: Tensor) -> Tensor:
         """The head's ``(N,)`` predictions for the pairs ``(u_i, v_i)`` (before clamping)."""
-        weight = self.head.weight
-        return self.head(u.to(weight.dtype), v.to(weight.dtype)).reshape(-1)
+        dtype = self.head.get_parameter("weight").dtype
+        return self.head(u.to(dtype), v.to(dtype)).reshape(-1)
 
     def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor | None) -> Tensor:
         if labels is None:

@@ -17,6 +17,8 @@ row's positive.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -67,7 +69,7 @@ def sifter_loss(
     }
     if not parts:
         raise ValueError("every λ is 0: the loss has no term")
-    total = sum(weights[name] * value for name, value in parts.items())
+    total = functools.reduce(operator.add, (weights[name] * value for name, value in parts.items()))
     return {"loss": total, **parts}
 
 

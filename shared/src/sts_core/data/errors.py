@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DataConfigError",
@@ -39,7 +40,8 @@ class DataFormatError(DataError):
         location = f"{self.path}" if line is None else f"{self.path}:{line}"
         super().__init__(f"{location}: {problem}")
 
-    def __reduce__(self):  # keep pickling (multiprocessing) working with the custom __init__
+    # keep pickling (multiprocessing) working with the custom __init__
+    def __reduce__(self) -> tuple[type[DataFormatError], tuple[Any, ...]]:
         return (type(self), (self.path, self.problem, self.line))
 
 
@@ -70,5 +72,5 @@ class DataContentError(DataError):
         where = name if self.source is None else f"{name} ({self.source})"
         super().__init__(f"{where}: {problem}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[DataContentError], tuple[Any, ...]]:
         return (type(self), (self.name, self.problem, self.source))

@@ -98,7 +98,9 @@ class DatasetSpec:
     hub: HubSource | None = field(default=None, repr=False)
 
 
-def _spec(name: str, description: str, layouts: dict[str, Layout], hub=None) -> DatasetSpec:
+def _spec(
+    name: str, description: str, layouts: dict[str, Layout], hub: HubSource | None = None
+) -> DatasetSpec:
     """Build a spec, deriving splits and variants from the layouts."""
     first = next(iter(layouts.values()))
     hub_id = hub.repo_id if hub else None
@@ -128,19 +130,40 @@ _MNLI = {"dev_matched": "matched", "dev_mismatched": "mismatched"}
 _HUB_VALIDATION = {"train": "train", "dev": "validation", "test": "test"}
 
 
-def _chinese(name: str, folder: str, description: str, score_range, splits=_DT, hub=None):
+def _chinese(
+    name: str,
+    folder: str,
+    description: str,
+    score_range: ScoreRange,
+    splits: Mapping[str, str] = _DT,
+    hub: HubSource | None = None,
+) -> DatasetSpec:
     """A CoSENT-format Chinese dataset."""
     reader = functools.partial(read_cosent_tsv, score_range=score_range)
     paths = _split_files(f"chinese/{folder}/{folder}.{{}}.data", splits)
     return _spec(name, description, {"default": Layout(reader, paths)}, hub)
 
 
-def _single(name: str, description: str, reader, paths: dict[str, str], hub=None):
+def _single(
+    name: str,
+    description: str,
+    reader: Callable[..., Dataset],
+    paths: dict[str, str],
+    hub: HubSource | None = None,
+) -> DatasetSpec:
     """A dataset with a single layout."""
     return _spec(name, description, {"default": Layout(reader, paths)}, hub)
 
 
-def _two_layouts(name, description, reader, senteval: str, raw: str, splits, hub=None):
+def _two_layouts(
+    name: str,
+    description: str,
+    reader: Callable[..., Dataset],
+    senteval: str,
+    raw: str,
+    splits: Mapping[str, str],
+    hub: HubSource | None = None,
+) -> DatasetSpec:
     """A dataset with SentEval and raw layouts read by the same reader."""
     layouts = {
         "senteval": Layout(reader, _split_files(senteval, splits)),

@@ -11,7 +11,7 @@ noted in ``dataset.info.description``; any other label is an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from datasets import Dataset
@@ -143,7 +143,7 @@ def read_nli_csv(path: PathLike) -> Dataset:
     i2 = _header_index(header, ("sentence2",), path)
     il = _header_index(header, ("label", "gold_label"), path)
 
-    def records():
+    def records() -> Iterator[tuple[int, str, str, str]]:
         for lineno, row in rows:
             check_columns(row, path, lineno, len(header), "comma-separated")
             yield lineno, row[i1], row[i2], row[il]

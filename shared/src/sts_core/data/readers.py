@@ -15,6 +15,7 @@ import logging
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from datasets import Dataset
 
@@ -84,7 +85,11 @@ def _sts_file_pairs(directory: Path) -> list[tuple[str, Path, Path]]:
 
 
 def _read_sts_subset(
-    subset: str, input_path: Path, gold_path: Path, score_range: ScoreRange | None, columns
+    subset: str,
+    input_path: Path,
+    gold_path: Path,
+    score_range: ScoreRange | None,
+    columns: dict[str, list[Any]],
 ) -> list[str]:
     """Append one subset's scored pairs to ``columns``; return the skip note."""
     inputs, golds = read_lines(input_path), read_lines(gold_path)
@@ -126,7 +131,7 @@ def read_senteval_sts(directory: PathLike, score_range: ScoreRange | None = (0.0
         name, rows in file order.
     """
     directory = require_dir(directory)
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "subset": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "subset": []}
     notes: list[str] = []
     for subset, input_path, gold_path in _sts_file_pairs(directory):
         notes += _read_sts_subset(subset, input_path, gold_path, score_range, columns)
@@ -147,7 +152,7 @@ def read_stsb_csv(path: PathLike, score_range: ScoreRange | None = (0.0, 5.0)) -
     Returns:
         columns ``sentence1``, ``sentence2``, ``score`` (0-5), ``genre``.
     """
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "genre": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "genre": []}
     for lineno, line in enumerate(read_lines(path), start=1):
         fields = split_fields(line, path, lineno, 7, at_least=True)
         columns["genre"].append(fields[0].strip())
@@ -181,7 +186,7 @@ def read_sick(path: PathLike, score_range: ScoreRange | None = (1.0, 5.0)) -> Da
     lines = read_lines(path)
     header = lines[0].split("\t")
     a, b, rel, ent = _sick_columns(header, path)
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
     for lineno, line in enumerate(lines[1:], start=2):
         fields = split_fields(line, path, lineno, len(header))
         columns["sentence1"].append(sentence(fields[a], path, lineno, "sentence_A"))
@@ -207,7 +212,7 @@ def read_cosent_tsv(path: PathLike, score_range: ScoreRange | None = None) -> Da
         columns ``sentence1``, ``sentence2``, ``score``, plus ``label`` (int) when
         every label is written as an integer.
     """
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": []}
     raw_labels = []
     for lineno, line in enumerate(read_lines(path), start=1):
         fields = split_fields(line, path, lineno, 3)
@@ -229,7 +234,7 @@ def read_mrpc(path: PathLike) -> Dataset:
     """
     lines = read_lines(path)
     check_header(lines[0].split("\t"), _MRPC_HEADER, path)
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
     for lineno, line in enumerate(lines[1:], start=2):
         fields = split_fields(line, path, lineno, 5)
         label = binary_label(fields[0], path, lineno)
@@ -242,7 +247,7 @@ def read_mrpc(path: PathLike) -> Dataset:
 
 def _read_binary_pairs(path: PathLike, order: tuple[int, int, int]) -> dict[str, list]:
     """Rows of a 3-column tab-separated file; ``order`` gives the s1, s2, label positions."""
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
     i1, i2, il = order
     for lineno, line in enumerate(read_lines(path), start=1):
         fields = split_fields(line, path, lineno, 3)
@@ -287,7 +292,7 @@ def read_quora(path: PathLike) -> Dataset:
     lines = read_lines(path)
     if len(lines[0].split("\t")) != 4:
         return to_dataset(_read_binary_pairs(path, (0, 1, 2)))
-    columns: dict[str, list] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
+    columns: dict[str, list[Any]] = {"sentence1": [], "sentence2": [], "score": [], "label": []}
     for lineno, line in enumerate(lines, start=1):
         fields = split_fields(line, path, lineno, 4)
         label = binary_label(fields[0], path, lineno)
@@ -321,7 +326,7 @@ def read_sst(path: PathLike) -> Dataset:
     """
     lines = read_lines(path)
     tabbed = "\t" in lines[0]
-    columns: dict[str, list] = {"sentence": [], "label": []}
+    columns: dict[str, list[Any]] = {"sentence": [], "label": []}
     for lineno, line in enumerate(lines, start=1):
         text, label = _sst_row(line, tabbed, path, lineno)
         columns["sentence"].append(text)

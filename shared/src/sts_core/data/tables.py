@@ -44,7 +44,7 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -459,7 +459,7 @@ def _dtype(table: Dataset, name: str) -> str | None:
     return getattr(table.features[name], "dtype", None)
 
 
-def _is_number_value(value: Any) -> bool:
+def _is_number_value(value: object) -> bool:
     if isinstance(value, str):
         return is_number(value)
     return isinstance(value, int | float) and not isinstance(value, bool)
@@ -588,7 +588,7 @@ def _group_ids(table: Dataset, column: str, source: str | PathLike) -> list[int]
     return out
 
 
-def _rows(table: Dataset, column: str):
+def _rows(table: Dataset, column: str) -> Iterator[tuple[int, Any]]:
     """``(1-based row, value)`` of one column."""
     return enumerate(table[column], start=1)
 
@@ -597,7 +597,7 @@ def _where(row: int, column: str) -> str:
     return f"row {row}, column {column!r}"
 
 
-def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
+def _text(value: object, source: str | PathLike, row: int, column: str) -> str:
     if value is None:
         raise DataFormatError(source, f"{_where(row, column)}: empty text (no value)")
     if not isinstance(value, str):
@@ -609,7 +609,7 @@ def _text(value: Any, source: str | PathLike, row: int, column: str) -> str:
     return text
 
 
-def _number(value: Any, source: str | PathLike, row: int, column: str) -> float:
+def _number(value: object, source: str | PathLike, row: int, column: str) -> float:
     """A finite number from a number or a text (``"3.5"``, read by
     :func:`~sts_core.data._io.parse_number`)."""
     where = _where(row, column)
@@ -637,7 +637,7 @@ def _scores(
     return scores
 
 
-def _integer(value: Any, source: str | PathLike, row: int, column: str) -> int:
+def _integer(value: object, source: str | PathLike, row: int, column: str) -> int:
     number = _number(value, source, row, column)
     if not number.is_integer():
         raise DataFormatError(source, f"{_where(row, column)}: label {value!r} is not an integer")
@@ -671,7 +671,7 @@ def is_saved_dataset(path: PathLike) -> bool:
 
 
 @contextmanager
-def _quiet_datasets():
+def _quiet_datasets() -> Iterator[None]:
     """``datasets``' progress bars off while a table loads (restored afterwards)."""
     import datasets
 

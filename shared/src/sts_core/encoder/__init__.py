@@ -35,7 +35,15 @@ The names below are the package's API; they load lazily, so importing one of the
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names' types for mypy; at run time they load lazily (__getattr__)
+    from sts_core.encoder.files import EXTRA_WEIGHTS_NAME as EXTRA_WEIGHTS_NAME
+    from sts_core.encoder.location import check_model_location as check_model_location
+    from sts_core.encoder.location import is_adapter_folder as is_adapter_folder
+    from sts_core.encoder.lora import LoRABaseModelError as LoRABaseModelError
+    from sts_core.encoder.lora import resolve_lora_base as resolve_lora_base
+    from sts_core.encoder.model import SentenceEncoder as SentenceEncoder
 
 _PUBLIC = {
     "SentenceEncoder": "sts_core.encoder.model",

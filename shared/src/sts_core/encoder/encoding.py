@@ -90,6 +90,7 @@ def forward(
     features: dict[str, Any],
 ) -> Any:
     """:meth:`SentenceEncoder.forward`."""
+    embeddings: torch.Tensor | dict[str, torch.Tensor]
     if columns is not None:
         embeddings = embed_columns(encoder, columns)
     elif input_ids is None or attention_mask is None:
@@ -133,7 +134,7 @@ def embed_columns(
     return {name: embed_batch(encoder, **features) for name, features in columns.items()}
 
 
-def _check_positive(name: str, value: Any) -> None:
+def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
 
@@ -154,7 +155,7 @@ def encode(
         _check_positive("token_budget", token_budget)
     check_truncate_dim(truncate_dim, encoder.dimension)
     single = isinstance(sentences, str)
-    items = [sentences] if single else list(sentences)
+    items = [sentences] if isinstance(sentences, str) else list(sentences)
     distinct = list(dict.fromkeys(items))
     progress = progress_desc if show_progress_bar else None
     vectors = _encode_distinct(encoder, distinct, batch_size, progress, token_budget)

@@ -12,11 +12,16 @@ import platform
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from sts_core.encoder.location import ADAPTER_CONFIG_NAME, is_adapter_folder, read_json
+from sts_core.encoder.location import (
+    ADAPTER_CONFIG_NAME,
+    is_adapter_folder,
+    read_json,
+    read_json_list,
+)
 from sts_core.encoder.lora import (
     ADAPTER_WEIGHTS_NAMES,
     LORA_ADAPTER_DIR,
@@ -33,6 +38,8 @@ from sts_core.saving import (
 )
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
     from sts_core.encoder.model import SentenceEncoder
 
 logger = logging.getLogger(__package__)  # "sts_core.encoder", as every part of the encoder
@@ -82,7 +89,7 @@ def library_versions() -> dict[str, str]:
 
 def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
     """Pooling, normalisation and max length of a sentence-transformers folder, if it is one."""
-    modules = read_json(folder / "modules.json")
+    modules = read_json_list(folder / "modules.json")
     if not modules:
         return {}
     settings: dict[str, Any] = {"normalize": any(m["type"].endswith("Normalize") for m in modules)}
@@ -173,7 +180,8 @@ def _write_folder(
             write_lora(encoder.backbone, folder, backbone_state, safe_serialization, merge_lora)
         )
     else:
-        encoder.backbone.save_pretrained(
+        # not a peft model: a transformers one (nn.Module types the method Tensor | Module)
+        cast("PreTrainedModel", encoder.backbone).save_pretrained(
             folder, state_dict=backbone_state or None, safe_serialization=safe_serialization
         )
     encoder.tokenizer.save_pretrained(folder)
@@ -249,7 +257,7 @@ def _st_pooling_config(encoder: SentenceEncoder) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, content: Any) -> None:
+def _write_json(path: Path, content: object) -> None:
     path.write_text(json.dumps(content, indent=2), encoding="utf-8")
 
 

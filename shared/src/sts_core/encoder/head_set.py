@@ -8,14 +8,20 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 
 from sts_core.encoder.files import EXTRA_WEIGHTS_NAME
 from sts_core.encoder.location import read_json
-from sts_core.heads import HEADS_CONFIG_NAME, build_head, can_score_pairs, head_entry
+from sts_core.heads import (
+    HEADS_CONFIG_NAME,
+    PairScoringHead,
+    build_head,
+    can_score_pairs,
+    head_entry,
+)
 
 if TYPE_CHECKING:
     from sts_core.encoder.model import SentenceEncoder
@@ -38,6 +44,11 @@ def add_head(encoder: SentenceEncoder, name: str, head: nn.Module, pair_scorer: 
     return head
 
 
+def _head(encoder: SentenceEncoder, name: str) -> nn.Module:
+    """The head ``name`` of ``encoder`` (a listed head is a submodule: :func:`add_head`)."""
+    return encoder.get_submodule(name)
+
+
 def _listed(encoder: SentenceEncoder) -> str:
     return ", ".join(encoder._head_names) or "none"
 
@@ -46,7 +57,8 @@ def remove_head(encoder: SentenceEncoder, name: str) -> nn.Module:
     """:meth:`SentenceEncoder.remove_head`."""
     if name not in encoder._head_names:
         raise KeyError(f"no head {name!r}; heads: {_listed(encoder)}")
-    head = encoder._modules.pop(name)
+    head = _head(encoder, name)
+    del encoder._modules[name]
     encoder._head_names.remove(name)
     if encoder._pair_scorer == name:
         encoder._pair_scorer = None
@@ -55,7 +67,7 @@ def remove_head(encoder: SentenceEncoder, name: str) -> nn.Module:
 
 def heads(encoder: SentenceEncoder) -> Mapping[str, nn.Module]:
     """:attr:`SentenceEncoder.heads`."""
-    return MappingProxyType({name: encoder._modules[name] for name in encoder._head_names})
+    return MappingProxyType({name: _head(encoder, name) for name in encoder._head_names})
 
 
 def set_pair_scorer(encoder: SentenceEncoder, name: str | None) -> None:
@@ -67,7 +79,7 @@ def set_pair_scorer(encoder: SentenceEncoder, name: str | None) -> None:
                 f"pair_scorer {name!r} is not a head of this encoder (heads: "
                 f"{_listed(encoder)}; add it with add_head)"
             )
-        if not can_score_pairs(encoder._modules[name]):
+        if not can_score_pairs(_head(encoder, name)):
             raise ValueError(f"head {name!r} has no score(u, v) for sentence pairs")
     encoder._pair_scorer = name
 
@@ -78,12 +90,13 @@ def score_pairs(encoder: SentenceEncoder, u: Any, v: Any) -> torch.Tensor:
     v = torch.as_tensor(v)
     if encoder._pair_scorer is None:
         return nn.functional.cosine_similarity(u, v, dim=-1)
-    head = encoder._modules[encoder._pair_scorer]
+    head = _head(encoder, encoder._pair_scorer)
     parameter = next(head.parameters(), None)
     if parameter is not None:
         u = u.to(device=parameter.device, dtype=parameter.dtype)
         v = v.to(device=parameter.device, dtype=parameter.dtype)
-    return head.score(u, v)
+    # set_pair_scorer admitted only a head that scores pairs (can_score_pairs)
+    return cast(PairScoringHead, head).score(u, v)
 
 
 def load_heads(encoder: SentenceEncoder, folder: Path) -> None:

@@ -128,6 +128,16 @@ def hub_error(name: str, error: Exception) -> OSError:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON file ``path`` of a model folder, or ``None`` when it is not there."""
+    return _load_json(path)
+
+
+def read_json_list(path: Path) -> list[dict[str, Any]] | None:
+    """A model folder's JSON file that lists objects (sentence-transformers'
+    ``modules.json``), or ``None`` when it is not there."""
+    return _load_json(path)
+
+
+def _load_json(path: Path) -> Any:
     if not path.is_file():
         return None
     with path.open(encoding="utf-8") as handle:

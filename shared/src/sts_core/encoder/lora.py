@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -26,6 +26,8 @@ from sts_core.encoder.location import (
 from sts_core.saving import ENCODER_CONFIG_NAME
 
 if TYPE_CHECKING:
+    from peft import PeftModel
+
     from sts_core.encoder.model import SentenceEncoder
 
 ADAPTER_WEIGHTS_NAMES = ("adapter_model.safetensors", "adapter_model.bin")
@@ -33,7 +35,7 @@ ADAPTER_WEIGHTS_NAMES = ("adapter_model.safetensors", "adapter_model.bin")
 LORA_ADAPTER_DIR = "lora_adapter"
 
 
-def is_lora_model(module: Any) -> bool:
+def is_lora_model(module: object) -> bool:
     """Whether ``module`` is a peft model (LoRA adapters around a base model); checked
     without importing peft."""
     return hasattr(module, "peft_config") and callable(getattr(module, "get_base_model", None))
@@ -233,16 +235,17 @@ def load_lora_weights(encoder: SentenceEncoder, path: Path, extra_file: Path) ->
             raise FileNotFoundError(
                 f"no LoRA adapter ({ADAPTER_CONFIG_NAME}) there nor in {LORA_ADAPTER_DIR}/"
             )
-        adapter = encoder.backbone.active_adapter
+        backbone = cast("PeftModel", encoder.backbone)  # the caller checked is_lora_model
+        adapter = backbone.active_adapter
         weights = load_peft_weights(str(adapter_dir), device="cpu")
-        expected = set(get_peft_model_state_dict(encoder.backbone, adapter_name=adapter))
+        expected = set(get_peft_model_state_dict(backbone, adapter_name=adapter))
         missing, unexpected = expected - set(weights), set(weights) - expected
         if missing or unexpected:
             raise KeyError(
                 f"the adapter does not fit this encoder's LoRA layers: missing "
                 f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
             )
-        set_peft_model_state_dict(encoder.backbone, weights, adapter_name=adapter)
+        set_peft_model_state_dict(backbone, weights, adapter_name=adapter)
         extra: dict[str, torch.Tensor] = {}
         if extra_file.is_file():
             from safetensors.torch import load_file

@@ -7,7 +7,7 @@ import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -18,6 +18,17 @@ from sts_core.encoder.location import absolute_location
 from sts_core.encoder.named_prompts import NamedPrompts
 from sts_core.pooling import check_pooling_mode
 from sts_core.prompts import resolve_prompt
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+
+class _Checkpointing(Protocol):
+    """transformers' gradient checkpointing switch (a peft model passes it on)."""
+
+    def gradient_checkpointing_enable(
+        self, gradient_checkpointing_kwargs: dict[str, Any] | None = None
+    ) -> None: ...
 
 
 class SentenceEncoder(NamedPrompts, nn.Module):
@@ -134,9 +145,11 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         return next(self.parameters()).device
 
     @property
-    def config(self) -> Any:
+    def config(self) -> PretrainedConfig:
         """The backbone's transformers config (what the Trainer and PEFT look for)."""
-        return self.backbone.config
+        # a transformers model, or a peft model passing it on: nn.Module's __getattr__
+        # types any attribute as Tensor | Module
+        return cast("PretrainedConfig", self.backbone.config)
 
     @property
     def _no_split_modules(self) -> list[str]:
@@ -145,7 +158,7 @@ class SentenceEncoder(NamedPrompts, nn.Module):
 
     @property
     def dimension(self) -> int:
-        return int(self.backbone.config.hidden_size)
+        return int(self.config.hidden_size)
 
     def settings(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in files.setting_names(self)}
@@ -184,10 +197,11 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         return head_set.score_pairs(self, u, v)
 
     def gradient_checkpointing_enable(
-        self, gradient_checkpointing_kwargs: dict | None = None
+        self, gradient_checkpointing_kwargs: dict[str, Any] | None = None
     ) -> None:
         """Delegate to the backbone (called by the Trainer when ``gradient_checkpointing``)."""
-        self.backbone.gradient_checkpointing_enable(
+        # the backbone is a transformers model (or a peft model passing the call on)
+        cast(_Checkpointing, self.backbone).gradient_checkpointing_enable(
             gradient_checkpointing_kwargs=gradient_checkpointing_kwargs
         )
 

@@ -33,7 +33,7 @@ import importlib.util
 import inspect
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.nn import functional
@@ -255,7 +255,8 @@ def torch_varlen_attention(
     elif groups > 1:
         key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
     cu = cu_seq_lens.to(torch.int32)
-    return varlen_attn(query, key, value, cu, cu, max_length, max_length, **options)
+    output = varlen_attn(query, key, value, cu, cu, max_length, max_length, **options)
+    return cast(torch.Tensor, output)  # a tuple only with return_aux, not asked for
 
 
 def reference_varlen_attention(
@@ -553,9 +554,8 @@ def run_backbone(
         return varlen_backbone(encoder, inputs, hidden)
     if path == "block_mask":
         return packed_backbone(encoder, inputs, hidden)
-    if encoder._takes_use_cache:
-        inputs["use_cache"] = False
-    outputs = encoder.backbone(**inputs, output_hidden_states=hidden, return_dict=True)
+    options = {"use_cache": False} if encoder._takes_use_cache else {}
+    outputs = encoder.backbone(**inputs, **options, output_hidden_states=hidden, return_dict=True)
     return outputs.last_hidden_state, outputs.hidden_states if hidden else None
 
 
@@ -573,7 +573,7 @@ def varlen_backbone(
     (the backbone's attention becomes :data:`VARLEN_ATTENTION`, which is SDPA for
     every call without packing metadata: evaluation, the padded forward)."""
     register_varlen_attention()
-    config = encoder.backbone.config
+    config = encoder.config
     if config._attn_implementation != VARLEN_ATTENTION:
         config._attn_implementation = VARLEN_ATTENTION
     packing = VarlenPacking(inputs["attention_mask"], position_offset(config))
@@ -598,14 +598,14 @@ def packed_backbone(
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
     """Run the backbone on packed rows; return its states laid out as the padded batch."""
     attention_mask = inputs["attention_mask"]
-    packing = TokenPacking(attention_mask, position_offset=position_offset(encoder.backbone.config))
+    packing = TokenPacking(attention_mask, position_offset=position_offset(encoder.config))
     packed = {
         key: packing.pack(value, encoder.tokenizer.pad_token_id if key == "input_ids" else 0)
         for key, value in inputs.items()
         if key != "attention_mask"
     }
     dtype = next(encoder.backbone.parameters()).dtype
-    implementation = encoder.backbone.config._attn_implementation
+    implementation = encoder.config._attn_implementation
     mask = packing.attention_mask("eager" if implementation == "eager" else "sdpa", dtype)
     outputs = encoder.backbone(
         **packed,

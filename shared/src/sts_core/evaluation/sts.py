@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from sts_core.evaluation.pairs import (
     cosine_scores,
 )
 from sts_core.names import STS_TASKS
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +240,9 @@ def _subset_correlation(
         return float("nan")
 
 
-def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None):
+def load_task_pairs(
+    task: str, protocol: str, variant: str, data_dir: str | os.PathLike | None
+) -> Dataset:
     """The evaluation pairs of one task under a protocol (a ``datasets.Dataset``)."""
     from datasets import concatenate_datasets
 
@@ -256,7 +261,7 @@ def load_task_pairs(task: str, protocol: str, variant: str, data_dir: str | os.P
 _MTEB_SICK_SPLITS = ("train", "dev", "test")
 
 
-def spread_sample(dataset: Any, limit: int | None) -> Any:
+def spread_sample(dataset: Dataset, limit: int | None) -> Dataset:
     """At most ``limit`` rows spread over the whole table: every k-th row from the first,
     k = ⌈n / limit⌉, in the table's order (a quick look at a large evaluation set that
     keeps its mix of sources); the table itself when ``limit`` is None or not below n."""

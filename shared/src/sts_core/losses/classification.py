@@ -9,6 +9,7 @@ It is the classification baseline of the CoSENT paper (eq. 5) and of the regress
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -135,6 +136,6 @@ class SoftmaxClassifierLoss(HeadLoss):
     def config_dict(self) -> dict[str, Any]:
         return {"classes": self.head.out_features}
 
-    def forward(self, embeddings, labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
+    def forward(self, embeddings: Mapping[str, Tensor], labels: Tensor) -> Tensor:  # type: ignore[override]  # labels needed
         u, v = embeddings["sentence1"], embeddings["sentence2"]
         return softmax_classifier_loss(u, v, labels, self.head)

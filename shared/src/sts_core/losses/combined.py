@@ -16,8 +16,8 @@ besides losses that read none. The text columns are the union of the parts'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from torch import Tensor, nn
 
@@ -62,6 +62,12 @@ class WeightedLossSum(EmbeddingLoss):
         # normalisation off; the other parts get the unit vectors they would get alone.
         self.normalize_for_others = self.reads_pooled and encoder_normalizes
 
+    def named_parts(self) -> Iterator[tuple[str, EmbeddingLoss]]:
+        """The parts by name, in order."""
+        for name, part in self.parts.items():
+            # nn.ModuleDict is not generic: it holds the EmbeddingLoss parts of __init__
+            yield name, cast(EmbeddingLoss, part)
+
     @classmethod
     def display_name(cls) -> str:
         return " + ".join(f"{w:g}·{name}" for name, w in cls.weights.items())
@@ -94,7 +100,7 @@ class WeightedLossSum(EmbeddingLoss):
     def config_dict(self) -> dict[str, Any]:
         return {
             name: {"weight": self.weights[name], **part.config_dict()}
-            for name, part in self.parts.items()
+            for name, part in self.named_parts()
         }
 
     def pop_degenerate(self) -> list[tuple[str, Tensor | bool]]:
@@ -102,7 +108,7 @@ class WeightedLossSum(EmbeddingLoss):
         notes none of its own)."""
         return [
             (f"{name}: {reason}", happened)
-            for name, part in self.parts.items()
+            for name, part in self.named_parts()
             for reason, happened in part.pop_degenerate()
         ]
 
@@ -115,7 +121,7 @@ class WeightedLossSum(EmbeddingLoss):
         total: Tensor | float = 0.0
         logged: dict[str, Tensor] = {}
         unit = None
-        for name, part in self.parts.items():
+        for name, part in self.named_parts():
             seen = embeddings
             if self.normalize_for_others and not part.reads_pooled:
                 unit = unit or {k: nn.functional.normalize(v, dim=-1) for k, v in seen.items()}
@@ -146,5 +152,5 @@ def weighted_loss_class(weights: Mapping[str, float]) -> type[WeightedLossSum]:
     return type("WeightedLossSum", (WeightedLossSum,), attributes)
 
 
-def _union(groups: Any) -> tuple[str, ...]:
+def _union(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(column for group in groups for column in group))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +197,7 @@ def tiny_bert_nodropout_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPa
 
 
 @pytest.fixture(scope="module")
-def torch_one_thread():
+def torch_one_thread() -> Iterator[None]:
     """Torch on one thread for a module: tiny models train many times faster that way,
     above all on a loaded machine. Use with ``pytestmark = pytest.mark.usefixtures(...)``."""
     import torch

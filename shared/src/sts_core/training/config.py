@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
@@ -221,6 +221,14 @@ class ModelArguments:
             )
 
 
+def required_model(model_args: ModelArguments) -> str:
+    """``model_name_or_path``, which every run needs (ValueError when unset; the recipe
+    parser refuses such a recipe first, saying where to set it)."""
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required: the model folder or hub id to train")
+    return model_args.model_name_or_path
+
+
 #: how final_eval_datasets are scored
 FINAL_EVAL_TASKS = ("sts", "classification", "ranking")
 
@@ -257,7 +265,9 @@ class DataArguments:
             "classes, names or 0 entailment, 1 neutral, 2 contradiction, -1 no gold label)."
         },
     )
-    columns: str | None = field(
+    # a mapping, or its JSON text (the command line) until __post_init__ parses it: typed as
+    # TrainingArguments types its dict options, which HfArgumentParser reads as text
+    columns: dict[str, str] | str | None = field(
         default=None,
         metadata={
             "help": "The columns of the training tables (files with a header, save_to_disk "
@@ -270,7 +280,7 @@ class DataArguments:
         default="stsb:dev",
         metadata={"help": "Dev set for model selection (name:split or a path); none to skip."},
     )
-    eval_columns: str | None = field(
+    eval_columns: dict[str, str] | str | None = field(  # as columns
         default=None,
         metadata={
             "help": "The columns of the evaluation tables (eval_dataset, final_eval_datasets, "
@@ -297,7 +307,7 @@ class DataArguments:
         default=None,
         metadata={"help": "Rescale training and dev scores from this [low, high] range to [0, 1]."},
     )
-    label_mapping: str | None = field(
+    label_mapping: dict[str, Any] | str | None = field(  # as columns
         default=None,
         metadata={
             "help": "Map the training labels (the loss's label column) to new values before "
@@ -379,7 +389,9 @@ class DataArguments:
 
         if not self.train_datasets:
             raise ValueError("train_datasets is empty: name at least one training set")
-        self.train_datasets, self.train_specs = read_train_datasets(self.train_datasets)
+        # the mapping form stays a mapping (what the run records): a type HfArgumentParser
+        # cannot read (it refuses a union without str); train_specs holds it typed
+        self.train_datasets, self.train_specs = read_train_datasets(self.train_datasets)  # type: ignore[assignment]
         if self.data_variant not in ("senteval", "raw"):
             raise ValueError(f"data_variant must be senteval or raw, got {self.data_variant!r}")
         require_at_least(
@@ -388,8 +400,8 @@ class DataArguments:
         self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
         from sts_core.data import parse_columns_option
 
-        for option in ("columns", "eval_columns"):
-            setattr(self, option, parse_columns_option(getattr(self, option), option))
+        self.columns = parse_columns_option(self.columns, "columns")
+        self.eval_columns = parse_columns_option(self.eval_columns, "eval_columns")
         if self.label_mapping is not None:
             from sts_core.data import resolve_label_mapping
 
@@ -485,7 +497,7 @@ def require_at_least(minimum: int, **values: int | float | None) -> None:
             raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
-def _default(value: object, help_text: str):
+def _default(value: object, help_text: str) -> Any:  # a field of any type (as field())
     return field(default=value, metadata={"help": help_text})
 
 
@@ -550,7 +562,9 @@ class BaseConfig(TrainingArguments):
         "did not write are never removed: such a folder is refused; without this, or "
         "resume_from_checkpoint, an output_dir that holds anything is refused).",
     )
-    learning_rate_mapping: str | None = _default(
+    # a mapping, or its JSON text (the command line) until __post_init__ parses it: typed as
+    # TrainingArguments types its dict options, which HfArgumentParser reads as text
+    learning_rate_mapping: dict[str, float] | str | None = _default(
         None,
         "Learning rates by parameter name: a mapping of regular expression → learning rate "
         "(YAML mapping, or JSON on the command line), e.g. {'sts_loss\\.': 1e-3}. Parameters "
@@ -559,7 +573,7 @@ class BaseConfig(TrainingArguments):
         "names the parameters each pattern matched. Scalar parameters (a trainable "
         "temperature) never get weight decay.",
     )
-    loss_weights: str | None = _default(
+    loss_weights: dict[str, float] | str | None = _default(  # as learning_rate_mapping
         None,
         "Train on a weighted sum of registered losses instead of `loss` alone: a mapping of "
         "loss name → weight (YAML mapping, or JSON on the command line), e.g. "
@@ -687,6 +701,19 @@ class BaseConfig(TrainingArguments):
         super().__post_init__()
         check_reporting_packages(self.report_to)
 
+    # the mapping options as __post_init__ parsed them (the fields are typed for the parser)
+    @property
+    def parsed_learning_rate_mapping(self) -> dict[str, float] | None:
+        """``learning_rate_mapping`` as a mapping (None: unset)."""
+        return parse_learning_rate_mapping(self.learning_rate_mapping)
+
+    @property
+    def parsed_loss_weights(self) -> dict[str, float] | None:
+        """``loss_weights`` as a mapping (None: unset)."""
+        from sts_core.losses import parse_loss_weights
+
+        return parse_loss_weights(self.loss_weights)
+
     def _check_numbers(self) -> None:
         """Every numeric option in its range (ValueError naming the first that is not)."""
         require_at_least(
@@ -716,16 +743,16 @@ class BaseConfig(TrainingArguments):
     def _check_loss_weights(self) -> None:
         from sts_core.losses import parse_loss_weights, weighted_loss_class
 
-        self.loss_weights = parse_loss_weights(self.loss_weights)
-        if self.loss_weights is None:
+        self.loss_weights = weights = parse_loss_weights(self.loss_weights)
+        if weights is None:
             return
         loss = getattr(self, "loss", None)
-        if loss is not None and loss not in self.loss_weights:
+        if loss is not None and loss not in weights:
             raise ValueError(
-                f"loss_weights ({', '.join(self.loss_weights)}) must include the method's "
+                f"loss_weights ({', '.join(weights)}) must include the method's "
                 f"loss {loss!r}: add it (weight 0 only logs it) or set loss to one of them"
             )
-        weighted_loss_class(self.loss_weights)  # unknown names, disagreeing label kinds
+        weighted_loss_class(weights)  # unknown names, disagreeing label kinds
 
     def _check_matryoshka(self) -> None:
         """``matryoshka_dims`` / ``matryoshka_weights`` checked and sorted widest first, and
@@ -738,8 +765,8 @@ class BaseConfig(TrainingArguments):
             return
         self.matryoshka_dims, self.matryoshka_weights = list(parsed[0]), list(parsed[1])
         loss = getattr(self, "loss", None)
-        if self.loss_weights:
-            matryoshka_loss_class(weighted_loss_class(self.loss_weights), *parsed)
+        if weights := self.parsed_loss_weights:
+            matryoshka_loss_class(weighted_loss_class(weights), *parsed)
         elif loss is not None:
             matryoshka_loss_class(loss_class(loss), *parsed)
 

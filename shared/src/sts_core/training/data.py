@@ -17,6 +17,7 @@ from sts_core.data import (
     load_test_sets,
     map_labels,
     merge_datasets,
+    parse_columns_option,
     registry_names,
     rescale_scores,
     resolve_label_mapping,
@@ -26,6 +27,7 @@ from sts_core.data import load_reference as _load_reference
 from sts_core.data.references import IN_MEMORY
 from sts_core.data.tables import scored_reading
 from sts_core.method import check_dataset_for_loss, loss_label_column
+from sts_core.options import parse_json_mapping
 from sts_core.training.collator import text_columns_with
 from sts_core.training.config import DataArguments
 from sts_core.training.multi_dataset import (
@@ -68,7 +70,7 @@ def load_reference(
     set, naming the file's column."""
     training = default_split == "train"
     if columns is None:
-        columns = data_args.columns if training else data_args.eval_columns
+        columns = _table_columns(data_args, training)
     if isinstance(reference, str) and split_reference(reference, default_split)[0] in (
         registry_names()
     ):
@@ -88,6 +90,20 @@ def load_reference(
         score_range=_score_range(score_range) if score_range else None,
         reading=table_reading(training, reads),
     )
+
+
+# the mapping options as DataArguments.__post_init__ parsed them (parsing one again gives it
+# back): the fields are typed for the parser, which reads their text
+def _table_columns(data_args: DataArguments, training: bool) -> dict[str, str] | None:
+    """``columns`` (the training tables') or ``eval_columns``."""
+    option = "columns" if training else "eval_columns"
+    given = data_args.columns if training else data_args.eval_columns
+    return parse_columns_option(given, option)
+
+
+def _label_mapping(data_args: DataArguments) -> dict[str, Any] | None:
+    """``label_mapping`` (None: unset)."""
+    return parse_json_mapping(data_args.label_mapping, "label_mapping")
 
 
 def table_reading(training: bool, reads: Reads = "score") -> TableReading:
@@ -126,7 +142,8 @@ def build_train_dataset(
     )
     summary: dict[str, Any] = {"sources": {name: len(ds) for name, ds in loaded}}
     if data_args.score_range:  # each file's rows, before the sets are merged and filtered
-        check_train_scores(data_args, [ds for _, ds in loaded], label_column, sources)
+        bounds = _score_range(data_args.score_range)
+        check_train_scores(data_args, bounds, [ds for _, ds in loaded], label_column, sources)
     if len(loaded) == 1:
         train = loaded[0][1]
     else:
@@ -141,8 +158,8 @@ def build_train_dataset(
         summary["filter"] = {"applied": False, "reason": "the training set is not pairs"}
     else:
         train = filter_or_count_test_pairs(train, data_args, summary)
-    if data_args.label_mapping:
-        train, _ = map_labels(train, label_column, data_args.label_mapping)
+    if label_mapping := _label_mapping(data_args):
+        train, _ = map_labels(train, label_column, label_mapping)
     if data_args.score_range:
         train = rescale_scores(train, _score_range(data_args.score_range))
     if data_args.max_train_samples is not None and data_args.max_train_samples < len(train):
@@ -162,17 +179,19 @@ def build_train_dataset(
 
 def check_train_scores(
     data_args: DataArguments,
+    bounds: tuple[float, float],
     loaded: list[Dataset],
     label_column: str,
     sources: list[str] | None = None,
 ) -> None:
-    """``score_range`` holds every training score it will rescale: each training set's
-    scores (DataFormatError naming the file or dataset — ``sources``, default the
-    references of ``train_datasets`` —, the row and the column), or with ``label_mapping``
-    on the score column the values it maps to (DataConfigError)."""
-    low, high = _score_range(data_args.score_range)
-    if data_args.label_mapping and label_column == "score":  # every score becomes one of these
-        resolved = resolve_label_mapping(data_args.label_mapping, label_column)
+    """``score_range`` (``bounds``) holds every training score it will rescale: each
+    training set's scores (DataFormatError naming the file or dataset — ``sources``,
+    default the references of ``train_datasets`` —, the row and the column), or with
+    ``label_mapping`` on the score column the values it maps to (DataConfigError)."""
+    low, high = bounds
+    label_mapping = _label_mapping(data_args)
+    if label_mapping and label_column == "score":  # every score becomes one of these
+        resolved = resolve_label_mapping(label_mapping, label_column)
         outside = [f"{k:g} → {v:g}" for k, v in resolved.items() if not low <= v <= high]
         if outside:
             raise DataConfigError(
@@ -214,13 +233,10 @@ def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, An
         logger.info("test-pair overlap not counted (the test sets cannot be read: %s)", error)
         return None
     _, report = filter_test_overlap(train, test_sets, log=False)
-    counted = {
-        "pairs": report.removed,
-        "of": report.total,
-        "by_test_set": {k: v for k, v in report.removed_by_source.items() if v},
-    }
+    by_test_set = {k: v for k, v in report.removed_by_source.items() if v}
+    counted = {"pairs": report.removed, "of": report.total, "by_test_set": by_test_set}
     if report.removed:
-        by_set = ", ".join(f"{k}: {v}" for k, v in counted["by_test_set"].items())
+        by_set = ", ".join(f"{k}: {v}" for k, v in by_test_set.items())
         logger.warning(
             "filter_test_overlap is off: %d of %d training pairs also occur in the STS test "
             "sets (%s); scores on those sets are then not on unseen pairs",
@@ -249,12 +265,14 @@ def source_names(
     ]
 
 
-def build_dev_set(data_args: DataArguments, given: Any = None) -> tuple[str, Dataset] | None:
+def build_dev_set(
+    data_args: DataArguments, given: Dataset | DatasetDict | None = None
+) -> tuple[str, Dataset] | None:
     """The dev set for model selection, or None when ``eval_dataset`` is empty/none;
     ``given`` (a ``Dataset``/``DatasetDict`` in memory, read with ``eval_columns``) replaces
     ``eval_dataset`` and is named ``dev``."""
     reference = data_args.eval_dataset if given is None else IN_MEMORY
-    if given is None and (not reference or reference.lower() == "none"):
+    if not reference or (given is None and reference.lower() == "none"):
         return None
     name, dataset = load_reference(reference if given is None else given, "dev", data_args)
     if data_args.score_range:
@@ -385,8 +403,9 @@ def _prepare_set(
         check_score_range(dataset, _score_range(data_args.score_range), reference)
     if {"sentence1", "sentence2"} <= set(dataset.column_names):
         dataset = filter_or_count_test_pairs(dataset, data_args, info)
-    if data_args.label_mapping and reads_labels:
-        dataset, _ = map_labels(dataset, label_column, data_args.label_mapping)
+    label_mapping = _label_mapping(data_args)
+    if label_mapping and reads_labels:
+        dataset, _ = map_labels(dataset, label_column, label_mapping)
         info["label_mapping"] = value_counts(dataset[label_column])
     if data_args.score_range and scored:
         dataset = rescale_scores(dataset, _score_range(data_args.score_range))
@@ -414,19 +433,20 @@ def final_evaluators(
     thresholds = None
     if task == "classification" and data_args.threshold_dataset:
         thresholds = _test_pairs(data_args.threshold_dataset, data_args)
-    evaluators = {}
+    evaluators: dict[str, Any] = {}
     for reference in data_args.final_eval_datasets:
         dataset = _test_pairs(reference, data_args)
         label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
         if task == "classification":
-            evaluator = PairClassificationEvaluator(
+            evaluators[reference] = PairClassificationEvaluator(
                 dataset, thresholds, name=label, batch_size=batch, source=reference
             )
         elif task == "ranking":
-            evaluator = RankingEvaluator(dataset, name=label, batch_size=batch, source=reference)
+            evaluators[reference] = RankingEvaluator(
+                dataset, name=label, batch_size=batch, source=reference
+            )
         else:
-            evaluator = method.build_evaluator(label, dataset, config)
-        evaluators[reference] = evaluator
+            evaluators[reference] = method.build_evaluator(label, dataset, config)
     return evaluators
 
 

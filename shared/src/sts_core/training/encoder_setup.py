@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sts_core.training.config import ModelArguments
+from sts_core.training.config import ModelArguments, required_model
 
 
 def build_encoder(model_args: ModelArguments) -> Any:
@@ -16,7 +16,7 @@ def build_encoder(model_args: ModelArguments) -> Any:
     from sts_core.training.peft_utils import apply_lora, quantization_kwargs
 
     encoder = SentenceEncoder.from_pretrained(
-        model_args.model_name_or_path,
+        required_model(model_args),
         pooling=model_args.pooling,
         prompt=model_args.prompt,
         max_length=model_args.max_seq_length,

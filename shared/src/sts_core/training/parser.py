@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import HfArgumentParser
-from transformers.hf_argparser import string_to_bool
+from transformers.hf_argparser import DataClassType, string_to_bool
 
 from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
@@ -212,7 +212,9 @@ class ConfigParser:
         self.method = method
         self.config_class = config_class
         self.dataclass_types = (ModelArguments, DataArguments, config_class)
-        self.parser = HfArgumentParser(self.dataclass_types, description=description)
+        # DataClassType: how transformers types a dataclass argument (a NewType, no-op)
+        classes = [DataClassType(cls) for cls in self.dataclass_types]
+        self.parser = HfArgumentParser(classes, description=description)
         self.parser.add_argument(
             "--config",
             default=None,

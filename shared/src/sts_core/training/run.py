@@ -46,7 +46,7 @@ from sts_core.saving import (
     remove_path,
     write_json_atomic,
 )
-from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
+from sts_core.training.config import BaseConfig, DataArguments, ModelArguments, required_model
 from sts_core.training.curves import CURVES_IMAGE, draw_learning_curves, learning_curve_series
 from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.encoder_setup import build_encoder
@@ -180,7 +180,7 @@ class TrainingRun:
 
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
-        location = check_model_location(self.model_args.model_name_or_path)
+        location = check_model_location(required_model(self.model_args))
         inputs = run_inputs(self.model_args, self.data_args, self.config)
         prepare_output_dir(self.config, dry_run=True, inputs=inputs)  # before the data work
         self.check_hardware()
