@@ -139,15 +139,16 @@ def peak_rss_mib() -> float | None:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def train(folder: Path) -> int:
-    """Train the cell in ``folder``, score its dev table, write ``result.json``."""
+def train(folder: Path, own_process: bool = True) -> int:
+    """Train the cell in ``folder``, score its dev table, write ``result.json`` (the peak
+    memory only from a process of the cell's own)."""
     from sts_core.training.run import main as sts_train
 
     cell = read_json(folder / CELL_FILE)
     if cell is None:
         print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
         return 2
-    threads = os.environ.get("STS_SEARCH_THREADS")
+    threads = os.environ.get("STS_SEARCH_THREADS") if own_process else None
     if threads:
         import torch
 
@@ -164,7 +165,9 @@ def train(folder: Path) -> int:
         argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
         status = sts_train(argv)
         if status == DIVERGED:  # a result of the recipe, not a bad input: recorded
-            return finish(folder, start, None, {}, error="training diverged (log.txt)")
+            return finish(
+                folder, start, None, {}, error="training diverged (log.txt)", memory=own_process
+            )
         if status != 0:
             return status
         steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
@@ -174,8 +177,9 @@ def train(folder: Path) -> int:
     try:
         dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
-        return finish(folder, start, steps, {}, error=" ".join(str(error).split()), trained=trained)
-    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained)
+        reason = " ".join(str(error).split())
+        return finish(folder, start, steps, {}, error=reason, trained=trained, memory=own_process)
+    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained, memory=own_process)
 
 
 def finish(
@@ -186,11 +190,13 @@ def finish(
     dev: float | None = None,
     error: str | None = None,
     trained: float | None = None,
+    memory: bool = True,
 ) -> int:
     """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
     model the scorer cannot score is a finished cell that is never picked); ``seconds``
     from the training's start to now, ``train_seconds`` to ``trained`` (the model saved,
-    before the dev scoring; a diverged run: now)."""
+    before the dev scoring; a diverged run: now); the process's peak memory with
+    ``memory`` (None without: a process the cell shares with the search)."""
     now = time.perf_counter()
     result: dict[str, Any] = {
         "dev": dev,
@@ -198,7 +204,7 @@ def finish(
         "seconds": round(now - start, 1),
         "train_seconds": round((now if trained is None else trained) - start, 1),
         "steps": steps,
-        **peak_memory(),
+        **(peak_memory() if memory else {"peak_rss_mib": None}),
     }
     if error is not None:
         result["error"] = error
@@ -229,9 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2 or args[0] not in ("train", "score"):
         print("usage: python -m sts_core.search.worker train|score CELL_FOLDER", file=sys.stderr)
         return 2
-    folder = Path(args[1])
+    return run_action(args[0], Path(args[1]))
+
+
+def run_action(verb: str, folder: Path, own_process: bool = True) -> int:
+    """``train`` or ``score`` the cell in ``folder``; its exit status (2: a bad input,
+    named on an ``error:`` line)."""
     try:
-        return train(folder) if args[0] == "train" else score_test(folder)
+        return train(folder, own_process) if verb == "train" else score_test(folder)
     except (ValueError, OSError) as error:  # a table the scorer cannot read
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
