@@ -1,6 +1,7 @@
-"""The search's cells: one trained model each (a method with our ``--set`` settings, a
-recipe, a seed), the ``--set`` settings checked as a recipe's, the store of the trained cells
-(a JSON file and the weights) and the teacher id each cell records."""
+"""The search's cells as the benchmark records them: one trained model each (a method with
+our ``--set`` settings, a recipe, a seed), the ``--set`` settings checked as a recipe's, the
+cells file (the table the report reads) and the teacher id each cell records. The cells are
+trained by ``sts-search`` (:mod:`grid_search.via_search`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import _common as common
 import quality
 
 from grid_search.inputs import DEV_TABLE, TRAIN_TABLES
-from sts_core.command_files import CONTENT_HASH, changed_identity, content_identity, write_text
+from sts_core.command_files import changed_identity, content_identity, write_text
 from sts_core.search.cells import Cell
 from sts_core.training.parser import ConfigParser
 
@@ -40,12 +41,6 @@ DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
 
 
 SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
-
-
-def weights_file_name(cell: Cell) -> str:
-    """The file name of the cell's saved weights under ``--weights-dir``: its key, each
-    character but ``-_.`` and letters and digits as ``_``."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in cell.key) + ".pt"
 
 
 def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -215,33 +210,30 @@ def read_cells(path: Path) -> dict[str, dict[str, Any]]:
         raise common.BenchmarkError(f"{path}: not a cells file of this script ({error})") from error
 
 
-class CellStore:
-    """The cells trained so far (JSON, rewritten after each) and their weights."""
+class CellsFile:
+    """The benchmark's table of trained cells (``--cells``, JSON): the records its
+    ``sts-search`` cells and soups become (:mod:`grid_search.via_search`), which the report
+    reads. Each record is added under a lock, merged with the file as it is on disk (two
+    searches may share one cells file), written atomically and recorded in the folder's
+    ledger, never over a file sts-core did not write."""
 
-    def __init__(self, path: Path, weights_dir: Path) -> None:
-        self.path, self.weights_dir = path, weights_dir
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.cells: dict[str, dict[str, Any]] = read_cells(path) if path.is_file() else {}
-        weights_dir.mkdir(parents=True, exist_ok=True)
 
-    def save(self, key: str) -> None:
-        """Write cell ``key`` into the file: read again under a lock and merged, so two
-        searches may share one cells file; written atomically (a temporary file of its own
-        name, synced and renamed into place) and recorded in the folder's ledger, never over
-        a file sts-core did not write."""
+    def add(self, key: str, record: dict[str, Any]) -> None:
         import fcntl
 
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             on_disk = read_cells(self.path) if self.path.is_file() else {}
-            on_disk[key] = self.cells[key]
+            on_disk[key] = record
             self.cells = on_disk
             write_text(self.path, json.dumps({"cells": on_disk}, indent=1) + "\n")
         finally:
             os.close(lock)  # closing releases the lock
-
-    def weights_path(self, cell: Cell) -> Path:
-        return self.weights_dir / weights_file_name(cell)
 
 
 def describe(cell: Cell) -> dict[str, Any]:
@@ -307,8 +299,6 @@ COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
 #: the settings of a search that change what a cell learns or how it is scored
 BUDGET_KEYS = ("batch_size", "max_steps", "train_pairs_cap", "eval_pairs")
 BUDGET = "budget"
-#: a trained cell's record: the content hash of its weights file (``--weights-dir``)
-WEIGHTS_HASH = f"weights_{CONTENT_HASH}"
 
 
 def search_inputs(args: argparse.Namespace) -> dict[str, Any]:
