@@ -73,10 +73,16 @@ def ordered_seeds(args: argparse.Namespace) -> list[int]:
     return [*chosen, *(seed for seed in args.seeds if seed not in chosen)]
 
 
-def search_settings(args: argparse.Namespace, settings: tuple) -> dict[str, Any]:
-    """Every cell's recipe keys: the benchmark's fixed ones, the run's ``--set`` (a teacher
-    named under STS_MODELS_DIR given as its path) and, in the smoke mode, the pairs cap."""
-    values = {**FIXED_SETTINGS, **config_values(settings)}
+def search_settings(args: argparse.Namespace, method: str, settings: tuple) -> dict[str, Any]:
+    """Every cell's recipe keys: the benchmark's fixed ones, the run's ``--set`` in the
+    types the checks read them in (the parser of the row's method; the core's for the
+    peer's teacher keys; a teacher named under STS_MODELS_DIR given as its path) and, in
+    the smoke mode, the pairs cap."""
+    from sts_core.training.method_registry import CORE_METHOD, quality_rows
+    from sts_core.training.parser import ConfigParser
+
+    ours = quality_rows()[method][0] if method.startswith("ours-") else CORE_METHOD
+    values = {**FIXED_SETTINGS, **config_values(settings, ConfigParser.for_method(ours))}
     if args.train_pairs_cap:
         values["max_train_samples"] = args.train_pairs_cap
     return values
@@ -98,7 +104,7 @@ def search_spec(
         methods=[searched_row(method)],
         epochs=list(args.epochs),
         learning_rates=list(args.learning_rate),
-        settings=search_settings(args, settings),
+        settings=search_settings(args, method, settings),
         seeds=ordered_seeds(args),
         select_seeds=len(args.select_seeds),
         score_range=list(SCORE_RANGE),
