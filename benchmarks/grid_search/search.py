@@ -185,4 +185,3 @@ def one_cell(args: argparse.Namespace, cell: Cell, folder: Path) -> dict[str, An
     alone.grid_only, alone.soup = True, False
     (record,) = search_summary(alone, recipe.method, recipe.settings, folder)["cells"]
     return record
-

@@ -147,7 +147,7 @@ def stored_record(
     }
     if found.get("error"):
         record["error"] = found["error"]
-    teacher = run_data(found["folder"]).get("teacher")
+    teacher = found.get("teacher") or run_data(found["folder"]).get("teacher")
     if teacher:  # what the run's teacher step made of the pairs
         record["teacher"] = teacher
     if "test_metrics" in found:
