@@ -554,8 +554,6 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
 def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
     tmp_path: Path,
 ) -> None:
-    import torch
-
     from sts_core.encoder import SentenceEncoder
 
     weights = tmp_path / "weights"
