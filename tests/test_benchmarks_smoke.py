@@ -515,6 +515,7 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         "--set",
         "weight_averaging=uniform",
         "--soup",
+        "--in-process",  # the cells in the script's process: no interpreter start per cell
     ]
     first = run_script("quality_search", *arguments)
     # sts-search trains both: 2 methods × (2 recipes on seed 0 + seed 1 of one)
@@ -558,7 +559,9 @@ def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
 
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
-    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup")
+    run_script(
+        "quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup", "--in-process"
+    )
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
     assert 0 < soup["test"]["avg"] <= 100  # the seeds' models reloaded, averaged, scored
