@@ -156,12 +156,13 @@ def stored_record(
 
 
 def soup_record(
-    args: argparse.Namespace, method: str, settings: tuple, soup: dict[str, Any]
+    args: argparse.Namespace, method: str, settings: tuple, soup: dict[str, Any], budget: tuple
 ) -> tuple[str, dict[str, Any]]:
     """The benchmark's key of an ``sts-search`` soup (the uniform average of a pick's seeds)
     and its record: the first seed's cell described, the seeds, dev to four places, the
-    test scores, its folder (relative to ``--weights-dir``)."""
-    recipe = Recipe(method, settings, soup["epochs"], soup["learning_rate"])
+    test scores, its folder (relative to ``--weights-dir``). ``budget``: the recipe's
+    epochs and learning rate."""
+    recipe = Recipe(method, settings, *budget)
     seeds = list(soup["seeds"])
     cell = Cell(recipe, seeds[0])
     weights = Path(args.weights_dir).expanduser()
@@ -222,10 +223,12 @@ def search_summary(
     finally:
         set_command(BENCHMARK)  # what the benchmark writes next is its own, not sts-search's
         if keep is not None:
-            for found in finished_cells(spec):
-                keep(*stored_record(args, method, settings, found))
+            found = finished_cells(spec)
+            for cell in found:
+                keep(*stored_record(args, method, settings, cell))
+            budgets = {cell["recipe"]: (cell["epochs"], cell["learning_rate"]) for cell in found}
             for soup in summary.get("soups", []):
-                keep(*soup_record(args, method, settings, soup))
+                keep(*soup_record(args, method, settings, soup, budgets[soup["recipe"]]))
     return summary
 
 
