@@ -133,6 +133,29 @@ def test_an_sts_search_cell_becomes_a_record_of_the_cells_file(tmp_path: Path) -
     assert "test" not in diverged and "teacher" not in diverged
 
 
+def test_an_sts_search_soup_becomes_a_record_of_the_cells_file(tmp_path: Path) -> None:
+    args = arguments(tmp_path)
+    folder = tmp_path / "w" / "sts-search" / "st-cosine" / "soups" / "r1"
+    metrics = {f"test_{task}_spearman": 70.0 + i for i, task in enumerate(TASKS)}
+    metrics |= {"test_spearman": 73.0, "test_spearman_wmean": 74.5}
+    soup = {"recipe": "st:cosine | epochs 2 | lr 4e-05", "seeds": [1, 2], "dev": 88.123456,
+            "folder": str(folder), "test_metrics": metrics}  # fmt: skip
+    key, record = via.soup_record(args, "st-cosine", (), soup, (2.0, 4e-5))
+    assert key == "soup of 2 seeds | st-cosine | epochs 2 | lr 4e-05"
+    assert record == {
+        "method": "st-cosine",
+        "variant": "st-cosine",
+        "settings": {},
+        "epochs": 2.0,
+        "learning_rate": 4e-5,
+        "seed": 1,
+        "soup_of": [1, 2],
+        "dev": 88.1235,
+        "search_cell": "sts-search/st-cosine/soups/r1",
+        "test": {**{t: 70.0 + i for i, t in enumerate(TASKS)}, "avg": 73.0, "avg_wmean": 74.5},
+    }
+
+
 def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkeypatch) -> None:
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--soup")
     args.methods = ["st-cosine"]
