@@ -20,7 +20,7 @@ same grid; ``--set stage1_loss=cosine_mse
 for ``--epochs``, from the first stage's weights, on the same pairs). A teacher is no
 feature of ours alone: the peer's rows get the teacher's settings too (``teacher_model``,
 ``teacher_weight``, ``teacher_neighbours``), written with sentence-transformers' own API
-(``peer_teacher.py``: the relabelled pairs and the teacher's neighbour pairs, as its
+(``sts_core.search.peer_teacher``: the relabelled pairs and the teacher's neighbour pairs, as its
 Augmented SBERT example; labels on 0–1), and ``st-embed-distill`` / ``st-mse-distill``
 distil the teacher's embeddings (``EmbedDistillLoss``, cosine or MSE, through a projection
 to the teacher's width). Options the peer lacks (the Pearson loss, combined losses, soups,
@@ -76,9 +76,9 @@ from grid_search.cells import (
     check_settings,
     check_stored_inputs,
     config_values,
-    first_stage,
     parse_settings,
     search_inputs,
+    stage_of,
 )
 from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import COMPARISON, write_comparison
@@ -158,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not set(args.select_seeds) <= set(args.seeds):
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
-    first_stage(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
+    stage_of(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
     check_settings(args)
     distill = [m for m in args.methods if m in DISTILL_METHODS]
     if distill and "teacher_model" not in dict(args.settings):

@@ -1,4 +1,4 @@
-"""The peer's teacher step (``benchmarks/peer_teacher.py``, sentence-transformers' API) makes
+"""The peer's teacher step (``sts_core.search.peer_teacher``, sentence-transformers' API) makes
 the same training set as ours (``sts_core.training.distill.apply_teacher``): the same pairs,
 in the same order, with the same labels — so a peer row given the teacher trains on exactly
 what our row trains on. And the distillation targets are the teacher's embeddings."""
@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from benchmark_support import load_benchmark_script
 from datasets import Dataset
 
+from sts_core.search import peer_teacher
 from sts_core.testing import TOY_STS_PAIRS
 from sts_core.training.distill import apply_teacher, load_teacher
 
 pytest.importorskip("sentence_transformers")
-peer_teacher = load_benchmark_script("peer_teacher")
 
 
 def unit_pairs() -> Dataset:

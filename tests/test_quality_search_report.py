@@ -153,15 +153,18 @@ def test_every_lever_names_recipes_the_search_can_train() -> None:
 
 
 def test_a_first_stage_needs_its_loss_and_epochs() -> None:
+    """The stage keys read by the core's one reader (``sts_core.search.stages``), its
+    refusal naming both ``--set`` options."""
     values = {"stage1_loss": "cosine_mse", "stage1_epochs": 1, "teacher_weight": 1}
-    assert cells.first_stage(values) == ({"loss": "cosine_mse"}, 1.0)
-    assert values == {"teacher_weight": 1}  # the stage's keys are no config fields
-    assert cells.first_stage({"loss_weights": {}}) is None
+    first = cells.stage_of(values)
+    assert (first.loss, first.epochs) == ("cosine_mse", 1.0)
+    assert cells.stage_of({"loss_weights": {}}) is None
     for half in ({"stage1_loss": "cosine_mse"}, {"stage1_epochs": 1}):
-        with pytest.raises(search.common.BenchmarkError, match="needs both"):
-            cells.first_stage(dict(half))
+        with pytest.raises(search.common.BenchmarkError, match="needs both") as error:
+            cells.stage_of(dict(half))
+        assert str(error.value).startswith("--set stage1_loss=")
     with pytest.raises(search.common.BenchmarkError, match="epochs > 0"):
-        cells.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
+        cells.stage_of({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
 
 
 def measuring(tmp_path: Path, monkeypatch, stored_dev: float, new_dev: float):

@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from scipy.stats import spearmanr
 
@@ -316,3 +317,87 @@ def test_the_seven_sts_tasks_score_the_pick_as_the_papers_do(
     argv[argv.index(str(out))] = str(tmp_path / "other")
     assert main(argv) == 2
     assert not (tmp_path / "other").exists()
+
+
+def test_a_two_stage_cell_is_two_sts_train_runs(
+    tiny_bert_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """``--set stage1_loss=cosine_mse --set stage1_epochs=2`` on Pcc-tuning's Pearson row:
+    the cell's weights, dev score and steps against two ``sts-train`` runs made here on the
+    same recipe (the first stage's loss and epochs, then the row's from its model); an
+    interrupted first stage's folder is removed when the cell is trained again; a first
+    stage's loss the method does not have is refused before anything trains."""
+    from sts_core.training.run import main as sts_train
+
+    train = write_table(tmp_path / "train.csv", 24, 0)
+    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    out = tmp_path / "search"
+    argv = [
+        "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
+        "--output-dir", str(out), "--methods", "pcctuning:pcc_pearson",
+        "--learning-rate", "1e-3", "--batch-size", str(BATCH), "--seeds", "3",
+        "--set", "stage1_epochs=2",
+    ]  # fmt: skip
+    assert main([*argv, "--set", "stage1_loss=cosent"]) == 2  # not one of Pcc-tuning's
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: --methods pcctuning:pcc_pearson: --set stage1_loss=cosent (the first stage): "
+        "loss 'cosent' is not one of infonce, pearson, cosine_mse"
+    ]
+    assert not out.exists()
+
+    argv += ["--set", "stage1_loss=cosine_mse"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    (cell,) = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"]
+    folder = Path(cell["folder"])
+    assert cell["steps"] == 3 * math.ceil(24 / BATCH)  # 2 epochs, then 1
+    assert not (folder / "stage1").exists()
+    report = (out / "search.md").read_text(encoding="utf-8")
+    assert "--loss cosine_mse --num_train_epochs 2.0 --output_dir <stage 1 folder>" in report
+
+    recipe = {
+        "model_name_or_path": str(tiny_bert_dir), "train_datasets": [str(train)],
+        "per_device_train_batch_size": BATCH, "learning_rate": 1e-3, "seed": 3,
+        "eval_dataset": "none", "eval_strategy": "no", "save_strategy": "no",
+        "load_best_model_at_end": False, "report_to": "none", "disable_tqdm": True,
+    }  # fmt: skip
+    stage1, stage2 = tmp_path / "by-hand-1", tmp_path / "by-hand-2"
+    runs = [
+        {**recipe, "loss": "cosine_mse", "num_train_epochs": 2, "output_dir": str(stage1)},
+        {**recipe, "loss": "pearson", "num_train_epochs": 1, "output_dir": str(stage2),
+         "model_name_or_path": str(stage1)},
+    ]  # fmt: skip
+    for number, content in enumerate(runs):
+        path = tmp_path / f"stage{number + 1}.yaml"
+        path.write_text(yaml.safe_dump(content), encoding="utf-8")
+        assert sts_train(["--method", "pcctuning", "--config", str(path)]) == 0
+    capsys.readouterr()
+    assert_same_weights(folder / "model", stage2)
+    assert abs(cell["dev"] - cosine_spearman(stage2, dev)) < 1e-4
+    single = tmp_path / "one-stage"  # the row's loss alone: other weights
+    content = {**runs[1], "model_name_or_path": str(tiny_bert_dir), "output_dir": str(single)}
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump(content), encoding="utf-8")
+    assert sts_train(["--method", "pcctuning", "--config", str(tmp_path / "one.yaml")]) == 0
+    with pytest.raises(AssertionError):
+        assert_same_weights(folder / "model", single)
+
+    (folder / "result.json").unlink()  # a cell killed in its first stage
+    (folder / "stage1").mkdir()
+    (folder / "stage1" / "config.json").write_text("{}")
+    assert main(argv) == 0
+    capsys.readouterr()
+    (again,) = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"]
+    assert again["steps"] == cell["steps"] and not (folder / "stage1").exists()
+    assert abs(again["dev"] - cell["dev"]) < 1e-4
+
+
+def assert_same_weights(saved: Path, expected: Path) -> None:
+    """Every weight of the two saved models alike (to float noise)."""
+    from safetensors.torch import load_file
+
+    (mine,) = saved.glob("**/model.safetensors")
+    (theirs,) = expected.glob("**/model.safetensors")
+    a, b = load_file(mine), load_file(theirs)
+    assert a.keys() == b.keys()
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5

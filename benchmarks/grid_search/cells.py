@@ -18,13 +18,15 @@ import quality
 from grid_search.inputs import DEV_TABLE, TRAIN_TABLES
 from sts_core.command_files import changed_identity, content_identity, write_text
 from sts_core.search.cells import Cell
+from sts_core.search.stages import STAGE_KEYS, StageError, first_stage, without_stages
 from sts_core.training.parser import ConfigParser
 
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
 
 
 #: the peer's embedding distillation from the teacher (``--set teacher_model=…``): the distinct
-#: training sentences with the teacher's embeddings (``peer_teacher.embedding_targets``)
+#: training sentences with the teacher's embeddings (``sts-search``'s ``st:embed-distill``,
+#: ``st:mse-distill``)
 DISTILL_METHODS = {
     "st-embed-distill": quality.Method(
         "sentence-transformers EmbedDistillLoss (cosine, on the teacher's embeddings)", None
@@ -35,9 +37,6 @@ DISTILL_METHODS = {
         None,
     ),
 }
-
-
-DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
 
 
 SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
@@ -121,7 +120,8 @@ def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, 
     """:func:`check_settings` for one method, its row's settings ``row``."""
     parser = ConfigParser.for_method(method)
     values = _settings_values(args.settings, parser)
-    first = first_stage(values)  # the stage's keys taken out of the config fields
+    first = stage_of(values)
+    values = without_stages(values)  # the stage's keys are no config fields
     given = [(key, text) for key, text in args.settings if key in values]
     for key, text in given:
         _refuse([(key, text)], parser.check_keys, {key: values[key]}, "--set")
@@ -132,7 +132,7 @@ def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, 
         _refuse_unpassed(key, f"--set {key}={text}", budget)
     if first is not None:  # the first stage's loss: one of the method's
         stage = [(key, text) for key, text in args.settings if key == "stage1_loss"]
-        _refuse(stage, parser.parse_values, {**base, **values, **first[0]}, "--set")
+        _refuse(stage, parser.parse_values, {**base, **values, "loss": first.loss}, "--set")
 
 
 def _settings_values(settings: tuple[tuple[str, str], ...], parser: Any) -> dict[str, Any]:
@@ -181,25 +181,14 @@ def _refuse_unpassed(key: str, source: str, budget: dict[str, Any]) -> None:
         )
 
 
-#: Pcc-tuning's schedule on the search's own data (``--set stage1_loss=cosine_mse --set
-#: stage1_epochs=1``): a first stage with another loss of the method, then the row's loss from
-#: the first stage's weights (the paper's stage 1 is contrastive on NLI, data the peer is not
-#: given; here both stages train on the same pairs, the teacher's where it is set)
-STAGE_KEYS = ("stage1_loss", "stage1_epochs")
-
-
-def first_stage(values: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
-    """Take ``stage1_loss`` / ``stage1_epochs`` out of the config fields: the first stage's
-    own fields (its loss) and epochs, or None without them."""
-    loss, epochs = values.pop("stage1_loss", None), values.pop("stage1_epochs", None)
-    if loss is None and epochs is None:
-        return None
-    if loss is None or not isinstance(epochs, (int, float)) or epochs <= 0:
-        raise common.BenchmarkError(
-            f"--set stage1_loss={loss} --set stage1_epochs={epochs}: a first stage needs "
-            "both, a loss of the method and a number of epochs > 0"
-        )
-    return {"loss": loss}, float(epochs)
+def stage_of(values: dict[str, Any]) -> Any:
+    """The first stage ``--set stage1_loss`` / ``stage1_epochs`` name
+    (:func:`sts_core.search.stages.first_stage`), or None; BenchmarkError naming both."""
+    try:
+        return first_stage(values)
+    except StageError as error:
+        shown = " ".join(f"--set {key}={values.get(key)}" for key in STAGE_KEYS)
+        raise common.BenchmarkError(f"{shown}: {error}") from None
 
 
 def read_cells(path: Path) -> dict[str, dict[str, Any]]:

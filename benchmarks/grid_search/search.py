@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
-import peer_teacher
 
 from grid_search.cells import CellsFile, check_cell_teacher
 from grid_search.via_search import run_method, search_summary
 from sts_core.search.cells import Cell, Recipe
+from sts_core.search.peer_teacher import TEACHER_KEYS
 from sts_core.search.select import method_picks
 
 #: ``--measure-cost``: how far a second training's dev score may be from the stored one (CPU
@@ -30,10 +30,10 @@ DEV_REPRODUCED = 1e-3
 
 def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[list[Cell]]:
     """The grid of one method: per (epochs, lr), its cells over ``seeds``. Our rows get
-    every ``--set`` field; the peer's the teacher's (``peer_teacher.TEACHER_KEYS``) only."""
+    every ``--set`` field; the peer's the teacher's (:data:`TEACHER_KEYS`) only."""
     settings = args.settings
     if not method.startswith("ours-"):
-        settings = tuple((k, v) for k, v in settings if k in peer_teacher.TEACHER_KEYS)
+        settings = tuple((k, v) for k, v in settings if k in TEACHER_KEYS)
     return [
         [Cell(Recipe(method, settings, epochs, lr), seed) for seed in seeds]
         for epochs, lr in itertools.product(args.epochs, args.learning_rate)

@@ -1,6 +1,7 @@
 """The quality search through ``sts-search``: every row, ours (with any ``--set``, Pcc-tuning's
 two stages included) and the peer's (``st-cosine``, ``st-cosent``, ``st-angle``, with or
-without a teacher, and the distillation rows ``st-embed-distill``, ``st-mse-distill``). The
+without a teacher, the in-batch rows ``st-mnsrl``, ``st-simcse`` and the distillation rows
+``st-embed-distill``, ``st-mse-distill``). The
 search's own inputs, given to ``sts-search`` as a user would: ``--train stsb sickr --dev
 stsb:dev --test sts-tasks --score-range 0 5 --set filter_test_overlap=true --set
 weight_decay=0.01 --set warmup_steps=0.1 --set pooling=mean``, batch 16, the grid's epochs
@@ -33,6 +34,8 @@ PEER_ROWS = {
     "st-cosine": "st:cosine",
     "st-cosent": "st:cosent",
     "st-angle": "st:angle",
+    "st-mnsrl": "st:mnsrl",
+    "st-simcse": "st:simcse",
     "st-embed-distill": "st:embed-distill",
     "st-mse-distill": "st:mse-distill",
 }

@@ -40,6 +40,7 @@ def test_the_search_loads_no_sentence_transformers_until_a_peer_row_trains() -> 
     code = (
         "import sys\n"
         "import sts_core.search, sts_core.search.worker, sts_core.search.peers\n"
+        "import sts_core.search.peer_teacher\n"
         "print('sentence_transformers' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

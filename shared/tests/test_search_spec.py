@@ -56,6 +56,10 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"settings": {"seed": 3}}, "--set / --grid may not name seed"),
         ({"select_seeds": 0}, "--select-seeds 0: the grid is trained and chosen on the first N"),
         ({"seeds": [0, 1], "select_seeds": 3}, "--select-seeds 3: the grid is trained and chosen"),
+        (
+            {"soup": True, "seeds": [0]},
+            "--soup averages each pick's models over its seeds: give two or more --seeds, got [0]",
+        ),
         # --batch-size's key: a --set of it would silently override --batch-size
         (
             {"settings": {"per_device_train_batch_size": 8}},
@@ -240,6 +244,41 @@ def test_the_training_table_is_known_by_its_path_and_each_cell_by_its_content(
     (folder / "sub" / "data.arrow").write_bytes(b"2")
     assert fingerprint(str(folder)) != first  # a save_to_disk folder: its files' content
     assert fingerprint("stsb:train") == {"reference": "stsb:train"}
+
+
+def test_a_cell_naming_a_teacher_records_its_content_and_is_trained_again_when_it_changes(
+    tmp_path: Path,
+) -> None:
+    """A teacher folder retrained under the same name (``--set`` or ``--grid``
+    teacher_model) trains again the cells whose recipe names it, and only those."""
+    from sts_core.search.schedule import prepare
+
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "model.safetensors").write_bytes(b"1")
+    search = spec(tmp_path, grid={"teacher_model": [str(teacher), ""]})
+    before = search.input_identities()
+    assert search.teachers() == [str(teacher)]
+    cells = {
+        name: Cell(
+            Recipe("core", settings_of({"teacher_model": name})), 0, "core", {"teacher_model": name}
+        )
+        for name in (str(teacher), "")
+    }
+    for name, cell in cells.items():
+        folder = tmp_path / "cells" / cell.folder_name
+        prepare(folder, cell, {}, {"inputs": before})
+        (folder / "result.json").write_text('{"dev": 80.0}', encoding="utf-8")
+        recorded = json.loads((folder / "cell.json").read_text("utf-8"))["scoring"]["inputs"]
+        assert (f"teacher_model {teacher}" in recorded) == bool(name)
+        assert done_record(folder, cell, inputs=before) is not None
+    (teacher / "model.safetensors").write_bytes(b"2")
+    after = spec(tmp_path, grid={"teacher_model": [str(teacher), ""]}).input_identities()
+    for name, cell in cells.items():
+        found = done_record(tmp_path / "cells" / cell.folder_name, cell, inputs=after)
+        assert (found is None) == bool(name)  # the teacher's cell trained again, the other kept
+    with_set = spec(tmp_path, settings={"teacher_model": str(teacher)}).input_identities()
+    assert with_set[f"teacher_model {teacher}"] == after[f"teacher_model {teacher}"]
 
 
 def test_a_search_json_of_an_older_search_with_content_hashes_resumes(tmp_path: Path) -> None:

@@ -24,12 +24,15 @@ runs is a full model (no adapter), exactly the average of the merged runs; adapt
 and full models (a ``merge_lora`` save, say) mix the same way. Adapter folders over
 different base models are refused before any weights load. ``sts_soup.json`` in the
 output records the models averaged and which of them were merged adapters.
+
+``sts-search --soup`` averages a pick's seeds the same way, but their embedding weights
+only (:func:`embedding_soup`: the heads trained beside the encoder are left out).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +207,30 @@ def lora_note(locations: Sequence[str], bases: Mapping[str, str]) -> str:
     )
 
 
+def average_models(
+    locations: Sequence[str],
+    bases: Mapping[str, str],
+    weights: Callable[[Any], Mapping[str, Any]] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The first model at ``locations`` (a LoRA adapter merged into its base ``bases``
+    names) and the uniform average of ``weights(encoder)`` (default: the whole state dict)
+    over all of them, one model at a time into a running float32 sum; each model is checked
+    against the first (settings, vocabulary, keys and shapes) before it is added."""
+    from sts_core.training.averaging import RunningAverage
+
+    weights_of = weights or (lambda encoder: encoder.state_dict())
+    first = load_model(locations[0], bases.get(locations[0]))
+    running = RunningAverage(weights_of(first), locations[0])
+    for location in locations[1:]:
+        encoder = load_model(location, bases.get(location))
+        check_settings(first, locations[0], encoder, location)
+        vocabulary = encoder.tokenizer.get_vocab()
+        check_vocabulary(first.tokenizer.get_vocab(), locations[0], vocabulary, location)
+        running.add(weights_of(encoder), location)
+        del encoder
+    return first, running.average()
+
+
 def soup(
     locations: Sequence[str],
     output: str,
@@ -216,27 +243,40 @@ def soup(
     saved there), before any weights load."""
     soup_files(locations, output, overwrite)
     bases = lora_bases(locations) if bases is None else bases
-    first = load_model(locations[0], bases.get(locations[0]))
-    from sts_core.training.averaging import RunningAverage
-
-    running = RunningAverage(first.state_dict(), locations[0])
-    for location in locations[1:]:
-        encoder = load_model(location, bases.get(location))
-        check_settings(first, locations[0], encoder, location)
-        vocabulary = encoder.tokenizer.get_vocab()
-        check_vocabulary(first.tokenizer.get_vocab(), locations[0], vocabulary, location)
-        running.add(encoder.state_dict(), location)
-        del encoder
-    first.load_state_dict(running.average())
+    first, average = average_models(locations, bases)
+    first.load_state_dict(average)
     remove_earlier_results(Path(output))
-    record = {
+    record = soup_record(locations, bases)
+    first.save_pretrained(output, write_extra=lambda folder: _write_record(folder, record))
+    return Path(output)
+
+
+def embedding_soup(locations: Sequence[str], output: str | Path) -> Any:
+    """``sts-search --soup``: the uniform soup of the embedding weights of the saved models
+    at ``locations`` (:func:`~sts_core.training.averaging.embedding_weights`: the heads
+    trained beside the encoder are left out), saved in ``output`` (a folder the caller
+    owns and has emptied) and returned: the first model, without its heads, holding the
+    average (loaded strictly: every one of its weights is averaged)."""
+    from sts_core.training.averaging import embedding_weights
+
+    bases = lora_bases(locations)
+    first, average = average_models(locations, bases, embedding_weights)
+    for name in list(first.heads):  # a head of the first run alone is no part of the soup
+        first.remove_head(name)
+    first.load_state_dict(average)
+    record = {**soup_record(locations, bases), "weights": "embedding weights (heads left out)"}
+    first.save_pretrained(str(output), write_extra=lambda folder: _write_record(folder, record))
+    return first
+
+
+def soup_record(locations: Sequence[str], bases: Mapping[str, str]) -> dict[str, Any]:
+    """What ``sts_soup.json`` records of a soup: the models averaged, the merged adapters."""
+    return {
         "soup": "uniform",
         "models": [_absolute(location) for location in locations],
         "merged_lora_adapters": [_absolute(location) for location in bases],
         "summary": f"averaged {len(locations)} models{lora_note(locations, bases)}",
     }
-    first.save_pretrained(output, write_extra=lambda folder: _write_record(folder, record))
-    return Path(output)
 
 
 def _absolute(location: str) -> str:

@@ -2,8 +2,10 @@
 
 - :mod:`~sts_core.search.spec`: what a search is (:class:`SearchSpec`, its identity, its grid);
 - :mod:`~sts_core.search.cells`: a cell (method × recipe × seed) and its folder;
+- :mod:`~sts_core.search.stages`: a cell's first stage (``stage1_loss``, ``stage1_epochs``);
 - :mod:`~sts_core.search.schedule`: one worker process per cell, several at a time;
 - :mod:`~sts_core.search.worker`: the worker (``sts-train``'s path, then the dev score);
+- :mod:`~sts_core.search.soups`: ``--soup``, each pick's seeds averaged into one model;
 - :mod:`~sts_core.search.select`: the picks by dev alone, seeds' mean ± sd, the headline;
 - :mod:`~sts_core.search.report`: ``results.json``, ``search.md``, the chart, ``pick.yaml``;
 - :mod:`~sts_core.search.command`: the command line (:func:`main`) and :func:`run_search`.

@@ -3,9 +3,11 @@
 
 Each cell has a folder ``<output>/cells/<id>/`` that only the search writes:
 ``cell.json`` (what the cell is), ``recipe.yaml`` (the ``sts-train`` recipe), ``model/``
-(the trained model), ``log.txt`` (the run's output), ``result.json`` (written last, when the
-cell is done: dev score, seconds, steps, peak memory) and ``test.json`` (the test table's
-score, only for the picks' runs, after selection).
+(the trained model), for a two-stage cell ``stage1.yaml`` (its first stage's recipe) and,
+while it trains, ``stage1/`` (that stage's model: :mod:`sts_core.search.stages`),
+``log.txt`` (the run's output), ``result.json`` (written last, when the cell is done: dev
+score, seconds, steps, peak memory) and ``test.json`` (the test table's score, only for the
+picks' runs, after selection).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sts_core.search.stages import first_stage, without_stages
 
 
 class SearchError(ValueError):
@@ -63,6 +67,10 @@ TEST_FILE = "test.json"
 RECIPE_FILE = "recipe.yaml"
 LOG_FILE = "log.txt"
 MODEL_FOLDER = "model"
+#: a two-stage cell's first stage: its recipe and its model (removed once the cell's own
+#: is trained)
+STAGE1_RECIPE_FILE = "stage1.yaml"
+STAGE1_FOLDER = "stage1"
 
 
 #: a recipe's named settings: ``(key, value)`` pairs, sorted by key (a cell's key shows them)
@@ -111,6 +119,19 @@ class Recipe:
         """The key of the soup (uniform weight average) of the recipe's first ``seeds``
         seeds' models: ``soup of 3 seeds | <key>``."""
         return f"soup of {seeds} seeds | {self.key}"
+
+    @property
+    def folder_name(self) -> str:
+        """A readable, unique folder name (its soup's, ``sts-search --soup``): the method,
+        epochs, rate and a hash of the whole key."""
+        return readable_name(f"{self.method}-e{self.epochs:g}-lr{self.learning_rate:g}", self.key)
+
+
+def readable_name(stem: str, key: str) -> str:
+    """``stem`` with what a folder name cannot hold replaced, and the first 8 hex digits of
+    the SHA-1 of ``key`` (unique)."""
+    digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', stem)}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -163,10 +184,9 @@ class Cell:
     def folder_name(self) -> str:
         """A readable, unique folder name: the method, epochs, rate, seed and a hash of
         the whole key (grid values included)."""
-        digest = hashlib.sha1(self.key.encode("utf-8")).hexdigest()[:8]
         recipe = self.recipe
         stem = f"{recipe.method}-e{recipe.epochs:g}-lr{recipe.learning_rate:g}-s{self.seed}"
-        return f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', stem)}-{digest}"
+        return readable_name(stem, self.key)
 
     def describe(self) -> dict[str, Any]:
         """What ``cell.json`` and the records hold of the cell (:meth:`from_record` reads
@@ -185,16 +205,43 @@ class Cell:
 
     def train_recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any]:
         """The ``sts-train`` recipe: ``base`` (model, data, batch, budget), the fixed
-        settings, the cell's settings, epochs, rate, seed and output folder."""
+        settings, the cell's settings but a first stage's keys (the worker trains the first
+        stage: :mod:`sts_core.search.stages`), epochs, rate, seed and output folder."""
         return {
             **base,
             **FIXED_RECIPE,
-            **self.training,
+            **without_stages(self.training),
             "num_train_epochs": self.recipe.epochs,
             "learning_rate": self.recipe.learning_rate,
             "seed": self.seed,
             "output_dir": str(output_dir),
         }
+
+    def stage1_recipe(self, base: dict[str, Any], output_dir: Path) -> dict[str, Any] | None:
+        """A two-stage cell's first stage's ``sts-train`` recipe (:meth:`train_recipe` with
+        the stage's loss and epochs, into ``output_dir``); None for a cell of one stage."""
+        first = first_stage(self.training)
+        if first is None:
+            return None
+        return first.recipe(self.train_recipe(base, output_dir), str(output_dir))
+
+
+#: the start of an input's name that only the cells whose recipe names it record: the
+#: teacher folder (``teacher_model <folder>``), so that a teacher retrained under the same
+#: name trains its cells again and leaves the others
+TEACHER_INPUT = "teacher_model "
+
+
+def cell_inputs(cell: Cell, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The content identities ``cell`` records of the search's ``inputs``
+    (:meth:`~sts_core.search.spec.SearchSpec.input_identities`): the model's and the
+    tables', and the identity of the teacher its recipe names (``teacher_model``)."""
+    own = {name: found for name, found in inputs.items() if not name.startswith(TEACHER_INPUT)}
+    teacher = cell.training.get("teacher_model")
+    name = f"{TEACHER_INPUT}{teacher}"
+    if teacher and name in inputs:
+        own[name] = inputs[name]
+    return own
 
 
 def trained_on_other_inputs(described: dict[str, Any], inputs: dict[str, Any]) -> bool:
@@ -223,7 +270,8 @@ def done_record(
     """The record of a finished cell: its description, result and, when ``test`` (the test
     table's fingerprint) is the table its ``test.json`` scored, the test score; None when
     it has not finished, or (``inputs`` given: the content identities of the search's
-    model and tables) when it was trained on other inputs (:func:`trained_on_other_inputs`).
+    model, tables and teachers) when it was trained on other inputs (its own of them:
+    :func:`cell_inputs`, :func:`trained_on_other_inputs`).
     A folder whose ``cell.json`` describes another cell is refused (it is not this
     search's)."""
     described = read_json(folder / CELL_FILE)
@@ -234,7 +282,7 @@ def done_record(
     result = read_json(folder / RESULT_FILE)
     if described is None or result is None:
         return None
-    if inputs is not None and trained_on_other_inputs(described, inputs):
+    if inputs is not None and trained_on_other_inputs(described, cell_inputs(cell, inputs)):
         return None
     record = {**cell.describe(), **result, "folder": str(folder)}
     scored = read_json(folder / TEST_FILE)

@@ -4,7 +4,9 @@ Trains every method (an installed method's quality rows by default) over a grid 
 learning rates and optional recipe keys on the first seed, scores each on the dev table,
 picks each method's best recipe and the best overall by dev alone, trains the picks again
 on the other seeds, scores them on the test table when one is named (never used to
-choose), and writes a folder that explains itself (:mod:`sts_core.search.report`).
+choose), with ``--soup`` averages each pick's seeds into one model
+(:mod:`sts_core.search.soups`), and writes a folder that explains itself
+(:mod:`sts_core.search.report`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +39,7 @@ from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_r
 from sts_core.search.report import write_report
 from sts_core.search.schedule import Scheduler, finished, score_tests, slots, train_cells
 from sts_core.search.select import headline, method_picks, overall_pick, recipes_of
+from sts_core.search.soups import SOUPS_FOLDER, make_soups
 from sts_core.search.spec import (
     LOCK_FILE,
     TASK_METRICS,
@@ -48,6 +52,7 @@ from sts_core.search.spec import (
     record_identity,
     seed_cells,
 )
+from sts_core.search.stages import STAGE_KEYS, StageError, first_stage, stage_keys_text
 
 if TYPE_CHECKING:
     from sts_core.method import Method
@@ -89,8 +94,10 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="METHOD[:ROW]",
         help="what to compare: an installed method (its default loss), method:row (one of "
-        "its quality rows) or st:cosent, st:angle, st:cosine (sentence-transformers' losses); "
-        "default: every installed method's quality rows and, when installed, the peer's",
+        "its quality rows) or st:cosent, st:angle, st:cosine (sentence-transformers' losses; "
+        "with --set teacher_model on the pairs the teacher relabels), st:embed-distill, "
+        "st:mse-distill (distilling teacher_model's embeddings); default: every installed "
+        "method's quality rows and, when installed, the peer's",
     )
     add("--epochs", nargs="+", type=float, default=[1.0], help="the grid's epochs (default 1)")
     add(
@@ -106,7 +113,9 @@ def make_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls",
+        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls; "
+        "stage1_loss=LOSS with stage1_epochs=E: a first stage with another loss of the "
+        "method, then the row's loss from its model (docs/search.md)",
     )
     add(
         "--grid",
@@ -204,6 +213,13 @@ def make_parser() -> argparse.ArgumentParser:
         help="train and score the cells in this process, one at a time (no interpreter "
         "start per cell; a cell's peak memory is then not measured)",
     )
+    add(
+        "--soup",
+        action="store_true",
+        help="after the picks' seeds: each pick's soup, the uniform average of its seeds' "
+        "embedding weights (heads left out), scored as a cell on dev and test (needs two or "
+        "more --seeds)",
+    )
     add("--data-dir", default=None, help="the registry datasets' folder ($STS_DATA_DIR)")
     add("--list", action="store_true", help="print the grid's cells and stop")
     return parser
@@ -278,6 +294,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         threads=args.threads,
         eval_pairs=args.eval_pairs,
         in_process=args.in_process,
+        soup=args.soup,
     )
 
 
@@ -291,10 +308,12 @@ def method_rows(spec: SearchSpec) -> dict[str, tuple[str, dict[str, Any]]]:
         spec.methods = [f"{m.name}:{r.name}" for m in methods.values() for r in m.quality_rows]
         spec.methods = (spec.methods or ["core"]) + default_peer_rows()
     rows = {}
+    teacher = bool(spec.settings.get("teacher_model")) or "teacher_model" in spec.grid
     for entry in spec.methods:
         name, _, row_name = entry.partition(":")
         if name == "st":
-            rows[entry] = (PEER_METHOD, peer_settings(entry, row_name, spec.score_range))
+            settings = peer_settings(entry, row_name, spec.score_range, teacher)
+            rows[entry] = (PEER_METHOD, settings)
             continue
         method = methods.get(name) if name != "core" else _core()
         if method is None:
@@ -368,13 +387,16 @@ def check_training_tables(spec: SearchSpec) -> None:
 
 
 def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
-    """Before any training: the training tables read under ``--columns``, the dev (and
-    test) table loads under the scorer, and each method's first cell passes ``sts-train
-    --check_only`` (recipe keys, training tables under each loss, model): the first problem
-    is one line."""
+    """Before any training: each cell's first stage (:func:`check_stages`), the training
+    tables read under ``--columns``, the dev (and test) table loads under the scorer, and
+    each method's first cell passes ``sts-train --check_only`` (recipe keys, training tables
+    under each loss, model; a first stage's loss as well): the first problem is one line."""
     from sts_core.search.worker import table_evaluator
-    from sts_core.training.run import main as sts_train
 
+    # one cell for each method and settings (a --grid value may be a recipe key's problem)
+    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
+    for cell in distinct.values():
+        check_stages(spec, cell)
     check_training_tables(spec)
     scoring = scoring_of(spec)
     for table, name in ((spec.dev, "dev"), (spec.test, "test")):
@@ -383,28 +405,94 @@ def check_inputs(spec: SearchSpec, cells: Sequence[Cell]) -> None:
                 table_evaluator(scoring, table, name, name)
             except (ValueError, OSError) as error:
                 raise SearchError(f"--{name} {table}: {' '.join(str(error).split())}") from None
-    # one cell for each method and settings (a --grid value may be a recipe key's problem)
-    distinct = {(cell.method, json.dumps(cell.training, sort_keys=True)): cell for cell in cells}
     with tempfile.TemporaryDirectory(prefix="sts-search-check-") as scratch:
         for (method, _), cell in distinct.items():
-            recipe = Path(scratch) / "recipe.yaml"
             content = cell.train_recipe(spec.base_recipe(), Path(scratch) / "model")
             if cell.method_name == PEER_METHOD:
                 check_peer_recipe(content, method)
                 continue
-            recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
-            argv = ["--method", cell.method_name, "--config", str(recipe), "--check_only", "true"]
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                status = sts_train(argv)
-            if status != 0:
-                lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
-                reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
-                # the scratch recipe is the search's own: name what the user gave instead
-                reason = reason.replace(
-                    f"{recipe}:", "its recipe (the row's settings and --set), line "
-                )
+            reason = check_recipe(cell.method_name, content, Path(scratch))
+            if reason is not None:
                 raise SearchError(f"--methods {method}: {reason}")
+            first = first_stage(cell.training)
+            if first is None:
+                continue
+            stage1 = first.recipe(content, str(Path(scratch) / "stage1"))
+            reason = check_recipe(cell.method_name, stage1, Path(scratch), where="")
+            if reason is not None:
+                stage = stage_keys_text({"stage1_loss": first.loss}, _option_of(spec))
+                raise SearchError(f"--methods {method}: {stage} (the first stage): {reason}")
+
+
+def check_stages(spec: SearchSpec, cell: Cell) -> None:
+    """The cell's first stage (:mod:`sts_core.search.stages`): both keys or neither, a loss
+    name and epochs > 0, and only for an installed method with more than one loss (a peer
+    row's loss is sentence-transformers'); SearchError naming the ``--set`` / ``--grid``
+    keys. Whether the loss is one of the method's is ``sts-train``'s check of the first
+    stage's recipe (:func:`check_inputs`)."""
+    given = {key: cell.training[key] for key in STAGE_KEYS if key in cell.training}
+    if not given:
+        return
+    shown = stage_keys_text(given, _option_of(spec))
+    if cell.method_name == PEER_METHOD:
+        raise SearchError(
+            f"--methods {cell.method}: {shown}: two stages train an installed method's "
+            "losses; a peer row (st:*) trains one sentence-transformers loss"
+        )
+    try:
+        first_stage(given)
+    except StageError as error:
+        raise SearchError(f"--methods {cell.method}: {shown}: {error}") from None
+    losses = _loss_names(cell.method_name)
+    if len(losses) < 2:
+        raise SearchError(
+            f"--methods {cell.method}: {shown}: {cell.method_name} has one loss "
+            f"({', '.join(losses)}); a first stage trains another loss of the method"
+        )
+
+
+def _loss_names(method_name: str) -> tuple[str, ...]:
+    """The losses of the installed method ``method_name`` (method_rows found it)."""
+    from sts_core.training.method_registry import installed_method
+
+    method = installed_method(method_name)
+    return method.loss_names if method is not None else ()
+
+
+def _option_of(spec: SearchSpec) -> Callable[[str], str]:
+    """A recipe key → the option that gave it (``--grid`` or ``--set``)."""
+    return lambda key: "--grid" if key in spec.grid else "--set"
+
+
+#: how a refusal names the scratch recipe: what the user gave (the row's and ``--set``)
+OWN_RECIPE = "its recipe (the row's settings and --set)"
+
+
+def check_recipe(
+    method_name: str, content: dict[str, Any], scratch: Path, where: str = OWN_RECIPE
+) -> str | None:
+    """Why ``sts-train --check_only`` refuses the recipe ``content``, as one line naming
+    the scratch recipe (and its line) as ``where`` (nothing: ``""``); None when it passes."""
+    from sts_core.training.run import main as sts_train
+
+    recipe = scratch / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(content), encoding="utf-8")
+    argv = ["--method", method_name, "--config", str(recipe), "--check_only", "true"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = sts_train(argv)
+    if status == 0:
+        return None
+    lines = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
+    reason = lines[-1][len("error: ") :] if lines else err.getvalue().strip()[-300:]
+
+    def named(found: re.Match[str]) -> str:
+        """The scratch recipe is the search's own: what the user gave instead."""
+        if not where:
+            return ""
+        return f"{where}, line {found[1]}: " if found[1] else f"{where}: "
+
+    return re.sub(rf"{re.escape(str(recipe))}(?::(\d+))?: ?", named, reason)
 
 
 def search_files(spec: SearchSpec) -> CommandFiles:
@@ -471,11 +559,20 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
         score_tests(scheduler, [r for key in retrained for r in runs[key]], spec.test, log)
         # their test scores
         records = finished(grid + extra, root, scoring["test_fingerprint"], scoring["inputs"])
-    return summarise(spec, records, picks, best, scheduler)
+    soups = []
+    if spec.soup:
+        folder = spec.output_dir / SOUPS_FOLDER
+        soups = make_soups(scheduler, records, retrained, spec.seeds, folder, scoring, log)
+    return summarise(spec, records, picks, best, scheduler, soups)
 
 
 def summarise(
-    spec: SearchSpec, records: list[dict[str, Any]], picks: dict, best: str | None, scheduler: Any
+    spec: SearchSpec,
+    records: list[dict[str, Any]],
+    picks: dict,
+    best: str | None,
+    scheduler: Any,
+    soups: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     best_record = next(
         (r for r in records if r["recipe"] == best and r["seed"] == spec.selection_seed), None
@@ -493,6 +590,7 @@ def summarise(
         "best": best,
         "best_record": best_record,
         "cells": records,
+        "soups": soups or [],
         "not_run": scheduler.skipped,
         "failures": scheduler.failures,
     }

@@ -1,6 +1,7 @@
 """What a search's folder says of it: ``results.json`` (every cell, the picks, the
-headline), ``search.md`` (the same as tables, and the command that trains the pick again),
-``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for ``sts-train``)."""
+headline, the soups), ``search.md`` (the same as tables, and the command that trains the
+pick again), ``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for
+``sts-train``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import yaml
 from sts_core.command_files import write_json, write_text, writing
 from sts_core.recipe_yaml import load_yaml
 from sts_core.search.cells import RECIPE_FILE
-from sts_core.search.peers import PEER_METHOD
+from sts_core.search.peers import PEER_METHOD, loss_label
 from sts_core.search.select import format_score, recipes_of, seed_summary, seeds_text
+from sts_core.search.stages import first_stage
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "search.md"
@@ -36,12 +38,18 @@ def retrain_command(record: dict[str, Any], folder: Path) -> str:
     """The command that trains the pick again (for a peer row, what to train it with)."""
     if record["method_name"] == PEER_METHOD:
         return (
-            f"# sentence-transformers' {record['settings']['loss']}: "
+            f"# sentence-transformers' {loss_label(record['settings'])}: "
             f"SentenceTransformerTrainer with the training arguments of {folder / PICK_FILE}"
         )
-    return (
-        f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
-        f"--seed {record['seed']} --output_dir <your model folder>"
+    train = f"sts-train --method {record['method_name']} --config {folder / PICK_FILE} "
+    train += f"--seed {record['seed']}"
+    first = first_stage(record["settings"])
+    if first is None:
+        return f"{train} --output_dir <your model folder>"
+    return (  # the two stages (sts_core.search.stages)
+        f"{train} {' '.join(f'--{k} {v}' for k, v in first.settings().items())} "
+        "--output_dir <stage 1 folder>\n"
+        f"{train} --model_name_or_path <stage 1 folder> --output_dir <your model folder>"
     )
 
 
@@ -81,6 +89,23 @@ def pick_rows(
         lines.append(
             f"| {method}{mark} | {_escaped(key)} | {summary['seeds']} | "
             f"{format_score(summary.get('dev'))} | {format_score(summary.get('test'))} |"
+        )
+    return lines
+
+
+def soup_rows(records: Sequence[dict[str, Any]], soups: Sequence[dict[str, Any]]) -> list[str]:
+    """Each soup (one model) beside its runs (mean ± sd over the same seeds)."""
+    runs = recipes_of(records)
+    lines = [
+        "| soup | dev | test | its runs: dev | its runs: test | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for soup in soups:
+        summary = seed_summary(runs.get(soup["recipe"], []), soup["seeds"])
+        lines.append(
+            f"| {_escaped(soup['key'])} (seeds {soup['seeds']}) | {_value(soup['dev'])} | "
+            f"{_value(soup.get('test'))} | {format_score(summary.get('dev'))} | "
+            f"{format_score(summary.get('test'))} | {_escaped(soup.get('error', ''))} |"
         )
     return lines
 
@@ -150,6 +175,16 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
         *cell_rows(records),
         "",
     ]
+    if summary.get("soups"):
+        lines += [
+            "## Soups",
+            "",
+            "Each one model: the uniform average of its recipe's runs' embedding weights "
+            "(heads left out), in `soups/`; chosen by nothing (the pick is made before).",
+            "",
+            *soup_rows(records, summary["soups"]),
+            "",
+        ]
     if chart:
         lines += [f"![dev score of every cell]({CHART_FILE})", ""]
     else:

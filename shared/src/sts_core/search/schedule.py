@@ -28,8 +28,11 @@ from sts_core.search.cells import (
     LOG_FILE,
     RECIPE_FILE,
     RESULT_FILE,
+    STAGE1_FOLDER,
+    STAGE1_RECIPE_FILE,
     TEST_FILE,
     Cell,
+    cell_inputs,
     done_record,
 )
 
@@ -77,12 +80,20 @@ def slots(
 
 
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
-    """Write the cell's description and recipe (before its worker starts)."""
+    """Write the cell's description and recipe, and a two-stage cell's first stage's
+    (before its worker starts); its scoring records the inputs it is trained on
+    (:func:`cell_inputs`)."""
     folder.mkdir(parents=True, exist_ok=True)
     for earlier in (RESULT_FILE, TEST_FILE):  # a run on other inputs: its results go first
         remove_path(folder / earlier)
     recipe = cell.train_recipe(base, folder / "model")
     write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=False), record=False)
+    stage1 = cell.stage1_recipe(base, folder / STAGE1_FOLDER)
+    if stage1 is not None:
+        text = yaml.safe_dump(stage1, sort_keys=False)
+        write_text(folder / STAGE1_RECIPE_FILE, text, record=False)
+    if scoring.get("inputs") is not None:
+        scoring = {**scoring, "inputs": cell_inputs(cell, scoring["inputs"])}
     write_json(folder / CELL_FILE, {**cell.describe(), "scoring": scoring}, record=False)
 
 

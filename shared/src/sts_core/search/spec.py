@@ -5,9 +5,9 @@ The identity is what makes two searches' cells comparable: the model, the traini
 dev tables (paths and a SHA-256 of each file's content), the scorer, the columns, the
 fixed ``--set`` keys, the batch size and the step budget. A search started again in its
 folder with the same identity reuses every finished cell; one with another identity is
-refused. The grid (methods, epochs, rates, ``--grid`` values), the seeds, the test table
-and the parallelism are not part of it: a search may be extended, or given a test table,
-in the same folder.
+refused. The grid (methods, epochs, rates, ``--grid`` values), the seeds, the test table,
+``--soup`` and the parallelism are not part of it: a search may be extended, or given a
+test table or soups, in the same folder.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from sts_core.command_files import content_identity, write_json
-from sts_core.search.cells import OWNED_KEYS, Cell, Recipe, SearchError, settings_of
+from sts_core.search.cells import (
+    OWNED_KEYS,
+    TEACHER_INPUT,
+    Cell,
+    Recipe,
+    SearchError,
+    settings_of,
+)
 
 #: dev / test scorers: task → (metrics it can select on, default metric)
 TASK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -71,6 +78,7 @@ class SearchSpec:
     threads: int | None = None
     eval_pairs: int | None = None
     in_process: bool = False
+    soup: bool = False
 
     def __post_init__(self) -> None:
         """Every check of the search's own options, in one place."""
@@ -106,6 +114,11 @@ class SearchSpec:
                 raise SearchError(f"{name} needs positive values, got {values}")
         if not self.seeds:
             raise SearchError("--seeds needs at least one seed")
+        if self.soup and len(self.seeds) < 2:
+            raise SearchError(
+                f"--soup averages each pick's models over its seeds: give two or more --seeds, "
+                f"got {self.seeds}"
+            )
         if not 1 <= self.select_seeds <= len(self.seeds):
             raise SearchError(
                 f"--select-seeds {self.select_seeds}: the grid is trained and chosen on the "
@@ -182,8 +195,11 @@ class SearchSpec:
 
     def input_identities(self) -> dict[str, Any]:
         """``"<option> <path or hub id>"`` → content identity of the model and of each
-        training and dev table (:func:`~sts_core.command_files.content_identity`): what each
-        cell records, so that a cell trained on other content is trained again."""
+        training and dev table (:func:`~sts_core.command_files.content_identity`), and
+        ``"teacher_model <folder or hub id>"`` → that of each teacher ``--set`` or
+        ``--grid`` names: what each cell records (the teacher only where its recipe names
+        it: :func:`~sts_core.search.cells.cell_inputs`), so that a cell trained on other
+        content — a teacher folder retrained under the same name — is trained again."""
         from sts_core.data.references import reference_path
 
         found = {f"--model {self.model}": content_identity(self.model)}
@@ -193,7 +209,15 @@ class SearchSpec:
         ]:
             path = reference_path(table, split, self.data_dir) or table
             found[f"{option} {table}"] = content_identity(path)
+        for teacher in self.teachers():
+            found[f"{TEACHER_INPUT}{teacher}"] = content_identity(teacher)
         return found
+
+    def teachers(self) -> list[str]:
+        """The ``teacher_model`` values of ``--set`` and ``--grid`` (an empty one, no
+        teacher, left out)."""
+        named = [self.settings.get("teacher_model"), *self.grid.get("teacher_model", [])]
+        return [str(teacher) for teacher in named if teacher]
 
     def identity(self) -> dict[str, Any]:
         """What ``search.json`` records and a resumed search must match."""

@@ -2,8 +2,10 @@
 cell's recipe with ``sts-train``'s own path (every check, the method's data preparation,
 the save), scores the saved model on the dev table and writes ``result.json`` last;
 ``... score CELL_FOLDER`` scores a finished cell's model on the test table
-(``test.json``). The search starts these (:mod:`sts_core.search.run`); the exit status is
-``sts-train``'s (2: a bad input, named on stderr's ``error:`` line).
+(``test.json``); ``... soup SOUP_FOLDER`` averages a pick's seeds into one model and scores
+it on the dev (and test) table (:func:`make_soup`). The search starts these
+(:mod:`sts_core.search.schedule`); the exit status is ``sts-train``'s (2: a bad input, named
+on stderr's ``error:`` line).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,11 +25,14 @@ from sts_core.search.cells import (
     MODEL_FOLDER,
     RECIPE_FILE,
     RESULT_FILE,
+    STAGE1_FOLDER,
+    STAGE1_RECIPE_FILE,
     TEST_FILE,
     read_json,
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
 from sts_core.search.spec import STS_TASKS_TEST, fingerprint
+from sts_core.search.stages import first_stage
 
 resource: ModuleType | None
 try:  # POSIX only: where it is missing (Windows) a cell's peak resident memory is unknown
@@ -120,11 +126,19 @@ def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, di
     return metrics[f"{evaluator.name}_{metric}"], metrics
 
 
+#: whether this process is the work item's own (``python -m sts_core.search.worker``), so
+#: that its peak memory is the item's; not while ``--in-process`` runs it in the search's
+_own_process = True
+
+
 def peak_memory() -> dict[str, float | None]:
     """This process's peak resident memory (MiB; None where the platform has no
-    ``resource`` module, e.g. Windows) and, on a GPU, its peak allocated."""
+    ``resource`` module, e.g. Windows, or where the process is the search's, not the
+    item's own) and, on a GPU, its peak allocated."""
     import torch
 
+    if not _own_process:
+        return {"peak_rss_mib": None}
     peak: dict[str, float | None] = {"peak_rss_mib": peak_rss_mib()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         peak["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
@@ -139,47 +153,96 @@ def peak_rss_mib() -> float | None:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def train(folder: Path, own_process: bool = True) -> int:
-    """Train the cell in ``folder``, score its dev table, write ``result.json`` (the peak
-    memory only from a process of the cell's own)."""
-    from sts_core.training.run import main as sts_train
-
+def train(folder: Path) -> int:
+    """Train the cell in ``folder``, score its dev table, write ``result.json``."""
     cell = read_json(folder / CELL_FILE)
     if cell is None:
         print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
         return 2
-    threads = os.environ.get("STS_SEARCH_THREADS") if own_process else None
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
-    remove_path(folder / MODEL_FOLDER)  # an interrupted run of this cell (its own folder)
+    use_slot_threads()
+    for own in (MODEL_FOLDER, STAGE1_FOLDER):  # an interrupted run of this cell (its own)
+        remove_path(folder / own)
     model = folder / MODEL_FOLDER
     start = time.perf_counter()
+    steps: int | None
+    recorded: dict[str, Any] = {}  # what the result records besides (a peer's teacher)
     if cell["method_name"] == PEER_METHOD:
         from sts_core.training.parser import read_recipe  # as sts-train reads the others
 
         recipe = read_recipe(folder / RECIPE_FILE)
-        steps = train_peer(recipe, model)
+        steps, recorded = train_peer(recipe, model)
     else:
-        argv = ["--method", cell["method_name"], "--config", str(folder / RECIPE_FILE)]
-        status = sts_train(argv)
+        status, steps = train_stages(folder, cell)
         if status == DIVERGED:  # a result of the recipe, not a bad input: recorded
-            return finish(
-                folder, start, None, {}, error="training diverged (log.txt)", memory=own_process
-            )
+            return finish(folder, start, None, {}, error="training diverged (log.txt)")
         if status != 0:
             return status
-        steps = (read_json(model / "metrics.json") or {}).get("train", {}).get("global_step")
-    trained = time.perf_counter()
-    scoring = cell["scoring"]
+    return score_dev(folder, cell["scoring"], start, steps, time.perf_counter(), recorded)
+
+
+def use_slot_threads() -> None:
+    """Torch on the slot's CPU threads (``STS_SEARCH_THREADS``, set by the scheduler)."""
+    threads = os.environ.get("STS_SEARCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
+def score_dev(
+    folder: Path,
+    scoring: dict[str, Any],
+    start: float,
+    steps: int | None,
+    trained: float,
+    recorded: dict[str, Any] | None = None,
+) -> int:
+    """Score the model in ``folder`` on the dev table and write ``result.json``
+    (:func:`finish`); ``trained``: when the model was saved; ``recorded``: the training's
+    own fields (a peer cell's ``teacher``)."""
+    recorded = recorded or {}
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
     try:
-        dev, dev_metrics = score_model(model, evaluator, scoring["metric"])
+        dev, dev_metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
     except ValueError as error:  # e.g. embeddings that collapsed to one point
-        reason = " ".join(str(error).split())
-        return finish(folder, start, steps, {}, error=reason, trained=trained, memory=own_process)
-    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained, memory=own_process)
+        problem = " ".join(str(error).split())
+        return finish(folder, start, steps, {}, error=problem, trained=trained, **recorded)
+    return finish(folder, start, steps, dev_metrics, dev=dev, trained=trained, **recorded)
+
+
+def train_stages(folder: Path, cell: dict[str, Any]) -> tuple[int, int | None]:
+    """``sts-train`` on the cell's recipe into its model folder; for a two-stage cell
+    (:mod:`sts_core.search.stages`) first its first stage's recipe into ``stage1/``, then
+    the cell's recipe from that model, the folder removed after. Returns the exit status
+    (a failed stage's) and the optimizer steps (both stages')."""
+    method, model = cell["method_name"], folder / MODEL_FOLDER
+    if first_stage(cell["settings"]) is None:
+        return run_sts_train(method, folder / RECIPE_FILE, model)
+    stage1 = folder / STAGE1_FOLDER
+    try:
+        status, first_steps = run_sts_train(method, folder / STAGE1_RECIPE_FILE, stage1)
+        if status != 0:
+            return status, None
+        flags = ["--model_name_or_path", str(stage1)]
+        status, steps = run_sts_train(method, folder / RECIPE_FILE, model, flags)
+    finally:
+        remove_path(stage1)
+    total = None if steps is None or first_steps is None else first_steps + steps
+    return status, total
+
+
+def run_sts_train(
+    method: str, recipe: Path, output: Path, flags: Sequence[str] = ()
+) -> tuple[int, int | None]:
+    """``sts-train --method METHOD --config RECIPE FLAGS`` (its model in ``output``): its
+    exit status and, when it trained, its optimizer steps."""
+    from sts_core.training.run import main as sts_train
+
+    status = sts_train(["--method", method, "--config", str(recipe), *flags])
+    if status != 0:
+        return status, None
+    metrics = read_json(output / "metrics.json") or {}
+    return status, metrics.get("train", {}).get("global_step")
 
 
 def finish(
@@ -190,13 +253,13 @@ def finish(
     dev: float | None = None,
     error: str | None = None,
     trained: float | None = None,
-    memory: bool = True,
+    **recorded: Any,
 ) -> int:
     """Write ``result.json`` (last): a dev score, or none and why (a diverged run or a
     model the scorer cannot score is a finished cell that is never picked); ``seconds``
     from the training's start to now, ``train_seconds`` to ``trained`` (the model saved,
-    before the dev scoring; a diverged run: now); the process's peak memory with
-    ``memory`` (None without: a process the cell shares with the search)."""
+    before the dev scoring; a diverged run: now); ``recorded``: the training's own fields
+    (a peer cell's ``teacher``: the pairs and neighbour pairs it trained on)."""
     now = time.perf_counter()
     result: dict[str, Any] = {
         "dev": dev,
@@ -204,7 +267,8 @@ def finish(
         "seconds": round(now - start, 1),
         "train_seconds": round((now if trained is None else trained) - start, 1),
         "steps": steps,
-        **(peak_memory() if memory else {"peak_rss_mib": None}),
+        **peak_memory(),
+        **recorded,
     }
     if error is not None:
         result["error"] = error
@@ -218,11 +282,44 @@ def score_test(folder: Path) -> int:
     if cell is None or read_json(folder / RESULT_FILE) is None:
         print(f"error: {folder} holds no finished cell", file=sys.stderr)
         return 2
-    scoring = cell["scoring"]
+    write_test_score(folder, cell["scoring"])
+    return 0
+
+
+def write_test_score(folder: Path, scoring: dict[str, Any]) -> None:
+    """Score the model in ``folder`` on the scoring's test table, write ``test.json``."""
     evaluator = table_evaluator(scoring, scoring["test"], "test", "test")
     score, metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
     content = {"table": scoring["test"], "fingerprint": fingerprint(scoring["test"])}
     write_json_atomic(folder / TEST_FILE, {**content, "score": score, "metrics": metrics})
+
+
+def make_soup(folder: Path) -> int:
+    """Make the soup ``folder/soup.json`` describes (:mod:`sts_core.search.soups`): the
+    uniform average of its members' embedding weights saved in ``model/`` and scored on the
+    dev table (``result.json``, written last); then, when its scoring names a test table and
+    the soup has a dev score, scored on it (``test.json``). A soup whose ``result.json``
+    exists is kept (only its test score is made, when missing or of another table)."""
+    from sts_core.search.soups import SOUP_FILE
+    from sts_core.soup import embedding_soup
+
+    described = read_json(folder / SOUP_FILE)
+    if described is None:
+        print(f"error: {folder / SOUP_FILE} not found", file=sys.stderr)
+        return 2
+    scoring = described["scoring"]
+    use_slot_threads()
+    if read_json(folder / RESULT_FILE) is None:
+        for earlier in (MODEL_FOLDER, TEST_FILE):  # an interrupted or older soup (its own)
+            remove_path(folder / earlier)
+        start = time.perf_counter()
+        embedding_soup([member["model"] for member in described["members"]], folder / MODEL_FOLDER)
+        score_dev(folder, scoring, start, None, time.perf_counter())
+    result = read_json(folder / RESULT_FILE) or {}
+    scored = read_json(folder / TEST_FILE) or {}
+    test = scoring.get("test")
+    if test and result.get("dev") is not None and scored.get("fingerprint") != fingerprint(test):
+        write_test_score(folder, scoring)
     return 0
 
 
@@ -232,20 +329,29 @@ def main(argv: list[str] | None = None) -> int:
         "the sts-search that started this worker",
         "the cell is trained again when the search is run again",
     )
-    if len(args) != 2 or args[0] not in ("train", "score"):
-        print("usage: python -m sts_core.search.worker train|score CELL_FOLDER", file=sys.stderr)
+    if len(args) != 2 or args[0] not in ACTIONS:
+        print("usage: python -m sts_core.search.worker train|score|soup FOLDER", file=sys.stderr)
         return 2
     return run_action(args[0], Path(args[1]))
 
 
 def run_action(verb: str, folder: Path, own_process: bool = True) -> int:
-    """``train`` or ``score`` the cell in ``folder``; its exit status (2: a bad input,
-    named on an ``error:`` line)."""
+    """``train``, ``score`` or ``soup`` the item in ``folder``; its exit status (2: a bad
+    input, named on an ``error:`` line). ``own_process``: False when the search runs it in
+    its own process (``--in-process``: no peak memory of the item's own)."""
+    global _own_process
+    _own_process = own_process
     try:
-        return train(folder, own_process) if verb == "train" else score_test(folder)
+        return ACTIONS[verb](folder)
     except (ValueError, OSError) as error:  # a table the scorer cannot read
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
+    finally:
+        _own_process = True
+
+
+#: the worker's actions by the verb its command line names
+ACTIONS = {"train": train, "score": score_test, "soup": make_soup}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ Refused with ``load_best_model_at_end`` (the average, not a dev-selected checkpo
 final model) and under DeepSpeed ZeRO-3 (whose parameters are sharded across processes).
 
 :func:`average_state_dicts` averages whole runs instead (a "model soup" over seeds); the
-``sts-soup`` command applies it to saved models.
+``sts-soup`` command applies it to saved models, ``sts-search --soup`` to the
+:func:`embedding_weights` of each pick's seeds.
 """
 
 from __future__ import annotations
@@ -258,6 +259,15 @@ class WeightAverager(TrainerCallback):
 
 
 # ---------------------------------------------------------------------------- soups
+def embedding_weights(encoder: Any) -> dict[str, torch.Tensor]:
+    """The weights that make the embeddings: the encoder's state dict without the heads
+    trained beside it (:attr:`SentenceEncoder.heads`, e.g. a regression head), which a
+    cosine-scored evaluation never uses. What a soup of seeds averages (``sts-search
+    --soup``, the quality benchmark's soups)."""
+    heads = tuple(f"{name}." for name in encoder.heads)
+    return {key: value for key, value in encoder.state_dict().items() if not key.startswith(heads)}
+
+
 def average_state_dicts(
     state_dicts: Sequence[Mapping[str, torch.Tensor]], names: Sequence[str] | None = None
 ) -> dict[str, torch.Tensor]:

@@ -1,8 +1,9 @@
 """The teacher, given to the peer: sentence-transformers' own API, as its examples use it.
 
 Our rows get a teacher through the run's ``teacher_model`` step
-(``sts_core.training.distill``). The peer rows of ``quality_search.py`` get the same teacher
-the way a sentence-transformers user would wire it by hand, from its examples:
+(``sts_core.training.distill``). The peer's rows (``sts-search``'s ``st:<row>`` with
+``teacher_model``, :mod:`sts_core.search.peers`; the quality benchmark's peer rows) get the
+same teacher the way a sentence-transformers user would wire it by hand, from its examples:
 
 - **relabelled and augmented pairs** (Augmented SBERT, Thakur et al., 2021; the library's
   ``examples/sentence_transformer/training/data_augmentation``): the teacher, a
@@ -22,15 +23,16 @@ the way a sentence-transformers user would wire it by hand, from its examples:
   the distinct training sentences with the teacher's embeddings as labels; a student of
   another width (all-MiniLM-L6-v2: 384, an mpnet teacher: 768) learns through the loss's
   ``projection_dim`` layer, as its docstring shows for cross-dimensional distillation.
+
+sentence-transformers (the optional ``sts-core[peers]`` extra) is imported by each function
+that needs it, never by this module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sts_core.training.distill import PAIR_COLUMNS
-
-#: the settings of ``quality_search.py --set`` that the peer rows get too
+#: the recipe keys of the teacher that the peer's rows take too (``--set`` / ``--grid``)
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
 
 
@@ -124,18 +126,21 @@ def with_neighbour_pairs(
     from datasets import Dataset, concatenate_datasets
     from sentence_transformers import util
 
+    from sts_core.training.distill import PAIR_COLUMNS
+
     taken = {frozenset(pair) for pair in zip(*gold_pairs, strict=True)}
     pick = min(len(sentences) - 1, 2 * neighbours + 2) + 1  # the sentence itself comes first
     found_pairs: dict[str, list] = {PAIR_COLUMNS[0]: [], PAIR_COLUMNS[1]: [], label_column: []}
     for row, hits in enumerate(util.semantic_search(vectors, vectors, top_k=pick)):
         found = 0
         for hit in hits:
-            key = frozenset((row, hit["corpus_id"]))
+            other = int(hit["corpus_id"])
+            key = frozenset((row, other))
             if found == neighbours or len(key) < 2 or key in taken:
                 continue
             taken.add(key)
             found_pairs[PAIR_COLUMNS[0]].append(sentences[row])
-            found_pairs[PAIR_COLUMNS[1]].append(sentences[hit["corpus_id"]])
+            found_pairs[PAIR_COLUMNS[1]].append(sentences[other])
             found_pairs[label_column].append(float(hit["score"]))
             found += 1
     if cross_encoder is not None and found_pairs[label_column]:
