@@ -33,6 +33,22 @@ def test_sts_search_trains_every_row_ours_and_the_peers() -> None:
     assert set(via.PEER_ROWS) == {m for m in search.SEARCH_METHODS if m.startswith("st-")}
 
 
+def test_each_row_gets_the_settings_it_takes(tmp_path: Path, monkeypatch) -> None:
+    """Ours every ``--set``; the peer's loss rows the teacher's keys; a distillation row
+    ``teacher_model`` alone (``sts-search`` refuses the relabelling keys there)."""
+    args = arguments(tmp_path)
+    args.settings = (("teacher_model", "t"), ("teacher_neighbours", "1"), ("weight_decay", "0"))
+    settings = {
+        method: training.grid_cells(args, method, [0])[0][0].recipe.settings
+        for method in ("ours-cosine_mse", "st-cosine", "st-embed-distill")
+    }
+    assert settings == {
+        "ours-cosine_mse": args.settings,
+        "st-cosine": (("teacher_model", "t"), ("teacher_neighbours", "1")),
+        "st-embed-distill": (("teacher_model", "t"),),
+    }
+
+
 def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Path) -> None:
     args = arguments(tmp_path, "--seeds", "0", "1", "2", "--select-seeds", "1")
     assert via.ordered_seeds(args) == [1, 0, 2]

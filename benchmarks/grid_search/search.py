@@ -17,7 +17,7 @@ from typing import Any
 
 import _common as common
 
-from grid_search.cells import CellsFile, check_cell_teacher
+from grid_search.cells import DISTILL_METHODS, CellsFile, check_cell_teacher
 from grid_search.via_search import run_method, search_summary
 from sts_core.search.cells import Cell, Recipe
 from sts_core.search.peer_teacher import TEACHER_KEYS
@@ -30,10 +30,12 @@ DEV_REPRODUCED = 1e-3
 
 def grid_cells(args: argparse.Namespace, method: str, seeds: list[int]) -> list[list[Cell]]:
     """The grid of one method: per (epochs, lr), its cells over ``seeds``. Our rows get
-    every ``--set`` field; the peer's the teacher's (:data:`TEACHER_KEYS`) only."""
+    every ``--set`` field; the peer's the teacher's (:data:`TEACHER_KEYS`) only, and a
+    distillation row its ``teacher_model`` alone (it relabels no pairs)."""
     settings = args.settings
     if not method.startswith("ours-"):
-        settings = tuple((k, v) for k, v in settings if k in TEACHER_KEYS)
+        kept = ("teacher_model",) if method in DISTILL_METHODS else TEACHER_KEYS
+        settings = tuple((k, v) for k, v in settings if k in kept)
     return [
         [Cell(Recipe(method, settings, epochs, lr), seed) for seed in seeds]
         for epochs, lr in itertools.product(args.epochs, args.learning_rate)
