@@ -20,29 +20,26 @@ same grid; ``--set stage1_loss=cosine_mse
 for ``--epochs``, from the first stage's weights, on the same pairs). A teacher is no
 feature of ours alone: the peer's rows get the teacher's settings too (``teacher_model``,
 ``teacher_weight``, ``teacher_neighbours``), written with sentence-transformers' own API
-(``peer_teacher.py``: the relabelled pairs and the teacher's neighbour pairs, as its
+(``sts_core.search.peer_teacher``: the relabelled pairs and the teacher's neighbour pairs, as its
 Augmented SBERT example; labels on 0–1), and ``st-embed-distill`` / ``st-mse-distill``
 distil the teacher's embeddings (``EmbedDistillLoss``, cosine or MSE, through a projection
 to the teacher's width). Options the peer lacks (the Pearson loss, combined losses, soups,
 weight averaging, the two stages) stay ours.
 
-The rows ``sts-search`` offers — every row of ours (any ``--set`` but the two stages) and the
-peer's rows without a teacher — are trained, chosen and tested by ``sts-search`` itself, one
-search per method and settings under ``<weights-dir>/sts-search/`` with this benchmark's
-inputs (``grid_search/via_search.py``); their cells are copied into the cells file. The
-others (the peer's rows given a teacher, distillation, the two stages, ``--measure-cost``)
-are trained here:
-every such cell trains in a fresh process (``--worker cell``; ``--in-process`` trains them in
-the search's own process, without the peak memory), which reports the cost columns:
-wall seconds of the training, optimizer steps and peak resident memory; a teacher's own
-training (``quality_teacher.py`` records it in its folder) is added once per recipe.
-``--soup`` adds a row per selected recipe: the uniform average of its seeds' weights
-(``sts_core.training.averaging.average_state_dicts``, a model soup), scored on dev and test
-like any model.
+Every row is trained, chosen, tested and souped by ``sts-search`` itself, one search per
+method and settings under ``<weights-dir>/sts-search/`` with this benchmark's inputs
+(``grid_search/via_search.py``: ``sts-search --soup``, the peer's teacher and distillation
+rows ``st:<row>``, the two stages as recipe keys): each cell trains in a fresh process
+(``--in-process``: in the search's own, one at a time, without the peak memory), which
+records the cost columns: wall seconds of the training, optimizer steps and peak resident
+memory; a teacher's own training (``quality_teacher.py`` records it in its folder) is added
+once per recipe. ``--soup`` adds a row per selected recipe: the uniform average of its seeds'
+embedding weights (a model soup), scored on dev and test like any model. The search's cells
+and soups are copied into the cells file, from which the selections and the report are read.
 
-Every trained cell is kept in ``--cells`` (a JSON file, written after each cell) and its
-weights in ``--weights-dir``: a search interrupted or extended later trains only the cells
-it lacks (a cell whose weights are gone is trained again; CPU runs repeat exactly per seed).
+Every trained cell is kept in ``--cells`` (a JSON file, written after each search) and its
+model in its ``sts-search`` folder under ``--weights-dir``: a search interrupted or extended
+later trains only the cells it lacks (CPU runs repeat exactly per seed).
 ``--grid-only`` fills the grid's dev scores and stops: a large search can be split over
 several runs, and the last one (without it) selects and tests.
 
@@ -79,13 +76,13 @@ from grid_search.cells import (
     check_settings,
     check_stored_inputs,
     config_values,
-    first_stage,
     parse_settings,
     search_inputs,
+    stage_of,
 )
 from grid_search.report import report_markdown, scores_cell
 from grid_search.reproduce import COMPARISON, write_comparison
-from grid_search.search import run_search, train_cell
+from grid_search.search import run_search
 
 MODES = {
     "smoke": {
@@ -135,11 +132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="train the cells in this process (no interpreter start per cell; peak memory "
-        "is then not measured)",
+        help="train the cells in this process, one at a time (sts-search --in-process: no "
+        "interpreter start per cell; peak memory is then not measured)",
     )
-    parser.add_argument("--worker", choices=["cell"], help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument(
         "--grid-only",
         action="store_true",
@@ -163,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not set(args.select_seeds) <= set(args.seeds):
         parser.error("--select-seeds must be among --seeds")
     args.settings = parse_settings(args.set_pairs)
-    first_stage(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
+    stage_of(config_values(tuple(kv for kv in args.settings if kv[0] in STAGE_KEYS)))
     check_settings(args)
     distill = [m for m in args.methods if m in DISTILL_METHODS]
     if distill and "teacher_model" not in dict(args.settings):
@@ -224,7 +219,7 @@ def search_files(args: argparse.Namespace) -> common.ScriptFiles:
 def write_report(args: argparse.Namespace, info: dict) -> Path:
     cells = json.loads(Path(args.cells).read_text(encoding="utf-8"))["cells"]
     stem = Path(args.stem)
-    settings = {k: v for k, v in vars(args).items() if k not in ("settings", "worker", "spec")}
+    settings = {k: v for k, v in vars(args).items() if k != "settings"}
     common.write_json(stem, {"settings": settings, "machine": info, "cells": cells})
     common.write_markdown(stem, report_markdown(cells, args, info))
     return stem
@@ -232,9 +227,6 @@ def write_report(args: argparse.Namespace, info: dict) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        common.emit_result(train_cell(json.loads(args.spec)))
-        return 0
     if args.compare:
         search_files(args).check()
         print(f"wrote {write_comparison(args)}.md/.json")
@@ -257,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
 def kept() -> str:
     """What a search stopped by Ctrl-C keeps (``main_guard``)."""
     return (
-        "the cells trained so far are kept in the cells file (--cells) with their weights; "
-        "the same command goes on from there"
+        "the cells trained so far are kept in the cells file (--cells) and their models in "
+        "--weights-dir; the same command goes on from there"
     )
 
 

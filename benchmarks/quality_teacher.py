@@ -58,8 +58,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grid_search.search import Scorer
-
     from sts_core.training.method_registry import quality_rows
 
     args = parse_args(argv)
@@ -82,14 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     cost = {"train_seconds": seconds, "steps": teacher.trained_steps, "model": args.model}
     cost["peak_rss_mb"] = round(common.peak_rss_mb(), 1)
     save_teacher(teacher, output, cost, args.cross_encoder)
-    scorer = Scorer(argparse.Namespace(eval_pairs=40 if args.smoke else 0))
+    eval_pairs = 40 if args.smoke else 0
+    dev = dev_pairs(eval_pairs)
     if args.cross_encoder:
-        print(f"STS-B dev Spearman: {cross_encoder_dev(teacher, scorer.dev):.2f}", flush=True)
+        print(f"STS-B dev Spearman: {cross_encoder_dev(teacher, dev):.2f}", flush=True)
         print(f"wrote {output}")
         return 0
-    print(f"STS-B dev Spearman: {scorer.dev_spearman(teacher):.2f}", flush=True)
+    print(f"STS-B dev Spearman: {dev_spearman(teacher, dev):.2f}", flush=True)
     if args.test:
-        scores = scorer.test_scores(teacher)
+        scores = quality.evaluate(teacher, quality.build_evaluator(eval_pairs))
         print("test: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()), flush=True)
     print(f"wrote {output}")
     return 0
@@ -153,6 +152,25 @@ def train_cross_encoder(recipe: quality.Recipe, seed: int, data: object) -> obje
         trainer.train()
     model.trained_steps = trainer.state.global_step
     return model
+
+
+def dev_pairs(eval_pairs: int) -> object:
+    """The STS-B dev pairs, every k-th of them with ``eval_pairs`` (as sts-search's
+    ``--eval-pairs``)."""
+    from sts_core.data import load_named
+    from sts_core.evaluation.sts import spread_sample
+
+    return spread_sample(load_named("stsb", "dev", common.data_dir()), eval_pairs)
+
+
+def dev_spearman(encoder: object, dev: object) -> float:
+    """Spearman × 100 of cos(u, v) against the dev scores."""
+    from scipy.stats import spearmanr
+
+    from sts_core.training.distill import teacher_similarities  # cos of each pair
+
+    cosines = teacher_similarities(encoder, dev, batch_size=64)
+    return round(float(spearmanr(cosines, dev["score"]).statistic) * 100, 4)
 
 
 def cross_encoder_dev(model: object, dev: object) -> float:

@@ -73,6 +73,11 @@ def training():
     return load_benchmark_module("grid_search.search")
 
 
+@pytest.fixture(scope="module")
+def via_search():
+    return load_benchmark_module("grid_search.via_search")
+
+
 def search_args(*settings: str, methods: tuple[str, ...] = ("ours-cosine_mse",)) -> list[str]:
     argv = ["--smoke", "--methods", *methods]
     for setting in settings:
@@ -149,28 +154,18 @@ def test_set_values_are_checked_together_and_the_error_names_its_own(
     assert str(error.value).startswith("--set weight_decay=-1: weight_decay must be ")
 
 
-def test_our_cells_train_with_the_values_the_checks_read(search, training, monkeypatch) -> None:
-    """A ``--set`` that passed is given to the cell's training in its field's type, the
-    value the checks read (the int ``2`` for ``2.0``, not JSON's float)."""
+def test_our_cells_train_with_the_values_the_checks_read(search, via_search) -> None:
+    """A ``--set`` that passed is given to the row's ``sts-search`` in its field's type, the
+    value the checks read (the int ``2`` for ``2.0``, not JSON's float), beside the
+    benchmark's fixed settings, the row named as ``sts-search`` names it."""
     args = search.parse_args(search_args("weight_averaging=uniform", "weight_averaging_every=2.0"))
-    given = []
-
-    def train_ours(method, row, extra):
-        given.append((method.name, row.name, extra))
-        return lambda recipe, seed, data: f"trained on {data}"
-
-    monkeypatch.setattr(training.quality, "train_ours", train_ours)
-    trainer = training.Trainer.__new__(training.Trainer)
-    trainer.args = args
-    trainer.all_data = trainer.data = "pairs"  # fewer than the smoke cap: drawn as they are
-    trainer.all_unit_data = trainer.unit_data = "unit pairs"
-    monkeypatch.setattr(trainer, "recipe", lambda cell: None)
-    cell = training.grid_cells(args, "ours-cosine_mse", [0])[0][0]
-    assert trainer.train(cell) == "trained on unit pairs"  # the row's labels on 0–1
-    ((method, row, extra),) = given
-    assert (method, row) == ("cosent", "cosine_mse")
-    assert extra == {"weight_averaging": "uniform", "weight_averaging_every": 2}
-    assert type(extra["weight_averaging_every"]) is int
+    settings = dict(via_search.search_settings(args, "ours-cosine_mse", args.settings))
+    assert settings["weight_averaging"] == "uniform"
+    assert settings["weight_averaging_every"] == 2
+    assert type(settings["weight_averaging_every"]) is int
+    assert settings["pooling"] == "mean" and settings["max_train_samples"] == 64  # smoke cap
+    assert via_search.searched_row("ours-cosine_mse") == "cosent:cosine_mse"
+    assert via_search.searched_row("st-embed-distill") == "st:embed-distill"
 
 
 # ----------------------------------------------------------------------------- output folders
@@ -367,121 +362,22 @@ def test_the_cells_file_is_written_without_replacing_a_file_beside_it(
     replaced, then moved onto the cells file (gone)."""
     neighbour = tmp_path / "cells.tmp"
     neighbour.write_text("the user's notes", encoding="utf-8")
-    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
+    table = cells.CellsFile(tmp_path / "cells.json")
     cell = cells.Cell(Recipe("ours-a", (), 1.0, 4e-5), 0)
-    store.cells[cell.key] = {**cells.describe(cell), "dev": 88.0}
-    store.save(cell.key)
+    table.add(cell.key, {**cells.describe(cell), "dev": 88.0})
     assert neighbour.read_text(encoding="utf-8") == "the user's notes"
     saved = json.loads((tmp_path / "cells.json").read_text(encoding="utf-8"))["cells"]
     assert saved[cell.key]["dev"] == 88.0
     # the ledger beside it: the cells file is sts-core's, a later search may replace it
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".cells.json.lock", ".sts-outputs.json", "cells.json", "cells.tmp", "weights",
+        ".cells.json.lock", ".sts-outputs.json", "cells.json", "cells.tmp",
     ]  # fmt: skip
-
-
-def test_the_cached_sides_are_compared_with_each_other(tmp_path: Path) -> None:
-    """``train.py --cached N``: the two gradient-cache sides get their own comparison (ours
-    cached against the peer's cached loss, round by round), apart from the main one."""
-    train = load_benchmark_script("train")
-    run = {"losses": [[1, 0.5]], "packing_path": ["block_mask", "auto"]}
-    runs = {
-        "ours": [{**run, "throughput": 10.0, "peak_rss_mb": 900, "median_step_throughput": 1}],
-        "peer": [{**run, "throughput": 5.0, "peak_rss_mb": 1000, "median_step_throughput": 1}],
-        "ours-cached": [{**run, "throughput": 6.0, "peak_rss_mb": 800},
-                        {**run, "throughput": 9.0, "peak_rss_mb": 810}],
-        "peer-cached": [{**run, "throughput": 4.0, "peak_rss_mb": 1000},
-                        {**run, "throughput": 3.0, "peak_rss_mb": 1000}],
-    }  # fmt: skip
-    summary = train.summarize(runs)
-    assert summary["cached_throughput"]["ratio_per_round"] == [1.5, 3.0]
-    assert summary["cached_throughput"]["ratio_median"] == pytest.approx(2.25)
-    assert summary["cached_peak_rss_mb"]["ours_median"] == 805
-    assert summary["throughput"]["ratio_median"] == 2.0  # the main comparison is apart
-    args = train.parse_args(["--smoke", "--cached", "512", "--output-dir", str(tmp_path)])
-    assert args.cached == 512
-
-
-def test_the_mining_benchmark_tells_ties_from_other_differences() -> None:
-    """Rows whose negatives differ but score the same on both sides are ties broken the
-    other way; a different negative at another cosine is not."""
-    mine = load_benchmark_script("mine")
-    ours = [["a", "p", "n1", 0.5], ["a", "p", "n2", 0.5], ["b", "q", "n3", 0.3]]
-    peer = [["a", "p", "n2", 0.5], ["a", "p", "n1", 0.5], ["b", "q", "n4", 0.2]]
-    assert mine.compare_triplets(ours, peer) == {"rows_differ": 3, "ties": 2, "lengths": [3, 3]}
-    assert mine.compare_triplets(ours, ours) == {"rows_differ": 0, "ties": 0, "lengths": [3, 3]}
-    assert mine.compare_triplets(ours, peer[:2])["rows_differ"] is None
-
-
-# ----------------------------------------------------------------------------- numbers
-COUNT = "must be an integer of at least 1, got"
-POSITIVE = "must be finite and > 0, got"
-SEED = "must be finite and ≥ 0, got"
-RECIPE = ["--recipe", "r.yaml", "--variant", "a="]
-BAD_NUMBERS = [
-    ("mine", ["--smoke", "--pairs", "0"], f"--pairs: {COUNT} 0"),
-    ("mine", ["--smoke", "--pairs", "-5"], f"--pairs: {COUNT} -5"),
-    ("mine", ["--smoke", "--corpus-size", "-1"], f"--corpus-size: {COUNT} -1"),
-    ("encode", ["--smoke", "--fraction", "nan"], "--fraction: must be in (0, 1], got nan"),
-    ("encode", ["--smoke", "--fraction", "1.5"], "--fraction: must be in (0, 1], got 1.5"),
-    ("encode", ["--smoke", "--peak-tflops", "0"], f"--peak-tflops: {POSITIVE} 0.0"),
-    ("train", ["--smoke", "--learning-rate", "nan"], f"--learning-rate: {POSITIVE} nan"),
-    ("train", ["--smoke", "--max-steps", "0"], f"--max-steps: {COUNT} 0"),
-    ("train", ["--smoke", "--batch-size", "abc"], "--batch-size: 'abc' is not an integer"),
-    ("quality", ["--smoke", "--learning-rate", "inf"], f"--learning-rate: {POSITIVE} inf"),
-    ("quality", ["--smoke", "--seeds", "0", "-1"], f"--seeds: {SEED} -1"),
-    ("quality", ["--smoke", "--eval-pairs", "x"], "--eval-pairs: 'x' is not an integer"),
-    ("matryoshka", ["--smoke", "--dims", "0"], f"--dims: {COUNT} 0"),
-    ("matryoshka", ["--smoke", "--learning-rate", "-0.5"], f"--learning-rate: {POSITIVE} -0.5"),
-    ("pair_tasks", ["--smoke", "--epochs", "0"], f"--epochs: {POSITIVE} 0.0"),
-    ("quality_search", ["--smoke", "--epochs", "nan"], f"--epochs: {POSITIVE} nan"),
-    ("quality_teacher", ["--output", "t", "--batch-size", "0"], f"--batch-size: {COUNT} 0"),
-    ("recipes", [*RECIPE, "--seeds", "-1"], f"--seeds: {SEED} -1"),
-    ("gpu_check", ["--smoke", "--device", "cpu", "--budget", "nan"], f"--budget: {POSITIVE} nan"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("script,argv,words", BAD_NUMBERS)
-def test_a_numeric_option_out_of_range_is_one_line_when_parsed(
-    fake_env: Path, capsys: pytest.CaptureFixture[str], script: str, argv: list[str], words: str
-) -> None:
-    """Each stopped late before (``--pairs 0`` after the data loaded, ``--fraction nan`` in a
-    worker, ``--max-steps 0`` reporting throughput for no step): now one line, exit 2,
-    before any data loads (the fake environment has none)."""
-    main = load_benchmark_script(script).main
-    argv = [*argv, "--output-dir", str(fake_env / "out")]
-    assert refused(main, argv, capsys) == f"error: argument {words}"
-    assert not (fake_env / "out").exists()
-
-
-@pytest.mark.parametrize("flag", ["--dims", "--score-dims"])
-def test_a_matryoshka_width_beyond_the_model_is_refused_before_the_data(
-    fake_env: Path, capsys: pytest.CaptureFixture[str], flag: str
-) -> None:
-    config = fake_env / "models" / common.MINILM / "config.json"
-    config.write_text(json.dumps({"hidden_size": 384}), encoding="utf-8")
-    argv = ["--smoke", flag, "384", "100000", "--output-dir", str(fake_env / "out")]
-    assert refused(load_benchmark_script("matryoshka").main, argv, capsys) == (
-        f"error: {flag} 100000: wider than the embeddings of {common.MINILM} (384 dimensions): "
-        "give widths from 1 to 384"
-    )
-
-
-def test_ctrl_c_ends_a_benchmark_with_one_line_and_status_130(capsys) -> None:
-    def interrupted() -> int:
-        raise KeyboardInterrupt
-
-    try:
-        with pytest.raises(SystemExit) as stopped:
-            common.main_guard(interrupted)
-    except KeyboardInterrupt:  # it would end the test session
-        pytest.fail("Ctrl-C went through main_guard: a traceback")
-    assert stopped.value.code == 130
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith(
-        ": interrupted (Ctrl-C): nothing was written half-way (a file is written whole or not "
-        "at all)"
-    )
+    # a second search's table on the same file: its cell added, the first one's kept
+    other = cells.Cell(Recipe("ours-a", (), 2.0, 4e-5), 0)
+    cells.CellsFile(tmp_path / "cells.json").add(other.key, {**cells.describe(other), "dev": 1})
+    table.add(cell.key, {**cells.describe(cell), "dev": 89.0})  # read again before written
+    saved = json.loads((tmp_path / "cells.json").read_text(encoding="utf-8"))["cells"]
+    assert {key: record["dev"] for key, record in saved.items()} == {cell.key: 89.0, other.key: 1}
 
 
 # ----------------------------------------------------------------------------- stored results
@@ -491,10 +387,8 @@ def stored_cell(cells, path: Path, inputs: dict) -> str:
     from sts_core.command_files import set_command
 
     set_command("quality_search.py")
-    store = cells.CellStore(path, path.parent / "weights")
     cell = cells.Cell(Recipe("st-cosine", (), 1.0, 2e-5), 0)
-    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0, "inputs": inputs}
-    store.save(cell.key)
+    cells.CellsFile(path).add(cell.key, {**cells.describe(cell), "dev": 80.0, "inputs": inputs})
     return cell.key
 
 
@@ -531,24 +425,23 @@ def test_cells_trained_on_other_inputs_are_refused_before_anything_trains(
     cells.check_stored_inputs(fake_env / "old.json", now)
 
 
-def test_weights_no_record_vouches_for_are_trained_again(cells, training, tmp_path) -> None:
-    """A shared ``--weights-dir`` holds the weights of a cell of that name another search
-    trained: the weights load only when the cells file records the cell with their hash."""
-    from sts_core.command_files import file_digest
+def test_a_weights_dir_shared_with_another_budget_refuses_its_search_folder(
+    search, via_search, fake_env: Path
+) -> None:
+    """A shared ``--weights-dir`` holds the ``sts-search`` folder of the same row trained by
+    another search on another budget: that folder is refused before anything trains (its
+    models are no models of this search)."""
+    from sts_core.search.spec import SearchError, check_folder, record_identity
 
-    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    cell = cells.Cell(Recipe("st-cosine", (), 1.0, 2e-5), 0)
-    path = store.weights_path(cell)
-    path.write_bytes(b"the weights of another search's cell")
-    kept = training.Search.__new__(training.Search)
-    kept.store = store
-    assert not kept.weights_fit(cell, path)  # no record of the cell
-    store.cells[cell.key] = {**cells.describe(cell), "dev": 80.0}
-    assert kept.weights_fit(cell, path)  # a record from before the hash: not compared
-    store.cells[cell.key][cells.WEIGHTS_HASH] = file_digest(path)
-    assert kept.weights_fit(cell, path)
-    path.write_bytes(b"trained again by another search")
-    assert not kept.weights_fit(cell, path)
+    shared = ["--weights-dir", str(fake_env / "weights"), "--methods", "st-cosine"]
+    spec = via_search.search_spec(search.parse_args(["--smoke", *shared]), "st-cosine", ())
+    record_identity(spec)
+    check_folder(spec)  # its own folder
+    other = search.parse_args(["--smoke", "--batch-size", "32", *shared])
+    again = via_search.search_spec(other, "st-cosine", ())
+    assert again.output_dir == spec.output_dir
+    with pytest.raises(SearchError, match=r"holds another search's cells \(.* batch_size"):
+        check_folder(again)
 
 
 COUNTING_SCRIPT = """import json, sys

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from benchmark_support import load_benchmark_module, load_benchmark_script
+from benchmark_support import load_benchmark_script
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
@@ -515,6 +515,7 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
         "--set",
         "weight_averaging=uniform",
         "--soup",
+        "--in-process",  # the cells in the script's process: no interpreter start per cell
     ]
     first = run_script("quality_search", *arguments)
     # sts-search trains both: 2 methods × (2 recipes on seed 0 + seed 1 of one)
@@ -524,9 +525,9 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
     searches = {
         name: json.loads((tmp_path / "weights" / cell["search_cell"]).parents[1].joinpath(
             "search.json").read_text("utf-8"))
-        for name, cell in cells.items() if "search_cell" in cell
+        for name, cell in cells.items()
     }  # fmt: skip
-    assert len(searches) == 6  # every trained cell is an sts-search cell
+    assert len(searches) == 8  # every trained cell and soup is sts-search's
     for identity in searches.values():  # the benchmark's inputs, as a user gives them
         assert identity["train"] == [{"reference": "stsb"}, {"reference": "sickr"}]
         assert identity["dev"] == {"reference": "stsb:dev"} and identity["eval_pairs"] == 40
@@ -554,24 +555,28 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
 def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
     tmp_path: Path,
 ) -> None:
-    from argparse import Namespace
-
     from sts_core.encoder import SentenceEncoder
-
-    model_state = load_benchmark_module("grid_search.search").model_state  # via_search's
 
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
-    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup")
+    run_script(
+        "quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup", "--in-process"
+    )
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
     assert 0 < soup["test"]["avg"] <= 100  # the seeds' models reloaded, averaged, scored
     runs = [cells["cells"][f"ours-smooth_k2 | epochs 1 | lr 2e-05 | seed {s}"] for s in (0, 1)]
-    for run in runs:  # the regression head saved with the model is left out of the soup
+    states = []
+    for run in runs:  # the regression head saved with each model
         saved = SentenceEncoder.from_pretrained(str(weights / run["search_cell"] / "model"))
-        assert [k for k in saved.state_dict() if k.startswith("regression.")]
-        state = model_state(Namespace(weights_dir=str(weights)), run)
-        assert state and not [k for k in state if k.startswith("regression.")]
+        states.append(saved.state_dict())
+        assert [k for k in states[-1] if k.startswith("regression.")]
+    souped = SentenceEncoder.from_pretrained(str(weights / soup["search_cell"] / "model"))
+    state = souped.state_dict()
+    assert not [k for k in state if k.startswith("regression.")]  # left out of the soup
+    for key, value in state.items():  # the mean of the seeds' weights
+        if value.is_floating_point():
+            torch.testing.assert_close(value, (states[0][key] + states[1][key]) / 2)
 
 
 @needs_benchmark_data
@@ -716,7 +721,7 @@ def test_quality_search_trains_two_stages_and_measures_the_cost_of_an_old_cell(
     set_command("quality_search.py")
     write_text(path, json.dumps(cells))
     measured = run_script("quality_search", *arguments, "--measure-cost")
-    assert measured.count("  train ") == 1
+    assert measured.count("  training ") == 1
     record = json.loads(path.read_text("utf-8"))["cells"][key]
     assert record["dev"] == trained["dev"] and record["steps"] == 4
     assert record["cost_measured_by"].endswith(f"(its dev reproduced: {trained['dev']:.4f})")

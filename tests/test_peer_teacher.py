@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from benchmark_support import load_benchmark_script
 from datasets import Dataset
 
 from sts_core.search import peer_teacher
@@ -15,13 +14,6 @@ from sts_core.testing import TOY_STS_PAIRS
 from sts_core.training.distill import apply_teacher, load_teacher
 
 pytest.importorskip("sentence_transformers")
-
-
-def test_the_benchmark_takes_the_cores_teacher_step() -> None:
-    benchmark = load_benchmark_script("peer_teacher")
-    assert all(
-        getattr(benchmark, name) is getattr(peer_teacher, name) for name in benchmark.__all__
-    )
 
 
 def unit_pairs() -> Dataset:

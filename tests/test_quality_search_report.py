@@ -1,7 +1,7 @@
 """The quality search's cost columns and headline, from made-up cells (no training): the
 seconds of a recipe are its teacher's recorded training once plus each model's training; a
 soup of n seeds costs n models; the headline's margins are against every peer row and the
-strongest one; the two stages and `--measure-cost` with training replaced."""
+strongest one; the first stage's keys and `--measure-cost` with training replaced."""
 
 from __future__ import annotations
 
@@ -152,76 +152,57 @@ def test_every_lever_names_recipes_the_search_can_train() -> None:
             assert recipe.key == f"{recipe.variant} | {recipe.budget.replace(', ', ' | ')}"
 
 
-def test_two_stages_train_the_first_loss_then_the_row_from_its_saved_weights(
-    tmp_path: Path,
-) -> None:
-    """Pcc-tuning's schedule in the search: the first stage for its own epochs, saved; the
-    second from that folder for the recipe's epochs; the steps of both counted."""
-    calls = []
-
-    class Trained:
-        def __init__(self, steps: int) -> None:
-            self.trained_steps = steps
-
-        def save_pretrained(self, folder: str) -> None:
-            (Path(folder) / "saved").write_text("stage 1")
-
-    def first(recipe, seed, data):
-        calls.append(("first", recipe.model, recipe.epochs, seed, data))
-        return Trained(10)
-
-    def second(recipe, seed, data):
-        calls.append(("second", Path(recipe.model, "saved").read_text(), recipe.epochs, seed))
-        return Trained(20)
-
-    base = training.quality.Recipe("base-model", 4e-5, "mean", 16, 2.0, -1, None)
-    encoder = training.two_stages(first, 1.0, second, base, 3, "pairs")
-    assert calls == [("first", "base-model", 1.0, 3, "pairs"), ("second", "stage 1", 2.0, 3)]
-    assert encoder.trained_steps == 30
-
-
 def test_a_first_stage_needs_its_loss_and_epochs() -> None:
+    """The stage keys read by the core's one reader (``sts_core.search.stages``), its
+    refusal naming both ``--set`` options."""
     values = {"stage1_loss": "cosine_mse", "stage1_epochs": 1, "teacher_weight": 1}
-    assert cells.first_stage(values) == ({"loss": "cosine_mse"}, 1.0)
-    assert values == {"teacher_weight": 1}  # the stage's keys are no config fields
-    assert cells.first_stage({"loss_weights": {}}) is None
+    first = cells.stage_of(values)
+    assert (first.loss, first.epochs) == ("cosine_mse", 1.0)
+    assert cells.stage_of({"loss_weights": {}}) is None
     for half in ({"stage1_loss": "cosine_mse"}, {"stage1_epochs": 1}):
-        with pytest.raises(search.common.BenchmarkError, match="needs both"):
-            cells.first_stage(dict(half))
+        with pytest.raises(search.common.BenchmarkError, match="needs both") as error:
+            cells.stage_of(dict(half))
+        assert str(error.value).startswith("--set stage1_loss=")
     with pytest.raises(search.common.BenchmarkError, match="epochs > 0"):
-        cells.first_stage({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
+        cells.stage_of({"stage1_loss": "cosine_mse", "stage1_epochs": 0})
 
 
-def measuring_search(tmp_path: Path, stored_dev: float, new_dev: float):
-    """A search whose store holds one cell without cost (dev ``stored_dev``) and whose second
-    training of it scores ``new_dev`` (no model: training, loading and scoring replaced)."""
+def measuring(tmp_path: Path, monkeypatch, stored_dev: float, new_dev: float):
+    """A cells file holding one cell without cost (dev ``stored_dev``) whose second training
+    (a one-cell ``sts-search``, replaced) scores ``new_dev``; the folders it trained in."""
     cell = cells.Cell(Recipe("ours-a", (), 1.0, 4e-5), 0)
-    store = cells.CellStore(tmp_path / "cells.json", tmp_path / "weights")
-    store.cells[cell.key] = {**cells.describe(cell), "dev": stored_dev}
-    store.save(cell.key)
-    measuring = training.Search.__new__(training.Search)
-    measuring.args, measuring.store = SimpleNamespace(measure_cost=True), store
-    cost = {"train_seconds": 12.5, "steps": 338, "peak_rss_mb": 1700.0}
-    measuring.train_into = lambda cell, path: {**cost, "teacher": None}
-    measuring.load = lambda cell, path: "a model"
-    measuring.scorer = SimpleNamespace(dev_spearman=lambda encoder: new_dev)
-    return measuring, cell, cost
+    table = cells.CellsFile(tmp_path / "cells.json")
+    table.add(cell.key, {**cells.describe(cell), "dev": stored_dev})
+    cost = {"train_seconds": 12.5, "steps": 338, "peak_rss_mib": 1700.0}
+    folders: list[Path] = []
+
+    def one_cell(args, trained, folder):
+        assert trained == cell and folder.is_dir()
+        folders.append(folder)
+        return {**cost, "dev": new_dev}
+
+    monkeypatch.setattr(training, "one_cell", one_cell)
+    args = SimpleNamespace(weights_dir=str(tmp_path / "weights"))
+    return args, table, cell, folders
 
 
-def test_measure_cost_copies_the_cost_of_a_cell_whose_dev_reproduces(tmp_path: Path) -> None:
-    measuring, cell, cost = measuring_search(tmp_path, 88.2330, 88.2330)
-    assert measuring.dev_score(cell) == 88.2330
+def test_measure_cost_copies_the_cost_of_a_cell_whose_dev_reproduces(
+    tmp_path: Path, monkeypatch
+) -> None:
+    args, table, cell, folders = measuring(tmp_path, monkeypatch, 88.2330, 88.2330)
+    training.measure_cost(args, table, cell)
     record = json.loads((tmp_path / "cells.json").read_text("utf-8"))["cells"][cell.key]
-    assert {k: record[k] for k in cost} == cost
+    assert (record["train_seconds"], record["steps"], record["peak_rss_mb"]) == (12.5, 338, 1700.0)
     assert record["cost_measured_by"].endswith("(its dev reproduced: 88.2330)")
-    measuring.train_into = None  # measured: a second call trains nothing
-    assert measuring.dev_score(cell) == 88.2330
+    assert record["dev"] == 88.2330 and not folders[0].exists()  # the scratch folder: gone
+    training.measure_cost(args, table, cell)  # measured: a second call trains nothing
+    assert len(folders) == 1
 
 
-def test_measure_cost_refuses_a_cell_whose_dev_differs(tmp_path: Path) -> None:
-    measuring, cell, _ = measuring_search(tmp_path, 88.2330, 88.2350)
+def test_measure_cost_refuses_a_cell_whose_dev_differs(tmp_path: Path, monkeypatch) -> None:
+    args, table, cell, _ = measuring(tmp_path, monkeypatch, 88.2330, 88.2350)
     with pytest.raises(search.common.BenchmarkError) as error:
-        measuring.dev_score(cell)
+        training.measure_cost(args, table, cell)
     assert f"cell {cell.key!r} trained again for its cost scores dev 88.2350, not its " in str(
         error.value
     )

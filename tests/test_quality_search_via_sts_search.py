@@ -24,23 +24,29 @@ def arguments(tmp_path: Path, *extra: str) -> SimpleNamespace:
     return search.parse_args(argv)
 
 
-def test_sts_search_trains_our_rows_and_the_peers_plain_rows(tmp_path: Path) -> None:
+def test_sts_search_trains_every_row_ours_and_the_peers() -> None:
+    assert via.searched_row("ours-pcc_pearson") == "pcctuning:pcc_pearson"
+    assert via.searched_row("ours-cosine_mse") == "cosent:cosine_mse"
+    assert via.searched_row("st-cosine") == "st:cosine"
+    assert via.searched_row("st-angle") == "st:angle"
+    assert via.searched_row("st-mse-distill") == "st:mse-distill"
+    assert set(via.PEER_ROWS) == {m for m in search.SEARCH_METHODS if m.startswith("st-")}
+
+
+def test_each_row_gets_the_settings_it_takes(tmp_path: Path, monkeypatch) -> None:
+    """Ours every ``--set``; the peer's loss rows the teacher's keys; a distillation row
+    ``teacher_model`` alone (``sts-search`` refuses the relabelling keys there)."""
     args = arguments(tmp_path)
-    assert via.searched_row(args, "ours-pcc_pearson", ()) == "pcctuning:pcc_pearson"
-    assert via.searched_row(args, "ours-cosine_mse", (("weight_averaging", "ema"),)) == (
-        "cosent:cosine_mse"
-    )
-    assert via.searched_row(args, "st-cosine", ()) == "st:cosine"
-    assert via.searched_row(args, "st-angle", ()) == "st:angle"
-    teacher = (("teacher_model", "t"),)
-    assert via.searched_row(args, "st-cosine", teacher) is None  # peer_teacher.py's
-    assert via.searched_row(args, "st-mnsrl", ()) is None  # not an sts-search row
-    assert via.searched_row(args, "ours-pcc_pearson", (("stage1_loss", "x"),)) is None
-    assert via.searched_row(args, "ours-pcc_pearson", (("stage1_epochs", "1"),)) is None
-    measure = arguments(tmp_path, "--measure-cost")
-    assert via.searched_row(measure, "ours-cosine_mse", ()) is None
-    several = arguments(tmp_path, "--select-seeds", "0", "1")  # sts-search --select-seeds 2
-    assert via.searched_row(several, "ours-cosine_mse", ()) == "cosent:cosine_mse"
+    args.settings = (("teacher_model", "t"), ("teacher_neighbours", "1"), ("weight_decay", "0"))
+    settings = {
+        method: training.grid_cells(args, method, [0])[0][0].recipe.settings
+        for method in ("ours-cosine_mse", "st-cosine", "st-embed-distill")
+    }
+    assert settings == {
+        "ours-cosine_mse": args.settings,
+        "st-cosine": (("teacher_model", "t"), ("teacher_neighbours", "1")),
+        "st-embed-distill": (("teacher_model", "t"),),
+    }
 
 
 def test_the_selection_seed_comes_first_and_alone_for_the_grid_only(tmp_path: Path) -> None:
@@ -93,6 +99,10 @@ def test_the_search_gets_the_benchmarks_inputs(tmp_path: Path, monkeypatch) -> N
     assert small.jobs == 2  # the smoke mode's cells two at a time
     three = search.parse_args(["--smoke", "--output-dir", str(tmp_path), "--jobs", "3"])
     assert via.search_spec(three, "st-cosine", ()).jobs == 3
+    here = search.parse_args(["--smoke", "--output-dir", str(tmp_path), "--in-process", "--soup"])
+    alone = via.search_spec(here, "st-cosine", ())
+    assert (alone.jobs, alone.in_process, alone.soup) == (1, True, True)  # one at a time
+    assert spec.soup is False and spec.in_process is False
 
 
 def sts_search_cell(tmp_path: Path, seed: int, dev: float | None, tested: bool) -> dict:
@@ -113,10 +123,10 @@ def sts_search_cell(tmp_path: Path, seed: int, dev: float | None, tested: bool) 
 
 def test_an_sts_search_cell_becomes_a_record_of_the_cells_file(tmp_path: Path) -> None:
     args = arguments(tmp_path)
-    cell, record = via.stored_record(
+    key, record = via.stored_record(
         args, "st-cosine", (), sts_search_cell(tmp_path, 1, 88.123456, True)
     )
-    assert cell.key == "st-cosine | epochs 2 | lr 4e-05 | seed 1"
+    assert key == "st-cosine | epochs 2 | lr 4e-05 | seed 1"
     assert record == {
         "method": "st-cosine",
         "variant": "st-cosine",
@@ -139,6 +149,29 @@ def test_an_sts_search_cell_becomes_a_record_of_the_cells_file(tmp_path: Path) -
     assert "test" not in diverged and "teacher" not in diverged
 
 
+def test_an_sts_search_soup_becomes_a_record_of_the_cells_file(tmp_path: Path) -> None:
+    args = arguments(tmp_path)
+    folder = tmp_path / "w" / "sts-search" / "st-cosine" / "soups" / "r1"
+    metrics = {f"test_{task}_spearman": 70.0 + i for i, task in enumerate(TASKS)}
+    metrics |= {"test_spearman": 73.0, "test_spearman_wmean": 74.5}
+    soup = {"recipe": "st:cosine | epochs 2 | lr 4e-05", "seeds": [1, 2], "dev": 88.123456,
+            "folder": str(folder), "test_metrics": metrics}  # fmt: skip
+    key, record = via.soup_record(args, "st-cosine", (), soup, (2.0, 4e-5))
+    assert key == "soup of 2 seeds | st-cosine | epochs 2 | lr 4e-05"
+    assert record == {
+        "method": "st-cosine",
+        "variant": "st-cosine",
+        "settings": {},
+        "epochs": 2.0,
+        "learning_rate": 4e-5,
+        "seed": 1,
+        "soup_of": [1, 2],
+        "dev": 88.1235,
+        "search_cell": "sts-search/st-cosine/soups/r1",
+        "test": {**{t: 70.0 + i for i, t in enumerate(TASKS)}, "avg": 73.0, "avg_wmean": 74.5},
+    }
+
+
 def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkeypatch) -> None:
     args = arguments(tmp_path, "--epochs", "1", "2", "--learning-rate", "4e-5", "--soup")
     args.methods = ["st-cosine"]
@@ -155,13 +188,12 @@ def test_a_method_whose_cells_are_stored_starts_no_search(tmp_path: Path, monkey
     store["soup of 3 seeds | st-cosine | epochs 2 | lr 4e-05"] = {"dev": 88.6, "test": {}}
     cells = Path(args.cells)
     cells.write_text(json.dumps({"cells": store}), "utf-8")
-    monkeypatch.setattr(training, "Scorer", lambda args: None)
     selections = training.run_search(args)
     assert started == [] and selections[0]["recipe"] == "st-cosine | epochs 2 | lr 4e-05"
     assert [t["avg"] for t in selections[0]["tests"]] == [80.0, 81.0, 82.0]
     del store["st-cosine | epochs 2 | lr 4e-05 | seed 2"]["test"]  # a pick's run untested
     cells.write_text(json.dumps({"cells": store}), "utf-8")
-    with pytest.raises(search.common.BenchmarkError, match="was trained by sts-search"):
+    with pytest.raises(search.common.BenchmarkError, match="has no test score"):
         training.run_search(args)  # the search started: nothing (made up) came back
     assert len(started) == 1 and started[0][1:3] == ("st-cosine", ())
 
@@ -195,8 +227,8 @@ def test_the_cells_finished_are_kept_when_the_search_stops(tmp_path: Path, monke
     monkeypatch.setattr(via, "search_spec", lambda *a: _spec(args, folder.parent))
     kept = []
     with pytest.raises(KeyboardInterrupt):
-        via.run_method(args, "st-cosine", (), lambda cell, record: kept.append((cell, record)))
-    assert [cell.key for cell, _ in kept] == ["st-cosine | epochs 1 | lr 4e-05 | seed 0"]
+        via.run_method(args, "st-cosine", (), lambda key, record: kept.append((key, record)))
+    assert [key for key, _ in kept] == ["st-cosine | epochs 1 | lr 4e-05 | seed 0"]
     assert kept[0][1]["dev"] == 88.0 and kept[0][1]["test"]["avg_wmean"] == 2.0
 
 

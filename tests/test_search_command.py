@@ -127,19 +127,26 @@ def test_a_step_budget_every_picks_seeds_and_a_time_limit(
 ) -> None:
     """``--max-steps`` bounds every cell; ``--retrain picks`` (the default) trains every
     method's pick on the other seeds; a search extended under ``--time-limit 0`` starts no
-    cell and its report lists the ones it did not run."""
+    cell and its report lists the ones it did not run. ``--in-process``: each cell trained
+    in the test's process (its log says so), scored as a worker scores it, no peak memory
+    of its own."""
     train = write_table(tmp_path / "train.csv", TRAIN_PAIRS, 0)
     dev = write_table(tmp_path / "dev.csv", 24, 1)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
         "--output-dir", str(out), "--methods", "core", "cosent", "--learning-rate", "1e-4",
-        "--seeds", "0", "1", "--batch-size", str(BATCH), "--max-steps", "2",
+        "--seeds", "0", "1", "--batch-size", str(BATCH), "--max-steps", "2", "--in-process",
     ]  # fmt: skip
     assert main(argv) == 0
     assert len(trained_lines(capsys.readouterr().out)) == 4  # 2 grid cells, each pick's seed 1
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert {c["steps"] for c in results["cells"]} == {2}  # not ⌈48/8⌉ = 6
+    for cell in results["cells"]:
+        folder = Path(cell["folder"])
+        assert abs(cell["dev"] - cosine_spearman(folder / "model", dev)) < 1e-6
+        assert cell["peak_rss_mib"] is None  # the search's process, not the cell's
+        assert "(in-process)" in (folder / "log.txt").read_text(encoding="utf-8")
     assert all(0 < c["train_seconds"] <= c["seconds"] for c in results["cells"])
     assert sorted((c["method"], c["seed"]) for c in results["cells"]) == [
         ("core", 0), ("core", 1), ("cosent", 0), ("cosent", 1),
@@ -270,6 +277,7 @@ def test_the_seven_sts_tasks_score_the_pick_as_the_papers_do(
         "--train", str(train), "--dev", str(dev), "--test", "sts-tasks",
         "--data-dir", str(sts_data_dir), "--model", str(tiny_bert_dir),
         "--output-dir", str(out), "--methods", "core", "--batch-size", str(BATCH),
+        "--in-process",
     ]  # fmt: skip
     assert main(argv) == 0
     (cell,) = json.loads((out / "results.json").read_text(encoding="utf-8"))["cells"]

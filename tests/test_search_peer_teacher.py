@@ -1,11 +1,11 @@
 """``sts-search``'s peer rows with a teacher and its distillation rows train what the quality
-benchmark's own trainer (``grid_search.search.Trainer``) trains: the same relabelled pairs,
-the same weights; a teacher folder retrained under the same name trains its cells again;
-the teacher's keys are checked, before any training, where they apply."""
+benchmark trained with them before ``sts-search`` did (its former trainer, written out here
+from ``benchmarks/quality.py``'s peer functions and the teacher step): the same relabelled
+pairs, the same weights; a teacher folder retrained under the same name trains its cells
+again; the teacher's keys are checked, before any training, where they apply."""
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from pathlib import Path
@@ -16,10 +16,9 @@ from benchmark_support import load_benchmark_module
 from test_search_command import trained_lines, write_table
 
 from sts_core.search import main
-from sts_core.search.cells import Cell, Recipe
 
 pytest.importorskip("sentence_transformers")
-training = load_benchmark_module("grid_search.search")
+quality = load_benchmark_module("quality")
 
 RATE, BATCH, SEED = 1e-3, 4, 3
 
@@ -34,9 +33,9 @@ def search_argv(train: Path, dev: Path, model: Path, out: Path, *extra: str) -> 
     ]  # fmt: skip
 
 
-def benchmark_trainer(monkeypatch, model: Path, train: Path) -> object:
-    """The benchmark's trainer of cells on the table ``train`` (its scores, and the same
-    scaled to 0–1), on the search's budget."""
+def training_pairs(train: Path) -> tuple[object, object]:
+    """The table ``train`` as the benchmark's training data: its scores, and the same scaled
+    to 0–1."""
     from datasets import Dataset
 
     with open(train, encoding="utf-8") as file:
@@ -44,10 +43,60 @@ def benchmark_trainer(monkeypatch, model: Path, train: Path) -> object:
     columns = {key: [r[key] for r in rows] for key in ("sentence1", "sentence2")}
     scores = [float(r["score"]) for r in rows]
     data = Dataset.from_dict({**columns, "score": scores})
-    unit = Dataset.from_dict({**columns, "score": [s / 5 for s in scores]})
-    monkeypatch.setattr(training.quality, "load_training_data", lambda: (data, unit))
-    args = argparse.Namespace(model=str(model), batch_size=BATCH, max_steps=-1, train_pairs_cap=0)
-    return training.Trainer(args)
+    return data, Dataset.from_dict({**columns, "score": [s / 5 for s in scores]})
+
+
+def benchmark_recipe(model: Path) -> object:
+    """The benchmark's training settings of a cell on the search's budget (mean pooling)."""
+    return quality.Recipe.mean_pooled(str(model), RATE, BATCH, 1.0, -1)
+
+
+def benchmark_peer_with_teacher(model: Path, train: Path, method: str, settings: dict) -> object:
+    """The benchmark's peer row ``method`` with the teacher's ``settings``: the 0–1 pairs the
+    teacher relabels and adds (a cross-encoder teacher scores them and the student as it
+    starts proposes the neighbours), then the row's sentence-transformers training."""
+    from sts_core.search import peer_teacher
+
+    _, unit = training_pairs(train)
+    recipe = benchmark_recipe(model)
+    location = settings["teacher_model"]
+    cross_encoder = None
+    if peer_teacher.is_cross_encoder(location):
+        cross_encoder = peer_teacher.load_peer_cross_encoder(location)
+        teacher = quality.load_peer(recipe)
+    else:
+        teacher = peer_teacher.load_peer_teacher(location)
+    pairs = peer_teacher.relabelled_pairs(
+        teacher,
+        unit,
+        "score",
+        float(settings["teacher_weight"]),
+        int(settings["teacher_neighbours"]),
+        cross_encoder=cross_encoder,
+    )
+    encoder = quality.METHODS[method].train(recipe, SEED, pairs)
+    encoder.teacher_summary = {"pairs": len(unit), "neighbour_pairs": len(pairs) - len(unit)}
+    return encoder
+
+
+def benchmark_distillation(model: Path, train: Path, metric: str, location: str) -> object:
+    """The benchmark's distillation row: ``EmbedDistillLoss`` on the teacher's embeddings of
+    the training sentences, through a projection to the teacher's width."""
+    from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss
+    from transformers import set_seed
+
+    from sts_core.search import peer_teacher
+
+    data, _ = training_pairs(train)
+    recipe = benchmark_recipe(model)
+    teacher = peer_teacher.load_peer_teacher(location)
+    targets = peer_teacher.embedding_targets(teacher, data)
+    width = peer_teacher.teacher_width(teacher)
+    set_seed(SEED)
+    student = quality.load_peer(recipe)
+    own = student.get_embedding_dimension()
+    loss = EmbedDistillLoss(student, metric, projection_dim=width if width != own else None)
+    return quality.run_peer_trainer(student, loss, targets, recipe, SEED)
 
 
 def embeddings(encoder: object, sentences: list[str]) -> np.ndarray:
@@ -81,7 +130,7 @@ def wider_teacher(tiny_bert_dir: Path, folder: Path) -> Path:
 
 @pytest.mark.parametrize("cross_encoder", [False, True])
 def test_a_peer_row_with_a_teacher_trains_as_the_benchmarks_trainer(
-    tiny_bert_dir: Path, tmp_path: Path, monkeypatch, cross_encoder: bool
+    tiny_bert_dir: Path, tmp_path: Path, cross_encoder: bool
 ) -> None:
     """st:cosent with teacher_model, teacher_weight 0.5 and one neighbour each: the pairs
     scaled to 0–1, relabelled and added by the teacher (a bi-encoder, or a cross-encoder
@@ -105,9 +154,7 @@ def test_a_peer_row_with_a_teacher_trains_as_the_benchmarks_trainer(
     assert main(search_argv(train, dev, tiny_bert_dir, out, "--methods", "st:cosent", *extra)) == 0
     cell = the_cell(out)
 
-    trainer = benchmark_trainer(monkeypatch, tiny_bert_dir, train)
-    recipe = Recipe("st-cosent", tuple(sorted(settings.items())), 1.0, RATE)
-    encoder = trainer.train(Cell(recipe, SEED))
+    encoder = benchmark_peer_with_teacher(tiny_bert_dir, train, "st-cosent", settings)
     assert cell["teacher"] == encoder.teacher_summary
     assert cell["teacher"]["pairs"] == 16 and cell["teacher"]["neighbour_pairs"] > 0
     assert (
@@ -121,15 +168,16 @@ def test_a_peer_row_with_a_teacher_trains_as_the_benchmarks_trainer(
     assert np.abs(ours - theirs).max() < 1e-5
 
 
-def test_the_distillation_rows_metrics_are_the_benchmarks() -> None:
+def test_the_benchmarks_distillation_rows_are_the_searchs() -> None:
     from sts_core.search.peers import DISTILL_ROWS
 
-    metrics = load_benchmark_module("grid_search.cells").DISTILL_METRICS
-    assert {f"st-{row}": metric for row, metric in DISTILL_ROWS.items()} == metrics
+    methods = load_benchmark_module("grid_search.cells").DISTILL_METHODS
+    assert {f"st-{row}" for row in DISTILL_ROWS} == set(methods)
+    assert DISTILL_ROWS == {"embed-distill": "cosine", "mse-distill": "mse"}
 
 
 def test_a_distillation_row_trains_as_the_benchmarks_trainer(
-    tiny_bert_dir: Path, tmp_path: Path, monkeypatch
+    tiny_bert_dir: Path, tmp_path: Path
 ) -> None:
     """st:embed-distill: EmbedDistillLoss on a wider teacher's embeddings (through the
     projection to its width), the same weights as the benchmark's st-embed-distill
@@ -155,9 +203,7 @@ def test_a_distillation_row_trains_as_the_benchmarks_trainer(
     report = (out / "search.md").read_text(encoding="utf-8")
     assert "EmbedDistillLoss (cosine)" in report
 
-    trainer = benchmark_trainer(monkeypatch, tiny_bert_dir, train)
-    recipe = Recipe(f"st-{row}", (("teacher_model", str(teacher)),), 1.0, RATE)
-    encoder = trainer.train(Cell(recipe, SEED))
+    encoder = benchmark_distillation(tiny_bert_dir, train, "cosine", str(teacher))
     assert cell["steps"] == encoder.trained_steps
     with open(train, encoding="utf-8") as file:
         sentences = [r["sentence1"] for r in csv.DictReader(file)]

@@ -1,6 +1,7 @@
-"""The search's cells: one trained model each (a method with our ``--set`` settings, a
-recipe, a seed), the ``--set`` settings checked as a recipe's, the store of the trained cells
-(a JSON file and the weights) and the teacher id each cell records."""
+"""The search's cells as the benchmark records them: one trained model each (a method with
+our ``--set`` settings, a recipe, a seed), the ``--set`` settings checked as a recipe's, the
+cells file (the table the report reads) and the teacher id each cell records. The cells are
+trained by ``sts-search`` (:mod:`grid_search.via_search`)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ import _common as common
 import quality
 
 from grid_search.inputs import DEV_TABLE, TRAIN_TABLES
-from sts_core.command_files import CONTENT_HASH, changed_identity, content_identity, write_text
+from sts_core.command_files import changed_identity, content_identity, write_text
 from sts_core.search.cells import Cell
+from sts_core.search.stages import STAGE_KEYS, StageError, first_stage, without_stages
 from sts_core.training.parser import ConfigParser
 
 SMOKE_METHODS = ["ours-cosine_mse", "st-cosine"]
 
 
 #: the peer's embedding distillation from the teacher (``--set teacher_model=…``): the distinct
-#: training sentences with the teacher's embeddings (``peer_teacher.embedding_targets``)
+#: training sentences with the teacher's embeddings (``sts-search``'s ``st:embed-distill``,
+#: ``st:mse-distill``)
 DISTILL_METHODS = {
     "st-embed-distill": quality.Method(
         "sentence-transformers EmbedDistillLoss (cosine, on the teacher's embeddings)", None
@@ -36,16 +39,7 @@ DISTILL_METHODS = {
 }
 
 
-DISTILL_METRICS = {"st-embed-distill": "cosine", "st-mse-distill": "mse"}
-
-
 SEARCH_METHODS = {**quality.METHODS, **DISTILL_METHODS}
-
-
-def weights_file_name(cell: Cell) -> str:
-    """The file name of the cell's saved weights under ``--weights-dir``: its key, each
-    character but ``-_.`` and letters and digits as ``_``."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in cell.key) + ".pt"
 
 
 def parse_settings(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -126,7 +120,8 @@ def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, 
     """:func:`check_settings` for one method, its row's settings ``row``."""
     parser = ConfigParser.for_method(method)
     values = _settings_values(args.settings, parser)
-    first = first_stage(values)  # the stage's keys taken out of the config fields
+    first = stage_of(values)
+    values = without_stages(values)  # the stage's keys are no config fields
     given = [(key, text) for key, text in args.settings if key in values]
     for key, text in given:
         _refuse([(key, text)], parser.check_keys, {key: values[key]}, "--set")
@@ -137,7 +132,7 @@ def check_method_settings(args: argparse.Namespace, method: Any, row: dict[str, 
         _refuse_unpassed(key, f"--set {key}={text}", budget)
     if first is not None:  # the first stage's loss: one of the method's
         stage = [(key, text) for key, text in args.settings if key == "stage1_loss"]
-        _refuse(stage, parser.parse_values, {**base, **values, **first[0]}, "--set")
+        _refuse(stage, parser.parse_values, {**base, **values, "loss": first.loss}, "--set")
 
 
 def _settings_values(settings: tuple[tuple[str, str], ...], parser: Any) -> dict[str, Any]:
@@ -186,25 +181,14 @@ def _refuse_unpassed(key: str, source: str, budget: dict[str, Any]) -> None:
         )
 
 
-#: Pcc-tuning's schedule on the search's own data (``--set stage1_loss=cosine_mse --set
-#: stage1_epochs=1``): a first stage with another loss of the method, then the row's loss from
-#: the first stage's weights (the paper's stage 1 is contrastive on NLI, data the peer is not
-#: given; here both stages train on the same pairs, the teacher's where it is set)
-STAGE_KEYS = ("stage1_loss", "stage1_epochs")
-
-
-def first_stage(values: dict[str, Any]) -> tuple[dict[str, Any], float] | None:
-    """Take ``stage1_loss`` / ``stage1_epochs`` out of the config fields: the first stage's
-    own fields (its loss) and epochs, or None without them."""
-    loss, epochs = values.pop("stage1_loss", None), values.pop("stage1_epochs", None)
-    if loss is None and epochs is None:
-        return None
-    if loss is None or not isinstance(epochs, (int, float)) or epochs <= 0:
-        raise common.BenchmarkError(
-            f"--set stage1_loss={loss} --set stage1_epochs={epochs}: a first stage needs "
-            "both, a loss of the method and a number of epochs > 0"
-        )
-    return {"loss": loss}, float(epochs)
+def stage_of(values: dict[str, Any]) -> Any:
+    """The first stage ``--set stage1_loss`` / ``stage1_epochs`` name
+    (:func:`sts_core.search.stages.first_stage`), or None; BenchmarkError naming both."""
+    try:
+        return first_stage(values)
+    except StageError as error:
+        shown = " ".join(f"--set {key}={values.get(key)}" for key in STAGE_KEYS)
+        raise common.BenchmarkError(f"{shown}: {error}") from None
 
 
 def read_cells(path: Path) -> dict[str, dict[str, Any]]:
@@ -215,33 +199,30 @@ def read_cells(path: Path) -> dict[str, dict[str, Any]]:
         raise common.BenchmarkError(f"{path}: not a cells file of this script ({error})") from error
 
 
-class CellStore:
-    """The cells trained so far (JSON, rewritten after each) and their weights."""
+class CellsFile:
+    """The benchmark's table of trained cells (``--cells``, JSON): the records its
+    ``sts-search`` cells and soups become (:mod:`grid_search.via_search`), which the report
+    reads. Each record is added under a lock, merged with the file as it is on disk (two
+    searches may share one cells file), written atomically and recorded in the folder's
+    ledger, never over a file sts-core did not write."""
 
-    def __init__(self, path: Path, weights_dir: Path) -> None:
-        self.path, self.weights_dir = path, weights_dir
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.cells: dict[str, dict[str, Any]] = read_cells(path) if path.is_file() else {}
-        weights_dir.mkdir(parents=True, exist_ok=True)
 
-    def save(self, key: str) -> None:
-        """Write cell ``key`` into the file: read again under a lock and merged, so two
-        searches may share one cells file; written atomically (a temporary file of its own
-        name, synced and renamed into place) and recorded in the folder's ledger, never over
-        a file sts-core did not write."""
+    def add(self, key: str, record: dict[str, Any]) -> None:
         import fcntl
 
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             on_disk = read_cells(self.path) if self.path.is_file() else {}
-            on_disk[key] = self.cells[key]
+            on_disk[key] = record
             self.cells = on_disk
             write_text(self.path, json.dumps({"cells": on_disk}, indent=1) + "\n")
         finally:
             os.close(lock)  # closing releases the lock
-
-    def weights_path(self, cell: Cell) -> Path:
-        return self.weights_dir / weights_file_name(cell)
 
 
 def describe(cell: Cell) -> dict[str, Any]:
@@ -307,8 +288,6 @@ COST_KEYS = ("train_seconds", "steps", "peak_rss_mb")
 #: the settings of a search that change what a cell learns or how it is scored
 BUDGET_KEYS = ("batch_size", "max_steps", "train_pairs_cap", "eval_pairs")
 BUDGET = "budget"
-#: a trained cell's record: the content hash of its weights file (``--weights-dir``)
-WEIGHTS_HASH = f"weights_{CONTENT_HASH}"
 
 
 def search_inputs(args: argparse.Namespace) -> dict[str, Any]:

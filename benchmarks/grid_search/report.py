@@ -410,7 +410,7 @@ def report_markdown(cells: dict[str, dict], args: argparse.Namespace, info: dict
         "Mean ± sd over seeds. A soup row is one model: the uniform average of the selected "
         "recipe's seed runs (`sts-soup`), selected by nothing but its recipe. A peer row with "
         "`teacher_model` trains on the pairs the same teacher relabels and adds, made with "
-        "sentence-transformers' own API (`benchmarks/peer_teacher.py`), or distils the "
+        "sentence-transformers' own API (`sts_core.search.peer_teacher`), or distils the "
         "teacher's embeddings (`EmbedDistillLoss`).",
         "",
         "Cost, on this machine: *seconds* is the wall time of the whole recipe for one model "

@@ -81,6 +81,12 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ({"score_range": [5, 0]}, "--score-range needs LOW < HIGH"),
         ({"score_range": [5, 5]}, "--score-range needs LOW < HIGH"),
         ({"jobs": 0}, "--jobs needs a positive number"),
+        (
+            {"in_process": True, "jobs": 2},
+            "--in-process trains one cell at a time in the search's own process: it takes "
+            "neither --jobs above 1 nor --devices",
+        ),
+        ({"in_process": True, "devices": ["0"]}, "--in-process trains one cell at a time"),
         ({"retrain": "all"}, "--retrain is picks or best"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
         ({"threads": 0}, "--threads needs a positive number"),
@@ -374,6 +380,7 @@ def test_cpu_slots_split_the_threads_and_gpu_slots_take_a_device_each() -> None:
     assert slots(2, ["0", "1", "2"], cpus=8) == [Slot(4, "0"), Slot(4, "1")]
     assert Slot(4, "1").environment()["CUDA_VISIBLE_DEVICES"] == "1"
     assert Slot(3).environment()["OMP_NUM_THREADS"] == "3"
+    assert slots(1, [], cpus=8, in_process=True) == [Slot(8, in_process=True)]
 
 
 def test_the_scheduler_starts_nothing_after_its_deadline() -> None:

@@ -208,6 +208,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="train every method's pick on the seeds (default), or the overall pick only",
     )
     add(
+        "--in-process",
+        action="store_true",
+        help="train and score the cells in this process, one at a time (no interpreter "
+        "start per cell; a cell's peak memory is then not measured)",
+    )
+    add(
         "--soup",
         action="store_true",
         help="after the picks' seeds: each pick's soup, the uniform average of its seeds' "
@@ -287,6 +293,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         data_dir=args.data_dir,
         threads=args.threads,
         eval_pairs=args.eval_pairs,
+        in_process=args.in_process,
         soup=args.soup,
     )
 
@@ -534,7 +541,9 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
 
 def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     deadline = None if spec.time_limit is None else time.monotonic() + spec.time_limit
-    scheduler = Scheduler(slots(spec.jobs, spec.devices, threads=spec.threads), deadline)
+    scheduler = Scheduler(
+        slots(spec.jobs, spec.devices, threads=spec.threads, in_process=spec.in_process), deadline
+    )
     root = spec.output_dir / CELLS_FOLDER
     base, scoring = spec.base_recipe(), scoring_of(spec)
     records = train_cells(scheduler, grid, root, base, scoring, log)

@@ -232,7 +232,8 @@ def train_peer(recipe: dict[str, Any], model_dir: Path) -> tuple[int, dict[str, 
     """Train the peer row's loss with ``SentenceTransformerTrainer``, save the model to
     ``model_dir``; return the optimizer steps taken and what the cell's result records
     besides (``teacher``: the pairs and the teacher's neighbour pairs it trained on). The
-    teacher's step comes before the seed is set, as in the benchmark's trainer."""
+    teacher's step comes before the seed is set, as the quality benchmark's committed cells
+    were trained."""
     from sentence_transformers import (
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,

@@ -47,6 +47,8 @@ class Slot:
 
     threads: int
     device: str | None = None
+    #: the worker's work done in the search's own process (``--in-process``)
+    in_process: bool = False
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -61,15 +63,20 @@ class Slot:
 
 
 def slots(
-    jobs: int, devices: Sequence[str], cpus: int | None = None, threads: int | None = None
+    jobs: int,
+    devices: Sequence[str],
+    cpus: int | None = None,
+    threads: int | None = None,
+    in_process: bool = False,
 ) -> list[Slot]:
     """``jobs`` slots: on GPUs (``devices``), one device each (jobs ≤ devices); on the
-    CPU, ``threads`` each, else the cores split evenly (at least one thread each)."""
+    CPU, ``threads`` each, else the cores split evenly (at least one thread each); with
+    ``in_process`` one slot, the search's own process (SearchSpec checks jobs is 1)."""
     cpus = cpus or os.cpu_count() or 1
     threads = threads or max(1, cpus // jobs)
     if devices:  # jobs <= len(devices): SearchSpec checks it
         return [Slot(threads, device) for device in devices[:jobs]]
-    return [Slot(threads) for _ in range(jobs)]
+    return [Slot(threads, in_process=in_process) for _ in range(jobs)]
 
 
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
@@ -91,15 +98,19 @@ def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, A
 
 
 def run_worker(verb: str, folder: Path, slot: Slot) -> None:
-    """``python -m sts_core.search.worker VERB FOLDER`` with its output in ``log.txt``;
-    :class:`CellFailed` when it fails."""
+    """``python -m sts_core.search.worker VERB FOLDER`` (or, on an in-process slot, the
+    worker's action called here) with its output in ``log.txt``; :class:`CellFailed` when
+    it fails."""
     command = [sys.executable, "-m", "sts_core.search.worker", verb, str(folder)]
     log_file = folder / LOG_FILE
     earlier = log_file.stat().st_size if log_file.exists() else 0
     with open(log_file, "a", encoding="utf-8") as log:
-        log.write(f"$ {' '.join(command)}\n")
+        log.write(f"$ {' '.join(command)}{' (in-process)' if slot.in_process else ''}\n")
         log.flush()
-        status = _run_child(command, slot.environment(), log)
+        if slot.in_process:
+            status = _run_here(verb, folder, slot, log)
+        else:
+            status = _run_child(command, slot.environment(), log)
     if status != 0:
         with open(log_file, encoding="utf-8") as log:
             log.seek(earlier)
@@ -107,6 +118,20 @@ def run_worker(verb: str, folder: Path, slot: Slot) -> None:
         errors = [line for line in lines if line.startswith("error: ")]
         reason = errors[-1] if errors else (lines[-1] if lines else "no output")
         raise CellFailed(f"{folder.name}: exit {status}: {reason} (log: {log_file})")
+
+
+def _run_here(verb: str, folder: Path, slot: Slot, log: Any) -> int:
+    """The worker's ``verb`` in this process on ``slot.threads`` torch threads, its
+    printed output into ``log``; its exit status."""
+    import contextlib
+
+    import torch
+
+    from sts_core.search.worker import run_action
+
+    torch.set_num_threads(slot.threads)
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        return run_action(verb, folder, own_process=False)
 
 
 _CHILDREN: set[subprocess.Popen] = set()

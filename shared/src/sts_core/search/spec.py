@@ -77,6 +77,7 @@ class SearchSpec:
     data_dir: str | None = None
     threads: int | None = None
     eval_pairs: int | None = None
+    in_process: bool = False
     soup: bool = False
 
     def __post_init__(self) -> None:
@@ -147,6 +148,11 @@ class SearchSpec:
             raise SearchError(f"--jobs needs a positive number, got {self.jobs}")
         if self.devices and self.jobs > len(self.devices):
             raise SearchError(f"--jobs {self.jobs} needs as many --devices, got {self.devices}")
+        if self.in_process and (self.jobs > 1 or self.devices):
+            raise SearchError(
+                "--in-process trains one cell at a time in the search's own process: it "
+                "takes neither --jobs above 1 nor --devices"
+            )
         if self.retrain not in ("picks", "best"):
             raise SearchError(f"--retrain is picks or best, got {self.retrain!r}")
         if self.batch_size < 1:

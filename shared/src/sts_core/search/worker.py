@@ -126,11 +126,19 @@ def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, di
     return metrics[f"{evaluator.name}_{metric}"], metrics
 
 
+#: whether this process is the work item's own (``python -m sts_core.search.worker``), so
+#: that its peak memory is the item's; not while ``--in-process`` runs it in the search's
+_own_process = True
+
+
 def peak_memory() -> dict[str, float | None]:
     """This process's peak resident memory (MiB; None where the platform has no
-    ``resource`` module, e.g. Windows) and, on a GPU, its peak allocated."""
+    ``resource`` module, e.g. Windows, or where the process is the search's, not the
+    item's own) and, on a GPU, its peak allocated."""
     import torch
 
+    if not _own_process:
+        return {"peak_rss_mib": None}
     peak: dict[str, float | None] = {"peak_rss_mib": peak_rss_mib()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         peak["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
@@ -321,15 +329,29 @@ def main(argv: list[str] | None = None) -> int:
         "the sts-search that started this worker",
         "the cell is trained again when the search is run again",
     )
-    actions = {"train": train, "score": score_test, "soup": make_soup}
-    if len(args) != 2 or args[0] not in actions:
+    if len(args) != 2 or args[0] not in ACTIONS:
         print("usage: python -m sts_core.search.worker train|score|soup FOLDER", file=sys.stderr)
         return 2
+    return run_action(args[0], Path(args[1]))
+
+
+def run_action(verb: str, folder: Path, own_process: bool = True) -> int:
+    """``train``, ``score`` or ``soup`` the item in ``folder``; its exit status (2: a bad
+    input, named on an ``error:`` line). ``own_process``: False when the search runs it in
+    its own process (``--in-process``: no peak memory of the item's own)."""
+    global _own_process
+    _own_process = own_process
     try:
-        return actions[args[0]](Path(args[1]))
+        return ACTIONS[verb](folder)
     except (ValueError, OSError) as error:  # a table the scorer cannot read
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
+    finally:
+        _own_process = True
+
+
+#: the worker's actions by the verb its command line names
+ACTIONS = {"train": train, "score": score_test, "soup": make_soup}
 
 
 if __name__ == "__main__":
