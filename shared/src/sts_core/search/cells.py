@@ -66,6 +66,8 @@ RESULT_FILE = "result.json"
 TEST_FILE = "test.json"
 RECIPE_FILE = "recipe.yaml"
 LOG_FILE = "log.txt"
+#: a soup folder's description (:mod:`sts_core.search.soups`)
+SOUP_FILE = "soup.json"
 MODEL_FOLDER = "model"
 #: a two-stage cell's first stage: its recipe and its model (removed once the cell's own
 #: is trained)

@@ -76,11 +76,9 @@ def default_peer_rows() -> list[str]:
 def loss_label(settings: dict[str, Any]) -> str:
     """The peer row's loss in words (``CoSENTLoss``, ``EmbedDistillLoss (cosine)``), with
     the teacher it learns from."""
-    if "distill" in settings:
-        return (
-            f"EmbedDistillLoss ({settings['distill']}) on {settings['teacher_model']}'s embeddings"
-        )
     teacher = settings.get("teacher_model")
+    if "distill" in settings:
+        return f"EmbedDistillLoss ({settings['distill']}) on {teacher}'s embeddings"
     return settings["loss"] + (f" on the pairs {teacher} relabels" if teacher else "")
 
 

@@ -8,6 +8,7 @@ again from scratch in their own folders.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -35,6 +36,7 @@ from sts_core.search.cells import (
     cell_inputs,
     done_record,
 )
+from sts_core.search.worker import run_action
 
 
 class CellFailed(RuntimeError):
@@ -123,11 +125,7 @@ def run_worker(verb: str, folder: Path, slot: Slot) -> None:
 def _run_here(verb: str, folder: Path, slot: Slot, log: Any) -> int:
     """The worker's ``verb`` in this process on ``slot.threads`` torch threads, its
     printed output into ``log``; its exit status."""
-    import contextlib
-
     import torch
-
-    from sts_core.search.worker import run_action
 
     torch.set_num_threads(slot.threads)
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):

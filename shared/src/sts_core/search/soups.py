@@ -19,13 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from sts_core.command_files import remove_path, write_json
-from sts_core.search.cells import MODEL_FOLDER, RESULT_FILE, TEST_FILE, Cell, read_json
+from sts_core.search.cells import (
+    MODEL_FOLDER,
+    RESULT_FILE,
+    SOUP_FILE,
+    TEST_FILE,
+    Cell,
+    read_json,
+)
 from sts_core.search.schedule import CellFailed, Scheduler, Slot, run_worker
 from sts_core.search.select import recipes_of
 from sts_core.search.spec import file_digest
 
 SOUPS_FOLDER = "soups"
-SOUP_FILE = "soup.json"
 
 Record = Mapping[str, Any]
 

@@ -25,6 +25,7 @@ from sts_core.search.cells import (
     MODEL_FOLDER,
     RECIPE_FILE,
     RESULT_FILE,
+    SOUP_FILE,
     STAGE1_FOLDER,
     STAGE1_RECIPE_FILE,
     TEST_FILE,
@@ -300,7 +301,6 @@ def make_soup(folder: Path) -> int:
     dev table (``result.json``, written last); then, when its scoring names a test table and
     the soup has a dev score, scored on it (``test.json``). A soup whose ``result.json``
     exists is kept (only its test score is made, when missing or of another table)."""
-    from sts_core.search.soups import SOUP_FILE
     from sts_core.soup import embedding_soup
 
     described = read_json(folder / SOUP_FILE)
