@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import random
 import statistics
 from pathlib import Path
 
@@ -18,20 +17,9 @@ import yaml
 from scipy.stats import spearmanr
 
 from sts_core.search import main
-from sts_core.testing import WORDS
+from sts_core.testing import write_scored_pairs
 
 TRAIN_PAIRS, BATCH = 48, 8
-
-
-def write_table(path: Path, rows: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    with open(path, "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["sentence1", "sentence2", "score"])
-        for _ in range(rows):
-            a, b = (" ".join(rng.choice(WORDS) for _ in range(5)) for _ in range(2))
-            writer.writerow([a, b, round(rng.uniform(0, 5), 2)])
-    return path
 
 
 def cosine_spearman(model: Path, table: Path) -> float:
@@ -54,9 +42,9 @@ def trained_lines(out: str) -> list[str]:
 def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
     tiny_bert_dir: Path, tmp_path: Path, capsys
 ) -> None:
-    train = write_table(tmp_path / "train.csv", TRAIN_PAIRS, 0)
-    dev = write_table(tmp_path / "dev.csv", 24, 1)
-    test = write_table(tmp_path / "test.csv", 24, 2)
+    train = write_scored_pairs(tmp_path / "train.csv", TRAIN_PAIRS, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 24, 1)
+    test = write_scored_pairs(tmp_path / "test.csv", 24, 2)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--test", str(test),
@@ -130,8 +118,8 @@ def test_a_step_budget_every_picks_seeds_and_a_time_limit(
     cell and its report lists the ones it did not run. ``--in-process``: each cell trained
     in the test's process (its log says so), scored as a worker scores it, no peak memory
     of its own."""
-    train = write_table(tmp_path / "train.csv", TRAIN_PAIRS, 0)
-    dev = write_table(tmp_path / "dev.csv", 24, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", TRAIN_PAIRS, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 24, 1)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
@@ -179,8 +167,8 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     from sentence_transformers.sentence_transformer import losses
     from transformers import set_seed
 
-    train = write_table(tmp_path / "train.csv", 16, 0)
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 16, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),
@@ -239,7 +227,7 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
 def test_bad_inputs_stop_in_one_line_before_any_folder_is_written(
     tiny_bert_dir: Path, tmp_path: Path, capsys
 ) -> None:
-    train = write_table(tmp_path / "train.csv", 8, 0)
+    train = write_scored_pairs(tmp_path / "train.csv", 8, 0)
     out = tmp_path / "search"
     base = ["--train", str(train), "--model", str(tiny_bert_dir), "--output-dir", str(out)]
     cases = [
@@ -270,8 +258,8 @@ def test_the_seven_sts_tasks_score_the_pick_as_the_papers_do(
     from sts_core.evaluation.sts import load_task_pairs
     from sts_core.names import STS_TASKS
 
-    train = write_table(tmp_path / "train.csv", 16, 0)
-    dev = write_table(tmp_path / "dev.csv", 16, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 16, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 16, 1)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--test", "sts-tasks",
@@ -329,8 +317,8 @@ def test_a_two_stage_cell_is_two_sts_train_runs(
     stage's loss the method does not have is refused before anything trains."""
     from sts_core.training.run import main as sts_train
 
-    train = write_table(tmp_path / "train.csv", 24, 0)
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 24, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--model", str(tiny_bert_dir),

@@ -5,9 +5,7 @@ scores against the search's evaluator applied to a fresh encoder holding that av
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +20,10 @@ from sts_core.search.cells import RESULT_FILE, Cell, Recipe
 from sts_core.search.schedule import Scheduler, Slot
 from sts_core.search.spec import fingerprint
 from sts_core.search.worker import table_evaluator
-from sts_core.testing import WORDS
+from sts_core.testing import write_scored_pairs
 from sts_core.training.averaging import embedding_weights
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
-
-
-def write_table(path: Path, rows: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    with open(path, "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["sentence1", "sentence2", "score"])
-        for _ in range(rows):
-            a, b = (" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(2))
-            writer.writerow([a, b, round(rng.uniform(0, 5), 2)])
-    return path
 
 
 def averaged(models: list[Path]) -> dict[str, torch.Tensor]:
@@ -94,9 +81,9 @@ def in_process(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_search_soups_its_picks_seeds_scores_them_and_keeps_them(
     tiny_bert_dir: Path, tmp_path: Path, in_process: list[str]
 ) -> None:
-    train = write_table(tmp_path / "train.csv", 16, 0)
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
-    test = write_table(tmp_path / "test.csv", 12, 2)
+    train = write_scored_pairs(tmp_path / "train.csv", 16, 0, words=4)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1, words=4)
+    test = write_scored_pairs(tmp_path / "test.csv", 12, 2, words=4)
     out = tmp_path / "search"
     argv = [
         "--train", str(train), "--dev", str(dev), "--test", str(test),
@@ -172,7 +159,7 @@ def test_the_soup_leaves_the_heads_out_and_holds_the_average_of_the_rest(
 ) -> None:
     """Members with a regression head each: the soup averages every weight but the heads'
     and has no head (the scores are the cosine's, as a fresh encoder holding the average)."""
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1, words=4)
     records = [member(tmp_path, tiny_bert_dir, seed, 10 + seed) for seed in (0, 1)]
     (soup,) = make(tmp_path, dev, records)
     expected = averaged([Path(r["folder"]) / "model" for r in records])
@@ -187,7 +174,9 @@ def test_a_soup_is_made_again_only_when_a_member_changed(
 ) -> None:
     """Kept when its members are; scored again (not made again) on another test table; made
     again, with its test score, when a member was trained again."""
-    dev, test, other = (write_table(tmp_path / f"{n}.csv", 12, n) for n in (1, 2, 3))
+    dev, test, other = (
+        write_scored_pairs(tmp_path / f"{n}.csv", 12, n, words=4) for n in (1, 2, 3)
+    )
     records = [member(tmp_path, tiny_bert_dir, seed, 10 + seed, head=False) for seed in (0, 1)]
     (first,) = make(tmp_path, dev, records, test)
     assert in_process == ["soup"]

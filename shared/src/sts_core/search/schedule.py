@@ -250,6 +250,15 @@ def finished(
     return [r for r in records if r is not None]
 
 
+def worker_result(folder: Path, record: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The record a worker wrote in ``folder`` and its dev score as the log shows it
+    (``none (the error)`` for a run without one); :class:`CellFailed` when it wrote none."""
+    if record is None:
+        raise CellFailed(f"{folder.name}: its worker ended without writing {RESULT_FILE}")
+    dev = "none (" + record["error"] + ")" if record["dev"] is None else f"{record['dev']:.2f}"
+    return record, dev
+
+
 def _trainer(
     cell: Cell, folder: Path, base: dict[str, Any], scoring: dict[str, Any], log: Callable
 ) -> Callable[[Slot], None]:
@@ -257,10 +266,7 @@ def _trainer(
         prepare(folder, cell, base, scoring)
         log(f"  training {cell.key}")
         run_worker("train", folder, slot)
-        record = done_record(folder, cell)
-        if record is None:
-            raise CellFailed(f"{folder.name}: its worker ended without writing {RESULT_FILE}")
-        dev = "none (" + record["error"] + ")" if record["dev"] is None else f"{record['dev']:.2f}"
+        record, dev = worker_result(folder, done_record(folder, cell))
         log(f"  done {cell.key}: dev {dev}, {record['seconds']:.0f} s")
 
     return work

@@ -27,7 +27,7 @@ from sts_core.search.cells import (
     Cell,
     read_json,
 )
-from sts_core.search.schedule import CellFailed, Scheduler, Slot, run_worker
+from sts_core.search.schedule import Scheduler, Slot, run_worker, worker_result
 from sts_core.search.select import recipes_of
 from sts_core.search.spec import file_digest
 
@@ -168,10 +168,7 @@ def _souper(folder: Path, description: dict[str, Any], log: Callable) -> Callabl
         prepare_soup(folder, description)
         log(f"  making the {description['key']}")
         run_worker("soup", folder, slot)
-        record = soup_record(folder, description)
-        if record is None:
-            raise CellFailed(f"{folder.name}: its worker ended without writing {RESULT_FILE}")
-        dev = "none (" + record["error"] + ")" if record["dev"] is None else f"{record['dev']:.2f}"
+        _, dev = worker_result(folder, soup_record(folder, description))
         log(f"  done {description['key']}: dev {dev}")
 
     return work

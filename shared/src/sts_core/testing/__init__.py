@@ -81,6 +81,7 @@ from sts_core.testing.runs import (
     spearman_of_saved_model,
     train_and_save,
     write_fixture_recipe,
+    write_scored_pairs,
     write_stsb_file,
 )
 from sts_core.testing.values import (
@@ -143,6 +144,7 @@ __all__ = [
     "train_and_save",
     "trainer_step_losses",
     "write_fixture_recipe",
+    "write_scored_pairs",
     "write_stsb_file",
 ]
 

@@ -3,9 +3,11 @@ checkpoint selection."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import os
+import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sts_core.testing.models import WORDS
 from sts_core.testing.option_checks import quick_training_args
 
 if TYPE_CHECKING:
@@ -51,6 +54,19 @@ def load_module_by_path(name: str, path: str | os.PathLike) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def write_scored_pairs(path: Path, rows: int, seed: int, words: int = 5) -> Path:
+    """A headed CSV (``sentence1,sentence2,score``) of ``rows`` random pairs of ``words``
+    words from :data:`WORDS` each, scores in [0, 5]; the same for the same ``seed``."""
+    rng = random.Random(seed)
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["sentence1", "sentence2", "score"])
+        for _ in range(rows):
+            a, b = (" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(2))
+            writer.writerow([a, b, round(rng.uniform(0, 5), 2)])
+    return path
 
 
 def write_stsb_file(path: Path, scores: list[float]) -> Path:
