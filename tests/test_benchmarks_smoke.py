@@ -618,7 +618,7 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
         assert cell["steps"] == 2 and cell["train_seconds"] > 0 and cell["peak_rss_mb"] > 100
     assert len({len(cell["teacher_id"]) for cell in cells.values()} | {12}) == 1  # recorded
     assert len({cell["teacher_id"] for cell in cells.values()}) == 1  # the one teacher's
-    # the same teacher step on both sides: the same pairs (checked in test_peer_teacher.py)
+    # the same teacher step on both sides: the same pairs (test_search_peer_teacher_step.py)
     assert (
         cells["st-cosine"]["teacher"]["neighbour_pairs"]
         == (cells["ours-cosine_mse"]["teacher"]["neighbour_pairs"])

@@ -86,6 +86,10 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/cross_encoder.py",
     "shared/src/sts_core/search/select.py",
     "shared/src/sts_core/search/spec.py",
+    "shared/src/sts_core/search/soups.py",
+    "shared/src/sts_core/search/stages.py",
+    "shared/src/sts_core/search/peer_teacher.py",
+    "shared/src/sts_core/search/peers.py",
     *(f"packages/{m}/src/sts_{m}/{f}.py" for m in PACKAGES for f in ("loss", "config")),
     *PACKAGE_MODULES,
 ]
@@ -208,6 +212,15 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_search_selection.py",
             "shared/tests/test_search_spec.py",
             "shared/tests/test_search_platform.py",
+        ],
+    ),
+    ("shared/src/sts_core/search/soups.py", ["shared/tests/test_search_soup.py"]),
+    ("shared/src/sts_core/search/stages.py", ["shared/tests/test_search_stages.py"]),
+    (
+        "shared/src/sts_core/search/peer*.py",
+        [
+            "shared/tests/test_search_peer_teacher_step.py",
+            "shared/tests/test_search_in_batch_rows.py",
         ],
     ),
     (

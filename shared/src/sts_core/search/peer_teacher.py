@@ -13,7 +13,7 @@ same teacher the way a sentence-transformers user would wire it by hand, from it
   sentences by ``util.semantic_search`` (a pair already in the set, or met before, is
   skipped), labelled by the teacher's cosine alone. Any loss over scores
   (``CosineSimilarityLoss``, ``CoSENTLoss``) then trains on them — the very pairs and
-  labels our teacher step makes (``tests/test_peer_teacher.py`` checks it).
+  labels our teacher step makes (checked by ``shared/tests/test_search_peer_teacher_step.py``).
 - **a cross-encoder teacher** (Augmented SBERT's in-domain example with semantic-search
   sampling): a sentence-transformers ``CrossEncoder`` labels the gold pairs
   (``w · CrossEncoder.predict + (1 − w) · label``) and the silver pairs the bi-encoder
