@@ -5,6 +5,7 @@ scores against the search's evaluator applied to a fresh encoder holding that av
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,12 @@ from typing import Any
 import pytest
 import torch
 
+from sts_core.command_files import LEDGER_NAME
 from sts_core.encoder import SentenceEncoder
 from sts_core.heads import LinearHead
 from sts_core.search import main, schedule, worker
 from sts_core.search import soups as soups_module
-from sts_core.search.cells import RESULT_FILE, Cell, Recipe
+from sts_core.search.cells import RESULT_FILE, SOUP_FILE, TEST_FILE, Cell, Recipe
 from sts_core.search.schedule import Scheduler, Slot
 from sts_core.search.spec import fingerprint
 from sts_core.search.worker import table_evaluator
@@ -224,3 +226,162 @@ def test_no_soup_while_a_seed_has_no_dev_score(tmp_path: Path) -> None:
     ]
     found = soups_module.soup_members(runs, ["r", "q", "p"], [0, 1])
     assert found == {"q": [runs[3], runs[2]]}
+
+
+# ------------------------------------------------------ soup.json and its record, by hand
+def finished_cell(tmp_path: Path, seed: int, result: dict[str, Any] | None = None) -> dict:
+    """A finished cell's record at ``seed`` with its ``result.json`` (no model: the soup's
+    worker is replaced where these are used)."""
+    cell = Cell(Recipe("core", (), 1.0, 1e-3), seed, "core", {})
+    folder = tmp_path / "cells" / cell.folder_name
+    folder.mkdir(parents=True, exist_ok=True)
+    result = {"dev": 1.0 + seed} if result is None else result
+    (folder / RESULT_FILE).write_text(json.dumps(result), encoding="utf-8")
+    return {**cell.describe(), **result, "folder": str(folder)}
+
+
+def test_made_from_is_the_description_without_the_test_table() -> None:
+    scoring = {"dev": "d.csv", "metric": "spearman", "test": "t.csv", "test_fingerprint": {}}
+    described = {"key": "k", "seeds": [0, 1], "scoring": scoring}
+    assert soups_module.made_from(described) == {
+        "key": "k",
+        "seeds": [0, 1],
+        "scoring": {"dev": "d.csv", "metric": "spearman"},
+    }
+    assert soups_module.made_from({"key": "k"}) == {"key": "k", "scoring": {}}
+
+
+def test_soup_json_names_each_member_by_key_model_and_result_digest(tmp_path: Path) -> None:
+    """A one-seed soup too: the recipe is its first member's."""
+    record = finished_cell(tmp_path, 0)
+    scoring = {"dev": "d.csv"}
+    folder = Path(record["folder"])
+    digest = hashlib.sha256((folder / RESULT_FILE).read_bytes()).hexdigest()
+    recipe = Cell.from_record(record).recipe
+    assert soups_module.describe_soup([record], scoring) == {
+        "key": recipe.soup_key(1),
+        "recipe": recipe.key,
+        "seeds": [0],
+        "members": [
+            {"key": record["key"], "model": str(folder / "model"), "result_sha256": digest}
+        ],
+        "scoring": scoring,
+    }
+
+
+def test_a_soups_record_needs_its_soup_json_and_result_json_of_the_same_members(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "soup"
+    folder.mkdir()
+    scoring = {"dev": "d.csv", "test": "t.csv", "test_fingerprint": {"t.csv": "1"}}
+    described = {
+        "key": "soup of 2 seeds | r",
+        "recipe": "r",
+        "seeds": [0, 1],
+        "members": [{"key": "a"}, {"key": "b"}],
+        "scoring": scoring,
+    }
+    result = {"dev": None, "dev_metrics": {"n": 3}, "seconds": 12.5, "error": "diverged"}
+    (folder / SOUP_FILE).write_text(json.dumps(described), encoding="utf-8")
+    assert soups_module.soup_record(folder, described) is None  # no result.json
+    (folder / RESULT_FILE).write_text(json.dumps(result), encoding="utf-8")
+    (folder / SOUP_FILE).unlink()
+    assert soups_module.soup_record(folder, described) is None  # no soup.json
+    (folder / SOUP_FILE).write_text(json.dumps(described), encoding="utf-8")
+    expected = {
+        "key": "soup of 2 seeds | r",
+        "recipe": "r",
+        "seeds": [0, 1],
+        "members": ["a", "b"],
+        "dev": None,
+        "dev_metrics": {"n": 3},
+        "seconds": 12.5,
+        "folder": str(folder),
+        "error": "diverged",
+    }
+    assert soups_module.soup_record(folder, described) == expected
+    # scored on a test table: its score when it is the table asked for
+    (folder / TEST_FILE).write_text(
+        json.dumps({"fingerprint": {"t.csv": "1"}, "score": 0.5, "metrics": {"m": 1}}),
+        encoding="utf-8",
+    )
+    scored = {**expected, "test": 0.5, "test_metrics": {"m": 1}}
+    assert soups_module.soup_record(folder, described, {"t.csv": "1"}) == scored
+    assert soups_module.soup_record(folder, described, {"t.csv": "2"}) == expected
+    # another test table in the description: the same soup; another dev table: not this one
+    other_test = {**described, "scoring": {**scoring, "test": "u.csv"}}
+    assert soups_module.soup_record(folder, other_test) == expected
+    other_dev = {**described, "scoring": {**scoring, "dev": "e.csv"}}
+    assert soups_module.soup_record(folder, other_dev) is None
+    del result["error"]
+    (folder / RESULT_FILE).write_text(json.dumps({**result, "dev": 0.25}), encoding="utf-8")
+    without = {k: v for k, v in expected.items() if k != "error"}
+    assert soups_module.soup_record(folder, described) == {**without, "dev": 0.25}
+
+
+def test_make_soups_logs_each_step_and_gives_the_worker_its_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker replaced by one that writes ``result.json``: what make_soups logs, the
+    slot it runs on, the record it returns (one seed: the recipe is its only run's)."""
+    record = finished_cell(tmp_path, 0)
+    slot = Slot(1)
+    calls: list[tuple[str, Path, Slot]] = []
+
+    def run_worker(verb: str, folder: Path, given: Slot) -> None:
+        calls.append((verb, folder, given))
+        result = {"dev": 0.123, "dev_metrics": {}, "seconds": 2.0}
+        (folder / RESULT_FILE).write_text(json.dumps(result), encoding="utf-8")
+
+    monkeypatch.setattr(soups_module, "run_worker", run_worker)
+    lines: list[str] = []
+    scheduler = Scheduler([slot])
+    root = tmp_path / "soups"
+    recipes = ["absent | recipe", record["recipe"]]
+    made = soups_module.make_soups(scheduler, [record], recipes, [0], root, {}, lines.append)
+    assert scheduler.failures == []
+    recipe = Cell.from_record(record).recipe
+    folder = root / recipe.folder_name
+    key = recipe.soup_key(1)
+    assert calls == [("soup", folder, slot)]
+    assert lines == [
+        "sts-search: no soup of absent | recipe: not every seed of [0] has a dev score",
+        "sts-search: 1 soup(s) to make or score, 0 done",
+        f"  making the {key}",
+        f"  done {key}: dev 0.12",
+    ]
+    assert [(r["key"], r["folder"], r["dev"]) for r in made] == [(key, str(folder), 0.123)]
+
+
+def test_a_soup_worker_that_writes_no_result_is_a_failure_of_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [finished_cell(tmp_path, seed) for seed in (0, 1)]
+    monkeypatch.setattr(soups_module, "run_worker", lambda verb, folder, slot: None)
+    scheduler = Scheduler([Slot(1)])
+    root = tmp_path / "soups"
+    made = soups_module.make_soups(
+        scheduler, records, [records[0]["recipe"]], [0, 1], root, {}, lambda line: None
+    )
+    assert made == []
+    folder = root / Cell.from_record(records[0]).recipe.folder_name
+    assert scheduler.failures == [f"{folder.name}: its worker ended without writing result.json"]
+
+
+def test_prepare_soup_replaces_a_soup_json_it_did_not_record(tmp_path: Path) -> None:
+    """The soup folder is the search's own: soup.json is written without the folder's
+    ledger, so one written by hand (or by an older search) is replaced, not refused; a
+    soup of other members loses its result.json, the same soup keeps it."""
+    folder = tmp_path / "soup"
+    folder.mkdir()
+    (folder / SOUP_FILE).write_text(json.dumps({"key": "old"}), encoding="utf-8")
+    (folder / RESULT_FILE).write_text("{}", encoding="utf-8")
+    description = {"key": "new", "members": [], "scoring": {"dev": "d.csv"}}
+    soups_module.prepare_soup(folder, description)
+    assert json.loads((folder / SOUP_FILE).read_text(encoding="utf-8")) == description
+    assert not (folder / RESULT_FILE).exists()
+    assert not (folder / LEDGER_NAME).exists()
+    (folder / RESULT_FILE).write_text("{}", encoding="utf-8")
+    soups_module.prepare_soup(folder, {**description, "scoring": {"dev": "d.csv", "test": "t"}})
+    assert (folder / RESULT_FILE).exists()
