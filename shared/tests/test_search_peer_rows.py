@@ -502,13 +502,15 @@ def test_a_cell_trains_as_sentence_transformers_does(
     tiny_bert_dir: Path, train_csv: Path, tmp_path: Path, monkeypatch
 ) -> None:
     """st:cosine: the same steps and weights as the trainer run here on the table scaled to
-    0–1, with the recipe's training arguments; the model saved, nothing left behind."""
+    0–1, with the recipe's training arguments; the model saved, the trainer's own folder (its
+    checkpoints) a scratch folder it removes, nothing written where the cell runs."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import losses
     from transformers import set_seed
 
     settings = peers.peer_settings("st:cosine", "cosine", [0.0, 5.0])
-    recipe = cell_recipe(tiny_bert_dir, train_csv, tmp_path / "out", **settings)
+    saving = {"save_strategy": "steps", "save_steps": 1}  # checkpoints: in the scratch folder
+    recipe = cell_recipe(tiny_bert_dir, train_csv, tmp_path / "out", **settings, **saving)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
