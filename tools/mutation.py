@@ -221,6 +221,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_search_peer_teacher_step.py",
             "shared/tests/test_search_in_batch_rows.py",
+            "shared/tests/test_search_peer_rows.py",
         ],
     ),
     (
