@@ -93,11 +93,12 @@ def test_which_folders_are_cross_encoders_and_their_activation(
 
 
 def test_classifiers_the_teacher_cannot_use_are_refused(cross_dir: Path, tmp_path: Path) -> None:
-    three = make_tiny_cross_encoder(tmp_path / "three", num_labels=3)
-    with pytest.raises(
-        ValueError, match=r"three/config.json: a sequence classifier with 3 outputs"
-    ):
-        cross_encoder_activation(three)
+    for outputs in (2, 3):  # two: the default, which transformers leaves out of config.json
+        classifier = make_tiny_cross_encoder(tmp_path / f"c{outputs}", num_labels=outputs)
+        with pytest.raises(
+            ValueError, match=rf"c{outputs}/config.json: a sequence classifier with {outputs} "
+        ):
+            cross_encoder_activation(classifier)
     relu = copy_with(
         cross_dir,
         tmp_path / "relu",
@@ -350,19 +351,24 @@ def test_found_by_mutation_outputs_counted_without_id2label_and_whole_messages(
         (path / "config.json").write_text(json.dumps(content), encoding="utf-8")
         return str(path)
 
-    assert cross_encoder_activation(folder("one")) == "identity"  # num_labels unset: 1
-    three = folder("three", num_labels=3)
-    with pytest.raises(ValueError) as refused:
-        cross_encoder_activation(three)
-    assert str(refused.value) == (
-        f"{three}/config.json: a sequence classifier with 3 outputs; a cross-encoder teacher "
-        "gives one score per pair (num_labels 1)"
-    )
+    assert cross_encoder_activation(folder("one", id2label={"0": "LABEL_0"})) == "identity"
+    assert cross_encoder_activation(folder("one_by_count", num_labels=1)) == "identity"
+    for name, config, outputs in (
+        ("three", {"num_labels": 3}, 3),
+        ("two", {}, 2),  # neither key: transformers' default, 2 outputs (it writes neither)
+    ):
+        location = folder(name, **config)
+        with pytest.raises(ValueError) as refused:
+            cross_encoder_activation(location)
+        assert str(refused.value) == (
+            f"{location}/config.json: a sequence classifier with {outputs} outputs; a "
+            "cross-encoder teacher gives one score per pair (num_labels 1)"
+        )
     for name, config in (
         ("v45", {"sentence_transformers": {"activation_fn": "relu"}}),
         ("v3", {"sbert_ce_default_activation_function": "relu"}),
     ):
-        location = folder(name, **config)
+        location = folder(name, num_labels=1, **config)
         with pytest.raises(ValueError) as refused:
             cross_encoder_activation(location)
         assert str(refused.value) == (

@@ -173,7 +173,8 @@ def cross_encoder_activation(location: str | os.PathLike) -> str | None:
     architectures = config.get("architectures") or []
     if not any(str(name).endswith("ForSequenceClassification") for name in architectures):
         return None
-    labels = len(config.get("id2label") or {}) or int(config.get("num_labels", 1))
+    # transformers writes neither id2label nor num_labels for its default, 2 outputs
+    labels = len(config.get("id2label") or {}) or int(config.get("num_labels", 2))
     if labels != 1:
         raise ValueError(
             f"{location}/config.json: a sequence classifier with {labels} outputs; a "
