@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from benchmark_support import load_benchmark_module
-from test_search_command import trained_lines, write_table
+from test_search_command import trained_lines
 
 from sts_core.search import main
+from sts_core.testing import write_scored_pairs
 
 pytest.importorskip("sentence_transformers")
 quality = load_benchmark_module("quality")
@@ -140,8 +141,8 @@ def test_a_peer_row_with_a_teacher_trains_as_the_benchmarks_trainer(
 
     from sts_core.testing import make_tiny_bert, make_tiny_cross_encoder
 
-    train = write_table(tmp_path / "train.csv", 16, 0)
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 16, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1)
     if cross_encoder:
         plain = make_tiny_cross_encoder(tmp_path / "plain", seed=4)
         CrossEncoder(str(plain)).save(str(tmp_path / "teacher"))
@@ -183,8 +184,8 @@ def test_a_distillation_row_trains_as_the_benchmarks_trainer(
     projection to its width), the same weights as the benchmark's st-embed-distill
     (st:mse-distill takes the same path, its metric the benchmark's: the test above)."""
     row = "embed-distill"
-    train = write_table(tmp_path / "train.csv", 16, 0)
-    dev = write_table(tmp_path / "dev.csv", 12, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 16, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 12, 1)
     teacher = wider_teacher(tiny_bert_dir, tmp_path / "teacher")
     out = tmp_path / "search"
     argv = search_argv(
@@ -220,8 +221,8 @@ def test_a_teacher_retrained_under_the_same_name_trains_its_cells_again(
     ``shared/tests/test_search_spec.py``)."""
     from sts_core.testing import make_tiny_bert
 
-    train = write_table(tmp_path / "train.csv", 8, 0)
-    dev = write_table(tmp_path / "dev.csv", 8, 1)
+    train = write_scored_pairs(tmp_path / "train.csv", 8, 0)
+    dev = write_scored_pairs(tmp_path / "dev.csv", 8, 1)
     teacher = make_tiny_bert(tmp_path / "teacher", seed=7)
     out = tmp_path / "search"
     grid = f"teacher_model={teacher},"  # with the teacher, and without
@@ -245,7 +246,7 @@ def test_the_teachers_keys_are_checked_where_they_apply_before_any_training(
 ) -> None:
     from sts_core.testing import make_tiny_cross_encoder
 
-    train = write_table(tmp_path / "train.csv", 8, 0)
+    train = write_scored_pairs(tmp_path / "train.csv", 8, 0)
     teacher = str(tiny_bert_dir)
     cross = str(make_tiny_cross_encoder(tmp_path / "cross", seed=4))
     capsys.readouterr()  # its save's progress bar
