@@ -85,6 +85,14 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def sts_launch(*args: str) -> subprocess.CompletedProcess:
+    """``sts-launch ARGS`` (this environment's) from the repository root, as a user runs it."""
+    command = [str(Path(sys.executable).with_name("sts-launch")), *args]
+    return subprocess.run(
+        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=540
+    )
+
+
 def run_command(
     command: list[str], timeout: int = 540, check: bool = True
 ) -> subprocess.CompletedProcess:

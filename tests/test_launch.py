@@ -32,7 +32,6 @@ import torch
 from launch_support import (
     DEV,
     PACKAGES,
-    REPO,
     TRAIN,
     WHOLE_BATCH_SETTINGS,
     accelerate_launch,
@@ -41,7 +40,7 @@ from launch_support import (
     largest_difference,
     launch_two_machines,
     read_metrics,
-    subprocess_env,
+    sts_launch,
     write_tiny_recipe,
 )
 from safetensors.torch import load_file
@@ -268,13 +267,6 @@ def test_the_fsdp_config_on_cpu_processes_stops_with_its_reason_instead_of_plain
     (line,) = {x for x in str(failed.value).splitlines() if x.startswith("error: ")}  # 2 ranks
     assert "FSDP needs GPUs" in line and "cpu.yaml" in line
     assert not output_dir.exists()  # nothing trained, nothing written
-
-
-def sts_launch(*args: str) -> subprocess.CompletedProcess:
-    command = [str(Path(sys.executable).with_name("sts-launch")), *args]
-    return subprocess.run(
-        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=540
-    )
 
 
 def test_sts_launch_trains_on_two_processes_and_refuses_the_folder_again(

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from launch_support import PACKAGES, REPO, free_port, subprocess_env, write_tiny_recipe
+from launch_support import PACKAGES, free_port, sts_launch, write_tiny_recipe
 
 from sts_core.testing import load_train_script
 
@@ -53,13 +51,6 @@ def test_resume_from_checkpoint_gives_the_same_per_step_losses(
     assert main(["--config", str(recipe), "--resume_from_checkpoint", str(checkpoint)]) == 0
     resumed = logged_losses(stopped / "checkpoint-4" / "trainer_state.json")
     assert resumed == pytest.approx(expected, rel=1e-6)
-
-
-def sts_launch(*args: str) -> subprocess.CompletedProcess:
-    command = [str(Path(sys.executable).with_name("sts-launch")), *args]
-    return subprocess.run(
-        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=540
-    )
 
 
 def test_sts_launch_stops_a_bad_input_in_one_line_before_any_process_starts(
