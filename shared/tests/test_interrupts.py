@@ -146,6 +146,9 @@ def test_an_interrupted_scheduler_stops_its_workers_and_starts_no_more(tmp_path:
             _run_child([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), log)
 
     scheduler = Scheduler([Slot(1)])
+    # Ctrl-C as in a terminal (KeyboardInterrupt), whatever handler an earlier test in this
+    # process left (a library's launcher may install its own)
+    earlier_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C in 2 s
     subprocess.Popen, begun = recorded, time.monotonic()
     try:
@@ -153,6 +156,7 @@ def test_an_interrupted_scheduler_stops_its_workers_and_starts_no_more(tmp_path:
             scheduler.run([("first", sleeper), ("second", sleeper)])
     finally:
         subprocess.Popen = real_popen
+        signal.signal(signal.SIGINT, earlier_handler)
     assert time.monotonic() - begun < 30
     assert len(started) == 1  # the second item never started
     assert started[0].poll() is not None  # the running worker was stopped
