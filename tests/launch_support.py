@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,51 @@ def accelerate_launch(
         *script_args,
     ]
     return run_command(command, check=check)
+
+
+EVERY_PACKAGE_DRIVER = Path(__file__).with_name("launch_every_package.py")
+
+
+@dataclass(frozen=True)
+class LaunchedRuns:
+    """Packages' runs in one launch (:func:`launch_every_package`): each package's output
+    folder, once its run ended with status 0 (else an AssertionError with the launch's
+    output)."""
+
+    config_file: str
+    statuses: dict[str, int]
+    launch: subprocess.CompletedProcess
+    output_dirs: dict[str, Path]
+
+    def output_dir(self, package: Path) -> Path:
+        if self.statuses.get(package.name) != 0:
+            raise AssertionError(
+                f"{package.name} under {self.config_file}: exit status "
+                f"{self.statuses.get(package.name, 'none (not run)')}\n"
+                f"{self.launch.stdout[-4000:]}\n{self.launch.stderr[-8000:]}"
+            )
+        return self.output_dirs[package.name]
+
+    def zero_stage(self) -> int:
+        """The ZeRO stage a ``deepspeed_zero<stage>.yaml`` launch ran under."""
+        return int(self.config_file.removeprefix("deepspeed_zero").removesuffix(".yaml"))
+
+
+def launch_every_package(config_file: str, root: Path, recipes: dict[Path, Path]) -> LaunchedRuns:
+    """``accelerate launch --config_file accelerate_configs/<config_file>`` on two processes
+    of ``launch_every_package.py``, which runs each package's ``train.py`` main on its recipe
+    in turn (one interpreter start for all); each recipe's output folder is
+    ``root/<package name>``."""
+    runs = root / "runs.json"
+    pairs = [[str(package), str(recipe)] for package, recipe in recipes.items()]
+    runs.write_text(json.dumps(pairs), encoding="utf-8")
+    launch = accelerate_launch(config_file, 2, EVERY_PACKAGE_DRIVER, str(runs), check=False)
+    status_file = root / "status.json"
+    statuses = json.loads(status_file.read_text("utf-8")) if status_file.is_file() else {}
+    if launch.returncode != 0 and all(status == 0 for status in statuses.values()):
+        statuses = {}  # the launch itself failed: no run counts as passed
+    output_dirs = {package.name: root / package.name for package in recipes}
+    return LaunchedRuns(config_file, statuses, launch, output_dirs)
 
 
 # Imported by Python at start-up on the second "machine" of the two-node test: records every

@@ -8,6 +8,8 @@ model's scores) is recomputed here from what it is derived from.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -36,28 +38,21 @@ def needs_benchmark_data(test: Callable) -> Callable:
     pair count of train.py, tested alone, needs neither.)"""
     for mark in (pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow):
         test = mark(test)
-    return pytest.mark.usefixtures("benchmark_env")(test)
+    return pytest.mark.usefixtures("benchmark_env", "torch_one_thread")(test)
 
 
 def run_script(name: str, *arguments: str) -> str:
-    """Run ``benchmarks/<name>.py``; its standard output."""
-    command = [sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *arguments]
-    result = subprocess.run(
-        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=1200
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    return result.stdout
-
-
-def run_here(name: str, capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
-    """``benchmarks/<name>.py ARGUMENTS`` as :func:`run_script` runs it (its environment),
-    its ``main`` called in this process: its standard output. For a script that trains in
-    processes of its own (what is checked is what it writes; its own start is ~20 s)."""
-    with pytest.MonkeyPatch.context() as patch:
+    """``benchmarks/<name>.py ARGUMENTS`` in the environment a launched script gets (one
+    thread, no hub), its ``main`` called in this process: its standard output. What is
+    checked is what the script writes and prints, not its process (a start is ~20 s); the
+    scripts that train or measure in processes of their own still start those."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
         for key, value in subprocess_env().items():
             patch.setenv(key, value)
-        assert load_benchmark_script(name).main(list(arguments)) == 0
-    return capsys.readouterr().out
+        status = load_benchmark_script(name).main(list(arguments))
+    assert status == 0, out.getvalue()[-3000:]
+    return out.getvalue()
 
 
 def render(name: str, result: Path) -> None:
@@ -387,7 +382,6 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     tmp_path: Path,
     sts_data_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``recipes.py --smoke``: a tiny model on the fixture pairs, two variants of the
     regression recipe (seconds); each row's average is the mean of its tasks' 'all'. Run
@@ -396,7 +390,7 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
     keep = ["--keep-runs", str(tmp_path / "runs")]
     arguments = ["--smoke", "--output-dir", str(tmp_path), *keep]
-    first_output = run_here("recipes", capsys, *arguments)  # each variant: a train.py process
+    first_output = run_script("recipes", *arguments)  # each variant: a train.py process
     assert "read, not rerun" not in first_output
     result = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     labels = [row["label"] for row in result["rows"]]
@@ -420,7 +414,7 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
     # as a run with another command recorded it (through sts-core's writer: a record edited
     # by hand is no longer sts-core's, and the rerun into its folder would refuse it)
     write_text(record_path, json.dumps(record))
-    second_output = run_here("recipes", capsys, *arguments)
+    second_output = run_script("recipes", *arguments)
     assert second_output.count("read, not rerun") == 1  # variant 0 read, variant 1 rerun
     again = json.loads((tmp_path / "recipes_smoke.json").read_text(encoding="utf-8"))
     assert again["rows"][1]["seeds"] == result["rows"][1]["seeds"]
@@ -552,16 +546,14 @@ def test_quality_search_selects_on_dev_and_reuses_its_cells(tmp_path: Path) -> N
 
 
 @needs_benchmark_data
-def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(
-    tmp_path: Path,
-) -> None:
+def test_quality_search_scores_a_method_with_a_head_from_its_saved_weights(tmp_path: Path) -> None:
     from sts_core.encoder import SentenceEncoder
 
     weights = tmp_path / "weights"
     arguments = ["--smoke", "--output-dir", str(tmp_path), "--weights-dir", str(weights)]
-    run_script(
-        "quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup", "--in-process"
-    )
+    run_script("quality_search", *arguments, "--methods", "ours-smooth_k2", "--soup",
+        "--in-process",
+    )  # fmt: skip
     cells = json.loads((tmp_path / "quality_search_smoke_cells.json").read_text("utf-8"))
     soup = cells["cells"]["soup of 2 seeds | ours-smooth_k2 | epochs 1 | lr 2e-05"]
     assert 0 < soup["test"]["avg"] <= 100  # the seeds' models reloaded, averaged, scored
@@ -590,7 +582,7 @@ def test_a_fine_tuned_teacher_feeds_a_search_with_neighbour_pairs(tmp_path: Path
         "quality_search",
         "--smoke",
         "--grid-only",
-        "--methods",
+        "--methods",  # each cell in a worker process: its peak memory its own
         "ours-cosine_mse",
         "st-cosine",
         "st-embed-distill",

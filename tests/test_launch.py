@@ -15,7 +15,12 @@ and ``sts-launch``'s checks, one process each, are in test_resume_and_launch_che
   weight check before a save, each the only check that could see its fault).
 
 Every script launched here ends as a user's run does: a barrier, then the process group
-closed (``train.py`` through ``cli_main``, the others in ``closing_process_group``).
+closed (``train.py`` through ``cli_main``, the others in ``closing_process_group``). The
+packages' runs under one config (plain DDP, ZeRO-2, ZeRO-3) share one launch:
+``launch_every_package.py`` calls each ``train.py``'s ``main`` in turn in both processes
+(one interpreter start instead of five, ~25 s each on two cores), with accelerate's state
+reset between them, and each test reads only its own package's output folder (the other
+tests here launch ``cosent``'s ``train.py`` alone, as a script).
 """
 
 from __future__ import annotations
@@ -34,10 +39,12 @@ from launch_support import (
     PACKAGES,
     TRAIN,
     WHOLE_BATCH_SETTINGS,
+    LaunchedRuns,
     accelerate_launch,
     audited_env,
     free_port,
     largest_difference,
+    launch_every_package,
     launch_two_machines,
     read_metrics,
     sts_launch,
@@ -167,30 +174,52 @@ def saved_weights(output_dir: Path) -> dict[str, torch.Tensor]:
     return {**weights, **(load_file(extra) if extra.is_file() else {})}
 
 
-@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
-def test_every_package_takes_one_step_on_two_processes_like_one(
-    package: Path, tiny_bert_nodropout_dir: Path, tmp_path: Path
-) -> None:
-    """Plain DDP (cpu.yaml, gloo): two processes with 4 pairs each take the SGD step of one
-    process with the 8 pairs, heads included (a loss's head runs inside the DDP forward)."""
-    weights = {}
-    for name, processes, batch in (("one", 1, 8), ("two", 2, 4)):
-        output_dir = tmp_path / name
-        recipe = write_tiny_recipe(
-            tmp_path / f"{name}.yaml",
+@pytest.fixture(scope="module")
+def every_package_on_two_processes(
+    tiny_bert_nodropout_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> LaunchedRuns:
+    """Every package's one SGD step with 4 pairs on each of two processes (cpu.yaml,
+    gloo), the packages one after another in one launch (launch_every_package.py)."""
+    root = tmp_path_factory.mktemp("ddp-every-package")
+    recipes = {
+        package: write_tiny_recipe(
+            root / f"{package.name}.yaml",
             package.name,
             tiny_bert_nodropout_dir,
-            output_dir,
-            per_device_train_batch_size=str(batch),
+            root / package.name,
+            per_device_train_batch_size="4",
             **ONE_SGD_STEP,
             **WHOLE_BATCH_SETTINGS[package.name],
         )
-        if processes == 1:
-            train_in_this_process(package, recipe)
-        else:
-            accelerate_launch("cpu.yaml", 2, package / "train.py", "--config", str(recipe))
-        assert read_metrics(output_dir)["launch"]["world_size"] == processes
-        weights[name] = saved_weights(output_dir)
+        for package in PACKAGES
+    }
+    return launch_every_package("cpu.yaml", root, recipes)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
+def test_every_package_takes_one_step_on_two_processes_like_one(
+    package: Path,
+    every_package_on_two_processes: LaunchedRuns,
+    tiny_bert_nodropout_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Plain DDP (cpu.yaml, gloo): two processes with 4 pairs each take the SGD step of one
+    process with the 8 pairs, heads included (a loss's head runs inside the DDP forward)."""
+    output_dir = tmp_path / "one"
+    recipe = write_tiny_recipe(
+        tmp_path / "one.yaml",
+        package.name,
+        tiny_bert_nodropout_dir,
+        output_dir,
+        per_device_train_batch_size="8",
+        **ONE_SGD_STEP,
+        **WHOLE_BATCH_SETTINGS[package.name],
+    )
+    train_in_this_process(package, recipe)
+    assert read_metrics(output_dir)["launch"]["world_size"] == 1
+    two_dir = every_package_on_two_processes.output_dir(package)
+    assert read_metrics(two_dir)["launch"]["world_size"] == 2
+    weights = {"one": saved_weights(output_dir), "two": saved_weights(two_dir)}
     start = load_file(tiny_bert_nodropout_dir / "model.safetensors")
     step = largest_difference({k: weights["one"][k] for k in start}, start)
     assert step > 1e-4  # the step moved the encoder
@@ -203,17 +232,29 @@ def final_spearman(metrics: dict) -> float:
     return scores[key]
 
 
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.fixture(scope="module", params=[2, 3], ids=lambda stage: f"zero{stage}")
+def deepspeed_runs(
+    request: pytest.FixtureRequest, tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> LaunchedRuns:
+    """Every package's tiny recipe under ``deepspeed_zero<stage>.yaml`` on two processes,
+    the packages one after another in one launch (launch_every_package.py)."""
+    pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: sts-core[deepspeed]")
+    root = tmp_path_factory.mktemp(f"deepspeed-zero{request.param}")
+    recipes = {
+        package: write_tiny_recipe(
+            root / f"{package.name}.yaml", package.name, tiny_bert_dir, root / package.name
+        )
+        for package in PACKAGES
+    }
+    return launch_every_package(f"deepspeed_zero{request.param}.yaml", root, recipes)
+
+
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
 def test_train_script_trains_with_deepspeed_on_two_processes(
-    package: Path, stage: int, tiny_bert_dir: Path, tmp_path: Path
+    package: Path, deepspeed_runs: LaunchedRuns, tiny_bert_dir: Path
 ) -> None:
-    pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: sts-core[deepspeed]")
-    output_dir = tmp_path / "out"
-    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", package.name, tiny_bert_dir, output_dir)
-    config_file = f"deepspeed_zero{stage}.yaml"
-    accelerate_launch(config_file, 2, package / "train.py", "--config", str(recipe))
-
+    output_dir = deepspeed_runs.output_dir(package)
+    stage = deepspeed_runs.zero_stage()
     metrics = read_metrics(output_dir)
     assert metrics["launch"] == {
         "world_size": 2,

@@ -172,3 +172,17 @@ def test_real_filter_keeps_5398(real_data_dir, variant):
     assert set(kept["source"]) == {"stsb", "sickr"}
     assert min(kept["score"]) >= 0.0
     assert max(kept["score"]) <= 5.0
+
+
+def test_column_list_reads_a_column_in_order_through_a_selection() -> None:
+    """The values of a column as a list, in the dataset's order: after a selection (rows
+    reordered, an indices mapping over the table), and from a mapping of lists."""
+    from datasets import Dataset
+
+    from sts_core.data.columns import column_list
+
+    table = Dataset.from_dict({"s": [f"s{i}" for i in range(10)], "x": [i / 2 for i in range(10)]})
+    picked = table.select([7, 2, 2, 9])
+    assert column_list(picked, "s") == ["s7", "s2", "s2", "s9"]
+    assert column_list(picked, "x") == [3.5, 1.0, 1.0, 4.5]
+    assert column_list({"s": ["a", "b"]}, "s") == ["a", "b"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from sts_core.evaluation.metrics import pearson as pearson_of
 from sts_core.evaluation.metrics import spearman as spearman_of
@@ -203,6 +204,32 @@ def sts_pairs():
     )
 
 
+def test_the_evaluator_encodes_each_distinct_sentence_once_and_scores_every_pair() -> None:
+    """A sentence repeated across and within the two sides is encoded once, in first-seen
+    order; every pair is scored as if each side were encoded whole; an encoder returning
+    another number of embeddings is refused by task."""
+    from datasets import Dataset
+
+    from sts_core.evaluation.sts import STSEvaluator
+
+    left, right = ["a", "bb", "a", "ccc", "dd e"], ["bb", "x y z", "a", "dd e", "ccc"]
+    pairs = Dataset.from_dict({"sentence1": left, "sentence2": right, "score": [1, 2, 5, 3, 4]})
+    seen: list[list[str]] = []
+
+    def vectors(sentences: list[str]) -> np.ndarray:
+        seen.append(list(sentences))
+        return np.asarray([[len(s), s.count(" ") + 1.0, ord(s[0])] for s in sentences])
+
+    evaluator = STSEvaluator(tasks=["mine"], datasets={"mine": pairs}, protocol="mteb")
+    result = evaluator.evaluate(vectors).results["mine"]
+    assert seen == [["a", "bb", "ccc", "dd e", "x y z"]]
+    a, b = vectors(left), vectors(right)
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert result.spearman["all"] == pytest.approx(100 * spearmanr(cosine, [1, 2, 5, 3, 4])[0])
+    with pytest.raises(ValueError, match="mine: the encoder returned 4 embeddings for 5"):
+        evaluator.evaluate(lambda sentences: vectors(sentences)[:-1])
+
+
 def test_the_evaluator_encodes_with_its_settings_and_names_the_unused_head() -> None:
     from sts_core.evaluation.sts import STSEvaluator
 
@@ -210,7 +237,7 @@ def test_the_evaluator_encodes_with_its_settings_and_names_the_unused_head() -> 
     assert (evaluator.batch_size, evaluator.show_progress_bar) == (64, True)
     encoder = Encoder()
     the_report = evaluator.evaluate(encoder)
-    assert encoder.calls == [(8, 64, True)]
+    assert encoder.calls == [(7, 64, True)]  # 'a' twice: each distinct sentence once
     assert (the_report.model, the_report.variant, the_report.unused_pair_scorer) == (
         "model",
         "raw",
@@ -221,7 +248,7 @@ def test_the_evaluator_encodes_with_its_settings_and_names_the_unused_head() -> 
         tasks=["mine"], datasets={"mine": sts_pairs()}, batch_size=3, show_progress_bar=False
     )
     quiet.evaluate(encoder, "named")
-    assert encoder.calls[-1] == (8, 3, False)
+    assert encoder.calls[-1] == (7, 3, False)
     lengths = lambda s: np.asarray([[1.0, len(x)] for x in s])  # noqa: E731
     assert quiet.evaluate(lengths).unused_pair_scorer is None
     with pytest.raises(TypeError) as error:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sts_core.data.columns import column_list
 from sts_core.losses import EmbeddingLoss
 from sts_core.method import Method, QualityRow
 from sts_core.training import command
@@ -122,7 +123,7 @@ def corpus_sentences(dataset: Any) -> tuple[list[str], dict[str, Any]]:
         sentences = list(dataset[X])
         return sentences, {"sentences_read": len(sentences)}
     if {"sentence1", "sentence2"} <= set(columns):
-        both = [*dataset["sentence1"], *dataset["sentence2"]]
+        both = [*column_list(dataset, "sentence1"), *column_list(dataset, "sentence2")]
         distinct = list(dict.fromkeys(both))
         logger.info(
             "SIFTER: %d distinct sentences from the %d pairs (%d repeats not used; labels unused)",

@@ -19,6 +19,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 from sts_core.names import STS_TASKS
 
 from ._io import PathLike, score_range_problem
+from .columns import column_list
 from .errors import DataConfigError, DataFormatError
 from .named_sets import DEFAULT_VARIANT, load_named
 
@@ -76,7 +77,7 @@ def _test_pair_index(test_sets: Mapping[str, Dataset]) -> dict[Pair, set[str]]:
     """Map every test pair, in both orders, to the names of the test sets holding it."""
     index: dict[Pair, set[str]] = {}
     for name, ds in test_sets.items():
-        for s1, s2 in zip(ds["sentence1"], ds["sentence2"], strict=True):
+        for s1, s2 in zip(column_list(ds, "sentence1"), column_list(ds, "sentence2"), strict=True):
             index.setdefault((s1, s2), set()).add(name)
             index.setdefault((s2, s1), set()).add(name)
     return index
@@ -93,7 +94,7 @@ def filter_test_overlap(
     index = _test_pair_index(test_sets)
     by_source = dict.fromkeys(test_sets, 0)
     keep: list[int] = []
-    pairs = zip(train["sentence1"], train["sentence2"], strict=True)
+    pairs = zip(column_list(train, "sentence1"), column_list(train, "sentence2"), strict=True)
     for row, pair in enumerate(pairs):
         sources = index.get(pair)
         if sources is None:
@@ -127,7 +128,7 @@ def rescale_scores(
     (lo, hi), (new_lo, new_hi) = source_range, target_range
     if hi <= lo:
         raise ValueError(f"source range {source_range} is empty")
-    scores = np.asarray(ds["score"], dtype=np.float64)
+    scores = np.asarray(column_list(ds, "score"), dtype=np.float64)
     outside = (scores < lo) | (scores > hi)
     if outside.any():
         first = int(np.argmax(outside))
@@ -149,7 +150,7 @@ def check_score_range(ds: Dataset, score_range: tuple[float, float], source: str
             f"score_range: {source} has no score column to rescale (it has "
             f"{', '.join(ds.column_names)})"
         )
-    problem = score_range_problem(ds["score"], score_range, "score")
+    problem = score_range_problem(column_list(ds, "score"), score_range, "score")
     if problem:
         raise DataFormatError(source, problem)
 
@@ -206,7 +207,7 @@ def map_labels(
             f"(it has {', '.join(ds.column_names)})"
         )
     resolved = resolve_label_mapping(mapping, column)
-    values = np.asarray(ds[column], dtype=np.float64)
+    values = np.asarray(column_list(ds, column), dtype=np.float64)
     unmapped = sorted(set(values.tolist()) - set(resolved))
     if unmapped:
         counts = ", ".join(f"{v:g} ({int((values == v).sum())} rows)" for v in unmapped[:5])

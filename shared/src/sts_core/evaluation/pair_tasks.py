@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sts_core.data.columns import column_list
 from sts_core.evaluation.metrics import group_by_query, pair_classification_metrics, ranking_metrics
 from sts_core.evaluation.pairs import PairScorer, cosine_scorer
 
@@ -82,14 +83,14 @@ class PairClassificationEvaluator:
         source: str | os.PathLike | None = None,
     ) -> None:
         self.labels = _binary_labels(dataset, name, source)
-        self.pairs = (list(dataset["sentence1"]), list(dataset["sentence2"]))
+        self.pairs = (column_list(dataset, "sentence1"), column_list(dataset, "sentence2"))
         self.threshold_labels = None
         self.threshold_sentences: tuple[list[str], list[str]] | None = None
         if threshold_pairs is not None:
             self.threshold_labels = _binary_labels(threshold_pairs, f"{name} thresholds", None)
             self.threshold_sentences = (
-                list(threshold_pairs["sentence1"]),
-                list(threshold_pairs["sentence2"]),
+                column_list(threshold_pairs, "sentence1"),
+                column_list(threshold_pairs, "sentence2"),
             )
         self.name = name if threshold_pairs is not None else f"{name}_oracle"
         self.scorer = scorer
@@ -145,8 +146,8 @@ class RankingEvaluator:
         self.labels = _binary_labels(dataset, name, source)
         if "query_id" not in dataset.column_names:
             raise DataContentError(name, "a ranking set needs a query_id column", source)
-        self.query_ids = list(dataset["query_id"])
-        self.pairs = (list(dataset["sentence1"]), list(dataset["sentence2"]))
+        self.query_ids = column_list(dataset, "query_id")
+        self.pairs = (column_list(dataset, "sentence1"), column_list(dataset, "sentence2"))
         self.name, self.ks, self.scorer, self.batch_size = name, tuple(ks), scorer, batch_size
 
     @property

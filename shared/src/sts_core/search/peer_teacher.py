@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sts_core.data.columns import column_list
+
 #: the recipe keys of the teacher that the peer's rows take too (``--set`` / ``--grid``)
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
 
@@ -46,7 +48,7 @@ def load_peer_teacher(location: str) -> Any:
 def distinct_sentences(data: Any) -> list[str]:
     """The sentences of the pairs, each once, in order of first occurrence (sentence1, then
     sentence2 — the order our teacher step reads them in)."""
-    return list(dict.fromkeys([*data["sentence1"], *data["sentence2"]]))
+    return list(dict.fromkeys([*column_list(data, "sentence1"), *column_list(data, "sentence2")]))
 
 
 def is_cross_encoder(location: str) -> bool:
@@ -85,14 +87,15 @@ def relabelled_pairs(
     vectors = teacher.encode(
         sentences, batch_size=batch_size, normalize_embeddings=True, convert_to_tensor=True
     )
-    first = [index[s] for s in data["sentence1"]]
-    second = [index[s] for s in data["sentence2"]]
+    first = [index[s] for s in column_list(data, "sentence1")]
+    second = [index[s] for s in column_list(data, "sentence2")]
     if cross_encoder is None:
         scores = (vectors[first] * vectors[second]).sum(dim=1).double().numpy()
     else:
-        pairs = list(zip(data["sentence1"], data["sentence2"], strict=True))
+        left, right = column_list(data, "sentence1"), column_list(data, "sentence2")
+        pairs = list(zip(left, right, strict=True))
         scores = np.asarray(cross_encoder.predict(pairs, batch_size=batch_size), np.float64)
-    gold = np.asarray(data[label_column], dtype=np.float64)
+    gold = np.asarray(column_list(data, label_column), dtype=np.float64)
     relabelled = data.remove_columns(label_column).add_column(
         label_column, (weight * scores + (1 - weight) * gold).tolist()
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from sts_core.data.columns import column_list
 from sts_core.search.peer_teacher import TEACHER_KEYS
 from sts_core.search.spec import SearchError
 
@@ -300,7 +301,8 @@ def in_batch_data(recipe: dict[str, Any], data: Any) -> Any:
     if threshold is not None:
         return data.filter(lambda row: row["score"] > threshold).remove_columns("score")
     if recipe.get("sentences_with_themselves"):
-        sentences = list(dict.fromkeys([*data["sentence1"], *data["sentence2"]]))
+        both = [*column_list(data, "sentence1"), *column_list(data, "sentence2")]
+        sentences = list(dict.fromkeys(both))
         return Dataset.from_dict({"anchor": sentences, "positive": sentences})
     return data
 
