@@ -87,12 +87,12 @@ def relabelled_pairs(
     vectors = teacher.encode(
         sentences, batch_size=batch_size, normalize_embeddings=True, convert_to_tensor=True
     )
-    first = [index[s] for s in column_list(data, "sentence1")]
-    second = [index[s] for s in column_list(data, "sentence2")]
+    left, right = column_list(data, "sentence1"), column_list(data, "sentence2")
+    first = [index[s] for s in left]
+    second = [index[s] for s in right]
     if cross_encoder is None:
         scores = (vectors[first] * vectors[second]).sum(dim=1).double().numpy()
     else:
-        left, right = column_list(data, "sentence1"), column_list(data, "sentence2")
         pairs = list(zip(left, right, strict=True))
         scores = np.asarray(cross_encoder.predict(pairs, batch_size=batch_size), np.float64)
     gold = np.asarray(column_list(data, label_column), dtype=np.float64)

@@ -24,8 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from sts_core.data.columns import column_list
-from sts_core.search.peer_teacher import TEACHER_KEYS
+from sts_core.search.peer_teacher import TEACHER_KEYS, distinct_sentences
 from sts_core.search.spec import SearchError
 
 #: the worker's ``method_name`` of a peer cell
@@ -301,8 +300,7 @@ def in_batch_data(recipe: dict[str, Any], data: Any) -> Any:
     if threshold is not None:
         return data.filter(lambda row: row["score"] > threshold).remove_columns("score")
     if recipe.get("sentences_with_themselves"):
-        both = [*column_list(data, "sentence1"), *column_list(data, "sentence2")]
-        sentences = list(dict.fromkeys(both))
+        sentences = distinct_sentences(data)
         return Dataset.from_dict({"anchor": sentences, "positive": sentences})
     return data
 
