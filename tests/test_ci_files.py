@@ -4,7 +4,10 @@ same commands per package."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 
 import yaml
 from launch_support import REPO
@@ -48,7 +51,6 @@ def test_workflow_has_a_job_per_package_with_the_same_commands() -> None:
 
 
 def test_the_wheel_build_never_deletes_a_folder_it_did_not_fill(tmp_path) -> None:
-    import subprocess
 
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -147,7 +149,6 @@ def test_the_suite_reader_finds_each_suite_and_an_order_that_differs() -> None:
 def test_the_wheel_build_expects_two_artifacts_for_the_core_and_each_package(tmp_path) -> None:
     """No count is written in .ci/wheels: a new folder under packages/ adds its wheel and
     sdist to what the build expects."""
-    import subprocess
 
     wheels = (REPO / ".ci" / "wheels").read_text(encoding="utf-8")
     assert not re.search(r"-eq \d", wheels), "a written count of artifacts in .ci/wheels"
@@ -165,23 +166,16 @@ def test_the_wheel_build_expects_two_artifacts_for_the_core_and_each_package(tmp
         assert done.stdout.strip() == str(2 * (1 + count))
 
 
-def test_the_package_suites_run_two_at_a_time_and_a_failed_one_fails_the_run(tmp_path) -> None:
-    """.ci/test's installed-package suites run in the background, two at a time: each
-    suite's output is shown whole in the packages' order, and one that fails is named and
-    fails the run (a stand-in for uv and .ci/wheels; the other suites pass)."""
-    import os
-    import shutil
-    import subprocess
-
+def run_stand_in_ci(
+    tmp_path, wheels: str, gpu_smoke: str, uv: str, environment: dict[str, str]
+) -> subprocess.CompletedProcess:
+    """``.ci/test`` run in ``tmp_path`` with stand-ins for ``.ci/wheels``, the GPU call's
+    smoke script and ``uv`` (shell scripts' text), packages ``a``, ``b`` and ``c``."""
     (tmp_path / ".ci").mkdir()
     shutil.copy(REPO / ".ci" / "test", tmp_path / ".ci" / "test")
-    (tmp_path / ".ci" / "wheels").write_text(
-        '[ "$1" = build ] && exit 0\necho "installing $3"; sleep 1\n'
-        '[ "$3" = b ] && { echo "b fails"; exit 1; }\necho "$3 ok"\n',
-        encoding="utf-8",
-    )
+    (tmp_path / ".ci" / "wheels").write_text(wheels, encoding="utf-8")
     (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "gpu_call_smoke.sh").write_text("exit 0\n", encoding="utf-8")
+    (tmp_path / "benchmarks" / "gpu_call_smoke.sh").write_text(gpu_smoke, encoding="utf-8")
     for name in ("a", "b", "c"):
         (tmp_path / "packages" / name).mkdir(parents=True)
         (tmp_path / "packages" / name / "pyproject.toml").write_text(
@@ -189,14 +183,28 @@ def test_the_package_suites_run_two_at_a_time_and_a_failed_one_fails_the_run(tmp
         )
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "uv").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    (tools / "uv").write_text(uv, encoding="utf-8")
     (tools / "uv").chmod(0o755)
-    done = subprocess.run(
+    return subprocess.run(
         ["bash", str(tmp_path / ".ci" / "test")],
-        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "STS_SKIP_WHEELS": "0"},
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", **environment},
         capture_output=True,
         text=True,
         check=False,
+    )
+
+
+def test_the_package_suites_run_two_at_a_time_and_a_failed_one_fails_the_run(tmp_path) -> None:
+    """.ci/test's installed-package suites run in the background, two at a time: each
+    suite's output is shown whole in the packages' order, and one that fails is named and
+    fails the run (a stand-in for uv and .ci/wheels; the other suites pass)."""
+    done = run_stand_in_ci(
+        tmp_path,
+        wheels='[ "$1" = build ] && exit 0\necho "installing $3"; sleep 1\n'
+        '[ "$3" = b ] && { echo "b fails"; exit 1; }\necho "$3 ok"\n',
+        gpu_smoke="exit 0\n",
+        uv="#!/bin/sh\nexit 0\n",
+        environment={"STS_SKIP_WHEELS": "0"},
     )
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
@@ -204,3 +212,60 @@ def test_the_package_suites_run_two_at_a_time_and_a_failed_one_fails_the_run(tmp
     assert "::: failed: sts-a" not in out and "::: failed: sts-c" not in out
     order = [out.index(f"installing {name}") for name in ("a", "b", "c")]
     assert order == sorted(order) and out.index("b fails") < out.index("installing c")
+
+
+def test_the_gpu_smoke_runs_beside_the_core_suite_and_its_failure_fails_the_run(
+    tmp_path,
+) -> None:
+    """With the benchmark data, the GPU call's smoke run starts in the background before
+    the core suite, on one torch thread, and runs while it runs (the stand-in core suite
+    waits for the smoke's start); its output is shown whole after the core suite's, the
+    cross-package suite reads its reports, and its failure is named and fails the run."""
+    started = tmp_path / "smoke-started"
+    done = run_stand_in_ci(
+        tmp_path,
+        wheels="exit 0\n",
+        gpu_smoke=f'touch {started}; echo "smoke on $OMP_NUM_THREADS thread"; sleep 1\n'
+        'echo "smoke ends"; exit 1\n',
+        uv="#!/bin/sh\n"
+        'case "$*" in\n'
+        f"  *shared/tests*) for i in $(seq 100); do [ -f {started} ] && break; sleep 0.1; done\n"
+        f'    [ -f {started} ] && echo "core ran beside the smoke";;\n'
+        '  *"-m not launch"*) echo "cross reads ${STS_GPU_CHECK_DIR:-no reports}";;\n'
+        "esac\nexit 0\n",
+        environment={"STS_SKIP_WHEELS": "0", "STS_DATA_DIR": str(tmp_path)},
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "core ran beside the smoke" in out
+    assert out.index("::: sts-core (shared/tests): exit 0") < out.index("smoke on 1 thread")
+    assert out.index("smoke ends") < out.index("::: tests: cross-package")
+    assert re.search(r"cross reads \S+/gpu-check\n", out)
+    assert "::: failed: the GPU call in CPU smoke mode (the GPU machine's versions)" in out
+    assert out.count("::: failed:") == 1
+
+
+def test_the_launches_run_beside_the_package_suites_and_their_failure_fails_the_run(
+    tmp_path,
+) -> None:
+    """The launch suite starts after the cross-package suite and shares the two slots with
+    the installed-package suites (the stand-in launches wait for the first package's
+    start); its output comes first when all have ended, and its failure is named."""
+    started = tmp_path / "a-started"
+    done = run_stand_in_ci(
+        tmp_path,
+        wheels=f'[ "$1" = build ] && exit 0\n[ "$3" = a ] && touch {started}\necho "$3 ok"\n',
+        gpu_smoke="exit 0\n",
+        uv="#!/bin/sh\n"
+        'case "$*" in\n'
+        f"  *'-m launch'*) for i in $(seq 100); do [ -f {started} ] && break; sleep 0.1; done\n"
+        f'    [ -f {started} ] && echo "launches ran beside a"; exit 1;;\n'
+        "esac\nexit 0\n",
+        environment={"STS_SKIP_WHEELS": "0"},
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "launches ran beside a" in out
+    assert out.index("launches ran beside a") < out.index("a ok") < out.index("c ok")
+    assert "::: failed: cross-package launches (tests -m launch, one at a time)" in out
+    assert out.count("::: failed:") == 1
