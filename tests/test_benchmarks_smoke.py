@@ -93,9 +93,30 @@ def test_train_benchmark_counts_the_last_partial_batch(steps: int, expected: int
 
 
 @pytest.fixture
-def benchmark_env(sts_data_dir: Path, minilm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def benchmark_env(
+    sts_data_dir: Path, benchmark_minilm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STS_DATA_DIR", str(sts_data_dir))
-    monkeypatch.setenv("STS_MODELS_DIR", str(minilm_dir.parent))
+    monkeypatch.setenv("STS_MODELS_DIR", str(benchmark_minilm_dir.parent))
+
+
+@pytest.fixture(scope="session")
+def benchmark_minilm_dir(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The all-MiniLM-L6-v2 the benchmark scripts train and score in these tests. In smoke
+    mode its first two of six layers (``first_layers_copy``: the same tokenizer, pooling
+    and maximum length, so every row, table and identity the tests check, at about half
+    the time), in a models folder of its own under the model's name, so the scripts'
+    defaults find it, beside links to the other real models; in quick mode the whole
+    model. (The GPU call's smoke run, whose reports the speed tests read, keeps it whole.)"""
+    if MODE != "smoke":
+        return minilm_dir
+    from sts_core.testing import first_layers_copy
+
+    models = tmp_path_factory.mktemp("smoke-models")
+    for other in minilm_dir.parent.iterdir():
+        if other.name != minilm_dir.name:
+            (models / other.name).symlink_to(other)
+    return first_layers_copy(minilm_dir, models / minilm_dir.name, layers=2)
 
 
 @pytest.fixture(scope="module")
@@ -333,7 +354,9 @@ def scipy_sts_scores(model: Path, data_dir: Path, eval_pairs: int) -> dict[str, 
 
 
 @needs_benchmark_data
-def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: Path) -> None:
+def test_quality_benchmark_runs(
+    tmp_path: Path, sts_data_dir: Path, benchmark_minilm_dir: Path
+) -> None:
     from sts_core.data import load_filtered_stsb_sick
 
     result = run_benchmark("quality", tmp_path)
@@ -360,7 +383,7 @@ def test_quality_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: 
     assert rows["base"]["pooling"] == "mean"
     (base,) = rows["base"]["seeds"].values()
     eval_pairs = result["settings"]["eval_pairs"]
-    expected = scipy_sts_scores(minilm_dir, sts_data_dir, eval_pairs)
+    expected = scipy_sts_scores(benchmark_minilm_dir, sts_data_dir, eval_pairs)
     for key, value in expected.items():
         assert base[key] == pytest.approx(value, abs=1e-4), key
     # --render rebuilds the markdown and chart from the JSON alone
@@ -421,7 +444,9 @@ def test_recipes_benchmark_runs_a_recipe_in_variants(
 
 
 @needs_benchmark_data
-def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_dir: Path) -> None:
+def test_pair_tasks_benchmark_runs(
+    tmp_path: Path, sts_data_dir: Path, benchmark_minilm_dir: Path
+) -> None:
     """``pair_tasks.py --smoke`` on MRPC (classification) and WikiQA (ranking): a complete
     table, each summary the mean of its seeds, and the untrained model's scores recomputed
     here from the model, the data and the metric functions."""
@@ -444,7 +469,7 @@ def test_pair_tasks_benchmark_runs(tmp_path: Path, sts_data_dir: Path, minilm_di
     for row in rows.values():
         for key, (mean, _) in row["summary"].items():
             assert mean == pytest.approx(statistics.fmean(s[key] for s in row["seeds"].values()))
-    encoder = SentenceEncoder.from_pretrained(minilm_dir)
+    encoder = SentenceEncoder.from_pretrained(benchmark_minilm_dir)
     limit = result["settings"]["test_pairs"]
 
     def cosines(data):

@@ -612,3 +612,36 @@ def test_no_split_modules_are_the_backbones_for_fsdp_wrapping(
         encoder = _load(folder)
         assert encoder._no_split_modules == sorted(encoder.backbone._no_split_modules)
         assert layer in encoder._no_split_modules
+
+
+def test_a_first_layers_copy_runs_the_first_layers_of_the_model(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """``first_layers_copy`` (the benchmark smoke tests' cut MiniLM): the copy's hidden
+    states are the source's after its first layers, its other files copied as they are;
+    a number of layers the model does not have is refused."""
+    import shutil
+
+    from transformers import AutoModel, AutoTokenizer
+
+    from sts_core.testing import first_layers_copy
+
+    source_dir = shutil.copytree(tiny_bert_nodropout_dir, tmp_path / "source")
+    (source_dir / "1_Pooling").mkdir()  # a module's own config.json is copied too
+    (source_dir / "1_Pooling" / "config.json").write_text('{"mode": "mean"}')
+    copy = first_layers_copy(source_dir, tmp_path / "cut", layers=1)
+    assert (copy / "1_Pooling" / "config.json").read_text() == '{"mode": "mean"}'
+    assert json.loads((copy / "config.json").read_text("utf-8"))["num_hidden_layers"] == 1
+    assert (copy / "tokenizer.json").read_bytes() == (
+        tiny_bert_nodropout_dir / "tokenizer.json"
+    ).read_bytes()
+    tokenizer = AutoTokenizer.from_pretrained(copy)
+    batch = tokenizer(SENTENCES[:3], padding=True, return_tensors="pt")
+    source = AutoModel.from_pretrained(tiny_bert_nodropout_dir).eval()
+    with torch.no_grad():
+        expected = source(**batch, output_hidden_states=True).hidden_states[1]
+        cut = AutoModel.from_pretrained(copy).eval()(**batch).last_hidden_state
+    torch.testing.assert_close(cut, expected)
+    for layers in (0, 3):
+        with pytest.raises(ValueError, match=f"{layers} layers asked of 2"):
+            first_layers_copy(tiny_bert_nodropout_dir, tmp_path / f"cut{layers}", layers)

@@ -128,6 +128,34 @@ def _tiny_bert_parts(folder: Path, **settings: Any) -> tuple[Any, Any]:
     return tokenizer, config
 
 
+def first_layers_copy(model_dir: str | Path, folder: str | Path, layers: int) -> Path:
+    """A copy of the encoder folder ``model_dir`` (a BERT-like model saved with its
+    tokenizer, and sentence-transformers' files if it has them) in ``folder``, keeping only
+    its first ``layers`` transformer layers: the same tokenizer, embeddings, pooling and
+    maximum length at a fraction of the cost (smoke runs whose checks do not depend on
+    the model's depth)."""
+    import shutil
+
+    from transformers import AutoModel
+
+    model_dir, folder = Path(model_dir), Path(folder)
+    model = AutoModel.from_pretrained(model_dir)
+    encoder_layers = model.encoder.layer
+    if not 0 < layers <= len(encoder_layers):
+        raise ValueError(f"{model_dir}: {layers} layers asked of {len(encoder_layers)}")
+    weights = shutil.ignore_patterns("*.safetensors", "*.bin")
+
+    def ignored(directory: str, names: list[str]) -> set[str]:  # the model's own config too
+        own = {"config.json"} if Path(directory) == model_dir else set()
+        return set(weights(directory, names)) | (own & set(names))
+
+    shutil.copytree(model_dir, folder, ignore=ignored)
+    model.encoder.layer = encoder_layers[:layers]
+    model.config.num_hidden_layers = layers
+    model.save_pretrained(folder)
+    return folder
+
+
 def make_tiny_cross_encoder(folder: str | Path, seed: int = 0, num_labels: int = 1) -> Path:
     """The tiny BERT as a sequence classifier (``BertForSequenceClassification``, one output
     by default: a cross-encoder as ``sts-cosent`` saves one), seeded, saved to ``folder``;
