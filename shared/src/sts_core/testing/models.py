@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import string
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,6 @@ def first_layers_copy(model_dir: str | Path, folder: str | Path, layers: int) ->
     its first ``layers`` transformer layers: the same tokenizer, embeddings, pooling and
     maximum length at a fraction of the cost (smoke runs whose checks do not depend on
     the model's depth)."""
-    import shutil
-
     from transformers import AutoModel
 
     model_dir, folder = Path(model_dir), Path(folder)
