@@ -71,12 +71,14 @@ def test_the_wheel_build_never_deletes_a_folder_it_did_not_fill(tmp_path) -> Non
 
 
 def ci_suites(script: str) -> list[str]:
-    """The command of each ``suite`` call of ``.ci/test``, in order, as the docs write it:
+    """The command of each ``suite`` (or ``background TAG``) call of ``.ci/test``, in
+    order, as the docs write it:
     ``DIST`` for ``"$dist"``, ``<m>`` for ``"$package"``, without ``"$@"`` and
     ``--durations``."""
     script = script.replace("\\\n", " ")
     name = r'"(?:\$\([^)]*\)|[^"])*"'  # a quoted name, a command substitution in it too
-    commands = re.findall(rf"^\s*suite {name} (.*)$", script, flags=re.M)
+    started = r"(?:\w+=\S+ +)*(?:suite|background +\S+)"  # here, or in the background
+    commands = re.findall(rf"^[ \t]*{started} +{name} +(.*)$", script, flags=re.M)
     readable = []
     for command in commands:
         command = re.sub(r'"\$dist([^"]*)"', r"DIST\1", command)
@@ -123,7 +125,8 @@ def test_the_suite_reader_finds_each_suite_and_an_order_that_differs() -> None:
     script = (
         'suite "core" uv run pytest shared/tests -n 2 "$@"\n'
         'if [ x ]; then\n  suite "build" bash .ci/wheels build "$dist"\n'
-        '  suite "smoke" \\\n    bash benchmarks/gpu_call_smoke.sh "$dist" "$dist/gpu-check"\nfi\n'
+        '  X=1 background smoke "smoke" \\\n'
+        '    bash benchmarks/gpu_call_smoke.sh "$dist" "$dist/gpu-check"\nfi\n'
         'suite "tests" \\\n  uv run pytest tests -m launch "$@" --durations=5\n'
         'suite "$(name "$package") installed" bash .ci/wheels install "$dist" "$package"\n'
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import shutil
 from importlib import metadata
 from pathlib import Path
 
@@ -620,8 +621,6 @@ def test_a_first_layers_copy_runs_the_first_layers_of_the_model(
     """``first_layers_copy`` (the benchmark smoke tests' cut MiniLM): the copy's hidden
     states are the source's after its first layers, its other files copied as they are;
     a number of layers the model does not have is refused."""
-    import shutil
-
     from transformers import AutoModel, AutoTokenizer
 
     from sts_core.testing import first_layers_copy
