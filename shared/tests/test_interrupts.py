@@ -130,36 +130,58 @@ def test_ctrl_c_in_sts_search_keeps_the_finished_cells(tmp_path: Path, capsys, m
     )
 
 
-def test_an_interrupted_scheduler_stops_its_workers_and_starts_no_more(tmp_path: Path) -> None:
-    from sts_core.search.schedule import Scheduler, Slot, _run_child
+class _Recorded(set):
+    """The scheduler's set of running workers, remembering every worker added to it."""
 
-    started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
+    def __init__(self) -> None:
+        super().__init__()
+        self.added: list = []
 
-    def recorded(*args, **kwargs):
-        process = real_popen(*args, **kwargs)
-        started.append(process)
-        return process
+    def add(self, process) -> None:
+        self.added.append(process)
+        super().add(process)
+
+
+def _ended(process) -> bool:
+    return (
+        process.poll() if isinstance(process, subprocess.Popen) else process.exitcode
+    ) is not None
+
+
+@pytest.mark.parametrize("start", ["fresh", "preloaded"])
+def test_an_interrupted_scheduler_stops_its_workers_and_starts_no_more(
+    start: str, tmp_path: Path, monkeypatch
+) -> None:
+    """Ctrl-C while a worker runs (or, preloaded, while the server that forks it starts):
+    the worker is stopped and the next one never starts."""
+    from sts_core.search import schedule
+    from sts_core.search.schedule import Scheduler, Slot
+
+    started = _Recorded()
+    monkeypatch.setattr(schedule, "_CHILDREN", started)
 
     def sleeper(slot: Slot) -> None:
+        if start == "preloaded":
+            schedule._run_preloaded(time.sleep, (60,))
+            return
         with open(tmp_path / "log.txt", "a") as log:
-            _run_child([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), log)
+            command = [sys.executable, "-c", "import time; time.sleep(60)"]
+            schedule._run_child(command, dict(os.environ), log)
 
-    scheduler = Scheduler([Slot(1)])
+    scheduler = Scheduler([Slot(1, start=start)])
     # Ctrl-C as in a terminal (KeyboardInterrupt), whatever handler an earlier test in this
     # process left (a library's launcher may install its own)
     earlier_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C in 2 s
-    subprocess.Popen, begun = recorded, time.monotonic()
+    begun = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             scheduler.run([("first", sleeper), ("second", sleeper)])
     finally:
-        subprocess.Popen = real_popen
         signal.signal(signal.SIGINT, earlier_handler)
     assert time.monotonic() - begun < 30
-    assert len(started) == 1  # the second item never started
-    assert started[0].poll() is not None  # the running worker was stopped
+    assert len(started.added) == 1  # the second item never started
+    assert _ended(started.added[0])  # the running worker was stopped
 
 
 def test_a_worker_ends_when_its_search_is_killed(tmp_path: Path) -> None:

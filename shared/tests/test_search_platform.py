@@ -6,10 +6,12 @@ imported on first use."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from sts_core.search import worker
@@ -50,3 +52,41 @@ def test_the_search_loads_no_sentence_transformers_until_a_peer_row_trains() -> 
     extras = project["project"]["optional-dependencies"]
     assert any(req.startswith("sentence-transformers") for req in extras["peers"])
     assert not any("sentence-transformers" in req for req in project["project"]["dependencies"])
+
+
+def test_a_cell_forked_from_the_preloaded_server_equals_one_in_a_fresh_interpreter(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``--worker-start preloaded`` (the default on Linux) forks each cell's process from a
+    server that imported the training path once; the cell it trains is the one a fresh
+    ``python -m sts_core.search.worker`` trains: the same dev score, steps and records."""
+    from sts_core.search import schedule
+    from sts_core.search.command import main as search
+
+    table = tmp_path / "pairs.csv"
+    rows = [f"a man plays {i},a dog runs {i},{i % 5}" for i in range(8)]
+    table.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+    def searched(start: str) -> tuple[dict, str]:
+        output = tmp_path / start
+        argv = ["--train", str(table), "--dev", str(table), "--model", str(tiny_bert_dir)]
+        argv += ["--methods", "core", "--max-steps", "2", "--batch-size", "4"]
+        argv += ["--score-range", "0", "5", "--output-dir", str(output), "--worker-start", start]
+        assert search(argv) == 0
+        results = json.loads((output / "results.json").read_text(encoding="utf-8"))
+        (log,) = output.glob("cells/*/log.txt")
+        return results["cells"][0], log.read_text(encoding="utf-8").splitlines()[0]
+
+    def not_this_start(*args: object) -> int:
+        raise AssertionError("the other start ran the worker")
+
+    run_child = schedule._run_child
+    monkeypatch.setattr(schedule, "_run_child", not_this_start)
+    preloaded, preloaded_log = searched("preloaded")
+    monkeypatch.setattr(schedule, "_run_child", run_child)
+    monkeypatch.setattr(schedule, "_run_preloaded", not_this_start)
+    fresh, fresh_log = searched("fresh")
+    assert preloaded_log.endswith("(preloaded)") and fresh_log.endswith("(fresh)")
+    assert preloaded["dev"] == pytest.approx(fresh["dev"], abs=1e-9)
+    assert preloaded["steps"] == fresh["steps"] == 2
+    assert preloaded["peak_rss_mib"] > 0 and fresh["peak_rss_mib"] > 0

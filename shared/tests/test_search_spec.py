@@ -88,6 +88,7 @@ def spec(tmp_path: Path, **changes) -> SearchSpec:
         ),
         ({"in_process": True, "devices": ["0"]}, "--in-process trains one cell at a time"),
         ({"retrain": "all"}, "--retrain is picks or best"),
+        ({"worker_start": "spawn"}, "--worker-start is preloaded or fresh, got 'spawn'"),
         ({"batch_size": 0}, "--batch-size needs a positive number"),
         ({"threads": 0}, "--threads needs a positive number"),
         ({"eval_pairs": 0}, "--eval-pairs needs a positive number"),

@@ -43,9 +43,11 @@ from sts_core.search.soups import SOUPS_FOLDER, make_soups
 from sts_core.search.spec import (
     LOCK_FILE,
     TASK_METRICS,
+    WORKER_STARTS,
     SearchError,
     SearchSpec,
     check_folder,
+    default_worker_start,
     fingerprint,
     folder_lock,
     grid_cells,
@@ -214,6 +216,14 @@ def make_parser() -> argparse.ArgumentParser:
         "start per cell; a cell's peak memory is then not measured)",
     )
     add(
+        "--worker-start",
+        choices=WORKER_STARTS,
+        default=default_worker_start(),
+        help="how each cell's own process starts: preloaded (default on Linux): forked from "
+        "a server that imported torch, transformers and the training path once; fresh "
+        "(default elsewhere): a new interpreter per cell",
+    )
+    add(
         "--soup",
         action="store_true",
         help="after the picks' seeds: each pick's soup, the uniform average of its seeds' "
@@ -295,6 +305,7 @@ def spec_from_arguments(args: argparse.Namespace) -> SearchSpec:
         eval_pairs=args.eval_pairs,
         in_process=args.in_process,
         soup=args.soup,
+        worker_start=args.worker_start,
     )
 
 
@@ -542,7 +553,14 @@ def run_search(spec: SearchSpec, log: Any = print) -> dict[str, Any]:
 def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     deadline = None if spec.time_limit is None else time.monotonic() + spec.time_limit
     scheduler = Scheduler(
-        slots(spec.jobs, spec.devices, threads=spec.threads, in_process=spec.in_process), deadline
+        slots(
+            spec.jobs,
+            spec.devices,
+            threads=spec.threads,
+            in_process=spec.in_process,
+            start=spec.worker_start,
+        ),
+        deadline,
     )
     root = spec.output_dir / CELLS_FOLDER
     base, scoring = spec.base_recipe(), scoring_of(spec)

@@ -1,6 +1,12 @@
 """Running cells: one worker process per cell, ``jobs`` at a time, each on its share of
 the CPU threads or on its own GPU; finished cells are never trained again.
 
+A worker starts ``preloaded`` (the default on Linux): forked from a server process that has
+imported torch, transformers and the training path once (:mod:`multiprocessing`'s
+``forkserver``), so a cell starts in a fraction of a second instead of an interpreter's
+start and imports (seconds on a small machine); or ``fresh``: ``python -m
+sts_core.search.worker`` per cell. Either way the cell has a process of its own.
+
 A cell is finished when its ``result.json`` exists (the worker writes it last), so a
 search killed at any point resumes where it stopped: the cells that were running start
 again from scratch in their own folders.
@@ -9,7 +15,10 @@ again from scratch in their own folders.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import multiprocessing
+import multiprocessing.context
 import os
 import subprocess
 import sys
@@ -36,7 +45,19 @@ from sts_core.search.cells import (
     cell_inputs,
     done_record,
 )
-from sts_core.search.worker import run_action
+from sts_core.search.worker import main as worker_main
+from sts_core.search.worker import run_action, use_slot_threads
+
+#: what the preloaded workers' server imports once: the modules every worker imports
+PRELOADED_MODULES = (
+    "torch",
+    "transformers",
+    "datasets",
+    "sts_core.training",
+    "sts_core.encoder",
+    "sts_core.evaluation",
+    "sts_core.search.worker",
+)
 
 
 class CellFailed(RuntimeError):
@@ -51,6 +72,8 @@ class Slot:
     device: str | None = None
     #: the worker's work done in the search's own process (``--in-process``)
     in_process: bool = False
+    #: how its worker process starts (:data:`~sts_core.search.spec.WORKER_STARTS`)
+    start: str = "fresh"
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -70,15 +93,17 @@ def slots(
     cpus: int | None = None,
     threads: int | None = None,
     in_process: bool = False,
+    start: str = "fresh",
 ) -> list[Slot]:
     """``jobs`` slots: on GPUs (``devices``), one device each (jobs ≤ devices); on the
     CPU, ``threads`` each, else the cores split evenly (at least one thread each); with
-    ``in_process`` one slot, the search's own process (SearchSpec checks jobs is 1)."""
+    ``in_process`` one slot, the search's own process (SearchSpec checks jobs is 1);
+    ``start``: how their workers start (:data:`~sts_core.search.spec.WORKER_STARTS`)."""
     cpus = cpus or os.cpu_count() or 1
     threads = threads or max(1, cpus // jobs)
     if devices:  # jobs <= len(devices): SearchSpec checks it
-        return [Slot(threads, device) for device in devices[:jobs]]
-    return [Slot(threads, in_process=in_process) for _ in range(jobs)]
+        return [Slot(threads, device, start=start) for device in devices[:jobs]]
+    return [Slot(threads, in_process=in_process, start=start) for _ in range(jobs)]
 
 
 def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, Any]) -> None:
@@ -100,17 +125,21 @@ def prepare(folder: Path, cell: Cell, base: dict[str, Any], scoring: dict[str, A
 
 
 def run_worker(verb: str, folder: Path, slot: Slot) -> None:
-    """``python -m sts_core.search.worker VERB FOLDER`` (or, on an in-process slot, the
-    worker's action called here) with its output in ``log.txt``; :class:`CellFailed` when
-    it fails."""
+    """``python -m sts_core.search.worker VERB FOLDER`` (a fresh process, or one forked
+    from the preloaded server, or on an in-process slot the worker's action called here)
+    with its output in ``log.txt``; :class:`CellFailed` when it fails."""
     command = [sys.executable, "-m", "sts_core.search.worker", verb, str(folder)]
     log_file = folder / LOG_FILE
     earlier = log_file.stat().st_size if log_file.exists() else 0
+    how = "in-process" if slot.in_process else slot.start
     with open(log_file, "a", encoding="utf-8") as log:
-        log.write(f"$ {' '.join(command)}{' (in-process)' if slot.in_process else ''}\n")
+        log.write(f"$ {' '.join(command)} ({how})\n")
         log.flush()
         if slot.in_process:
             status = _run_here(verb, folder, slot, log)
+        elif slot.start == "preloaded":
+            arguments = (verb, str(folder), slot.environment(), log.name)
+            status = _run_preloaded(_worker_in_child, arguments)
         else:
             status = _run_child(command, slot.environment(), log)
     if status != 0:
@@ -132,34 +161,93 @@ def _run_here(verb: str, folder: Path, slot: Slot, log: Any) -> int:
         return run_action(verb, folder, own_process=False)
 
 
-_CHILDREN: set[subprocess.Popen] = set()
+Child = subprocess.Popen | multiprocessing.process.BaseProcess
+_CHILDREN: set[Child] = set()
 _CHILDREN_LOCK = threading.Lock()
+#: set by :func:`stop_children`, cleared when a scheduler starts: a worker whose start was
+#: under way when the search was interrupted is stopped as soon as it is known
+_STOPPING = threading.Event()
+
+
+def _watched(process: Child) -> None:
+    """``process`` known to :func:`stop_children`; terminated at once if it came too late."""
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(process)
+        if _STOPPING.is_set():
+            process.terminate()
+
+
+def _forgotten(process: Child) -> None:
+    with _CHILDREN_LOCK:
+        _CHILDREN.discard(process)
 
 
 def _run_child(command: list[str], environment: dict[str, str], log: Any) -> int:
     """Run a worker, known to :func:`stop_children` while it runs; its exit status."""
     process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
-    with _CHILDREN_LOCK:
-        _CHILDREN.add(process)
+    _watched(process)
     try:
         return process.wait()
     finally:
-        with _CHILDREN_LOCK:
-            _CHILDREN.discard(process)
+        _forgotten(process)
+
+
+@functools.cache
+def _preloaded_server() -> multiprocessing.context.ForkServerContext:
+    """The forkserver context whose server imports :data:`PRELOADED_MODULES` once, when
+    its first worker starts; it ends with the search's process."""
+    context = multiprocessing.get_context("forkserver")
+    assert isinstance(context, multiprocessing.context.ForkServerContext)
+    context.set_forkserver_preload(list(PRELOADED_MODULES))
+    return context
+
+
+def _run_preloaded(target: Callable[..., Any], args: tuple[Any, ...]) -> int:
+    """``target(*args)`` in a process forked from the preloaded server, known to
+    :func:`stop_children` while it runs; its exit status (negative: the signal that
+    ended it, as :class:`subprocess.Popen` says)."""
+    process = _preloaded_server().Process(target=target, args=args)
+    process.start()
+    _watched(process)
+    try:
+        process.join()
+        return 1 if process.exitcode is None else process.exitcode
+    finally:
+        _forgotten(process)
+
+
+def _worker_in_child(verb: str, folder: str, environment: dict[str, str], log: str) -> None:
+    """The worker in a process forked from the preloaded server, as ``python -m
+    sts_core.search.worker VERB FOLDER`` runs: in the slot's environment, on its torch
+    threads (set here: the server's torch read OMP_NUM_THREADS when it was imported), its
+    output (file descriptors 1 and 2) appended to the cell's log."""
+    os.environ.clear()
+    os.environ.update(environment)
+    with open(log, "a", encoding="utf-8") as output:
+        os.dup2(output.fileno(), 1)
+        os.dup2(output.fileno(), 2)
+    use_slot_threads()
+    sys.exit(worker_main([verb, folder]))
 
 
 def stop_children(grace: float = 10.0) -> None:
-    """Terminate the workers still running (the search was interrupted), killing those
-    that have not ended after ``grace`` seconds."""
+    """Terminate the workers running or starting (the search was interrupted), killing
+    those that have not ended after ``grace`` seconds."""
     with _CHILDREN_LOCK:
+        _STOPPING.set()
         running = list(_CHILDREN)
     for process in running:
         process.terminate()
     for process in running:
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        if isinstance(process, subprocess.Popen):
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        else:
+            process.join(grace)
+            if process.exitcode is None:
+                process.kill()
 
 
 class Scheduler:
@@ -181,6 +269,7 @@ class Scheduler:
     def run(self, items: Sequence[tuple[str, Callable[[Slot], None]]]) -> None:
         """Run each ``(name, work)``: ``work(slot)`` on a free slot."""
         pool = ThreadPoolExecutor(max_workers=len(self.slots))
+        _STOPPING.clear()
         try:
             list(pool.map(self._one, items))
         except BaseException:  # Ctrl-C: no new item starts, the running ones are stopped

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,6 +46,16 @@ IDENTITY_FILE = "search.json"
 #: data folder, scored as the papers do (SentEval protocol, 'all' aggregation); the test
 #: score is their average
 STS_TASKS_TEST = "sts-tasks"
+
+#: how a cell's worker process starts (``--worker-start``; :mod:`sts_core.search.schedule`)
+WORKER_STARTS = ("preloaded", "fresh")
+
+
+def default_worker_start() -> str:
+    """``preloaded`` on Linux (workers forked from a server that imported the training path
+    once: ``multiprocessing``'s forkserver); ``fresh`` elsewhere (macOS and Windows: a new
+    interpreter per cell)."""
+    return "preloaded" if sys.platform.startswith("linux") else "fresh"
 
 
 @dataclass
@@ -79,6 +90,7 @@ class SearchSpec:
     eval_pairs: int | None = None
     in_process: bool = False
     soup: bool = False
+    worker_start: str = field(default_factory=default_worker_start)
 
     def __post_init__(self) -> None:
         """Every check of the search's own options, in one place."""
@@ -148,6 +160,10 @@ class SearchSpec:
             raise SearchError(f"--jobs needs a positive number, got {self.jobs}")
         if self.devices and self.jobs > len(self.devices):
             raise SearchError(f"--jobs {self.jobs} needs as many --devices, got {self.devices}")
+        if self.worker_start not in WORKER_STARTS:
+            raise SearchError(
+                f"--worker-start is {' or '.join(WORKER_STARTS)}, got {self.worker_start!r}"
+            )
         if self.in_process and (self.jobs > 1 or self.devices):
             raise SearchError(
                 "--in-process trains one cell at a time in the search's own process: it "
