@@ -18,7 +18,8 @@ TESTING = REPO / "docs" / "testing.md"
 def test_ci_run_runs_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "bash .ci/test" in readme
-    assert "\nbash .ci/test\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    run = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^bash \.ci/test( \|\| tests=\$\?)?$", run, re.MULTILINE)
 
 
 def test_ci_test_runs_each_suite_and_installs_each_package_from_the_wheels() -> None:
@@ -272,3 +273,35 @@ def test_the_launches_run_beside_the_package_suites_and_their_failure_fails_the_
     assert out.index("launches ran beside a") < out.index("a ok") < out.index("c ok")
     assert "::: failed: cross-package launches (tests -m launch, one at a time)" in out
     assert out.count("::: failed:") == 1
+
+
+def test_mypy_runs_beside_the_tests_and_its_failure_fails_the_run(tmp_path) -> None:
+    """.ci/run starts mypy in the background before the tests (the stand-in mypy waits for
+    the stand-in tests' start, so the two run at once); its output comes after the tests'
+    and its failure fails the run, as a failed test suite does."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    started = tmp_path / "tests-started"
+    (tmp_path / ".ci" / "test").write_text(f'touch {started}; echo "tests ran"\n', encoding="utf-8")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "uv").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f"  *mypy*) for i in $(seq 100); do [ -f {started} ] && break; sleep 0.1; done\n"
+        f'    [ -f {started} ] && echo "mypy ran beside the tests"; echo "mypy error"; exit 1;;\n'
+        "esac\nexit 0\n",
+        encoding="utf-8",
+    )
+    (tools / "uv").chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "run")],
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert out.index("tests ran") < out.index("mypy ran beside the tests") < out.index("mypy error")
+    assert "::: .ci/run failed (tests: exit 0, mypy: exit 1)" in out
