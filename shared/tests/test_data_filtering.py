@@ -79,6 +79,23 @@ def test_filter_hand_made_example(caplog):
     assert "test-overlap filter: kept 2 of 7" in caplog.text
 
 
+def test_pairs_whose_texts_hold_the_key_joining_character_are_matched_pair_by_pair():
+    """The filter matches pairs by Arrow over keys joining a pair's two texts with a NUL;
+    where a text holds a NUL, two different pairs could make one key, so those tables are
+    matched pair by pair: ("a\\0b", "c") is not the test pair ("a", "b\\0c")."""
+    test_sets = {"sts12": pairs(("a", "b\x00c", 1.0), ("x", "y", 2.0))}
+    train = pairs(("a\x00b", "c", 0.0), ("y", "x", 1.0), ("a", "b\x00c", 3.0))
+    kept, report = filter_test_overlap(train, test_sets)
+    assert kept["sentence1"] == ["a\x00b"]
+    assert report == FilterReport(kept=1, removed=2, removed_by_source={"sts12": 2})
+
+
+def test_the_filter_reads_a_selection_of_rows_in_its_order():
+    train = pairs(("a", "b", 0.0), ("c", "d", 1.0), ("e", "f", 2.0)).select([2, 1, 0])
+    kept, report = filter_test_overlap(train, {"sts12": pairs(("d", "c", 1.0))})
+    assert kept["sentence1"] == ["e", "a"] and report.removed_by_source == {"sts12": 1}
+
+
 def test_filter_nothing_to_remove():
     train = pairs(("a", "b", 1.0))
     kept, report = filter_test_overlap(train, {"sts12": pairs(("a", "c", 1.0))})

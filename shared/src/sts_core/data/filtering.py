@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Dataset, Features, Value, concatenate_datasets
 
 from sts_core.names import STS_TASKS
@@ -89,23 +91,47 @@ def filter_test_overlap(
     """Drop training pairs that occur, in either order, in any of ``test_sets``.
 
     Returns:
-        the kept rows (order preserved) and a :class:`FilterReport` (logged with ``log``).
+        the kept rows (order preserved; ``train`` itself when none is dropped) and a
+        :class:`FilterReport` (logged with ``log``).
     """
     index = _test_pair_index(test_sets)
+    found = _rows_found(train, index)
     by_source = dict.fromkeys(test_sets, 0)
-    keep: list[int] = []
-    pairs = zip(column_list(train, "sentence1"), column_list(train, "sentence2"), strict=True)
-    for row, pair in enumerate(pairs):
-        sources = index.get(pair)
-        if sources is None:
-            keep.append(row)
-            continue
-        for name in sources:
-            by_source[name] += 1
-    report = FilterReport(len(keep), len(train) - len(keep), by_source)
+    if len(found):
+        matched = train.select(found)
+        firsts, seconds = column_list(matched, "sentence1"), column_list(matched, "sentence2")
+        pairs = zip(firsts, seconds, strict=True)
+        for pair in pairs:
+            for name in index[pair]:
+                by_source[name] += 1
+    report = FilterReport(len(train) - len(found), len(found), by_source)
     if log:
         logger.info("test-overlap filter: %s", report)
-    return train.select(keep), report
+    if not len(found):
+        return train, report
+    return train.select(np.setdiff1d(np.arange(len(train)), found)), report
+
+
+#: what joins a pair's two texts into one key (a text holding it is matched in Python)
+_KEY_JOIN = "\x00"
+
+
+def _rows_found(train: Dataset, index: Mapping[Pair, Any]) -> np.ndarray:
+    """The rows of ``train`` whose ``(sentence1, sentence2)`` is a key of ``index``, in
+    order: matched by Arrow over keys that join a pair's texts (a million rows in a
+    second), or, where a text holds the joining character, pair by pair in Python."""
+    table = train.select_columns(["sentence1", "sentence2"]).with_format("arrow")[:]
+    first, second = table.column("sentence1"), table.column("sentence2")
+    joined = any(_KEY_JOIN in text for pair in index for text in pair) or any(
+        pc.any(pc.match_substring(texts, _KEY_JOIN)).as_py() for texts in (first, second)
+    )
+    if joined:
+        pairs = zip(first.to_pylist(), second.to_pylist(), strict=True)
+        return np.array([row for row, pair in enumerate(pairs) if pair in index], dtype=np.int64)
+    keys = pc.binary_join_element_wise(first, second, _KEY_JOIN)
+    known = pa.array([_KEY_JOIN.join(pair) for pair in index], type=pa.string())
+    mask = pc.is_in(keys, value_set=known)
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
 
 
 def load_test_sets(

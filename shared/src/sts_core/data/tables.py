@@ -65,6 +65,7 @@ from ._io import (
     skip_note,
     to_dataset,
 )
+from .arrow_checks import STRING_TYPES, column_dtype, vectorised_table
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
 from .nli import NLI_LABELS, NLI_SCORES, nli_class
 
@@ -414,6 +415,29 @@ def normalise_table(
     found = find_columns(
         table.column_names, columns, source, reading, lambda names: number_columns(table, names)
     )
+    if not _holds_nli_classes(table, found, source, reading):
+        checked = vectorised_table(
+            table,
+            found,
+            source,
+            score_range,
+            lambda out: _note_nli_like(out, found, source, reading),
+        )
+        if checked is not None:
+            return checked
+    return read_row_by_row(table, found, source, score_range, reading)
+
+
+def read_row_by_row(
+    table: Dataset,
+    found: Mapping[str, str],
+    source: str | PathLike,
+    score_range: ScoreRange | None,
+    reading: TableReading,
+) -> Dataset:
+    """:func:`normalise_table`'s reading of each value in Python: the tables the Arrow
+    checks (:mod:`~sts_core.data.arrow_checks`) do not cover, and those with a bad value,
+    which it names (source, row, column)."""
     out: dict[str, list[Any]] = {}
     for column in TEXT_COLUMNS:
         if column in found:
@@ -444,19 +468,10 @@ def _holds_numbers(table: Dataset, name: str) -> bool:
     kind = values.type
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return True
-    if _dtype(table, name) in STRING_TYPES:
+    if column_dtype(table, name) in STRING_TYPES:
         matched = pc.match_substring_regex(pc.utf8_trim_whitespace(values), NUMBER_PATTERN)
         return values.null_count == 0 and bool(pc.all(matched).as_py())
     return all(_is_number_value(value) for value in table[name])  # e.g. JSON values, decoded
-
-
-#: the ``datasets`` types of text columns
-STRING_TYPES = ("string", "large_string")
-
-
-def _dtype(table: Dataset, name: str) -> str | None:
-    """A column's ``datasets`` type (``string``, ``int64``…; None for a ``Json`` column)."""
-    return getattr(table.features[name], "dtype", None)
 
 
 def _is_number_value(value: object) -> bool:
@@ -499,7 +514,7 @@ def _holds_nli_classes(
     names = getattr(table.features[column], "names", None)
     if reading.nli or (names and {name.lower() for name in names} <= set(NLI_LABELS)):
         return True
-    if _dtype(table, column) not in STRING_TYPES:
+    if column_dtype(table, column) not in STRING_TYPES:
         return False
     return any(str(value).strip().lower() in NLI_LABELS for value in table.unique(column))
 
