@@ -203,3 +203,22 @@ def test_column_list_reads_a_column_in_order_through_a_selection() -> None:
     assert column_list(picked, "s") == ["s7", "s2", "s2", "s9"]
     assert column_list(picked, "x") == [3.5, 1.0, 1.0, 4.5]
     assert column_list({"s": ["a", "b"]}, "s") == ["a", "b"]
+
+
+def test_column_array_reads_numbers_as_column_list_does_through_a_selection() -> None:
+    """The numbers of a column as float64, read from Arrow: the same values, in the same
+    order, as the list (a selection's order; ints; a missing value as nan)."""
+    import numpy as np
+    from datasets import Dataset
+
+    from sts_core.data.columns import column_array, column_list
+
+    data = Dataset.from_dict({"score": [0.5, None, 2.25, 4.0], "label": [3, 1, 2, 0]})
+    selected = data.select([3, 0, 2, 1])
+    for dataset in (data, selected, {"score": [0.5, None], "label": [1, 2]}):
+        for name in ("score", "label"):
+            array = column_array(dataset, name)
+            expected = np.asarray(column_list(dataset, name), dtype=np.float64)
+            assert array.dtype == np.float64
+            np.testing.assert_array_equal(array, expected)
+    assert column_array(selected, "label").tolist() == [0.0, 3.0, 2.0, 1.0]

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sts_core.data.columns import column_list
+from sts_core.data.columns import column_array
 from sts_core.extras import require
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def positive_rows(pairs: Dataset, threshold: float | None) -> tuple[np.ndarray, 
                 "it (every pair is a positive): leave it out, or name the score column"
             )
         return np.arange(len(pairs)), None
-    scores = np.asarray(column_list(pairs, "score"), dtype=np.float64)
+    scores = column_array(pairs, "score")
     chosen = float(scores.max()) if threshold is None else threshold
     kept = np.flatnonzero(scores >= chosen)
     if not len(kept):

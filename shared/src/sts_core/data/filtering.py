@@ -21,7 +21,7 @@ from datasets import Dataset, Features, Value, concatenate_datasets
 from sts_core.names import STS_TASKS
 
 from ._io import PathLike, score_range_problem
-from .columns import column_list
+from .columns import column_array, column_list
 from .errors import DataConfigError, DataFormatError
 from .named_sets import DEFAULT_VARIANT, load_named
 
@@ -154,7 +154,7 @@ def rescale_scores(
     (lo, hi), (new_lo, new_hi) = source_range, target_range
     if hi <= lo:
         raise ValueError(f"source range {source_range} is empty")
-    scores = np.asarray(column_list(ds, "score"), dtype=np.float64)
+    scores = column_array(ds, "score")
     outside = (scores < lo) | (scores > hi)
     if outside.any():
         first = int(np.argmax(outside))
@@ -176,7 +176,7 @@ def check_score_range(ds: Dataset, score_range: tuple[float, float], source: str
             f"score_range: {source} has no score column to rescale (it has "
             f"{', '.join(ds.column_names)})"
         )
-    problem = score_range_problem(column_list(ds, "score"), score_range, "score")
+    problem = score_range_problem(column_array(ds, "score"), score_range, "score")
     if problem:
         raise DataFormatError(source, problem)
 
@@ -233,7 +233,7 @@ def map_labels(
             f"(it has {', '.join(ds.column_names)})"
         )
     resolved = resolve_label_mapping(mapping, column)
-    values = np.asarray(column_list(ds, column), dtype=np.float64)
+    values = column_array(ds, column)
     unmapped = sorted(set(values.tolist()) - set(resolved))
     if unmapped:
         counts = ", ".join(f"{v:g} ({int((values == v).sum())} rows)" for v in unmapped[:5])

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sts_core.data.columns import column_list
+from sts_core.data.columns import column_array, column_list
 from sts_core.evaluation.metrics import pearson, spearman
 
 #: ``scorer(model, sentences1, sentences2, batch_size)`` → float array of one score per pair
@@ -57,7 +57,7 @@ def check_scored_pairs(dataset: Any, name: str, source: str | os.PathLike | None
     missing = [c for c in ("sentence1", "sentence2", "score") if c not in (columns or ())]
     if missing:
         raise DataContentError(name, f"no column(s) {missing}; found {list(columns or ())}", source)
-    gold = np.asarray(column_list(dataset, "score"), dtype=np.float64)
+    gold = column_array(dataset, "score")
     if len(gold) < 2:
         problem = f"{len(gold)} scored pair(s); a correlation needs at least 2"
         raise DataContentError(name, problem, source)
@@ -223,7 +223,7 @@ class PairEvaluator:
         self.batch_size = batch_size
         self.sentences1 = column_list(dataset, "sentence1")
         self.sentences2 = column_list(dataset, "sentence2")
-        self.gold = np.asarray(column_list(dataset, "score"), dtype=np.float64)
+        self.gold = column_array(dataset, "score")
 
     @property
     def primary_metric(self) -> str:

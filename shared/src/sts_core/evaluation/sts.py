@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sts_core.command_files import write_json, write_text
-from sts_core.data.columns import column_list
+from sts_core.data.columns import column_array, column_list
 from sts_core.evaluation.metrics import pearson, spearman
 from sts_core.evaluation.pairs import (
     check_scored_pairs,
@@ -380,7 +380,7 @@ class STSEvaluator:
         predicted = cosine_scores(
             *encode_each_sentence_once(encode_fn, sentences1, sentences2, task)
         )
-        gold = np.asarray(column_list(data, "score"), dtype=np.float64)
+        gold = column_array(data, "score")
         keep_subsets = self.protocol == "senteval" and "subset" in data.column_names
         spearman_, pearson_, parts = score_subsets(
             gold, predicted, column_list(data, "subset") if keep_subsets else None

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sts_core.data.columns import column_list
+from sts_core.data.columns import column_array, column_list
 
 #: the recipe keys of the teacher that the peer's rows take too (``--set`` / ``--grid``)
 TEACHER_KEYS = ("teacher_model", "teacher_weight", "teacher_neighbours")
@@ -95,7 +95,7 @@ def relabelled_pairs(
     else:
         pairs = list(zip(left, right, strict=True))
         scores = np.asarray(cross_encoder.predict(pairs, batch_size=batch_size), np.float64)
-    gold = np.asarray(column_list(data, label_column), dtype=np.float64)
+    gold = column_array(data, label_column)
     relabelled = data.remove_columns(label_column).add_column(
         label_column, (weight * scores + (1 - weight) * gold).tolist()
     )

@@ -24,6 +24,7 @@ from sts_core.data import (
     split_reference,
 )
 from sts_core.data import load_reference as _load_reference
+from sts_core.data.columns import column_array
 from sts_core.data.references import IN_MEMORY
 from sts_core.data.tables import scored_reading
 from sts_core.method import check_dataset_for_loss, loss_label_column
@@ -170,7 +171,7 @@ def build_train_dataset(
         )
         train = train.shuffle(seed=seed).select(range(data_args.max_train_samples))
     if data_args.label_mapping:  # counted on what trains (after max_train_samples)
-        counts = value_counts(train[label_column])
+        counts = value_counts(column_array(train, label_column))
         summary["label_mapping"] = {"column": label_column, "rows_per_value": counts}
         logger.info("label_mapping on %s: rows per new value %s", label_column, counts)
     summary["train_pairs"] = len(train)
@@ -247,7 +248,7 @@ def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, An
     return counted
 
 
-def value_counts(values: list[float]) -> dict[str, int]:
+def value_counts(values: Sequence[float] | np.ndarray) -> dict[str, int]:
     """``{"<value>": rows}`` in increasing order of value."""
     array = np.asarray(values, dtype=np.float64)
     return {f"{value:g}": int((array == value).sum()) for value in np.unique(array)}
@@ -406,7 +407,7 @@ def _prepare_set(
     label_mapping = _label_mapping(data_args)
     if label_mapping and reads_labels:
         dataset, _ = map_labels(dataset, label_column, label_mapping)
-        info["label_mapping"] = value_counts(dataset[label_column])
+        info["label_mapping"] = value_counts(column_array(dataset, label_column))
     if data_args.score_range and scored:
         dataset = rescale_scores(dataset, _score_range(data_args.score_range))
     limit = data_args.max_train_samples

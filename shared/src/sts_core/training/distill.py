@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sts_core.data.columns import column_array
+
 if TYPE_CHECKING:
     from sts_core.losses import EmbeddingLoss
     from sts_core.training.config import BaseConfig
@@ -113,7 +115,7 @@ def check_teacher_data(dataset: Any, label_column: str, weight: float) -> None:
             f"teacher_weight {weight} < 1 mixes the teacher's scores with the labels, but the "
             f"training set has no label column {label_column!r}: use teacher_weight 1"
         )
-    labels = np.asarray(dataset[label_column], dtype=float)
+    labels = column_array(dataset, label_column)
     outside, found = off_cosine_scale(labels)
     if outside:
         raise ValueError(
@@ -292,7 +294,7 @@ def apply_teacher(
         "teacher_mean": round(float(similarities.mean()), 4),
     }
     if label_column in dataset.column_names:
-        gold = np.asarray(dataset[label_column], dtype=np.float64)
+        gold = column_array(dataset, label_column)
         agreement = spearmanr(similarities, gold).statistic if len(gold) > 1 else math.nan
         summary["teacher_spearman_with_labels"] = round(float(agreement) * 100, 2)
         targets = weight * similarities + (1 - weight) * gold
