@@ -244,6 +244,14 @@ TESTS: list[tuple[str, list[str]]] = [
         (module, [*tests, "packages/{pkg}/tests/test_train_main.py", *_PACKAGE_VALUES])
         for module, tests in PACKAGE_MODULES.items()
     ),
+    (
+        "shared/src/sts_core/data/arrow_checks.py",
+        [
+            "shared/tests/test_arrow_checks.py",
+            "shared/tests/test_data_tables.py",
+            "shared/tests/test_table_labels.py",
+        ],
+    ),
 ]
 
 #: Tests that cannot pass inside mutmut's copy of a member (``<member>/mutants/``) -> why.
