@@ -69,6 +69,7 @@ def test_the_arrow_checks_read_a_good_table_as_the_row_reading_does(name: str) -
     fast, rows = both_readings(GOOD[name], score_range=(-1.0, 5.0))
     assert fast is not None, "the Arrow checks left a good table to the row reading"
     assert fast.features == rows.features
+    assert fast.info.description == rows.info.description == ""
     assert fast.to_dict() == rows.to_dict()
     assert normalise_table(GOOD[name], "t.csv").to_dict() == rows.to_dict()
 
@@ -85,6 +86,10 @@ BAD = {
     "an overflowing number": (strings({**TEXTS, "score": ["1e999", "2", "3"]}), 1),
     "a missing number": (strings({**TEXTS, "score": ["1", "", "3"]}), 2),
     "a NaN float": (Dataset.from_dict({**TEXTS, "score": [1.0, float("nan"), 3.0]}), 2),
+    "a missing label beside the score": (
+        Dataset.from_dict({**TEXTS, "score": [0.1, 0.2, 0.3], "label": [0, None, 1]}),
+        2,
+    ),
     "a label beside the score that is no integer": (
         Dataset.from_dict({**TEXTS, "score": [0.1, 0.2, 0.3], "label": [0, 1.5, 1]}),
         2,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasets import Dataset, DatasetInfo, Features, Value
+from datasets import Dataset, Features, Value
 
 from ._io import COLUMN_TYPES, PathLike, ScoreRange, score_range_problem
 from .errors import DataFormatError
@@ -62,7 +62,7 @@ def vectorised_table(
         problem = score_range_problem(columns["score"].to_numpy(), score_range, name)
         if problem:
             raise DataFormatError(source, problem)
-    if "label" in columns and "score" not in found:
+    if "label" in columns:  # the note itself says nothing where a score column was found
         note({"label": pc.unique(columns["label"]).to_pylist()})
     return _dataset(columns)
 
@@ -102,8 +102,9 @@ def _labels(table: Dataset, found: Mapping[str, str]) -> dict[str, pa.ChunkedArr
         if "label" not in found:
             return {"score": scores}
         labels = _numbers(table, found["label"])
-        if labels is None or not _integral(labels):
+        if labels is None:
             return None
+        # a label that is no integer: the safe cast refuses it (ArrowInvalid → the row reading)
         return {"score": scores, "label": labels.cast(pa.int64())}
     if "label" in found:
         scores = _numbers(table, found["label"])
@@ -142,7 +143,9 @@ def _stripped(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _integral(numbers: pa.ChunkedArray) -> bool:
-    return bool(pc.all(pc.equal(pc.floor(numbers), numbers)).as_py()) if len(numbers) else True
+    """Whether every number is an integer (a table has rows: normalise_table refuses one
+    without)."""
+    return bool(pc.all(pc.equal(pc.floor(numbers), numbers)).as_py())
 
 
 def column_dtype(table: Dataset, name: str) -> str | None:
@@ -154,5 +157,4 @@ def _dataset(columns: Mapping[str, pa.ChunkedArray]) -> Dataset:
     """The columns as a Dataset with the project's types (``score`` float64, ids int64,
     texts string), as :func:`~sts_core.data._io.to_dataset` types them."""
     features = Features({name: Value(COLUMN_TYPES.get(name, "string")) for name in columns})
-    arrow = pa.table(dict(columns)).cast(features.arrow_schema)
-    return Dataset(arrow, info=DatasetInfo(description="", features=features))
+    return Dataset(pa.table(dict(columns)).cast(features.arrow_schema))
