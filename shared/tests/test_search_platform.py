@@ -90,3 +90,31 @@ def test_a_cell_forked_from_the_preloaded_server_equals_one_in_a_fresh_interpret
     assert preloaded["dev"] == pytest.approx(fresh["dev"], abs=1e-9)
     assert preloaded["steps"] == fresh["steps"] == 2
     assert preloaded["peak_rss_mib"] > 0 and fresh["peak_rss_mib"] > 0
+
+
+def test_a_worker_runs_every_action_on_its_slots_torch_threads(monkeypatch, tmp_path) -> None:
+    """A worker's ``main`` (a fresh process's, and a preloaded one's, whose torch read
+    OMP_NUM_THREADS before the slot was known) sets the slot's threads for each action."""
+    import torch
+
+    seen: dict[str, int] = {}
+
+    def recorded(verb: str):
+        def action(folder) -> int:
+            seen[verb] = torch.get_num_threads()
+            return 0
+
+        return action
+
+    for verb in worker.ACTIONS:
+        monkeypatch.setitem(worker.ACTIONS, verb, recorded(verb))
+    monkeypatch.setattr(worker, "end_with_parent", lambda *args: None)
+    monkeypatch.setenv("STS_SEARCH_THREADS", "1")
+    before = torch.get_num_threads()
+    try:
+        for verb in worker.ACTIONS:
+            torch.set_num_threads(2)
+            assert worker.main([verb, str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert seen == {"train": 1, "score": 1, "soup": 1}

@@ -46,7 +46,7 @@ from sts_core.search.cells import (
     done_record,
 )
 from sts_core.search.worker import main as worker_main
-from sts_core.search.worker import run_action, use_slot_threads
+from sts_core.search.worker import run_action
 
 #: what the preloaded workers' server imports once: the modules every worker imports
 PRELOADED_MODULES = (
@@ -218,15 +218,14 @@ def _run_preloaded(target: Callable[..., Any], args: tuple[Any, ...]) -> int:
 
 def _worker_in_child(verb: str, folder: str, environment: dict[str, str], log: str) -> None:
     """The worker in a process forked from the preloaded server, as ``python -m
-    sts_core.search.worker VERB FOLDER`` runs: in the slot's environment, on its torch
-    threads (set here: the server's torch read OMP_NUM_THREADS when it was imported), its
-    output (file descriptors 1 and 2) appended to the cell's log."""
+    sts_core.search.worker VERB FOLDER`` runs (its ``main`` sets the slot's torch threads:
+    the server's torch read OMP_NUM_THREADS when it was imported): in the slot's
+    environment, its output (file descriptors 1 and 2) appended to the cell's log."""
     os.environ.clear()
     os.environ.update(environment)
     with open(log, "a", encoding="utf-8") as output:
         os.dup2(output.fileno(), 1)
         os.dup2(output.fileno(), 2)
-    use_slot_threads()
     sys.exit(worker_main([verb, folder]))
 
 

@@ -160,7 +160,6 @@ def train(folder: Path) -> int:
     if cell is None:
         print(f"error: {folder / CELL_FILE} not found", file=sys.stderr)
         return 2
-    use_slot_threads()
     for own in (MODEL_FOLDER, STAGE1_FOLDER):  # an interrupted run of this cell (its own)
         remove_path(folder / own)
     model = folder / MODEL_FOLDER
@@ -308,7 +307,6 @@ def make_soup(folder: Path) -> int:
         print(f"error: {folder / SOUP_FILE} not found", file=sys.stderr)
         return 2
     scoring = described["scoring"]
-    use_slot_threads()
     if read_json(folder / RESULT_FILE) is None:
         for earlier in (MODEL_FOLDER, TEST_FILE):  # an interrupted or older soup (its own)
             remove_path(folder / earlier)
@@ -332,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2 or args[0] not in ACTIONS:
         print("usage: python -m sts_core.search.worker train|score|soup FOLDER", file=sys.stderr)
         return 2
+    use_slot_threads()  # a fresh process and one forked from the preloaded server alike
     return run_action(args[0], Path(args[1]))
 
 
