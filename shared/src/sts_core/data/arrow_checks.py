@@ -12,19 +12,28 @@ checks do not cover (NLI classes, a ranking set's query ids, a text column that 
 text, a dataset with an indices mapping), :func:`vectorised_table` returns None and
 ``normalise_table`` reads the table row by row, which names the first offending row,
 column and value with the messages the project has always given.
+
+The table is read batch by batch (:func:`~sts_core.data.scratch.record_batches`): a table
+read from a file is checked as it is read from its Arrow file and written, checked, to a
+second Arrow file that the result memory-maps, so that neither the table nor its checked
+copy is held in memory; a table in memory gives a table in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, Value
 
 from ._io import COLUMN_TYPES, PathLike, ScoreRange, score_range_problem
 from .errors import DataFormatError
+from .scratch import has_own_files, record_batches, scratch_subfolder
 
 __all__ = ["STRING_TYPES", "column_dtype", "vectorised_table"]
 
@@ -35,6 +44,11 @@ STRING_TYPES = ("string", "large_string")
 PYTHON_WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace())
 #: what the caller does with the labels found: ``note(labels)`` warns about NLI-like ones
 LabelNote = Callable[[Mapping[str, Any]], None]
+#: the project's text columns, in the order the row reading gives them
+_TEXTS = ("sentence1", "sentence2", "hard_negative", "sentence")
+#: distinct labels kept for the note: more than the NLI-like ones, so a set this full is
+#: not NLI-like
+_LABELS_KEPT = 8
 
 
 def vectorised_table(
@@ -51,40 +65,115 @@ def vectorised_table(
     when a label column was read as scores (the NLI-like warning)."""
     if table._indices is not None or "query_id" in found:
         return None
+    names = list(dict.fromkeys(found.values()))
+    kinds = {name: column_dtype(table, name) for name in names}
+    folder = scratch_subfolder("checked-") if has_own_files(table) else None
+    checked = _Checked(found, kinds, folder)
     try:
-        columns = _columns(table, found)
+        done = checked.read(record_batches(table, names))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. an integer beyond 2**53
+        done = False
+    if not done:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         return None
-    if columns is None:
-        return None
-    if "score" in columns and score_range is not None:
+    dataset = checked.dataset()
+    if "score" in dataset.column_names and score_range is not None:
         name = found["score"] if "score" in found else found["label"]
-        problem = score_range_problem(columns["score"].to_numpy(), score_range, name)
+        scores = dataset.data.column("score").to_numpy()
+        problem = score_range_problem(scores, score_range, name)
         if problem:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
             raise DataFormatError(source, problem)
-    if "label" in columns:  # the note itself says nothing where a score column was found
-        note({"label": pc.unique(columns["label"]).to_pylist()})
-    return _dataset(columns)
+    if "label" in dataset.column_names:  # the note says nothing where a score column was found
+        note({"label": sorted(checked.labels)})
+    return dataset
 
 
-def _columns(table: Dataset, found: Mapping[str, str]) -> dict[str, pa.ChunkedArray] | None:
-    """The texts, ``score`` and ``label``, checked; None when a value fails its check."""
-    columns: dict[str, pa.ChunkedArray] = {}
-    for project in ("sentence1", "sentence2", "hard_negative", "sentence"):
+class _Checked:
+    """The checked batches of one table, written to ``folder`` (or kept in memory)."""
+
+    def __init__(
+        self, found: Mapping[str, str], kinds: Mapping[str, str | None], folder: Path | None
+    ) -> None:
+        self.found, self.kinds, self.folder = found, kinds, folder
+        self.batches: list[pa.RecordBatch] = []
+        self.writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self.schema: pa.Schema | None = None
+        self.labels: set[int | float] = set()
+        self.label_only_integral = True  # a label column alone: every value an integer
+
+    def read(self, batches: Iterable[pa.RecordBatch]) -> bool:
+        """Check and keep every batch; False at the first that fails a check."""
+        try:
+            for batch in batches:
+                columns = _columns(batch, self.found, self.kinds)
+                if columns is None:
+                    return False
+                self._keep(columns)
+            return True
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+
+    def _keep(self, columns: dict[str, pa.Array]) -> None:
+        if "label" in self.found and "score" not in self.found:
+            self.label_only_integral = self.label_only_integral and _integral(columns["score"])
+        if "label" in columns or "score" not in self.found:
+            self._note_labels(columns.get("label", columns.get("score")))
+        if self.schema is None:
+            features = Features({n: Value(COLUMN_TYPES.get(n, "string")) for n in columns})
+            self.schema = features.arrow_schema
+        batch = pa.record_batch(list(columns.values()), names=list(columns)).cast(self.schema)
+        if self.folder is None:
+            self.batches.append(batch)
+            return
+        if self.writer is None:
+            self.writer = pa.ipc.new_stream(str(self.folder / "table.arrow"), self.schema)
+        self.writer.write_batch(batch)
+
+    def _note_labels(self, values: pa.Array | None) -> None:
+        if values is not None and len(self.labels) <= _LABELS_KEPT:
+            self.labels.update(pc.unique(values).to_pylist()[: _LABELS_KEPT + 1])
+
+    def dataset(self) -> Dataset:
+        """The checked table: memory-mapped from its file, or in memory."""
+        if self.folder is not None:
+            dataset = Dataset.from_file(str(self.folder / "table.arrow"))
+        else:
+            dataset = Dataset(pa.Table.from_batches(self.batches, schema=self.schema))
+        if "label" in self.found and "score" not in self.found:
+            if not self.label_only_integral:
+                self.labels.clear()
+                return dataset
+            self.labels = {int(label) for label in self.labels}
+            labels = dataset.data.column("score").to_numpy().astype(np.int64)
+            return dataset.add_column("label", labels, feature=Value("int64"))
+        return dataset
+
+
+def _columns(
+    batch: pa.RecordBatch, found: Mapping[str, str], kinds: Mapping[str, str | None]
+) -> dict[str, pa.Array] | None:
+    """The texts, ``score`` and ``label`` of one batch, checked; None when a value fails
+    its check."""
+    columns: dict[str, pa.Array] = {}
+    for project in _TEXTS:
         if project in found:
-            texts = _texts(table, found[project])
+            name = found[project]
+            texts = _texts(batch.column(name), kinds[name])
             if texts is None:
                 return None
             columns[project] = texts
-    labels = _labels(table, found)
+    labels = _labels(batch, found, kinds)
     return None if labels is None else {**columns, **labels}
 
 
-def _texts(table: Dataset, name: str) -> pa.ChunkedArray | None:
+def _texts(values: pa.Array, kind: str | None) -> pa.Array | None:
     """A text column stripped of surrounding spaces; None when a value is missing, blank or
     not a text."""
-    values = table.data.column(name)
-    if column_dtype(table, name) not in STRING_TYPES or values.null_count:
+    if kind not in STRING_TYPES or values.null_count:
         return None
     stripped = _stripped(values)
     if len(stripped) and pc.min(pc.utf8_length(stripped)).as_py() == 0:
@@ -92,41 +181,38 @@ def _texts(table: Dataset, name: str) -> pa.ChunkedArray | None:
     return stripped.cast(pa.string())
 
 
-def _labels(table: Dataset, found: Mapping[str, str]) -> dict[str, pa.ChunkedArray] | None:
+def _labels(
+    batch: pa.RecordBatch, found: Mapping[str, str], kinds: Mapping[str, str | None]
+) -> dict[str, pa.Array] | None:
     """``score`` and ``label`` as :func:`~sts_core.data.tables.normalise_table` reads them
-    (sentence-transformers' convention); None when a value fails its check."""
+    (sentence-transformers' convention); None when a value fails its check. A label column
+    alone gives ``score`` here; whether it is also the class is known after every batch."""
     if "score" in found:
-        scores = _numbers(table, found["score"])
+        scores = _numbers(batch.column(found["score"]), kinds[found["score"]])
         if scores is None:
             return None
         if "label" not in found:
             return {"score": scores}
-        labels = _numbers(table, found["label"])
+        labels = _numbers(batch.column(found["label"]), kinds[found["label"]])
         if labels is None:
             return None
         # a label that is no integer: the safe cast refuses it (ArrowInvalid → the row reading)
         return {"score": scores, "label": labels.cast(pa.int64())}
     if "label" in found:
-        scores = _numbers(table, found["label"])
-        if scores is None:
-            return None
-        if _integral(scores):
-            return {"score": scores, "label": scores.cast(pa.int64())}
-        return {"score": scores}
+        scores = _numbers(batch.column(found["label"]), kinds[found["label"]])
+        return None if scores is None else {"score": scores}
     return {}
 
 
-def _numbers(table: Dataset, name: str) -> pa.ChunkedArray | None:
+def _numbers(values: pa.Array, kind: str | None) -> pa.Array | None:
     """A column of finite numbers as float64: a numeric column, or texts that the one rule
     for numbers reads; None otherwise (a missing value, a bool, a text that is no number,
     a number that is not finite)."""
-    values = table.data.column(name)
-    kind = values.type
     if values.null_count:
         return None
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
         numbers = values.cast(pa.float64())
-    elif column_dtype(table, name) in STRING_TYPES:
+    elif kind in STRING_TYPES:
         # Arrow's parser takes what the one rule for numbers takes, and inf/nan, which the
         # finite check below refuses (tested form by form); a text it cannot read is an
         # ArrowInvalid, and the row reading names it
@@ -138,23 +224,15 @@ def _numbers(table: Dataset, name: str) -> pa.ChunkedArray | None:
     return numbers
 
 
-def _stripped(values: pa.ChunkedArray) -> pa.ChunkedArray:
+def _stripped(values: pa.Array) -> pa.Array:
     return pc.utf8_trim(values, characters=PYTHON_WHITESPACE)
 
 
-def _integral(numbers: pa.ChunkedArray) -> bool:
-    """Whether every number is an integer (a table has rows: normalise_table refuses one
-    without)."""
-    return bool(pc.all(pc.equal(pc.floor(numbers), numbers)).as_py())
+def _integral(numbers: pa.Array) -> bool:
+    """Whether every number is an integer (true of no numbers)."""
+    return bool(pc.all(pc.equal(pc.floor(numbers), numbers)).as_py() in (True, None))
 
 
 def column_dtype(table: Dataset, name: str) -> str | None:
     """A column's ``datasets`` type (``string``, ``int64``…; None for a ``Json`` column)."""
     return getattr(table.features[name], "dtype", None)
-
-
-def _dataset(columns: Mapping[str, pa.ChunkedArray]) -> Dataset:
-    """The columns as a Dataset with the project's types (``score`` float64, ids int64,
-    texts string), as :func:`~sts_core.data._io.to_dataset` types them."""
-    features = Features({name: Value(COLUMN_TYPES.get(name, "string")) for name in columns})
-    return Dataset(pa.table(dict(columns)).cast(features.arrow_schema))

@@ -24,6 +24,7 @@ from ._io import PathLike, score_range_problem
 from .columns import column_array, column_list
 from .errors import DataConfigError, DataFormatError
 from .named_sets import DEFAULT_VARIANT, load_named
+from .scratch import record_batches
 
 __all__ = [
     "FilterReport",
@@ -119,19 +120,24 @@ _KEY_JOIN = "\x00"
 def _rows_found(train: Dataset, index: Mapping[Pair, Any]) -> np.ndarray:
     """The rows of ``train`` whose ``(sentence1, sentence2)`` is a key of ``index``, in
     order: matched by Arrow over keys that join a pair's texts (a million rows in a
-    second), or, where a text holds the joining character, pair by pair in Python."""
-    table = train.select_columns(["sentence1", "sentence2"]).with_format("arrow")[:]
-    first, second = table.column("sentence1"), table.column("sentence2")
-    joined = any(_KEY_JOIN in text for pair in index for text in pair) or any(
-        pc.any(pc.match_substring(texts, _KEY_JOIN)).as_py() for texts in (first, second)
-    )
-    if joined:
-        pairs = zip(first.to_pylist(), second.to_pylist(), strict=True)
-        return np.array([row for row, pair in enumerate(pairs) if pair in index], dtype=np.int64)
-    keys = pc.binary_join_element_wise(first, second, _KEY_JOIN)
+    second), batch by batch (:func:`~sts_core.data.scratch.record_batches`), or, where a
+    text holds the joining character, pair by pair in Python."""
     known = pa.array([_KEY_JOIN.join(pair) for pair in index], type=pa.string())
-    mask = pc.is_in(keys, value_set=known)
-    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    by_python = any(_KEY_JOIN in text for pair in index for text in pair)
+    found, start = [], 0
+    for batch in record_batches(train, ["sentence1", "sentence2"]):
+        first, second = batch.column("sentence1"), batch.column("sentence2")
+        if by_python or any(
+            pc.any(pc.match_substring(texts, _KEY_JOIN)).as_py() for texts in (first, second)
+        ):
+            pairs = zip(first.to_pylist(), second.to_pylist(), strict=True)
+            rows = np.array([row for row, pair in enumerate(pairs) if pair in index], np.int64)
+        else:
+            keys = pc.binary_join_element_wise(first, second, _KEY_JOIN)
+            rows = np.flatnonzero(pc.is_in(keys, value_set=known).to_numpy(zero_copy_only=False))
+        found.append(rows + start)
+        start += batch.num_rows
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def load_test_sets(

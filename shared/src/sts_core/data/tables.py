@@ -43,7 +43,7 @@ import csv
 import json
 import math
 import re
-import tempfile
+import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -68,6 +68,7 @@ from ._io import (
 from .arrow_checks import STRING_TYPES, column_dtype, vectorised_table
 from .errors import DataConfigError, DataFileNotFoundError, DataFormatError
 from .nli import NLI_LABELS, NLI_SCORES, nli_class
+from .scratch import scratch_subfolder
 
 __all__ = [
     "LABEL_COLUMNS",
@@ -722,21 +723,17 @@ def _csv_options(path: Path) -> dict[str, Any]:
     return options
 
 
-def _load_file(path: Path) -> Dataset:
-    """One CSV/TSV/JSON/JSONL/Parquet file by ``datasets``' loader, in memory."""
+def _load_file(path: Path, cache: Path) -> Dataset:
+    """One CSV/TSV/JSON/JSONL/Parquet file by ``datasets``' loader, as an Arrow file in
+    ``cache``, memory-mapped."""
     from datasets import load_dataset
 
     loader = TABLE_SUFFIXES[path.suffix.lower()]
     options = _csv_options(path) if loader == "csv" else {}
-    with tempfile.TemporaryDirectory(prefix="sts-table-") as cache, _quiet_datasets():
+    with _quiet_datasets():
         try:
             return load_dataset(
-                loader,
-                data_files=str(path),
-                split="train",
-                cache_dir=cache,
-                keep_in_memory=True,
-                **options,
+                loader, data_files=str(path), split="train", cache_dir=str(cache), **options
             )
         except Exception as error:  # pandas, pyarrow and datasets errors of a malformed file
             if "corresponds to no data" in str(error):  # datasets' words for no rows
@@ -804,7 +801,11 @@ def read_table(
         if path.suffix.lower() not in TABLE_SUFFIXES:
             known = ", ".join(TABLE_SUFFIXES)
             raise DataFormatError(path, f"a table file ends in one of {known}")
-        raw = _load_file(path)
+        cache = scratch_subfolder("read-")  # the file as Arrow, while it is checked
+        try:
+            return normalise_table(_load_file(path, cache), path, columns, score_range, reading)
+        finally:  # the checked table is a file of its own, or in memory
+            shutil.rmtree(cache, ignore_errors=True)
     else:
         raise DataFileNotFoundError(path, "no such file or folder")
     return normalise_table(raw, path, columns, score_range, reading)
