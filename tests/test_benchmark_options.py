@@ -240,6 +240,7 @@ OUTPUT_FLAGS = [
     ("encode", ["--smoke", "--device", "cpu"], "--output-dir"),
     ("quality", ["--smoke"], "--output-dir"),
     ("pair_tasks", ["--smoke"], "--output-dir"),
+    ("data_scale", ["--smoke"], "--output-dir"),
     ("gpu_check", ["--smoke", "--device", "cpu"], "--output-dir"),
     ("recipes", ["--recipe", "r.yaml", "--variant", "a="], "--output-dir"),
     ("recipes", ["--recipe", "r.yaml", "--variant", "a="], "--keep-runs"),
@@ -260,6 +261,28 @@ def test_every_output_folder_is_checked_before_the_work(
         argv += ["--script", str(fake_script(fake_env))]
     line = refused(module.main, [*argv, flag, str(target)], capsys)
     assert line.startswith(f"error: {flag} {target}: cannot be a folder")
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--sizes", "0", "must be an integer of at least 1, got 0"),
+        ("--train-sizes", "-5", "must be an integer of at least 1, got -5"),
+        ("--steps", "0", "must be an integer of at least 1, got 0"),
+        ("--batch-size", "1.5", "'1.5' is not an integer"),
+        ("--threads", "0", "must be an integer of at least 1, got 0"),
+    ],
+)
+def test_data_scale_refuses_a_bad_number_before_any_table_is_written(
+    fake_env: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    """``data_scale.py``'s counts (``_common.COUNT``): one line, exit status 2, nothing
+    made (no output folder, no table)."""
+    output = fake_env / "out"
+    argv = ["--smoke", "--output-dir", str(output), option, value]
+    line = refused(load_benchmark_script("data_scale").main, argv, capsys)
+    assert line == f"error: argument {option}: {message}"
+    assert not output.exists()
 
 
 def test_encode_with_a_random_model_needs_only_the_tokenizer_model(

@@ -27,7 +27,7 @@ from benchmark_support import load_benchmark_script
 from launch_support import REPO, subprocess_env
 from scipy.stats import spearmanr
 
-from sts_core.command_files import set_command, write_text
+from sts_core.command_files import LEDGER_NAME, set_command, write_text
 
 MODE = os.environ.get("BENCHMARK_TEST_MODE", "quick")
 STS_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
@@ -758,3 +758,41 @@ def test_mining_benchmark_writes_the_same_triplets_as_the_peer(tmp_path: Path) -
     assert "The same triplets on both sides: **yes**" in markdown
     assert not list(tmp_path.glob("*_inputs.json*"))  # the scratch files are removed
     assert result["spec"]["difference"] == {"rows_differ": 0, "ties": 0, "lengths": [300, 300]}
+
+
+@needs_benchmark_data
+def test_data_scale_benchmark_checks_a_table_of_a_million_rows(tmp_path: Path) -> None:
+    """``data_scale.py --smoke``: the floor and our ``--check_only`` on a table of 1,000,000
+    rows, both trainers 5 steps on 1,000 rows, each side in a fresh process; every number
+    measured, the check passed, and each target of the report consistent with them."""
+    run_script("data_scale", "--smoke", "--output-dir", str(tmp_path))
+    result = json.loads((tmp_path / "data_scale_smoke.json").read_text(encoding="utf-8"))
+    results = result["results"]
+    assert set(results) == {"1000", "1000000"}
+    assert set(results["1000000"]) == {"floor", "ours_check"}
+    assert set(results["1000"]) == {"ours_train", "peer_train"}
+    for sides in results.values():
+        for measured in sides.values():
+            assert measured["wall_seconds"] > 0 and measured["peak_rss_mb"] > 0
+    floor, check = results["1000000"]["floor"], results["1000000"]["ours_check"]
+    assert floor["rows"] == 1_000_000 and 0 <= floor["score_min"] < floor["score_max"] <= 5
+    assert check["passed"] and "training data: 1000000 pairs" in check["summary"]
+    for name in ("ours_train", "peer_train"):
+        trained = results["1000"][name]
+        assert trained["global_step"] == 5 and trained["train_pairs"] == 1000
+        assert trained["train_steps_per_second"] > 0
+    peer = results["1000"]["peer_train"]
+    assert 0 < peer["ready_seconds"] < peer["wall_seconds"]
+    assert 0 < peer["ready_peak_rss_mb"] <= peer["peak_rss_mb"]
+    targets = {target["target"]: target["result"] for target in result["targets"]}
+    met = check["wall_seconds"] <= 20
+    assert (targets["1,000,000 rows: check ≤ 20 s"] == "met") == met
+    assert targets["10,000,000 rows: check ≤ 120 s"] == "not measured in this mode"
+    ours_memory = results["1000"]["ours_train"]["peak_rss_mb"]
+    met = ours_memory <= peer["peak_rss_mb"]
+    assert (targets["1,000 rows: training peak RSS ≤ the peer's"] == "met") == met
+    markdown = (tmp_path / "data_scale_smoke.md").read_text(encoding="utf-8")
+    assert "## Targets" in markdown and "| 1,000,000 | " in markdown
+    assert "`uv run python benchmarks/data_scale.py --smoke --output-dir " in markdown
+    written = {path.name for path in tmp_path.iterdir()}
+    assert written == {"data_scale_smoke.json", "data_scale_smoke.md", LEDGER_NAME}

@@ -304,6 +304,7 @@ BENCHMARK_CASES: dict[str, Callable] = {
     # the widths within the tiny model's 32 (checked first, as the other option values)
     "matryoshka": results_case("matryoshka_smoke", "--smoke", *MODEL, *WIDTHS),
     "mine": results_case("mine_smoke", "--smoke", *MODEL),
+    "data_scale": results_case("data_scale_smoke", "--smoke", *MODEL),
     "gpu_check": results_case("gpu_check_smoke", *SMOKE_CPU),
     "quality_search": search_case,
     "quality_teacher": teacher_case,
