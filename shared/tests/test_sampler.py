@@ -151,3 +151,55 @@ def test_batches_must_cover_every_row_once() -> None:
     sampler = EpochBatchSampler(lambda epoch: [[0, 1, 2, 3], [3, 4]], dataset_size=6, per_device=4)
     with pytest.raises(ValueError, match="every row of the dataset exactly once"):
         list(sampler)
+
+
+@pytest.mark.parametrize("data_seed", [None, 7])
+def test_the_default_sampler_gives_the_trainers_rows_in_its_order_a_chunk_at_a_time(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_seed
+) -> None:
+    """One training set, no batch plan: the rows of each epoch in the order transformers'
+    Trainer draws them (accelerate's seedable sampler, seeded by ``seed`` or
+    ``data_seed``), handed out a chunk of the permutation at a time."""
+    from transformers import Trainer, set_seed
+
+    from sts_core.training import sampler as sampler_module
+
+    monkeypatch.setattr(sampler_module, "ROWS_AT_A_TIME", 7)
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+
+    def epochs(trainer_class: type) -> list[list[int]]:
+        set_seed(3)
+        args = quick_training_args(
+            BaseConfig, tmp_path, per_device_train_batch_size=4, seed=3, data_seed=data_seed
+        )
+        trainer = trainer_class(model=encoder, args=args, train_dataset=tiny_dataset(50))
+        loader = trainer.get_train_dataloader()
+        rows = []
+        for epoch in range(3):
+            loader.set_epoch(epoch)
+            rows.append([row for batch in loader.batch_sampler for row in batch])
+        return rows, loader.batch_sampler.sampler
+
+    ours, our_sampler = epochs(BaseTrainer)
+    theirs, their_sampler = epochs(Trainer)
+    assert type(our_sampler) is sampler_module.RandomRows
+    assert type(their_sampler).__name__ == "SeedableRandomSampler"
+    assert ours == theirs
+    assert all(sorted(rows) == list(range(50)) for rows in ours)
+    assert ours[0] != ours[1]
+
+
+def test_without_the_seedable_sampler_the_trainers_own_sampler_serves(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    from torch.utils.data import RandomSampler
+
+    args = quick_training_args(
+        BaseConfig,
+        tmp_path,
+        per_device_train_batch_size=4,
+        accelerator_config={"non_blocking": True, "use_seedable_sampler": False},
+    )
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    trainer = BaseTrainer(model=encoder, args=args, train_dataset=tiny_dataset(20))
+    assert type(trainer.get_train_dataloader().batch_sampler.sampler) is RandomSampler

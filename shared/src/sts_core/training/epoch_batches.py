@@ -7,11 +7,13 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
+from torch.utils.data import RandomSampler
 from transformers import Trainer
 
 from sts_core.training.batch_plan import NO_DUPLICATES, PROPORTIONAL, BatchPlan
 from sts_core.training.collator import TEXT_COLUMNS
 from sts_core.training.multi_dataset import TrainDatasets
+from sts_core.training.sampler import RandomRows
 
 if TYPE_CHECKING:
     from sts_core.training.config import BaseConfig
@@ -71,6 +73,16 @@ class EpochBatches(Trainer):
         text_columns = getattr(self, "text_columns", TEXT_COLUMNS)
         columns = [dataset[c] for c in text_columns if c in dataset.column_names]
         return [frozenset(values) for values in zip(*columns, strict=True)]
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        """The Trainer's sampler, except that its default (a ``RandomSampler`` that
+        accelerate makes seedable) is :class:`~sts_core.training.sampler.RandomRows`:
+        the same rows in the same order, without a Python list of the epoch's rows."""
+        sampler = super()._get_train_sampler(train_dataset)
+        loading = self.accelerator.dataloader_config  # what accelerate's prepare reads
+        if type(sampler) is RandomSampler and loading.use_seedable_sampler:
+            return RandomRows(len(sampler), loading.data_seed)
+        return sampler
 
     def get_train_dataloader(self) -> Any:
         plan = None if self.builds_own_batches() else self.batch_plan()

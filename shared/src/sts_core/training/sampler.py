@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import torch
 
 from sts_core.distributed import rank, world_size
 
@@ -127,3 +128,41 @@ def _from_main_process(batches: list[list[int]]) -> list[list[int]]:
     dist.broadcast_object_list(payload, src=0)
     assert payload[0] is not None  # rank 0's batches
     return payload[0]
+
+
+#: the rows :class:`RandomRows` hands out at a time
+ROWS_AT_A_TIME = 65_536
+
+
+class RandomRows:
+    """The rows of a training set in a random order per epoch, the order accelerate's
+    ``SeedableRandomSampler`` (what the Trainer's ``RandomSampler`` becomes) draws for the
+    same seed: ``torch.randperm(N)`` from a generator seeded with ``initial_seed + epoch``.
+    The permutation stays a tensor (8 bytes a row), handed out :data:`ROWS_AT_A_TIME` rows
+    at a time, where the library's sampler makes it a Python list of the whole epoch (about
+    40 bytes a row: 400 MB for ten million rows).
+
+    Args:
+        size: the rows.
+        data_seed: the seed (the Trainer's ``data_seed``); None: torch's initial seed now,
+            as accelerate takes it.
+    """
+
+    def __init__(self, size: int, data_seed: int | None = None) -> None:
+        self.size = size
+        self.initial_seed = data_seed if data_seed is not None else torch.random.initial_seed()
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator()
+        generator.manual_seed(self.initial_seed + self.epoch)
+        order = torch.randperm(self.size, generator=generator)
+        for start in range(0, self.size, ROWS_AT_A_TIME):
+            yield from order[start : start + ROWS_AT_A_TIME].tolist()
+        self.set_epoch(self.epoch + 1)
