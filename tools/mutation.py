@@ -248,8 +248,17 @@ TESTS: list[tuple[str, list[str]]] = [
         "shared/src/sts_core/data/arrow_checks.py",
         [
             "shared/tests/test_arrow_checks.py",
+            "shared/tests/test_scratch.py",
             "shared/tests/test_data_tables.py",
             "shared/tests/test_table_labels.py",
+        ],
+    ),
+    (
+        "shared/src/sts_core/data/scratch.py",
+        [
+            "shared/tests/test_scratch.py",
+            "shared/tests/test_arrow_checks.py",
+            "shared/tests/test_data_filtering.py",
         ],
     ),
 ]
