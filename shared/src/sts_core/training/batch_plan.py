@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from sts_core.training.batches import Batches
+
 PLAIN = "default"
 NO_DUPLICATES = "no_duplicates"
 #: the values of ``batch_sampler``
@@ -245,32 +247,29 @@ class BatchPlan:
     def offsets(self) -> list[int]:
         return [int(x) for x in np.cumsum([0, *self.sizes[:-1]])]
 
-    def batches(self, epoch: int) -> list[list[int]]:
+    def batches(self, epoch: int) -> Batches:
         """The global batches of ``epoch`` (indices into the concatenated sets); the
         epoch's report is kept in :attr:`reports`."""
         rng = np.random.default_rng([self.seed, epoch])
-        per_set: list[list[list[int]]] = []
+        per_set: list[Batches] = []
         duplicates: dict[str, dict[str, int]] = {}
         for k, (name, size, offset) in enumerate(
             zip(self.names, self.sizes, self.offsets, strict=True)
         ):
             order = rng.permutation(size)
             if self.texts is None:
-                batches = chunk(order, self.global_batch)
-            else:
-                batches, report = no_duplicate_batches(order, self.texts[k], self.global_batch)
-                duplicates[name] = report.to_dict()
-            per_set.append([[int(offset + i) for i in batch] for batch in batches])
+                per_set.append(Batches.chunked(order + offset, self.global_batch))
+                continue
+            batches, report = no_duplicate_batches(order, self.texts[k], self.global_batch)
+            duplicates[name] = report.to_dict()
+            per_set.append(Batches.of([[offset + i for i in batch] for batch in batches]))
+        counts = np.array([len(batches) for batches in per_set])
         if self.sampler == ROUND_ROBIN:
-            rounds = min(len(batches) for batches in per_set)
-            plan = [per_set[k][r] for r in range(rounds) for k in range(len(per_set))]
+            rounds = int(counts.min())
+            turns = np.tile(np.arange(len(per_set)), rounds)
         else:
-            turns = np.repeat(np.arange(len(per_set)), [len(b) for b in per_set])
-            position = [0] * len(per_set)
-            plan = []
-            for k in rng.permutation(turns):
-                plan.append(per_set[k][position[k]])
-                position[k] += 1
+            turns = rng.permutation(np.repeat(np.arange(len(per_set)), counts))
+        plan = _interleaved(per_set, turns)
         self.reports[epoch] = self._report(epoch, plan, duplicates)
         return plan
 
@@ -279,16 +278,15 @@ class BatchPlan:
         return int(np.searchsorted(np.cumsum(self.sizes), index, side="right"))
 
     def _report(
-        self, epoch: int, plan: list[list[int]], duplicates: dict[str, dict[str, int]]
+        self, epoch: int, plan: Batches, duplicates: dict[str, dict[str, int]]
     ) -> dict[str, Any]:
         """Batches and rows of each set in the epoch; unused rows (``round_robin``) and
         the ``no_duplicates`` counts."""
-        batches = dict.fromkeys(self.names, 0)
-        rows = dict.fromkeys(self.names, 0)
-        for batch in plan:
-            name = self.names[self.set_of_row(batch[0])]
-            batches[name] += 1
-            rows[name] += len(batch)
+        sets = np.searchsorted(np.cumsum(self.sizes), plan.rows[plan.starts], side="right")
+        counted = np.bincount(sets, minlength=len(self.names))
+        used = np.bincount(sets, weights=plan.sizes, minlength=len(self.names))
+        batches = {name: int(n) for name, n in zip(self.names, counted, strict=True)}
+        rows = {name: int(n) for name, n in zip(self.names, used, strict=True)}
         report: dict[str, Any] = {"epoch": epoch, "batches": batches}
         unused = {
             name: size - rows[name] for name, size in zip(self.names, self.sizes, strict=True)
@@ -298,3 +296,21 @@ class BatchPlan:
         if duplicates:
             report["no_duplicates"] = duplicates
         return report
+
+
+def _interleaved(per_set: Sequence[Batches], turns: np.ndarray) -> Batches:
+    """The batches of the sets taken in turn: at each turn ``k``, set ``k``'s next batch."""
+    position = np.zeros(len(turns), dtype=np.int64)  # each turn's batch within its set
+    for k in range(len(per_set)):
+        mine = turns == k
+        position[mine] = np.arange(int(mine.sum()))
+    first_batch = np.cumsum([0, *(len(b) for b in per_set[:-1])])
+    first_row = np.cumsum([0, *(len(b.rows) for b in per_set[:-1])])
+    starts = np.concatenate([b.starts + first_row[k] for k, b in enumerate(per_set)])
+    sizes = np.concatenate([b.sizes for b in per_set])
+    chosen = first_batch[turns] + position
+    lengths = sizes[chosen]
+    ends = np.cumsum(lengths)
+    rows = np.concatenate([b.rows for b in per_set])
+    taken = np.repeat(starts[chosen] - (ends - lengths), lengths) + np.arange(int(ends[-1]))
+    return Batches(rows[taken], ends)

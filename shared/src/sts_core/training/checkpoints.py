@@ -19,6 +19,7 @@ import json
 import logging
 import pickle
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from sts_core.saving import (
     remove_path,
 )
 from sts_core.training.averaging import WEIGHT_AVERAGE_NAME
+from sts_core.training.batches import Batches
 from sts_core.training.parser import ConfigError
 from sts_core.training.resume_settings import recipe_settings, write_run_settings
 
@@ -105,7 +107,7 @@ class Checkpoints(Trainer):
     args: BaseConfig
     weight_averager: WeightAverager | None
     divergence_guard: DivergenceGuard
-    _epoch_batches: tuple[int, list[list[int]]] | None
+    _epoch_batches: tuple[int, Sequence[Any]] | None
     _resumed_epoch_batches: dict[int, list[list[int]]]
     _dataset_batches: dict[str, int]
     _loss_sum_before_resume: float | None
@@ -227,7 +229,8 @@ class Checkpoints(Trainer):
             if self._epoch_batches is not None:
                 epoch, batches = self._epoch_batches
                 (staged / EPOCH_BATCHES_NAME).write_text(
-                    json.dumps({"epoch": epoch, "batches": batches}), encoding="utf-8"
+                    json.dumps({"epoch": epoch, "batches": Batches.of(batches).to_lists()}),
+                    encoding="utf-8",
                 )
             if self.weight_averager is not None and self.weight_averager.count:
                 self.weight_averager.save(staged)

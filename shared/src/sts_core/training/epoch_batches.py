@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import RandomSampler
@@ -28,7 +29,7 @@ class EpochBatches(Trainer):
     (:mod:`sts_core.training.batch_plan`)."""
 
     args: BaseConfig  # set by AnyModelTrainer, with the two below
-    _epoch_batches: tuple[int, list[list[int]]] | None
+    _epoch_batches: tuple[int, Sequence[Any]] | None
     _resumed_epoch_batches: dict[int, list[list[int]]]
     _batch_plan: BatchPlan | None  # built once, by batch_plan()
 
@@ -110,14 +111,14 @@ class EpochBatches(Trainer):
         )
         return self.accelerator.prepare(loader)
 
-    def _batches_of_epoch(self, dataset: Any, epoch: int) -> list[list[int]]:
+    def _batches_of_epoch(self, dataset: Any, epoch: int) -> Sequence[Any]:
         """:meth:`build_epoch_batches` (or the plan's), except for the epoch a resumed
         checkpoint was saved in: its batches come from the checkpoint
         (``epoch_batches.json``), so a run resumed mid-epoch sees the batches the
         interrupted run would have seen — built from the model as it was at the start of
         that epoch, not as it is at the checkpoint."""
         plan = None if self.builds_own_batches() else self.batch_plan()
-        batches = self._resumed_epoch_batches.pop(epoch, None)
+        batches: Sequence[Any] | None = self._resumed_epoch_batches.pop(epoch, None)
         if batches is None:
             batches = self.build_epoch_batches(dataset, epoch) if plan is None else None
             if batches is None:
@@ -129,6 +130,7 @@ class EpochBatches(Trainer):
                 plan.batches(epoch)  # the epoch's report (the same batches, from the seed)
         if plan is not None:
             log_plan_report(plan.reports[epoch])
+        assert batches is not None  # the hook's, the plan's or the checkpoint's
         self._epoch_batches = (epoch, batches)
         return batches
 

@@ -18,12 +18,14 @@ sets under ``round_robin`` use some rows in an epoch, not all: ``every_row`` fal
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from sts_core.distributed import rank, world_size
+from sts_core.training.batches import Batches
 
 
 def expected_batches(dataset_size: int, per_device: int, processes: int) -> int:
@@ -57,7 +59,7 @@ class EpochBatchSampler:
 
     def __init__(
         self,
-        build: Callable[[int], list[list[int]]],
+        build: Callable[[int], Sequence[Any]],
         dataset_size: int,
         per_device: int,
         processes: int | None = None,
@@ -93,38 +95,43 @@ class EpochBatchSampler:
         for batch in batches:
             yield from shard_global_batch(batch, self.per_device, self.processes)
 
-    def _checked(self, batches: list[list[int]]) -> list[list[int]]:
+    def _checked(self, given: Sequence[Any]) -> Batches:
+        """The epoch's batches as :class:`~sts_core.training.batches.Batches`, checked:
+        their number, their sizes, and the rows they use (every row once, or at most
+        once)."""
+        batches = Batches.of(given)
         expected = self.num_batches
         largest = self.per_device * self.processes
-        if len(batches) != expected or any(not b or len(b) > largest for b in batches):
+        sizes = batches.sizes
+        if len(batches) != expected or (sizes < 1).any() or (sizes > largest).any():
             raise ValueError(
                 f"build_epoch_batches returned {len(batches)} batches (sizes "
-                f"{sorted({len(b) for b in batches})}); expected {expected} non-empty batches "
+                f"{sorted(set(sizes.tolist()))}); expected {expected} non-empty batches "
                 f"of at most {largest} indices for {self.dataset_size} rows"
             )
-        batches = [[int(i) for i in batch] for batch in batches]
-        rows = sorted(i for batch in batches for i in batch)
-        if self.every_row and rows != list(range(self.dataset_size)):
+        rows = np.sort(batches.rows)
+        if self.every_row and not np.array_equal(rows, np.arange(self.dataset_size)):
             raise ValueError(
                 "build_epoch_batches must use every row of the dataset exactly once "
                 f"({len(rows)} indices given for {self.dataset_size} rows)"
             )
-        out_of_range = rows and (rows[0] < 0 or rows[-1] >= self.dataset_size)
-        if out_of_range or len(set(rows)) != len(rows):
+        out_of_range = len(rows) and (rows[0] < 0 or rows[-1] >= self.dataset_size)
+        distinct = int(np.count_nonzero(np.diff(rows))) + 1 if len(rows) else 0
+        if out_of_range or distinct != len(rows):
             raise ValueError(
                 f"the epoch's batches must use each of the {self.dataset_size} rows at most "
-                f"once ({len(rows)} indices given, {len(set(rows))} distinct)"
+                f"once ({len(rows)} indices given, {distinct} distinct)"
             )
         return batches
 
 
-def _from_main_process(batches: list[list[int]]) -> list[list[int]]:
+def _from_main_process(batches: Sequence[Any]) -> Sequence[Any]:
     """Rank 0's batches on every process (each computed its own; they must agree)."""
     if world_size() == 1:
         return batches
     import torch.distributed as dist
 
-    payload: list[list[list[int]] | None] = [batches if rank() == 0 else None]
+    payload: list[Sequence[Any] | None] = [batches if rank() == 0 else None]
     dist.broadcast_object_list(payload, src=0)
     assert payload[0] is not None  # rank 0's batches
     return payload[0]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +186,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         self._loss_parts: dict[str, list[float]] = defaultdict(list)
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
-        self._epoch_batches: tuple[int, list[list[int]]] | None = None  # the current epoch's
+        self._epoch_batches: tuple[int, Sequence[Any]] | None = None  # the current epoch's
         self._resumed_epoch_batches: dict[int, list[list[int]]] = {}
         self._dataset_batches: dict[str, int] = {}  # batches trained, by training set
 
