@@ -19,6 +19,7 @@ from sts_core.data import scratch
 from sts_core.data.errors import DataFormatError
 from sts_core.data.filtering import filter_test_overlap
 from sts_core.data.scratch import has_own_files, record_batches, scratch_folder
+from sts_core.data import tables
 from sts_core.data.tables import normalise_table, read_table
 
 
@@ -90,6 +91,7 @@ def test_a_bad_value_in_a_later_batch_is_named_by_its_row_in_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(scratch, "BATCH_ROWS", 4)
+    monkeypatch.setattr(tables, "read_row_by_row", not_read_row_by_row)
     before = set(scratch_folder().glob("checked-*"))
     bad = {**COLUMNS, "score": [*COLUMNS["score"][:17], "x", *COLUMNS["score"][18:]]}
     table = arrow_file(tmp_path / "t.arrow", bad, rows_per_batch=3)
@@ -100,6 +102,28 @@ def test_a_bad_value_in_a_later_batch_is_named_by_its_row_in_the_table(
     with pytest.raises(DataFormatError, match=r"row 14, column 'score': score 9 is outside"):
         normalise_table(table, "t.csv", score_range=(0.0, 5.0))
     assert set(scratch_folder().glob("checked-*")) == before  # no checked file of a failure
+
+
+def not_read_row_by_row(*args: Any) -> None:
+    raise AssertionError("the whole table was read row by row to name a bad row")
+
+
+def test_the_first_bad_row_is_named_where_two_rows_hold_bad_values_in_other_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first row with a bad value, in the order of the rows (here an empty text in
+    row 10 comes after a bad score in row 3 of the same batch)."""
+    monkeypatch.setattr(tables, "read_row_by_row", not_read_row_by_row)
+    bad = {
+        "sentence1": [*COLUMNS["sentence1"][:9], " ", *COLUMNS["sentence1"][10:]],
+        "sentence2": COLUMNS["sentence2"],
+        "score": [*COLUMNS["score"][:2], "1,5", *COLUMNS["score"][3:]],
+    }
+    table = arrow_file(tmp_path / "t.arrow", bad, rows_per_batch=3)
+    with pytest.raises(DataFormatError, match=r"row 3, column 'score'"):
+        normalise_table(table, "t.csv")
+    with pytest.raises(DataFormatError, match=r"row 3, column 'score'"):
+        normalise_table(Dataset.from_dict(bad), "t.csv")  # a table in memory too
 
 
 def test_a_label_column_is_the_class_only_when_every_batch_holds_integers(

@@ -57,25 +57,27 @@ def vectorised_table(
     source: str | PathLike,
     score_range: ScoreRange | None,
     note: LabelNote,
+    name_row: Callable[[int], None] = lambda row: None,
 ) -> Dataset | None:
     """``table`` as the project's columns (``found``: project column → the table's), or
     None when a check fails or the table needs the row-by-row reading. A score outside
     ``score_range`` is a DataFormatError here already (its message names the first row
     outside, as the row reading's does). ``note`` receives ``{"label": distinct labels}``
-    when a label column was read as scores (the NLI-like warning)."""
+    when a label column was read as scores (the NLI-like warning). When a check fails,
+    ``name_row`` is called with the first row (1-based) that fails one, to raise that
+    row's error (found by halving the failing batch, so a bad row of a large table is
+    named without reading the table row by row); if it returns, so does this, with None."""
     if table._indices is not None or "query_id" in found:
         return None
     names = list(dict.fromkeys(found.values()))
     kinds = {name: column_dtype(table, name) for name in names}
     folder = scratch_subfolder("checked-") if has_own_files(table) else None
     checked = _Checked(found, kinds, folder)
-    try:
-        done = checked.read(record_batches(table, names))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. an integer beyond 2**53
-        done = False
-    if not done:
+    failed = checked.read(record_batches(table, names))
+    if failed is not None:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+        name_row(failed)
         return None
     dataset = checked.dataset()
     if "score" in dataset.column_names and score_range is not None:
@@ -104,15 +106,18 @@ class _Checked:
         self.labels: set[int | float] = set()
         self.label_only_integral = True  # a label column alone: every value an integer
 
-    def read(self, batches: Iterable[pa.RecordBatch]) -> bool:
-        """Check and keep every batch; False at the first that fails a check."""
+    def read(self, batches: Iterable[pa.RecordBatch]) -> int | None:
+        """Check and keep every batch; None when all pass, else the first row (1-based)
+        that fails a check."""
+        start = 0
         try:
             for batch in batches:
-                columns = _columns(batch, self.found, self.kinds)
+                columns = _checked_columns(batch, self.found, self.kinds)
                 if columns is None:
-                    return False
+                    return start + _first_failing_row(batch, self.found, self.kinds)
                 self._keep(columns)
-            return True
+                start += batch.num_rows
+            return None
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -151,6 +156,31 @@ class _Checked:
             labels = dataset.data.column("score").to_numpy().astype(np.int64)
             return dataset.add_column("label", labels, feature=Value("int64"))
         return dataset
+
+
+def _checked_columns(
+    batch: pa.RecordBatch, found: Mapping[str, str], kinds: Mapping[str, str | None]
+) -> dict[str, pa.Array] | None:
+    """:func:`_columns`, None also where Arrow refuses a value (an integer beyond 2**53)."""
+    try:
+        return _columns(batch, found, kinds)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _first_failing_row(
+    batch: pa.RecordBatch, found: Mapping[str, str], kinds: Mapping[str, str | None]
+) -> int:
+    """The first row (1-based) of ``batch``, which fails a check, that does: the shortest
+    failing prefix found by halving (every check is of single rows)."""
+    low, high = 1, batch.num_rows
+    while low < high:
+        middle = (low + high) // 2
+        if _checked_columns(batch.slice(0, middle), found, kinds) is None:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _columns(

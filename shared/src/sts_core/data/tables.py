@@ -423,10 +423,26 @@ def normalise_table(
             source,
             score_range,
             lambda out: _note_nli_like(out, found, source, reading),
+            lambda row: name_bad_row(table, found, source, row),
         )
         if checked is not None:
             return checked
     return read_row_by_row(table, found, source, score_range, reading)
+
+
+def name_bad_row(
+    table: Dataset, found: Mapping[str, str], source: str | PathLike, row: int
+) -> None:
+    """The DataFormatError that the row-by-row reading of a table without NLI classes
+    gives for row ``row`` (1-based) of ``table``, its first bad value in the reading's
+    order of columns; nothing when that reading takes the row."""
+    one = table.select([row - 1])
+    for column in TEXT_COLUMNS:
+        if column in found:
+            name = found[column]
+            for n, value in _rows(one, name, row):
+                _text(value, source, n, name)
+    _labels(one, found, source, None, row)
 
 
 def read_row_by_row(
@@ -482,19 +498,25 @@ def _is_number_value(value: object) -> bool:
 
 
 def _labels(
-    table: Dataset, found: Mapping[str, str], source: str | PathLike, score_range: Any
+    table: Dataset,
+    found: Mapping[str, str],
+    source: str | PathLike,
+    score_range: Any,
+    first_row: int = 1,
 ) -> dict[str, list[Any]]:
     """``score`` and ``label`` as they stand (sentence-transformers' convention): ``score``
     from a score column, else from the label column (with ``label`` when every value is an
-    integer); ``label`` beside ``score`` must be integers."""
+    integer); ``label`` beside ``score`` must be integers. ``first_row``: the number of the
+    table's first row in the messages (with a ``score_range``, 1)."""
     out: dict[str, list[Any]] = {}
     if "score" in found:
-        out["score"] = _scores(table, found["score"], source, score_range)
+        out["score"] = _scores(table, found["score"], source, score_range, first_row)
         if "label" in found:
             name = found["label"]
-            out["label"] = [_integer(v, source, n, name) for n, v in _rows(table, name)]
+            rows = _rows(table, name, first_row)
+            out["label"] = [_integer(v, source, n, name) for n, v in rows]
     elif "label" in found:
-        scores = _scores(table, found["label"], source, score_range)
+        scores = _scores(table, found["label"], source, score_range, first_row)
         out["score"] = scores
         if all(float(x).is_integer() for x in scores):
             out["label"] = [int(x) for x in scores]
@@ -604,9 +626,9 @@ def _group_ids(table: Dataset, column: str, source: str | PathLike) -> list[int]
     return out
 
 
-def _rows(table: Dataset, column: str) -> Iterator[tuple[int, Any]]:
-    """``(1-based row, value)`` of one column."""
-    return enumerate(table[column], start=1)
+def _rows(table: Dataset, column: str, first_row: int = 1) -> Iterator[tuple[int, Any]]:
+    """``(1-based row, value)`` of one column (its first row numbered ``first_row``)."""
+    return enumerate(table[column], start=first_row)
 
 
 def _where(row: int, column: str) -> str:
@@ -644,9 +666,14 @@ def _number(value: object, source: str | PathLike, row: int, column: str) -> flo
 
 
 def _scores(
-    table: Dataset, column: str, source: str | PathLike, score_range: ScoreRange | None
+    table: Dataset,
+    column: str,
+    source: str | PathLike,
+    score_range: ScoreRange | None,
+    first_row: int = 1,
 ) -> list[float]:
-    scores = [_number(value, source, row, column) for row, value in _rows(table, column)]
+    rows = _rows(table, column, first_row)
+    scores = [_number(value, source, row, column) for row, value in rows]
     problem = score_range_problem(scores, score_range, column) if score_range else None
     if problem:
         raise DataFormatError(source, problem)
