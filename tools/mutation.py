@@ -254,6 +254,14 @@ TESTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "shared/src/sts_core/training/batches.py",
+        [
+            "shared/tests/test_batches.py",
+            "shared/tests/test_batch_plan.py",
+            "shared/tests/test_sampler.py",
+        ],
+    ),
+    (
         "shared/src/sts_core/data/scratch.py",
         [
             "shared/tests/test_scratch.py",
