@@ -294,8 +294,8 @@ def test_a_resumed_run_takes_the_batches_and_counts_of_the_uninterrupted_one(
 
     full = run(tmp_path / "full")
     checkpoint = tmp_path / "full" / "checkpoint-3"  # mid-way through epoch 0 (4 batches)
-    saved = json.loads((checkpoint / EPOCH_BATCHES_NAME).read_text(encoding="utf-8"))
-    assert saved == {"epoch": 0, "batches": full.batch_plan().batches(0)}
+    assert checkpoint.is_dir()
+    assert not (checkpoint / EPOCH_BATCHES_NAME).exists()  # the plan's: from the seed
     resumed = run(tmp_path / "resumed", resume=checkpoint)
     steps = trainer_step_losses(full)
     assert len(steps) == 2 * 2 * 2  # round robin: 2 sets × min(3, 2) batches, 2 epochs

@@ -15,11 +15,10 @@ import pyarrow as pa
 import pytest
 from datasets import Dataset, concatenate_datasets
 
-from sts_core.data import scratch
+from sts_core.data import scratch, tables
 from sts_core.data.errors import DataFormatError
 from sts_core.data.filtering import filter_test_overlap
 from sts_core.data.scratch import has_own_files, record_batches, scratch_folder
-from sts_core.data import tables
 from sts_core.data.tables import normalise_table, read_table
 
 

@@ -19,7 +19,7 @@ import json
 import logging
 import pickle
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,7 @@ class Checkpoints(Trainer):
     _resumed_epoch_batches: dict[int, list[list[int]]]
     _dataset_batches: dict[str, int]
     _loss_sum_before_resume: float | None
+    builds_own_batches: Callable[[], bool]  # EpochBatches
     run_settings: dict[str, Any] | None  # the run's record (TrainingRun sets it)
 
     def train(  # type: ignore[override]  # Trainer's other arguments go through kwargs
@@ -226,7 +227,9 @@ class Checkpoints(Trainer):
                 totals["dataset_batches"] = self._dataset_batches
             (staged / LOSS_TOTAL_NAME).write_text(json.dumps(totals), encoding="utf-8")
             write_run_settings(staged, self._settings_record())
-            if self._epoch_batches is not None:
+            # a method's own batches (built from the model); a batch plan's come from the
+            # seed and the epoch alone, and a resume rebuilds them
+            if self._epoch_batches is not None and self.builds_own_batches():
                 epoch, batches = self._epoch_batches
                 (staged / EPOCH_BATCHES_NAME).write_text(
                     json.dumps({"epoch": epoch, "batches": Batches.of(batches).to_lists()}),
