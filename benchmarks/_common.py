@@ -770,6 +770,15 @@ def benchmark_parser(
     return parser
 
 
+def add_side_arguments(parser: argparse.ArgumentParser, sides: Sequence[str]) -> None:
+    """``--threads``, ``--output-dir``, and the hidden ``--worker SIDE --spec JSON`` with
+    which a script runs one of its ``sides`` in a fresh process (:func:`run_worker`)."""
+    parser.add_argument("--threads", type=COUNT, default=None)
+    parser.add_argument("--output-dir", default=None)
+    parser.add_argument("--worker", choices=sides, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+
+
 def add_model_argument(parser: argparse.ArgumentParser, default: str = MINILM) -> None:
     """``--model``: a model name under ``$STS_MODELS_DIR`` or a path (:func:`model_path`)."""
     parser.add_argument("--model", default=default, help="name under STS_MODELS_DIR or a path")

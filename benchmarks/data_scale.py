@@ -537,11 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steps", type=common.COUNT, default=None, help="training steps")
     parser.add_argument("--batch-size", type=common.COUNT, default=32)
-    parser.add_argument("--threads", type=common.COUNT, default=None)
     parser.add_argument("--no-peer", action="store_true", help="without sentence-transformers")
-    parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    common.add_side_arguments(parser, SIDES)
     given = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(given)
     if args.worker:

@@ -205,11 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-size", type=common.COUNT, default=None)
     parser.add_argument("--pairs", type=common.COUNT, default=None)
     parser.add_argument("--batch-size", type=common.COUNT, default=64)
-    parser.add_argument("--threads", type=common.COUNT, default=None)
     parser.add_argument("--faiss", action="store_true", help="faiss search on both sides")
-    parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    common.add_side_arguments(parser, SIDES)
     args = parser.parse_args(argv)
     if args.worker:
         common.emit_result(worker(args.worker, json.loads(args.spec)))
