@@ -39,6 +39,9 @@ GOOD = {
     "a float label only": Dataset.from_dict({**TEXTS, "label": [0.5, 4.0, 2.0]}),
     "an integral float label only": Dataset.from_dict({**TEXTS, "label": [1.0, 4.0, 2.0]}),
     "text labels only": strings({**TEXTS, "label": ["1", "0", "1"]}),
+    "text scores and labels": strings(
+        {**TEXTS, "score": ["0.5", "1", "2"], "label": ["1", "0", "1"]}
+    ),
     "a score and a label": Dataset.from_dict(
         {**TEXTS, "score": [0.1, 0.9, 0.5], "label": [0, 1, 1]}
     ),
@@ -90,6 +93,7 @@ BAD = {
         Dataset.from_dict({**TEXTS, "score": [0.1, 0.2, 0.3], "label": [0, None, 1]}),
         2,
     ),
+    "a label alone that is no number": (strings({**TEXTS, "label": ["1", "x", "0"]}), 2),
     "a label beside the score that is no integer": (
         Dataset.from_dict({**TEXTS, "score": [0.1, 0.2, 0.3], "label": [0, 1.5, 1]}),
         2,

@@ -203,3 +203,16 @@ def test_without_the_seedable_sampler_the_trainers_own_sampler_serves(
     encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
     trainer = BaseTrainer(model=encoder, args=args, train_dataset=tiny_dataset(20))
     assert type(trainer.get_train_dataloader().batch_sampler.sampler) is RandomSampler
+
+
+def test_random_rows_iterated_without_set_epoch_go_on_to_the_next_epoch() -> None:
+    """As accelerate's seedable sampler: each pass draws the next epoch's order."""
+    from accelerate.data_loader import SeedableRandomSampler
+
+    from sts_core.training.sampler import RandomRows
+
+    ours = RandomRows(30, data_seed=5)
+    theirs = SeedableRandomSampler(range(30), data_seed=5)
+    passes = [(list(ours), list(theirs)) for _ in range(3)]
+    assert all(a == b for a, b in passes)
+    assert passes[0][0] != passes[1][0] != passes[2][0]

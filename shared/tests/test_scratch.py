@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ def test_a_table_that_is_not_exactly_its_files_is_sliced(tmp_path: Path) -> None
     table = arrow_file(tmp_path / "t.arrow", COLUMNS, rows_per_batch=3)
     others = {
         "rows selected": table.select([5, 2, 9]),
+        "every row, in another order": table.select(range(22, -1, -1)),
         "a slice": Dataset(table.data.slice(4, 7)),
         "renamed": table.rename_column("score", "s").rename_column("s", "score"),
         "in memory": Dataset.from_dict(COLUMNS),
@@ -180,6 +182,7 @@ def test_the_scratch_folder_is_removed_when_its_process_ends() -> None:
     folder = Path(printed.stdout.strip())
     assert folder.name.startswith("sts-tables-") and not folder.exists()
     ours = scratch_folder()
+    assert ours.name.startswith("sts-tables-") and ours.parent == Path(tempfile.gettempdir())
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_folder_of_a_child, args=(queue,))

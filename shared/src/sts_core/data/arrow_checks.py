@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, Value
@@ -89,7 +88,7 @@ def vectorised_table(
                 shutil.rmtree(folder, ignore_errors=True)
             raise DataFormatError(source, problem)
     if "label" in dataset.column_names:  # the note says nothing where a score column was found
-        note({"label": sorted(checked.labels)})
+        note({"label": checked.distinct_labels()})
     return dataset
 
 
@@ -103,8 +102,11 @@ class _Checked:
         self.batches: list[pa.RecordBatch] = []
         self.writer: pa.ipc.RecordBatchStreamWriter | None = None
         self.schema: pa.Schema | None = None
+        # a label column alone gives the scores, and the classes when every value is an
+        # integer: known after the last batch; its distinct values (a few) for the note
+        self.label_only = "label" in found and "score" not in found
+        self.integral = True
         self.labels: set[int | float] = set()
-        self.label_only_integral = True  # a label column alone: every value an integer
 
     def read(self, batches: Iterable[pa.RecordBatch]) -> int | None:
         """Check and keep every batch; None when all pass, else the first row (1-based)
@@ -123,10 +125,10 @@ class _Checked:
                 self.writer.close()
 
     def _keep(self, columns: dict[str, pa.Array]) -> None:
-        if "label" in self.found and "score" not in self.found:
-            self.label_only_integral = self.label_only_integral and _integral(columns["score"])
-        if "label" in columns or "score" not in self.found:
-            self._note_labels(columns.get("label", columns.get("score")))
+        if self.label_only:
+            self.integral = self.integral and _integral(columns["score"])
+            if len(self.labels) <= _LABELS_KEPT:
+                self.labels.update(pc.unique(columns["score"]).to_pylist()[: _LABELS_KEPT + 1])
         if self.schema is None:
             features = Features({n: Value(COLUMN_TYPES.get(n, "string")) for n in columns})
             self.schema = features.arrow_schema
@@ -138,24 +140,21 @@ class _Checked:
             self.writer = pa.ipc.new_stream(str(self.folder / "table.arrow"), self.schema)
         self.writer.write_batch(batch)
 
-    def _note_labels(self, values: pa.Array | None) -> None:
-        if values is not None and len(self.labels) <= _LABELS_KEPT:
-            self.labels.update(pc.unique(values).to_pylist()[: _LABELS_KEPT + 1])
-
     def dataset(self) -> Dataset:
-        """The checked table: memory-mapped from its file, or in memory."""
+        """The checked table: memory-mapped from its file, or in memory; a label column
+        alone of integers also as ``label``."""
         if self.folder is not None:
             dataset = Dataset.from_file(str(self.folder / "table.arrow"))
         else:
-            dataset = Dataset(pa.Table.from_batches(self.batches, schema=self.schema))
-        if "label" in self.found and "score" not in self.found:
-            if not self.label_only_integral:
-                self.labels.clear()
-                return dataset
-            self.labels = {int(label) for label in self.labels}
-            labels = dataset.data.column("score").to_numpy().astype(np.int64)
-            return dataset.add_column("label", labels, feature=Value("int64"))
-        return dataset
+            dataset = Dataset(pa.Table.from_batches(self.batches))
+        if not (self.label_only and self.integral):
+            return dataset
+        labels = dataset.data.column("score").to_numpy()
+        return dataset.add_column("label", labels, feature=Value("int64"))
+
+    def distinct_labels(self) -> list[int]:
+        """The distinct classes of a label column alone (the first few)."""
+        return sorted(int(label) for label in self.labels)
 
 
 def _checked_columns(

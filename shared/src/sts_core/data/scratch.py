@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from datasets.table import MemoryMappedTable
 
 __all__ = ["BATCH_ROWS", "has_own_files", "record_batches", "scratch_folder", "scratch_subfolder"]
 
@@ -68,12 +69,12 @@ def record_batches(
             for batch in pa.ipc.open_stream(source):
                 held.append(batch.select(list(names)))
                 count += batch.num_rows
-                while count >= rows:
+                while count >= rows:  # one batch is sliced, not copied (a large one often)
                     whole = held[0] if len(held) == 1 else pa.concat_batches(held)
                     yield whole.slice(0, rows)
                     held, count = [whole.slice(rows)], count - rows
     if count:
-        yield held[0] if len(held) == 1 else pa.concat_batches(held)
+        yield pa.concat_batches(held)
 
 
 def has_own_files(dataset: Any) -> bool:
@@ -103,7 +104,6 @@ _SAME_ROWS = {"replace_schema_metadata", "select"}
 
 def _is_whole_file(table: Any) -> bool:
     """A ``datasets`` memory-mapped table whose rows are its file's, in order."""
-    replays = getattr(table, "replays", None)
-    if not getattr(table, "path", None) or replays is None:
+    if not isinstance(table, MemoryMappedTable):
         return False
-    return all(name in _SAME_ROWS for name, _args, _kwargs in replays)
+    return all(name in _SAME_ROWS for name, _args, _kwargs in table.replays)
