@@ -42,6 +42,9 @@ GOOD = {
     "text scores and labels": strings(
         {**TEXTS, "score": ["0.5", "1", "2"], "label": ["1", "0", "1"]}
     ),
+    "integer scores and a label": Dataset.from_dict(
+        {**TEXTS, "score": [1, 4, 2], "label": [0, 1, 1]}
+    ),
     "a score and a label": Dataset.from_dict(
         {**TEXTS, "score": [0.1, 0.9, 0.5], "label": [0, 1, 1]}
     ),
@@ -94,6 +97,7 @@ BAD = {
         2,
     ),
     "a label alone that is no number": (strings({**TEXTS, "label": ["1", "x", "0"]}), 2),
+    "a missing label alone": (strings({**TEXTS, "label": ["1", None, "0"]}), 2),
     "a label beside the score that is no integer": (
         Dataset.from_dict({**TEXTS, "score": [0.1, 0.2, 0.3], "label": [0, 1.5, 1]}),
         2,

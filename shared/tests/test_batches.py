@@ -25,7 +25,18 @@ def test_batches_read_as_the_lists_they_hold() -> None:
     assert Batches.of(batches) is batches
     with pytest.raises(IndexError):
         batches[3]
-    assert Batches.of([]) == [] and len(Batches.of([])) == 0
+    assert Batches.of([]) == [] and len(Batches.of([])) == 0 and len(Batches.of([]).rows) == 0
+    assert Batches([1, 2, 3], [1, 3]) != Batches([1, 2, 3], [2, 3])
+    assert Batches([1, 2, 3], [1, 3]) != Batches([1, 2, 4], [1, 3])
+
+
+def test_batches_hold_int64_indices_whatever_they_were_given_as() -> None:
+    given = Batches(np.array([2, 0, 1], dtype=np.int32), np.array([2, 3], dtype=np.int32))
+    assert given.rows.dtype == given.ends.dtype == np.int64
+    from_lists = Batches.of([[np.int32(2), 0.0], [1]])
+    assert from_lists.rows.dtype == from_lists.ends.dtype == np.int64
+    assert from_lists.to_lists() == [[2, 0], [1]]
+    assert all(type(row) is int for batch in from_lists for row in batch)
 
 
 @pytest.mark.parametrize("rows, size", [(10, 3), (9, 3), (1, 4), (7, 7)])

@@ -75,6 +75,16 @@ def test_the_sampler_rebuilds_each_epoch_as_accelerate_expects() -> None:
             "build_epoch_batches must use every row of the dataset exactly once (3 indices "
             "given for 3 rows)",
         ),
+        (  # an empty batch alone, and an oversized one alone
+            [[0, 1], []],
+            "build_epoch_batches returned 2 batches (sizes [0, 2]); expected 2 non-empty "
+            "batches of at most 2 indices for 3 rows",
+        ),
+        (
+            [[0, 1, 2], [0]],
+            "build_epoch_batches returned 2 batches (sizes [1, 3]); expected 2 non-empty "
+            "batches of at most 2 indices for 3 rows",
+        ),
     ],
 )
 def test_bad_epoch_batches_are_refused_with_their_whole_message(batches, message) -> None:

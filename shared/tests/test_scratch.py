@@ -9,6 +9,7 @@ import multiprocessing
 import subprocess
 import sys
 import tempfile
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_batches_from_the_files_are_the_rows_in_order_and_of_the_size_asked(
 ) -> None:
     table = arrow_file(tmp_path / "t.arrow", COLUMNS, rows_per_batch=3)
     assert has_own_files(table)
-    batches = list(record_batches(table, ["score", "sentence1"], rows))
+    batches = list(islice(record_batches(table, ["score", "sentence1"], rows), 200))
     assert [b.num_rows for b in batches[:-1]] == [rows] * (len(batches) - 1)
     assert 0 < batches[-1].num_rows <= rows
     read = pa.Table.from_batches(batches).to_pydict()

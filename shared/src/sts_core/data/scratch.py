@@ -86,7 +86,7 @@ def _own_files(dataset: Any) -> list[str] | None:
     """The Arrow files ``dataset`` is exactly (in order), or None: a selection of rows
     (an indices mapping), a table in memory, or one sliced, cast or renamed since it was
     read (only a choice of columns, or new metadata, leaves it its files)."""
-    if getattr(dataset, "_indices", None) is not None:
+    if dataset._indices is not None:
         return None
     data = dataset.data
     blocks = data.blocks if hasattr(data, "blocks") else [[data]]

@@ -29,10 +29,8 @@ class Batches(Sequence[list[int]]):
         """``batches`` (lists or arrays of indices) as Batches; Batches as they are."""
         if isinstance(batches, Batches):
             return batches
-        parts = [np.asarray(batch, dtype=np.int64).reshape(-1) for batch in batches]
-        sizes = [len(part) for part in parts]
-        rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return cls(rows, np.cumsum(sizes, dtype=np.int64))
+        rows = np.fromiter((int(row) for batch in batches for row in batch), dtype=np.int64)
+        return cls(rows, np.cumsum([len(batch) for batch in batches]))
 
     @classmethod
     def chunked(cls, order: np.ndarray, size: int) -> Batches:
@@ -43,7 +41,9 @@ class Batches(Sequence[list[int]]):
     @property
     def starts(self) -> np.ndarray:
         """Where each batch starts in :attr:`rows`."""
-        return np.concatenate([[0], self.ends[:-1]]).astype(np.int64)
+        starts = np.zeros_like(self.ends)
+        starts[1:] = self.ends[:-1]
+        return starts
 
     @property
     def sizes(self) -> np.ndarray:
@@ -67,10 +67,8 @@ class Batches(Sequence[list[int]]):
         return self.rows[start : int(self.ends[position])].tolist()
 
     def __iter__(self) -> Iterator[list[int]]:
-        start = 0
-        for end in self.ends.tolist():
+        for start, end in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
             yield self.rows[start:end].tolist()
-            start = end
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Batches):

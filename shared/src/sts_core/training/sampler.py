@@ -115,8 +115,9 @@ class EpochBatchSampler:
                 "build_epoch_batches must use every row of the dataset exactly once "
                 f"({len(rows)} indices given for {self.dataset_size} rows)"
             )
-        out_of_range = len(rows) and (rows[0] < 0 or rows[-1] >= self.dataset_size)
-        distinct = int(np.count_nonzero(np.diff(rows))) + 1 if len(rows) else 0
+        # every batch has rows (checked above): so has the epoch
+        out_of_range = rows[0] < 0 or rows[-1] >= self.dataset_size
+        distinct = int(np.count_nonzero(np.diff(rows))) + 1
         if out_of_range or distinct != len(rows):
             raise ValueError(
                 f"the epoch's batches must use each of the {self.dataset_size} rows at most "
