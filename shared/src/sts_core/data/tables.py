@@ -437,11 +437,7 @@ def name_bad_row(
     gives for row ``row`` (1-based) of ``table``, its first bad value in the reading's
     order of columns; nothing when that reading takes the row."""
     one = table.select([row - 1])
-    for column in TEXT_COLUMNS:
-        if column in found:
-            name = found[column]
-            for n, value in _rows(one, name, row):
-                _text(value, source, n, name)
+    _texts(one, found, source, row)
     _labels(one, found, source, None, row)
 
 
@@ -455,11 +451,7 @@ def read_row_by_row(
     """:func:`normalise_table`'s reading of each value in Python: the tables the Arrow
     checks (:mod:`~sts_core.data.arrow_checks`) do not cover, and those with a bad value,
     which it names (source, row, column)."""
-    out: dict[str, list[Any]] = {}
-    for column in TEXT_COLUMNS:
-        if column in found:
-            name = found[column]
-            out[column] = [_text(value, source, n, name) for n, value in _rows(table, name)]
+    out = _texts(table, found, source)
     if _holds_nli_classes(table, found, source, reading):
         out |= _nli_labels(table, found, source, score_range)
     else:
@@ -468,6 +460,21 @@ def read_row_by_row(
     if GROUP_COLUMN in found:
         out[GROUP_COLUMN] = _group_ids(table, found[GROUP_COLUMN], source)
     return to_dataset(*_without_no_gold(out, source))
+
+
+def _texts(
+    table: Dataset, found: Mapping[str, str], source: str | PathLike, first_row: int = 1
+) -> dict[str, list[Any]]:
+    """The text columns of ``table``, each value checked (:func:`_text`); rows numbered
+    from ``first_row`` in the messages."""
+    return {
+        column: [
+            _text(value, source, n, found[column])
+            for n, value in _rows(table, found[column], first_row)
+        ]
+        for column in TEXT_COLUMNS
+        if column in found
+    }
 
 
 def number_columns(table: Dataset, names: Sequence[str]) -> set[str]:
