@@ -607,16 +607,25 @@ def run_member(tree: Path, member: Member, args: argparse.Namespace, log: Path) 
     if not staged:
         return {"error": "no test file mapped to these modules", "modules": {}}
     write_config(tree, member, staged, args)
+    # mutmut ends each mutant's process with os._exit, so no exit handler runs there: the
+    # temporary folders those processes make (a table's scratch folder) go in this one,
+    # removed after the run
+    temporary = Path(tempfile.mkdtemp(prefix="sts-mutation-tmp-"))
     env = uv_env(tree) | {
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "TMPDIR": str(temporary),
     }
     cmd = [str(tree / ".venv/bin/python"), "-m", "mutmut", "run", "--max-children", str(args.jobs)]
     print(f"{member.root}: {len(member.modules)} modules; tests: {' '.join(staged)}", flush=True)
     start = time.monotonic()
-    with log.open("w") as out:
-        rc = subprocess.run(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    try:
+        with log.open("w") as out:
+            run = subprocess.run(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    rc = run.returncode
     seconds = time.monotonic() - start
     tidy_log(log)
     error = None if rc == 0 else f"mutmut exited {rc}: see {log}"
