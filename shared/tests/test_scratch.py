@@ -6,9 +6,12 @@ own, every folder removed when its process ends."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -192,3 +195,31 @@ def test_the_scratch_folder_is_removed_when_its_process_ends() -> None:
     child.join(60)
     assert childs != ours and not childs.exists()  # a child's own folder, removed with it
     assert ours.is_dir()  # not the parent's
+
+
+def test_ctrl_c_while_a_table_loads_is_an_interrupt_not_a_malformed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pandas' C reader turns a Ctrl-C during its read into a ParserError; the read stops
+    with KeyboardInterrupt (the commands' one-line "interrupted"), not "cannot be read"."""
+    import datasets
+
+    def interrupted_read(*args: Any, **kwargs: Any) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the signal's handler raises here
+        except KeyboardInterrupt:
+            pass  # as pandas' C reader does with it
+        raise ValueError("Error tokenizing data. C error: Calling read(nbytes) on source failed")
+
+    table = tmp_path / "pairs.csv"
+    table.write_text("sentence1,sentence2,score\na,b,1\n", encoding="utf-8")
+    monkeypatch.setattr(datasets, "load_dataset", interrupted_read)
+    with pytest.raises(KeyboardInterrupt):
+        read_table(table)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad"))
+    )
+    with pytest.raises(DataFormatError, match="cannot be read as CSV: ValueError: bad"):
+        read_table(table)

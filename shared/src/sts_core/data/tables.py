@@ -44,6 +44,8 @@ import json
 import math
 import re
 import shutil
+import signal
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -734,6 +736,29 @@ def _quiet_datasets() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
+@contextmanager
+def _interrupts_noted() -> Iterator[list[int]]:
+    """Ctrl-C while a table loads, noted (the list it yields gets the signal): pandas' C
+    reader turns a KeyboardInterrupt during its read into a ParserError ("Calling
+    read(nbytes) on source failed"), which would then read as a malformed file. Only in
+    the main thread, where Python handles signals, and where Ctrl-C raises at all."""
+    noted: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield noted
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _csv_options(path: Path) -> dict[str, Any]:
     """``load_dataset("csv")`` options: every column as text, empty cells kept, TSV
     unquoted; DataFormatError for an empty file or a header naming a column twice."""
@@ -764,12 +789,14 @@ def _load_file(path: Path, cache: Path) -> Dataset:
 
     loader = TABLE_SUFFIXES[path.suffix.lower()]
     options = _csv_options(path) if loader == "csv" else {}
-    with _quiet_datasets():
+    with _quiet_datasets(), _interrupts_noted() as interrupted:
         try:
             return load_dataset(
                 loader, data_files=str(path), split="train", cache_dir=str(cache), **options
             )
         except Exception as error:  # pandas, pyarrow and datasets errors of a malformed file
+            if interrupted:
+                raise KeyboardInterrupt from None
             if "corresponds to no data" in str(error):  # datasets' words for no rows
                 raise DataFormatError(path, "no data rows") from None
             problem = f"cannot be read as {_kind(path)}: {_cause(error)}"
