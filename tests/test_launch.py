@@ -474,6 +474,78 @@ def test_two_processes_train_each_global_batch_from_one_set(
     assert rows == {"pairs": 10, "nli": 7}
 
 
+STREAM_SCRIPT = '''
+"""sts-train, each process recording the scores of every batch it trains."""
+import json, os, sys
+from sts_core.training import BaseTrainer
+from sts_core.training.run import main
+
+out = sys.argv[1]
+real_compute_loss = BaseTrainer.compute_loss
+
+
+def recording(self, model, inputs, *args, **kwargs):
+    with open(f"{out}/scores_rank{os.environ.get('RANK', '0')}.jsonl", "a") as handle:
+        handle.write(json.dumps(inputs["labels"].tolist()) + "\\n")
+    return real_compute_loss(self, model, inputs, *args, **kwargs)
+
+
+BaseTrainer.compute_loss = recording
+sys.exit(main(sys.argv[2:]))
+'''
+
+
+def test_a_stream_of_shards_trains_two_processes_on_the_rows_of_one(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """A folder of two table files streams (shuffled in a buffer): on two processes each
+    reads one file, and over a pass they train on the 16 rows that one process, with the
+    global batch, trains on (each row once)."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for part in (0, 1):  # the scores name the rows: 0, 0.25, …, 3.75
+        rows = "".join(f"a man {n},a dog {n},{n / 4}\n" for n in range(8 * part, 8 * part + 8))
+        (shards / f"part{part}.csv").write_text("sentence1,sentence2,score\n" + rows)
+    script = tmp_path / "stream_run.py"
+    script.write_text(STREAM_SCRIPT, encoding="utf-8")
+    seen = {}
+    for processes, batch in ((2, 2), (1, 4)):
+        records = tmp_path / f"records{processes}"
+        records.mkdir()
+        recipe = write_fixture_recipe(
+            tmp_path / f"recipe{processes}.yaml",
+            "a stream of two shards",
+            tiny_bert_dir,
+            shards,
+            DEV,
+            tmp_path / f"out{processes}",
+            per_device_train_batch_size=str(batch),
+            max_steps="4",
+            eval_strategy="no",
+            save_strategy="no",
+            eval_dataset="none",
+        )
+        arguments = (script, str(records), "--config", str(recipe))
+        if processes == 1:
+            subprocess.run([sys.executable, *map(str, arguments)], check=True)
+        else:
+            accelerate_launch("cpu.yaml", processes, *arguments)
+        seen[processes] = [
+            [
+                row
+                for line in (records / f"scores_rank{rank}.jsonl").read_text().splitlines()
+                for row in json.loads(line)
+            ]
+            for rank in range(processes)
+        ]
+    every_row = [n / 4 for n in range(16)]
+    assert sorted(seen[1][0]) == every_row
+    assert sorted(seen[2][0] + seen[2][1]) == every_row
+    files = [set(every_row[:8]), set(every_row[8:])]
+    assert {frozenset(rows) for rows in seen[2]} == {frozenset(f) for f in files}
+    assert seen[2][0] != sorted(seen[2][0]) or seen[2][1] != sorted(seen[2][1])  # shuffled
+
+
 FAULT_SCRIPT = '''
 """sts-train (the core's cosine MSE) with a fault planted on one process.
 

@@ -324,6 +324,22 @@ class DataArguments:
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "Keep the first N dev pairs."}
     )
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Train on the training tables as a stream, shard by shard (each table "
+            "file named, or each table file of a folder named), each shard checked as it "
+            "is read; needs max_steps. A folder of table files streams without it. See "
+            "docs/data.md (Large tables)."
+        },
+    )
+    shuffle_buffer: int = field(
+        default=10_000,
+        metadata={
+            "help": "With streaming: rows shuffled in a buffer of this many (and the shards' "
+            "order shuffled), seeded by data_seed or seed; 0 keeps the files' order."
+        },
+    )
     final_eval_datasets: list[str] = field(
         default_factory=list,
         metadata={
@@ -397,6 +413,7 @@ class DataArguments:
         require_at_least(
             1, max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples
         )
+        require_at_least(0, shuffle_buffer=self.shuffle_buffer)
         self.label_mapping = parse_json_mapping(self.label_mapping, "label_mapping")
         from sts_core.data import parse_columns_option
 

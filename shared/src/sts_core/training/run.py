@@ -91,8 +91,7 @@ class RunInputs:
         dev = "none" if self.evaluator is None else f"{self.evaluator.name}"
         lines = [
             f"model: {model_args.model_name_or_path}",
-            f"training data: {self.data_summary['train_pairs']} pairs from "
-            + ", ".join(f"{k} ({v})" for k, v in self.data_summary["sources"].items()),
+            training_data_line(self.data_summary),
             f"dev set: {dev} ({data_args.eval_dataset})",
         ]
         for name, info in self.data_summary.get("datasets", {}).items():
@@ -107,6 +106,22 @@ class RunInputs:
         for reference, size in self.final_pair_sets.items():
             lines.append(f"final pair set: {reference} ({size} pairs)")
         return lines
+
+
+def training_data_line(summary: dict[str, Any]) -> str:
+    """What the run trains on, in one line of the check's report."""
+    stream = summary.get("streaming")
+    if stream is not None:
+        first = stream["first_shard"]
+        return (
+            f"training data: a stream of {stream['shards']} shard(s) from "
+            + ", ".join(summary["sources"])
+            + f" (the first, {first['path']}, {first['rows']} pairs, checked; the others "
+            f"are checked as they are read; shuffle buffer {stream['shuffle_buffer']} rows)"
+        )
+    return f"training data: {summary['train_pairs']} pairs from " + ", ".join(
+        f"{k} ({v})" for k, v in summary["sources"].items()
+    )
 
 
 class TrainingRun:
@@ -493,9 +508,14 @@ def prepare_inputs(
         final_evaluators,
         load_reference,
     )
+    from sts_core.training.streaming import check_streaming, stream_train_dataset, streams
 
     check_trainer_for_datasets(method, config, data_args)  # before any set loads
-    if train_dataset is None and data_args.train_specs is not None:
+    if streams(data_args):
+        check_streaming(method, data_args, config, train_dataset)
+        train_dataset, data_summary = stream_train_dataset(method, data_args, config)
+        read_rows_by_rank(config)
+    elif train_dataset is None and data_args.train_specs is not None:
         train_dataset, data_summary = build_train_sets(data_args, method, config, loss_classes)
     else:
         train_dataset, data_summary = prepare_train_list(method, data_args, config, train_dataset)
@@ -552,6 +572,22 @@ def prepare_train_list(
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return train_dataset, data_summary
+
+
+def read_rows_by_rank(config: BaseConfig) -> None:
+    """On several processes, each reads its own part of a stream (accelerate splits it by
+    shard, or by slices of each global batch): ``accelerator_config.dispatch_batches``
+    false. True (the main process reads the stream and sends each process its part) is
+    refused: it needs batches of one shape, and the collator's are as long as their
+    texts."""
+    accelerator_config: Any = config.accelerator_config  # an AcceleratorConfig by now
+    if getattr(accelerator_config, "dispatch_batches", None):
+        raise ConfigError(
+            "streaming: accelerator_config dispatch_batches true sends the main process's "
+            "batches to the others, which needs batches of one shape (these are as long as "
+            "their texts): drop it (each process reads its own part of the stream)"
+        )
+    accelerator_config.dispatch_batches = False
 
 
 def report_check(
