@@ -56,6 +56,7 @@ from sts_core.command_files import (
     written_by_project,
 )
 from sts_core.options import NON_NEGATIVE, POSITIVE, UP_TO_ONE, check_number
+from sts_core.process_memory import peak_rss_mib
 
 RESULT_PREFIX = "RESULT "
 BENCHMARKS_DIR = Path(__file__).resolve().parent
@@ -143,9 +144,10 @@ def in_fraction(text: str, fraction: float) -> bool:
 
 # ----------------------------------------------------------------------------- memory
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (MiB)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1024 if sys.platform != "darwin" else peak / 2**20
+    """Peak resident memory of this process so far (MiB): its own, not the parent's that
+    started it (:func:`sts_core.process_memory.peak_rss_mib`); NaN where unknown."""
+    peak = peak_rss_mib()
+    return float("nan") if peak is None else peak
 
 
 def current_rss_mb() -> float:

@@ -2,20 +2,24 @@
 a short training on tables of 10k to 10M rows, beside ``datasets.load_dataset`` alone (the
 floor) and sentence-transformers' trainer on the same file (the peer).
 
-Each table is a CSV with a header, ``sentence1,sentence2,score``: random pairs of distinct
-STS-B sentences of ``STS_DATA_DIR`` (a seeded generator) with a score drawn uniformly in
-[0, 5] (two decimals), written once per run into a scratch folder. On each table, each side
-in a fresh process: the floor (``load_dataset("csv")`` into a fresh cache, then the score
-column's minimum and maximum), ours ``--check_only`` (``sts-train --method cosent``, its
-checks and the test-pair count), ours training ``--steps`` steps and the peer
-(``SentenceTransformerTrainer`` + ``CoSENTLoss``) training as many, with the same
-settings. Wall time is the whole process (start, imports, work) as the parent measures
-it; peak memory the worker's ``ru_maxrss``; steps per second the trainers'
-``train_steps_per_second``. The report checks the targets of issue 63.
+Each table is a CSV with a header, ``sentence1,sentence2,score``: random pairs of
+distinct STS-B sentences of ``STS_DATA_DIR`` (a seeded generator) with a score drawn
+uniformly in [0, 5] (two decimals), written once per run into a scratch folder. On each
+table, each side in a fresh process: the floor (``load_dataset("csv")`` into a fresh
+cache, then the score column's minimum and maximum), ours ``--check_only`` (``sts-train
+--method cosent``, its checks and the test-pair count), ours training ``--steps`` steps,
+ours streaming the table split into :data:`STREAM_SHARDS` CSV files (a folder of table
+files streams) as many steps, and the peer (``SentenceTransformerTrainer`` +
+``CoSENTLoss``) training as many, with the same settings. Wall time is the whole process
+(start, imports, work) as the parent measures it; peak memory the worker's own peak RSS;
+steps per second the trainers' ``train_steps_per_second``. The report checks the targets
+of issue 63.
 
     uv run python benchmarks/data_scale.py              # 10k, 100k, 1M and 10M rows
     uv run python benchmarks/data_scale.py --quick      # 10k, 100k and 1M rows
     uv run python benchmarks/data_scale.py --smoke      # check 1M rows, train on 1k (CI)
+    uv run python benchmarks/data_scale.py --sizes 10000 10000000 \
+        --sides ours_train ours_stream                   # training and streaming alone
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ MODES: dict[str, dict[str, Any]] = {
     "smoke": {"sizes": [1_000_000], "train_sizes": [1_000], "steps": 5},
 }
 CHECK_SIDES = ("floor", "ours_check")
-TRAIN_SIDES = ("ours_train", "peer_train")
+TRAIN_SIDES = ("ours_train", "ours_stream", "peer_train")
 SIDES = CHECK_SIDES + TRAIN_SIDES
 SEED = 0
 CHUNK_ROWS = 1_000_000  # rows generated and written at a time
+STREAM_SHARDS = 10  # the files a table is split into for the streaming side
 #: the settings both trainers get (ours as ``--key value`` flags of ``sts-train``): no
 #: evaluation, no checkpoint, no log line within the steps (transformers' default
 #: ``logging_steps``, so neither draws a learning curve), no reporting, no progress bar
@@ -127,12 +132,40 @@ def write_table(path: Path, rows: int, texts: list[str], seed: int = SEED) -> No
             writer.write_batch(pa.record_batch(columns, schema=schema))
 
 
+def split_table(path: Path, folder: Path, shards: int, rows: int) -> None:
+    """The CSV ``path`` of ``rows`` rows split into ``shards`` CSV files of as many rows
+    (the last fewer) in ``folder``, each with the header, the rows in order; read and
+    written a block at a time, so that this process (whose peak memory a worker it starts
+    inherits, on Linux) stays small."""
+    import pyarrow.csv as pa_csv
+
+    folder.mkdir()
+    per_shard = -(-rows // shards)
+    options = pa_csv.WriteOptions(quoting_style="needed")
+    reader = pa_csv.open_csv(str(path))
+    writer, left, index = None, 0, 0
+    for batch in reader:
+        while batch.num_rows:
+            if left == 0:
+                if writer is not None:
+                    writer.close()
+                name = str(folder / f"part-{index:02d}.csv")
+                writer = pa_csv.CSVWriter(name, reader.schema, write_options=options)
+                left, index = per_shard, index + 1
+            part = batch.slice(0, left)
+            writer.write_batch(part)
+            left -= part.num_rows
+            batch = batch.slice(part.num_rows)
+    if writer is not None:
+        writer.close()
+
+
 # ----------------------------------------------------------------------------- workers
 class AnonymousPeak:
     """The peak of the process's anonymous resident memory (``RssAnon`` of
     ``/proc/self/status``, Linux), sampled every :data:`SAMPLE_SECONDS` by a thread: the
     memory the process itself holds, without the pages of the files it memory-maps (the
-    Arrow tables), which ``ru_maxrss`` counts and the system reclaims when it needs to."""
+    Arrow tables), which the peak RSS counts and the system reclaims when it needs to."""
 
     def __init__(self) -> None:
         self.peak_kib = 0
@@ -164,7 +197,12 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
         result = floor(spec)  # datasets and pyarrow alone: no torch in this process
     else:
         common.set_threads(spec["threads"])
-        sides = {"ours_check": ours_check, "ours_train": ours_train, "peer_train": peer_train}
+        sides = {
+            "ours_check": ours_check,
+            "ours_train": ours_train,
+            "ours_stream": ours_train,  # its table is a folder of shards
+            "peer_train": peer_train,
+        }
         result = sides[side](spec, anonymous) if side == "peer_train" else sides[side](spec)
     return {**result, "peak_anon_mb": anonymous.now()}
 
@@ -230,6 +268,7 @@ def ours_train(spec: dict[str, Any]) -> dict[str, Any]:
         "train_steps_per_second": train["train_steps_per_second"],
         "global_step": train["global_step"],
         "train_pairs": metrics["data"]["train_pairs"],
+        "streaming": metrics["data"].get("streaming"),
     }
 
 
@@ -298,10 +337,15 @@ def run_sizes(args: argparse.Namespace, scratch: Path) -> tuple[dict, dict]:
         sides += [s for s in TRAIN_SIDES if rows in args.train_sizes]
         if args.no_peer:
             sides = [s for s in sides if s != "peer_train"]
+        sides = [s for s in sides if s in args.sides]
+        shards = scratch / f"shards-{rows}"
+        if "ours_stream" in sides:
+            split_table(path, shards, STREAM_SHARDS, rows)
         results[str(rows)] = {}
         for side in sides:
             work = scratch / f"{side}-{rows}"  # its output folder and cache, removed after
-            spec = {**base, "table": str(path), "output": str(work / "out")}
+            table = shards if side == "ours_stream" else path
+            spec = {**base, "table": str(table), "output": str(work / "out")}
             spec |= {"cache": str(work / "cache"), "launched_at": time.time()}
             print(f"  {side} …", flush=True)
             result = common.run_worker(__file__, side, spec)
@@ -310,6 +354,7 @@ def run_sizes(args: argparse.Namespace, scratch: Path) -> tuple[dict, dict]:
             shutil.rmtree(work, ignore_errors=True)
             print(f"    wall {result['wall_seconds']} s, peak RSS {result['peak_rss_mb']} MiB")
         path.unlink()
+        shutil.rmtree(shards, ignore_errors=True)
     return {"tables": tables, "settings": {**base, "training": TRAINING}}, results
 
 
@@ -428,12 +473,15 @@ def report_markdown(saved: dict[str, Any]) -> str:
             memory(side(results, rows, "ours_train")),
             cell(side(results, rows, "ours_train"), "train_steps_per_second", 3),
             cell(side(results, rows, "ours_train"), "wall_seconds"),
+            memory(side(results, rows, "ours_stream")),
+            cell(side(results, rows, "ours_stream"), "train_steps_per_second", 3),
+            cell(side(results, rows, "ours_stream"), "wall_seconds"),
             memory(side(results, rows, "peer_train")),
             cell(side(results, rows, "peer_train"), "train_steps_per_second", 3),
             cell(side(results, rows, "peer_train"), "wall_seconds"),
         )
         for rows in sizes
-        if side(results, rows, "ours_train") or side(results, rows, "peer_train")
+        if any(side(results, rows, name) for name in TRAIN_SIDES)
     ]
     target_rows = [
         (
@@ -454,7 +502,7 @@ def report_markdown(saved: dict[str, Any]) -> str:
             f"{spec['model_name']}, batch {settings['batch_size']}, {settings['steps']} "
             f"steps, {settings['threads']} thread(s), CPU; each side a fresh process. Wall: "
             "the whole process as the parent measured it (interpreter start, imports, the "
-            "work); memory: the process's peak RSS (`ru_maxrss`, MiB) / its peak anonymous "
+            "work); memory: the process's peak RSS (`VmHWM`, MiB) / its peak anonymous "
             "memory (`RssAnon`, sampled every 20 ms): RSS also counts the pages of the "
             "memory-mapped Arrow files a process has read, which the system reclaims when it "
             "needs the memory; the anonymous part is what the process holds itself. "
@@ -493,7 +541,10 @@ def report_markdown(saved: dict[str, Any]) -> str:
             "and checkpoints (`eval_strategy`, `save_strategy` `no`), log lines within the "
             "steps (`logging_steps` 500, so no learning-curve chart either), reporting and "
             "the progress bar. Ours still saves the model and its `metrics.json` at the end, "
-            "within its wall and peak RSS.",
+            "within its wall and peak RSS. Ours streaming: the same table split into "
+            f"{STREAM_SHARDS} CSV files in a folder, which streams (the first shard read and "
+            "checked before training, each read again as the stream reaches it; a shuffle "
+            "buffer of 10,000 rows).",
             "",
             common.markdown_table(
                 [
@@ -501,6 +552,9 @@ def report_markdown(saved: dict[str, Any]) -> str:
                     "ours, RSS / anon MiB",
                     "ours, steps/s",
                     "ours, s",
+                    "ours streaming, RSS / anon MiB",
+                    "ours streaming, steps/s",
+                    "ours streaming, s",
                     "peer, RSS / anon MiB",
                     "peer, steps/s",
                     "peer, s",
@@ -538,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=common.COUNT, default=None, help="training steps")
     parser.add_argument("--batch-size", type=common.COUNT, default=32)
     parser.add_argument("--no-peer", action="store_true", help="without sentence-transformers")
+    parser.add_argument(
+        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="the sides to run"
+    )
     common.add_side_arguments(parser, SIDES)
     given = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(given)

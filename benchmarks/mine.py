@@ -3,12 +3,12 @@ sentence-transformers' ``mine_hard_negatives`` on the same pairs, candidates and
 
 The pairs are the NLI triplets' (premise, entailed hypothesis) rows of ``STS_DATA_DIR``
 (11,789); the candidates are their hypotheses and further distinct sentences of the data
-folder (the contradicting hypotheses, SNLI and MultiNLI dev/test, the Wikipedia sentences,
-WikiQA's candidates, Quora and MRPC) up to ``--corpus-size`` (100,000 in full mode). Each
-side runs in a fresh process and reports its peak RSS (``ru_maxrss``), its seconds and
-the triplets it wrote; both use the exact search (``--faiss`` for faiss on both) with the
-peer's default settings (3 negatives, sampling top). The triplets of the two sides are
-compared (same anchors, positives and negatives).
+folder (the contradicting hypotheses, SNLI and MultiNLI dev/test, the Wikipedia
+sentences, WikiQA's candidates, Quora and MRPC) up to ``--corpus-size`` (100,000 in full
+mode). Each side runs in a fresh process and reports its peak RSS (its own: ``VmHWM`` on
+Linux), its seconds and the triplets it wrote; both use the exact search (``--faiss`` for
+faiss on both) with the peer's default settings (3 negatives, sampling top). The triplets
+of the two sides are compared (same anchors, positives and negatives).
 
     uv run python benchmarks/mine.py              # 100,000 candidates, all-MiniLM-L6-v2
     uv run python benchmarks/mine.py --quick      # 20,000 candidates

@@ -763,14 +763,15 @@ def test_mining_benchmark_writes_the_same_triplets_as_the_peer(tmp_path: Path) -
 @needs_benchmark_data
 def test_data_scale_benchmark_checks_a_table_of_a_million_rows(tmp_path: Path) -> None:
     """``data_scale.py --smoke``: the floor and our ``--check_only`` on a table of 1,000,000
-    rows, both trainers 5 steps on 1,000 rows, each side in a fresh process; every number
+    rows, both trainers (and ours streaming the table in ten files) 5 steps on 1,000 rows,
+    each side in a fresh process; every number
     measured, the check passed, and each target of the report consistent with them."""
     run_script("data_scale", "--smoke", "--output-dir", str(tmp_path))
     result = json.loads((tmp_path / "data_scale_smoke.json").read_text(encoding="utf-8"))
     results = result["results"]
     assert set(results) == {"1000", "1000000"}
     assert set(results["1000000"]) == {"floor", "ours_check"}
-    assert set(results["1000"]) == {"ours_train", "peer_train"}
+    assert set(results["1000"]) == {"ours_train", "ours_stream", "peer_train"}
     for sides in results.values():
         for measured in sides.values():
             assert measured["wall_seconds"] > 0 and measured["peak_rss_mb"] > 0
@@ -781,6 +782,9 @@ def test_data_scale_benchmark_checks_a_table_of_a_million_rows(tmp_path: Path) -
         trained = results["1000"][name]
         assert trained["global_step"] == 5 and trained["train_pairs"] == 1000
         assert trained["train_steps_per_second"] > 0
+    stream = results["1000"]["ours_stream"]  # ten shards of 100 rows
+    assert stream["global_step"] == 5 and stream["train_pairs"] is None
+    assert stream["streaming"]["shards"] == 10 and stream["streaming"]["first_shard"]["rows"] == 100
     peer = results["1000"]["peer_train"]
     assert 0 < peer["ready_seconds"] < peer["wall_seconds"]
     assert 0 < peer["ready_peak_rss_mb"] <= peer["peak_rss_mb"]

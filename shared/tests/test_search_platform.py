@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from sts_core import process_memory
 from sts_core.search import worker
 
 SHARED = Path(__file__).resolve().parents[1]
@@ -21,19 +22,41 @@ SHARED = Path(__file__).resolve().parents[1]
 
 def test_without_the_resource_module_the_peak_memory_is_unknown(monkeypatch) -> None:
     """The worker imports where ``resource`` is missing (``sys.modules`` entry None makes
-    its import fail, as on Windows), and a cell's peak resident memory is then None (the
-    report shows "–"), not an error."""
+    its import fail, as on Windows, which has no ``/proc`` either), and a cell's peak
+    resident memory is then None (the report shows "–"), not an error."""
     assert worker.peak_rss_mib() > 0  # here (POSIX) it is measured
     monkeypatch.setitem(sys.modules, "resource", None)
     try:
-        without = importlib.reload(worker)
+        without = importlib.reload(process_memory)
+        monkeypatch.setattr(without, "STATUS", Path("/no/such/status"))
         assert without.resource is None
         assert without.peak_rss_mib() is None
-        assert without.peak_memory()["peak_rss_mib"] is None
+        monkeypatch.setattr(worker, "peak_rss_mib", without.peak_rss_mib)
+        assert worker.peak_memory()["peak_rss_mib"] is None
     finally:
         monkeypatch.undo()
-        importlib.reload(worker)
-    assert worker.resource is not None
+        importlib.reload(process_memory)
+    assert process_memory.resource is not None
+
+
+PEAK_OF_A_CHILD = """
+import subprocess, sys
+held = bytearray(400 * 2**20)
+held[::4096] = b"x" * len(held[::4096])  # every page touched: resident
+code = "from sts_core.process_memory import peak_rss_mib; print(peak_rss_mib())"
+print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux's /proc only")
+def test_a_process_started_by_a_large_one_reports_its_own_peak() -> None:
+    """Linux keeps ``ru_maxrss`` across the fork and exec that start a process: a worker
+    started by a parent holding 400 MiB would report at least that. Its own peak is far
+    below."""
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_OF_A_CHILD], capture_output=True, text=True, check=True
+    )
+    assert 0 < float(done.stdout) < 200, done.stdout
 
 
 def test_the_search_loads_no_sentence_transformers_until_a_peer_row_trains() -> None:

@@ -15,10 +15,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from sts_core.command_files import end_with_parent
+from sts_core.process_memory import peak_rss_mib
 from sts_core.saving import remove_path, write_json_atomic
 from sts_core.search.cells import (
     CELL_FILE,
@@ -34,12 +34,6 @@ from sts_core.search.cells import (
 from sts_core.search.peers import PEER_METHOD, train_peer
 from sts_core.search.spec import STS_TASKS_TEST, fingerprint
 from sts_core.search.stages import first_stage
-
-resource: ModuleType | None
-try:  # POSIX only: where it is missing (Windows) a cell's peak resident memory is unknown
-    import resource
-except ImportError:
-    resource = None
 
 #: ``sts-train``'s exit status for a run that diverged (2: a bad input)
 DIVERGED = 1
@@ -144,14 +138,6 @@ def peak_memory() -> dict[str, float | None]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         peak["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     return peak
-
-
-def peak_rss_mib() -> float | None:
-    """This process's peak resident memory in MiB (``ru_maxrss`` is KiB on Linux); None
-    where the ``resource`` module is missing."""
-    if resource is None:
-        return None
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def train(folder: Path) -> int:
