@@ -170,6 +170,20 @@ def test_each_shards_checked_copy_is_removed_after_its_rows(
     assert sorted(scratch_folder().iterdir()) == before
 
 
+def test_one_shard_is_read_at_a_time_while_the_buffer_shuffles(
+    tmp_path: Path, tiny_bert_dir: Path
+) -> None:
+    """The buffer is filled from one shard at a time: at most one shard's checked copy
+    exists while the rows are read (each shard is read whole before its first row)."""
+    write_shards(tmp_path / "shards", [3, 3, 3])
+    before = set(scratch_folder().iterdir())
+    stream, _ = streamed(tmp_path, tiny_bert_dir, tmp_path / "shards", shuffle_buffer=2)
+    copies = []
+    for _ in stream:
+        copies.append(len(set(scratch_folder().iterdir()) - before))
+    assert len(copies) == 9 and max(copies) == 1
+
+
 def test_a_shard_with_other_columns_is_refused_naming_it(
     tmp_path: Path, tiny_bert_dir: Path
 ) -> None:

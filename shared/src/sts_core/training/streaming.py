@@ -14,7 +14,8 @@ The first shard is read before training, so that a bad layout, column or value t
 stops the run before the weights load (``check_only`` reads only it); the others are
 checked as training reaches them, and a bad row stops the run with its file, row and
 column, nothing saved as complete. ``shuffle_buffer`` rows are shuffled in a buffer
-(``IterableDataset.shuffle``; the shards' order is shuffled too, again at every pass),
+filled from one shard at a time (``IterableDataset.shuffle``; the shards' order is
+shuffled too, again at every pass),
 seeded by ``data_seed`` (else ``seed``). A stream has no length: ``max_steps`` says how
 long to train, and a pass that ends starts the next.
 
@@ -234,7 +235,11 @@ def stream_train_dataset(
     )
     if data_args.shuffle_buffer:
         seed = config.data_seed if config.data_seed is not None else config.seed
-        stream = stream.shuffle(seed=seed, buffer_size=data_args.shuffle_buffer)
+        # one shard read at a time (datasets would fill the buffer from up to ten at once,
+        # each of them read and checked whole before its first row)
+        stream = stream.shuffle(
+            seed=seed, buffer_size=data_args.shuffle_buffer, max_buffer_input_shards=1
+        )
     summary: dict[str, Any] = {
         "sources": {str(ref): "stream" for ref in data_args.train_datasets},
         "train_pairs": None,
