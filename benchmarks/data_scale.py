@@ -397,17 +397,18 @@ def targets(results: dict) -> list[dict[str, Any]]:
         label = f"{rows:,} rows: check peak RSS ≤ {written} ({megabytes * MB:,.0f} MiB)"
         memory = value(rows, "ours_check", "peak_rss_mb")
         found.append(at_most(label, memory, megabytes * MB, "MiB"))
-    small = value(10_000, "ours_train", "peak_rss_mb")
-    large = value(10_000_000, "ours_train", "peak_rss_mb")
-    growth = None if small is None or large is None else large - small
-    label = f"training peak RSS, 10,000,000 rows − 10,000 rows ≤ 300 MB ({300 * MB:,.0f} MiB)"
-    found.append(at_most(label, growth, 300 * MB, "MiB"))
-    small = value(10_000, "ours_train", "peak_anon_mb")
-    large = value(10_000_000, "ours_train", "peak_anon_mb")
-    growth = None if small is None or large is None else large - small
-    label = "the same, anonymous memory only (not the issue's measure)"
-    found.append(at_most(label, growth, 300 * MB, "MiB"))
-    found.append(steps_target(results))
+    for name, what in (("ours_train", "training"), ("ours_stream", "streaming")):
+        small = value(10_000, name, "peak_rss_mb")
+        large = value(10_000_000, name, "peak_rss_mb")
+        growth = None if small is None or large is None else large - small
+        label = f"{what} peak RSS, 10,000,000 rows − 10,000 rows ≤ 300 MB ({300 * MB:,.0f} MiB)"
+        found.append(at_most(label, growth, 300 * MB, "MiB"))
+        small = value(10_000, name, "peak_anon_mb")
+        large = value(10_000_000, name, "peak_anon_mb")
+        growth = None if small is None or large is None else large - small
+        label = "the same, anonymous memory only (not the issue's measure)"
+        found.append(at_most(label, growth, 300 * MB, "MiB"))
+        found.append(steps_target(results, name, what))
     for label, ours_side, ours_key, peer_key, unit in PEER_TARGETS:
         measured = [
             no_worse(f"{rows:,} rows: {label}", ours, peer, unit)
@@ -419,10 +420,11 @@ def targets(results: dict) -> list[dict[str, Any]]:
     return found
 
 
-def steps_target(results: dict) -> dict[str, Any]:
-    """Steps per second on 10M rows the same as on 10k within :data:`NOISE`."""
-    label = f"training steps/s, 10,000,000 rows = 10,000 rows within {NOISE * 100:.0f} %"
-    small, large = side(results, 10_000, "ours_train"), side(results, 10_000_000, "ours_train")
+def steps_target(results: dict, name: str = "ours_train", what: str = "training") -> dict[str, Any]:
+    """Steps per second of side ``name`` on 10M rows the same as on 10k within
+    :data:`NOISE`."""
+    label = f"{what} steps/s, 10,000,000 rows = 10,000 rows within {NOISE * 100:.0f} %"
+    small, large = side(results, 10_000, name), side(results, 10_000_000, name)
     if small is None or large is None:
         return {"target": label, "measured": None, "result": "not measured in this mode"}
     ratio = large["train_steps_per_second"] / small["train_steps_per_second"]
