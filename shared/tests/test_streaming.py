@@ -16,7 +16,7 @@ from datasets import Dataset
 
 from sts_core.data.scratch import scratch_folder
 from sts_core.testing import refusal
-from sts_core.training import ConfigParser
+from sts_core.training import BaseTrainer, ConfigParser
 from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.parser import ConfigError
 from sts_core.training.run import TrainingRun, prepare_inputs
@@ -328,3 +328,27 @@ def test_only_the_runs_own_copies_are_removed(tmp_path: Path) -> None:
     users = Dataset.load_from_disk(str(tmp_path / "saved"))
     remove_scratch_files(users)
     assert len(Dataset.load_from_disk(str(tmp_path / "saved"))) == 3
+
+
+def test_a_resume_trains_on_the_rows_the_whole_run_trains_on(
+    tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run resumed from its checkpoint at step 3 trains steps 4–6 on the rows that the
+    run without the interruption trains them on (the stream read again, the first three
+    steps' batches skipped)."""
+    write_shards(tmp_path / "shards", [5, 5])
+    seen: list[list[float]] = []
+    real_compute_loss = BaseTrainer.compute_loss
+
+    def recording(self: Any, model: Any, inputs: dict, *args: Any, **kwargs: Any) -> Any:
+        seen.append(inputs["labels"].tolist())
+        return real_compute_loss(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(BaseTrainer, "compute_loss", recording)
+    argv = sts_train_argv(tmp_path, tiny_bert_dir, tmp_path / "shards", "--max_steps", "6")
+    argv += ["--save_strategy", "steps", "--save_steps", "3", "--shuffle_buffer", "4"]
+    assert sts_train(argv) == 0
+    whole, seen[:] = list(seen), []
+    checkpoint = tmp_path / "out" / "checkpoint-3"
+    assert sts_train([*argv, "--resume_from_checkpoint", str(checkpoint)]) == 0
+    assert len(whole) == 6 and seen == whole[3:]
