@@ -317,3 +317,60 @@ def test_a_run_with_no_duplicates_trains_on_batches_without_a_text_twice(
         assert counts["deferred"] == deferred_by_scan(order, batches)
         assert counts["kept"] == 12 - counts["deferred"] and counts["with_duplicate"] == 0
     assert sum(e["no_duplicates"]["train"]["deferred"] for e in report["epochs"]) > 0
+
+
+# ------------------------------------------------------------------ the texts as ids
+def test_text_ids_are_equal_exactly_where_the_texts_are() -> None:
+    """Across columns, in the rows a selection keeps, a large_string column beside a
+    string one, and a mapping of lists: equal ids exactly where the texts are equal."""
+    import pyarrow as pa
+
+    from sts_core.data.columns import text_ids
+
+    rows = {"sentence1": ["a", "b", "c", "a"], "sentence2": ["b", "b", "d", "e"]}
+    table = Dataset.from_dict(rows)
+    wide = Dataset(
+        pa.table(
+            {
+                "sentence1": pa.array(rows["sentence1"], pa.large_string()),
+                "sentence2": pa.array(rows["sentence2"]),
+            }
+        )
+    )
+    every = [0, 1, 2, 3]
+    cases = [(table, every), (table.select([3, 1]), [3, 1]), (wide, every), (rows, every)]
+    for dataset, kept in cases:
+        ids = text_ids(dataset, ["sentence1", "sentence2"])
+        assert ids.shape == (len(kept), 2) and ids.dtype.name == "int32"
+        cells = [
+            (rows[name][r], int(ids[position, column]))
+            for position, r in enumerate(kept)
+            for column, name in enumerate(["sentence1", "sentence2"])
+        ]
+        for text, i in cells:
+            assert {j for t, j in cells if t == text} == {i}
+            assert {t for t, j in cells if j == i} == {text}
+    assert text_ids(table.select([]), ["sentence1"]).shape == (0, 1)
+
+
+def test_no_duplicates_on_text_ids_gives_the_batches_of_the_texts() -> None:
+    """The plan over :class:`RowTexts` (a row's ids, a text it holds twice once) is the plan
+    over each row's set of texts, on sets with many repeated texts (seed 15: one where
+    counting a row's repeated text twice would change the rows swapped in at the end)."""
+    import random
+
+    from sts_core.data.columns import text_ids
+    from sts_core.training.batch_plan import RowTexts
+
+    for seed, size, batch in ((0, 120, 8), (15, 40, 4)):
+        rng = random.Random(seed)
+        words = [f"w{i}" for i in range(15 if seed == 0 else 6)]
+        rows = {n: [rng.choice(words) for _ in range(size)] for n in ("sentence1", "sentence2")}
+        pairs = zip(rows["sentence1"], rows["sentence2"], strict=True)
+        by_text = [frozenset(pair) for pair in pairs]
+        by_id = RowTexts(text_ids(Dataset.from_dict(rows), ["sentence1", "sentence2"]))
+        assert any(len(texts) == 1 for texts in by_text)  # a row whose two texts are one
+        order = list(range(size))
+        rng.shuffle(order)
+        plan = no_duplicate_batches(order, by_id, batch)
+        assert plan == no_duplicate_batches(order, by_text, batch)

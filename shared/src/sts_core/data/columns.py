@@ -1,10 +1,14 @@
-"""A dataset's column as a list or, for numbers, as an array, read in one piece."""
+"""A dataset's column as a list or, for numbers, as an array, read in one piece; its text
+columns as ids."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def column_list(dataset: Any, name: str) -> list[Any]:
@@ -23,3 +27,28 @@ def column_array(dataset: Any, name: str) -> np.ndarray:
         table = dataset.select_columns([name]).with_format("arrow")[:]
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
     return np.asarray(column_list(dataset, name), dtype=np.float64)
+
+
+def text_ids(dataset: Any, names: Sequence[str]) -> np.ndarray:
+    """The texts of columns ``names`` as ids: a ``(rows, len(names))`` int32 array in the
+    dataset's row order, where two cells hold the same id exactly when they hold the same
+    text, in the same column or not. A ``datasets.Dataset`` is encoded by Arrow (its
+    columns dictionary-encoded together), without a Python string per cell; a mapping of
+    lists through :func:`column_list`."""
+    rows = len(dataset)
+    if rows == 0 or not names:
+        return np.zeros((rows, len(names)), dtype=np.int32)
+    if not (hasattr(dataset, "with_format") and hasattr(dataset, "select_columns")):
+        ids: dict[Any, int] = {}
+        texts = [column_list(dataset, name) for name in names]
+        return np.array(
+            [[ids.setdefault(text, len(ids)) for text in row] for row in zip(*texts, strict=True)],
+            dtype=np.int32,
+        )
+    table: pa.Table = dataset.select_columns(list(names)).with_format("arrow")[:]
+    columns = [table.column(name) for name in names]
+    kind = pa.large_string() if any(c.type == pa.large_string() for c in columns) else None
+    chunks = [chunk.cast(kind) if kind else chunk for c in columns for chunk in c.chunks]
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=kind or columns[0].type))
+    flat = [chunk.indices.to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
+    return np.concatenate(flat).astype(np.int32).reshape(len(names), rows).T.copy()

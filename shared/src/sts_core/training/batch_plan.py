@@ -92,13 +92,32 @@ class NoDuplicatesReport:
         }
 
 
+class RowTexts:
+    """Each row's texts as a set of ids (:func:`~sts_core.data.columns.text_ids`: equal
+    ids, equal texts), kept as one ``(rows, columns)`` array: a row's set is made when it
+    is asked for, not a Python object per row for the whole set."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, row: int) -> frozenset[int]:
+        return frozenset(self.ids[row].tolist())
+
+
+#: the texts of each row of a set: a set per row, of its texts or of their ids
+TextSets = Sequence[frozenset[Any]] | RowTexts
+
+
 def chunk(order: Sequence[int] | np.ndarray, size: int) -> list[list[int]]:
     """``order`` in consecutive batches of ``size`` (the last one shorter)."""
     return [[int(i) for i in order[start : start + size]] for start in range(0, len(order), size)]
 
 
 def no_duplicate_batches(
-    order: Sequence[int] | np.ndarray, texts: Sequence[frozenset[str]], size: int
+    order: Sequence[int] | np.ndarray, texts: TextSets, size: int
 ) -> tuple[list[list[int]], NoDuplicatesReport]:
     """``⌈len(order) / size⌉`` batches of at most ``size`` rows, each row once, no text
     twice in a batch where the order allows it.
@@ -122,7 +141,7 @@ def no_duplicate_batches(
     batches: list[list[int]] = []
     for _ in range(math.ceil(len(order) / size)):
         batch: list[int] = []
-        seen: set[str] = set()
+        seen: set[Any] = set()
         still: list[int] = []
         for row in waiting:
             if len(batch) < size and seen.isdisjoint(texts[row]):
@@ -147,7 +166,7 @@ def no_duplicate_batches(
 def _place_leftovers(
     batches: list[list[int]],
     leftovers: list[int],
-    texts: Sequence[frozenset[str]],
+    texts: TextSets,
     size: int,
     budget: int,
 ) -> int:
@@ -172,8 +191,8 @@ def _place_leftovers(
 def _swap_in(
     row: int,
     batches: list[list[int]],
-    counts: list[Counter[str]],
-    texts: Sequence[frozenset[str]],
+    counts: list[Counter[Any]],
+    texts: TextSets,
     size: int,
     budget: int,
 ) -> int:
@@ -222,7 +241,7 @@ class BatchPlan:
     global_batch: int
     seed: int
     sampler: str = PROPORTIONAL
-    texts: list[list[frozenset[str]]] | None = None
+    texts: list[TextSets] | None = None
     reports: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

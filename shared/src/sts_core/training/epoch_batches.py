@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from torch.utils.data import RandomSampler
 from transformers import Trainer
 
-from sts_core.training.batch_plan import NO_DUPLICATES, PROPORTIONAL, BatchPlan
+from sts_core.data.columns import text_ids
+from sts_core.training.batch_plan import NO_DUPLICATES, PROPORTIONAL, BatchPlan, RowTexts
 from sts_core.training.collator import TEXT_COLUMNS
 from sts_core.training.multi_dataset import TrainDatasets
 from sts_core.training.sampler import RandomRows
@@ -69,11 +70,11 @@ class EpochBatches(Trainer):
         )
         return self._batch_plan
 
-    def _row_texts(self, dataset: Any) -> list[frozenset[str]]:
-        """The texts of each row: the values of its text columns (not its labels)."""
+    def _row_texts(self, dataset: Any) -> RowTexts:
+        """The texts of each row, as ids: the values of its text columns (not its labels)."""
         text_columns = getattr(self, "text_columns", TEXT_COLUMNS)
-        columns = [dataset[c] for c in text_columns if c in dataset.column_names]
-        return [frozenset(values) for values in zip(*columns, strict=True)]
+        names = [c for c in text_columns if c in dataset.column_names]
+        return RowTexts(text_ids(dataset, names))
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         """The Trainer's sampler, except that its default (a ``RandomSampler`` that
