@@ -83,6 +83,8 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/training/optimization.py",
     "shared/src/sts_core/data/arrow_checks.py",
     "shared/src/sts_core/data/scratch.py",
+    "shared/src/sts_core/data/columns.py",
+    "shared/src/sts_core/training/streaming.py",
     "shared/src/sts_core/evaluation",
     "shared/src/sts_core/soup.py",
     "shared/src/sts_core/mining.py",
@@ -271,6 +273,19 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_arrow_checks.py",
             "shared/tests/test_data_filtering.py",
         ],
+    ),
+    (
+        "shared/src/sts_core/data/columns.py",
+        [
+            "shared/tests/test_batch_plan.py",
+            "shared/tests/test_data_filtering.py",
+            "shared/tests/test_multi_dataset.py",
+            "shared/tests/test_table_labels.py",
+        ],
+    ),
+    (
+        "shared/src/sts_core/training/streaming.py",
+        ["shared/tests/test_streaming.py"],
     ),
 ]
 

@@ -90,16 +90,44 @@ def test_a_folder_is_its_table_files_in_name_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda p: p.mkdir() or p, "holds no table file"),
-        (lambda p: p / "missing", "is not a local file or folder"),
-        (lambda p: Dataset.from_list(rows(0, 2)).save_to_disk(str(p)) or p, "save_to_disk"),
-        (lambda p: "stsb", "is a registry dataset"),
+        (
+            lambda p: p.mkdir() or p,
+            "streaming: folder {path} holds no table file (ending in .csv, .tsv, .json, "
+            ".jsonl, .parquet)",
+        ),
+        (
+            lambda p: p / "missing",
+            "streaming: '{path}' is not a local file or folder; streaming reads local table "
+            "files and folders of them (a hub dataset: download it first)",
+        ),
+        (
+            lambda p: Dataset.from_list(rows(0, 2)).save_to_disk(str(p)) or p,
+            "streaming: {path} is a save_to_disk folder, which is read memory-mapped without "
+            "streaming: drop streaming",
+        ),
+        (
+            lambda p: "stsb",
+            "streaming: 'stsb' is a registry dataset; streaming reads local table files and "
+            "folders of them",
+        ),
     ],
     ids=["empty folder", "missing", "saved dataset", "registry"],
 )
 def test_what_holds_no_shards_is_refused(tmp_path: Path, make: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        table_shards(str(make(tmp_path / "shards")))
+    reference = str(make(tmp_path / "shards"))
+    with pytest.raises(ConfigError) as refused:
+        table_shards(reference)
+    assert str(refused.value) == message.format(path=reference)
+
+
+def test_a_local_folder_named_as_a_registry_dataset_is_the_dataset(
+    tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stsb`` names the registry's STS-B, even beside a folder of tables called stsb."""
+    write_shards(tmp_path / "stsb", [2])
+    monkeypatch.chdir(tmp_path)
+    assert not streams(arguments(tmp_path, tiny_bert_dir, Path("stsb"))[1])
+    assert not streams(arguments(tmp_path, tiny_bert_dir, Path("stsb:train"))[1])
 
 
 def test_a_folder_of_tables_streams_and_a_file_streams_when_asked(
@@ -287,7 +315,10 @@ def test_a_set_in_memory_with_streaming_is_refused(tmp_path: Path, tiny_bert_dir
 
 @pytest.mark.parametrize(
     ("method", "message"),
-    [("sifter", "prepares its training set as a whole"), ("bsc", "builds its own batches")],
+    [
+        ("sifter", "prepares its training set as a whole (prepare_train_dataset)"),
+        ("bsc", "builds its own batches"),
+    ],
 )
 def test_a_method_that_needs_the_whole_set_is_refused(
     tmp_path: Path,
@@ -299,7 +330,9 @@ def test_a_method_that_needs_the_whole_set_is_refused(
     pytest.importorskip(f"sts_{method}")
     write_shards(tmp_path / "shards", [4])
     argv = sts_train_argv(tmp_path, tiny_bert_dir, tmp_path / "shards", "--max_steps", "2")
-    assert message in refusal(sts_train, ["--method", method, *argv], capsys)
+    line = refusal(sts_train, ["--method", method, *argv], capsys)
+    why = "streaming (a folder of table files streams) trains on rows as they are read: not with"
+    assert line == f"error: {why} method {method}, which {message}"
 
 
 def test_a_first_shard_left_empty_or_refused_by_the_loss_stops_before_training(
@@ -352,3 +385,92 @@ def test_a_resume_trains_on_the_rows_the_whole_run_trains_on(
     checkpoint = tmp_path / "out" / "checkpoint-3"
     assert sts_train([*argv, "--resume_from_checkpoint", str(checkpoint)]) == 0
     assert len(whole) == 6 and seen == whole[3:]
+
+
+def test_a_shards_number_column_is_the_score_the_loss_reads(
+    tmp_path: Path, tiny_bert_dir: Path
+) -> None:
+    """A shard is read for what the loss reads: its one column of numbers, under another
+    name, is the score (as a table file's is)."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    texts = {"text1": ["a man", "a cat"], "text2": ["a dog", "a cow"]}
+    table = pd.DataFrame({**texts, "value": [2.5, 4.0]})
+    table.to_csv(folder / "part-00.csv", index=False)
+    stream, _ = streamed(tmp_path, tiny_bert_dir, folder)
+    assert [row["score"] for row in stream] == [2.5, 4.0]
+
+
+def test_the_summary_the_log_and_the_columns_say_what_streams(
+    tmp_path: Path, tiny_bert_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = write_shards(tmp_path / "shards", [3, 2])
+    with caplog.at_level("INFO", logger="sts_core.training.streaming"):
+        stream, summary = streamed(tmp_path, tiny_bert_dir, tmp_path / "shards", shuffle_buffer=7)
+    assert summary == {
+        "sources": {str(tmp_path / "shards"): "stream"},
+        "train_pairs": None,
+        "streaming": {
+            "shards": 2,
+            "first_shard": {"path": str(paths[0]), "rows": 3},
+            "shuffle_buffer": 7,
+        },
+    }
+    expected = f"streaming: 2 shard(s), the first ({paths[0]}) 3 rows; shuffle buffer 7 rows"
+    assert expected in caplog.messages
+    assert stream.column_names == ["sentence1", "sentence2", "score"]
+    assert stream.features["score"].dtype == "float64"
+
+
+def test_the_filter_reads_the_test_sets_of_the_runs_data_folder(
+    tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_shards(tmp_path / "shards", [2, 2])
+    asked = []
+
+    def test_sets(*args: Any, **kwargs: Any) -> dict[str, Dataset]:
+        asked.append((args, kwargs))
+        return {"sts12": Dataset.from_list(rows(0, 1))}
+
+    monkeypatch.setattr("sts_core.training.streaming.load_test_sets", test_sets)
+    data = tmp_path / "benchmark data"
+    data.mkdir()
+    options = {"filter_test_overlap": True, "data_dir": str(data), "data_variant": "raw"}
+    stream, _ = streamed(tmp_path, tiny_bert_dir, tmp_path / "shards", **options)
+    assert len(list(stream)) == 3
+    assert asked == [((str(data), "raw"), {})]  # once for the stream, for the first shard
+
+
+@pytest.mark.parametrize(
+    ("streaming", "why"),
+    [(False, "streaming (a folder of table files streams)"), (True, "streaming")],
+)
+def test_max_steps_is_asked_for_in_the_words_of_how_the_run_streams(
+    tmp_path: Path,
+    tiny_bert_dir: Path,
+    capsys: pytest.CaptureFixture,
+    streaming: bool,
+    why: str,
+) -> None:
+    paths = write_shards(tmp_path / "shards", [2])
+    train = paths[0] if streaming else tmp_path / "shards"
+    argv = sts_train_argv(tmp_path, tiny_bert_dir, train, "--streaming", str(streaming).lower())
+    for steps in ("-1", "0"):
+        line = refusal(sts_train, [*argv, "--max_steps", steps], capsys)
+        expected = f"{why}: a stream has no length, so set max_steps (the optimizer steps to train)"
+        assert line == f"error: {expected}"
+    assert sts_train([*argv, "--max_steps", "1", "--check_only", "true"]) == 0
+
+
+def test_a_packages_own_check_reads_each_shard_with_the_runs_settings(
+    tmp_path: Path, tiny_bert_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The regression package checks the labels against its loss and ``label_range``
+    (its config): the check runs on the first shard with the run's settings."""
+    pytest.importorskip("sts_regression")
+    write_shards(tmp_path / "shards", [3])
+    argv = sts_train_argv(tmp_path, tiny_bert_dir, tmp_path / "shards", "--max_steps", "2")
+    argv = ["--method", "regression", *argv]
+    assert sts_train([*argv, "--check_only", "true"]) == 0
+    line = refusal(sts_train, [*argv, "--label_range", "0", "1"], capsys)
+    assert line.startswith(f"error: streaming: shard {tmp_path / 'shards' / 'part-00.csv'}: ")

@@ -30,25 +30,17 @@ def column_array(dataset: Any, name: str) -> np.ndarray:
 
 
 def text_ids(dataset: Any, names: Sequence[str]) -> np.ndarray:
-    """The texts of columns ``names`` as ids: a ``(rows, len(names))`` int32 array in the
-    dataset's row order, where two cells hold the same id exactly when they hold the same
-    text, in the same column or not. A ``datasets.Dataset`` is encoded by Arrow (its
-    columns dictionary-encoded together), without a Python string per cell; a mapping of
-    lists through :func:`column_list`."""
+    """The texts of columns ``names`` of ``dataset`` (a ``datasets.Dataset``) as ids: a
+    ``(rows, len(names))`` int32 array in the dataset's row order, where two cells hold
+    the same id exactly when they hold the same text, in the same column or not. Arrow
+    dictionary-encodes the columns together, without a Python string per cell."""
     rows = len(dataset)
     if rows == 0 or not names:
         return np.zeros((rows, len(names)), dtype=np.int32)
-    if not (hasattr(dataset, "with_format") and hasattr(dataset, "select_columns")):
-        ids: dict[Any, int] = {}
-        texts = [column_list(dataset, name) for name in names]
-        return np.array(
-            [[ids.setdefault(text, len(ids)) for text in row] for row in zip(*texts, strict=True)],
-            dtype=np.int32,
-        )
     table: pa.Table = dataset.select_columns(list(names)).with_format("arrow")[:]
     columns = [table.column(name) for name in names]
     kind = pa.large_string() if any(c.type == pa.large_string() for c in columns) else None
     chunks = [chunk.cast(kind) if kind else chunk for c in columns for chunk in c.chunks]
-    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=kind or columns[0].type))
-    flat = [chunk.indices.to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks))
+    flat = [chunk.indices.to_numpy() for chunk in encoded.chunks]
     return np.concatenate(flat).astype(np.int32).reshape(len(names), rows).T.copy()

@@ -59,12 +59,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["StreamReading", "check_streaming", "streams", "stream_train_dataset", "table_shards"]
 
 
-def is_shard_folder(reference: object) -> bool:
+def is_shard_folder(reference: str) -> bool:
     """Whether a ``train_datasets`` entry is a local folder of table files (not a registry
     dataset, not a ``save_to_disk`` folder)."""
-    if not isinstance(reference, str) or split_reference(reference, "train")[0] in (
-        registry_names()
-    ):
+    if split_reference(reference, "train")[0] in registry_names():
         return False
     path = Path(reference).expanduser()
     return path.is_dir() and not is_saved_dataset(path)
@@ -76,7 +74,7 @@ def streams(data_args: DataArguments) -> bool:
     if data_args.streaming:
         return True
     return data_args.train_specs is None and any(
-        is_shard_folder(reference) for reference in data_args.train_datasets
+        is_shard_folder(str(reference)) for reference in data_args.train_datasets
     )
 
 
@@ -130,8 +128,8 @@ def check_streaming(
         "train_datasets as a mapping of training sets": data_args.train_specs is not None,
         "a training set given in memory": given is not None,
         "max_train_samples": data_args.max_train_samples is not None,
-        "batch_sampler no_duplicates": getattr(config, "batch_sampler", "default") != "default",
-        "teacher_model": bool(getattr(config, "teacher_model", None)),
+        "batch_sampler no_duplicates": config.batch_sampler != "default",
+        "teacher_model": bool(config.teacher_model),
         f"method {method.name}, which prepares its training set as a whole "
         "(prepare_train_dataset)": type(method).prepare_train_dataset
         is not Method.prepare_train_dataset,
