@@ -125,6 +125,19 @@ def loss_reads(loss_type: type[EmbeddingLoss], label_column: str, config: BaseCo
     return label_column if loss_type.required_label_kind(config) is not None else None
 
 
+def method_reads(method: Method, config: BaseConfig) -> tuple[str, Reads]:
+    """The label column of the method's loss under ``config``, and what that loss reads of
+    a training set (:func:`loss_reads`)."""
+    label_column = method.label_column(config)
+    return label_column, loss_reads(method.loss_class(config), label_column, config)
+
+
+def is_pair_set(dataset: Any) -> bool:
+    """Whether a training set is sentence pairs (it has ``sentence1`` and ``sentence2``),
+    which the test-pair filter and count apply to."""
+    return {"sentence1", "sentence2"} <= set(dataset.column_names)
+
+
 def build_train_dataset(
     data_args: DataArguments,
     seed: int = 42,
@@ -154,7 +167,7 @@ def build_train_dataset(
         train = merge_datasets(
             *(ds for _, ds in loaded), names=[n for n, _ in loaded], columns=common
         )
-    if not {"sentence1", "sentence2"} <= set(train.column_names):
+    if not is_pair_set(train):
         logger.info("test-pair filter: not applied (the training set is not sentence pairs)")
         summary["filter"] = {"applied": False, "reason": "the training set is not pairs"}
     else:
@@ -226,7 +239,7 @@ def count_test_overlap(train: Dataset, data_args: DataArguments) -> dict[str, An
     """With the test-pair filter off: how many training pairs also occur (either order) in
     the seven STS test sets, by test set (logged as a warning when any do). None when the
     training set has no pairs or the test sets cannot be read (logged)."""
-    if not {"sentence1", "sentence2"} <= set(train.column_names):
+    if not is_pair_set(train):
         return None
     try:
         test_sets = load_test_sets(data_args.data_dir, data_args.data_variant)
@@ -402,7 +415,7 @@ def _prepare_set(
     scored = label_column == "score" and reads_labels and "score" in dataset.column_names
     if data_args.score_range and scored:
         check_score_range(dataset, _score_range(data_args.score_range), reference)
-    if {"sentence1", "sentence2"} <= set(dataset.column_names):
+    if is_pair_set(dataset):
         dataset = filter_or_count_test_pairs(dataset, data_args, info)
     label_mapping = _label_mapping(data_args)
     if label_mapping and reads_labels:

@@ -551,10 +551,9 @@ def prepare_train_list(
     """The training set of the list form (or ``train_dataset``, in memory, read, filtered
     and checked by the same path as a file), prepared and checked by the method, and its
     summary (ConfigError / DataError on a problem)."""
-    from sts_core.training.data import build_train_dataset, loss_reads
+    from sts_core.training.data import build_train_dataset, method_reads
 
-    label_column = method.label_column(config)
-    reads = loss_reads(method.loss_class(config), label_column, config)
+    label_column, reads = method_reads(method, config)
     train_dataset, data_summary = build_train_dataset(
         data_args, config.seed, label_column, reads, given=train_dataset
     )

@@ -48,7 +48,13 @@ from sts_core.data import (
 from sts_core.data.scratch import scratch_folder
 from sts_core.data.tables import TABLE_SUFFIXES, is_saved_dataset
 from sts_core.method import Method
-from sts_core.training.data import _label_mapping, _score_range, load_reference, loss_reads
+from sts_core.training.data import (
+    _label_mapping,
+    _score_range,
+    is_pair_set,
+    load_reference,
+    method_reads,
+)
 from sts_core.training.parser import ConfigError
 
 if TYPE_CHECKING:
@@ -120,8 +126,7 @@ def check_streaming(
     at once are refused (several sets, ``max_train_samples``, ``batch_sampler:
     no_duplicates``, a teacher, a method that prepares the set as a whole or builds its own
     batches, a set given in memory)."""
-    from sts_core.training.epoch_batches import EpochBatches
-    from sts_core.training.trainer import trainer_class
+    from sts_core.training.trainer import builds_own_batches
 
     why = "streaming (a folder of table files streams)" if not data_args.streaming else "streaming"
     refusals = {
@@ -133,10 +138,7 @@ def check_streaming(
         f"method {method.name}, which prepares its training set as a whole "
         "(prepare_train_dataset)": type(method).prepare_train_dataset
         is not Method.prepare_train_dataset,
-        f"method {method.name}, which builds its own batches": trainer_class(
-            method, config
-        ).build_epoch_batches
-        is not EpochBatches.build_epoch_batches,
+        f"method {method.name}, which builds its own batches": builds_own_batches(method, config),
     }
     for what, refused in refusals.items():
         if refused:
@@ -166,9 +168,7 @@ class StreamReading:
         first shard's)."""
         data_args = self.data_args
         _, dataset = load_reference(str(shard), "train", data_args, reads=self.reads)
-        if data_args.filter_test_overlap and {"sentence1", "sentence2"} <= set(
-            dataset.column_names
-        ):
+        if data_args.filter_test_overlap and is_pair_set(dataset):
             dataset, _ = filter_test_overlap(dataset, self.test_sets())
         if label_mapping := _label_mapping(data_args):
             dataset, _ = map_labels(dataset, self.label_column, label_mapping)
@@ -218,8 +218,7 @@ def stream_train_dataset(
 ) -> tuple[IterableDataset, dict[str, Any]]:
     """The training stream (rows of every shard, shuffled in a buffer of
     ``shuffle_buffer`` rows) and its summary; the first shard read and checked now."""
-    label_column = method.label_column(config)
-    reads = loss_reads(method.loss_class(config), label_column, config)
+    label_column, reads = method_reads(method, config)
     shards = [shard for ref in data_args.train_datasets for shard in table_shards(str(ref))]
     reading = StreamReading(data_args, config, method, label_column, reads)
     first = reading.read(shards[0])

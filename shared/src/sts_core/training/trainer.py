@@ -575,6 +575,13 @@ def trainer_class(method: Method, config: BaseConfig) -> type[AnyModelTrainer]:
     return method.trainer_for(config) or BaseTrainer
 
 
+def builds_own_batches(method: Method, config: BaseConfig) -> bool:
+    """Whether the method's Trainer under ``config`` builds its own batches (overrides
+    :meth:`~sts_core.training.epoch_batches.EpochBatches.build_epoch_batches`)."""
+    trainer = trainer_class(method, config)
+    return trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
+
+
 def check_trainer_for_datasets(
     method: Method, config: BaseConfig, data_args: DataArguments
 ) -> None:
@@ -584,7 +591,7 @@ def check_trainer_for_datasets(
     its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.)"""
     trainer = trainer_class(method, config)
     specs = data_args.train_specs
-    own_batches = trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
+    own_batches = builds_own_batches(method, config)
     if getattr(config, "batch_sampler", "default") != "default" and own_batches:
         raise ConfigError(
             f"batch_sampler {config.batch_sampler}: method {method.name} builds its own "
