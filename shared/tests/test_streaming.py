@@ -7,6 +7,7 @@ refused before any weights load. (Two processes: tests/test_launch.py.)"""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,20 @@ import pytest
 from datasets import Dataset
 
 from sts_core.data.scratch import scratch_folder
+from sts_core.losses import CosineMSELoss
+from sts_core.method import Method
 from sts_core.testing import refusal
-from sts_core.training import BaseTrainer, ConfigParser
+from sts_core.training import BaseConfig, BaseTrainer, ConfigParser
 from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.parser import ConfigError
 from sts_core.training.run import TrainingRun, prepare_inputs
 from sts_core.training.run import main as sts_train
-from sts_core.training.streaming import remove_scratch_files, streams, table_shards
+from sts_core.training.streaming import (
+    check_streaming,
+    remove_scratch_files,
+    streams,
+    table_shards,
+)
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -474,3 +482,61 @@ def test_a_packages_own_check_reads_each_shard_with_the_runs_settings(
     assert sts_train([*argv, "--check_only", "true"]) == 0
     line = refusal(sts_train, [*argv, "--label_range", "0", "1"], capsys)
     assert line.startswith(f"error: streaming: shard {tmp_path / 'shards' / 'part-00.csv'}: ")
+
+
+def test_what_a_loss_without_labels_reads_of_a_shard(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    """Pcc-tuning's stage 1 (``loss: infonce``, not the method's default) reads no labels:
+    a shard's unnamed column of numbers is refused, as a table file's is (the default loss,
+    ``pearson``, reads it as the score)."""
+    pytest.importorskip("sts_pcctuning")
+    from sts_core.data import DataFormatError
+    from sts_core.training.method_registry import installed_method
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    texts = {"text1": ["a man", "a cat"], "text2": ["a dog", "a cow"]}
+    pd.DataFrame({**texts, "value": [2.5, 4.0]}).to_csv(folder / "part-00.csv", index=False)
+    method = installed_method("pcctuning")
+    base = {"model_name_or_path": str(tiny_bert_dir), "train_datasets": [str(folder)]}
+    values = {**base, "output_dir": str(tmp_path / "out"), "eval_dataset": "none"}
+    values |= {"max_steps": 2, "shuffle_buffer": 0, "report_to": "none"}
+    parser = ConfigParser.for_method(method)
+    _, data_args, config = parser.parse_values(values, "python")
+    stream = prepare_inputs(method, data_args, config).train_dataset
+    assert [row["score"] for row in stream] == [2.5, 4.0]
+    _, data_args, config = parser.parse_values({**values, "loss": "infonce"}, "python")
+    with pytest.raises(DataFormatError, match="column 'value' holds numbers, so it is no text"):
+        prepare_inputs(method, data_args, config)
+
+
+@dataclass
+class OwnBatchesConfig(BaseConfig):
+    own_batches: bool = False
+
+
+class OwnBatchesTrainer(BaseTrainer):
+    def build_epoch_batches(self, dataset: Any, epoch: int) -> Any:  # pragma: no cover
+        return None
+
+
+class OwnBatchesMethod(Method):
+    def trainer_for(self, config: Any) -> Any:
+        """Its own batches only when the config says so."""
+        return OwnBatchesTrainer if config.own_batches else None
+
+
+def test_a_trainer_that_builds_its_own_batches_under_the_runs_config_is_refused(
+    tmp_path: Path,
+) -> None:
+    method = OwnBatchesMethod(
+        name="own-batches", title="test", config=OwnBatchesConfig, losses=(CosineMSELoss,)
+    )
+    for own in (False, True):
+        values = {"model_name_or_path": "m", "train_datasets": [str(tmp_path)], "max_steps": 2}
+        values |= {"output_dir": str(tmp_path / "out"), "own_batches": own}
+        _, data_args, config = ConfigParser.for_method(method).parse_values(values, "python")
+        if not own:
+            check_streaming(method, data_args, config)
+            continue
+        with pytest.raises(ConfigError, match="method own-batches, which builds its own batches"):
+            check_streaming(method, data_args, config)
