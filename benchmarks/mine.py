@@ -92,24 +92,23 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     if side == "ours":
         from sts_core.encoder import SentenceEncoder
-        from sts_core.mining import MiningSettings, mine_hard_negatives
+        from sts_core.mining import MiningSettings, SearchSettings, mine
 
         encoder = SentenceEncoder.from_pretrained(spec["model"]).eval()
         pairs = Dataset.from_dict(
             {"sentence1": inputs["anchors"], "sentence2": inputs["positives"]}
         )
         loaded = time.perf_counter()
-        mined, report = mine_hard_negatives(
+        mined, report = mine(
             pairs,
             encoder,
             MiningSettings(num_negatives=3),
             corpus=inputs["corpus"],
-            batch_size=spec["batch_size"],
-            use_faiss=spec["faiss"],
-            scores=True,
+            search_settings=SearchSettings(batch_size=spec["batch_size"], use_faiss=spec["faiss"]),
+            output_scores=True,
         )
         corpus_size = report.corpus
-        negative_scores = mined["negative_score"]
+        negative_scores = [pair[1] for pair in mined["scores"]]
     else:
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.util import mine_hard_negatives as peer_mine

@@ -18,8 +18,10 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.mining import (
     MiningSettings,
     Pairs,
+    SearchSettings,
     choose_negatives,
     chunk_rows,
+    mine,
     mine_hard_negatives,
     top_candidates,
 )
@@ -85,16 +87,12 @@ def test_the_negatives_equal_the_peers_mine_hard_negatives(
 
     peer_model = SentenceTransformer(str(tiny_bert_dir), device="cpu")  # mean pooling
     table = Dataset.from_dict({"anchor": pairs["sentence1"], "positive": pairs["sentence2"]})
+    settings = {**settings, "use_faiss": use_faiss}
     theirs = triples(peer_mine(table, peer_model, verbose=False, **settings))
-    ours, report = mine_hard_negatives(
-        pairs, encoder, MiningSettings(**settings), use_faiss=use_faiss
-    )
+    ours = mine_hard_negatives(table, encoder, verbose=False, **settings)
     assert len(theirs) >= 10 and triples(ours) == theirs
-    assert report.triplets == len(theirs) and sum(report.pairs_by_negatives.values()) == 40
     key = [k for k in settings if k in CHANGED][-1]
-    changed, _ = mine_hard_negatives(
-        pairs, encoder, MiningSettings(**{**settings, key: CHANGED[key]}), use_faiss=use_faiss
-    )
+    changed = mine_hard_negatives(table, encoder, **{**settings, key: CHANGED[key]})
     assert triples(changed) != theirs
 
 
@@ -115,18 +113,19 @@ def test_a_small_memory_bound_searches_in_chunks_with_the_same_result(encoder, p
     assert chunk_rows(100_000, 256) == 111  # 24 bytes per score cell
     assert chunk_rows(10**9, 1) == 1
     settings = MiningSettings(num_negatives=3, relative_margin=0.01)
-    whole, report = mine_hard_negatives(pairs, encoder, settings, use_faiss=False)
-    chunked, small = mine_hard_negatives(
-        pairs, encoder, settings, use_faiss=False, memory_mb=0.0001
-    )
-    assert report.chunk_rows == chunk_rows(report.corpus, 256) and small.chunk_rows == 1
-    assert triples(chunked) == triples(whole)
+    whole, report = mine(pairs, encoder, settings)
+    chunked, small = mine(pairs, encoder, settings, search_settings=SearchSettings(memory_mb=1e-4))
+    few, three = mine(pairs, encoder, settings, search_settings=SearchSettings(faiss_batch_size=3))
+    assert report.chunk_rows == min(chunk_rows(report.corpus, 256), 16384) == 16384
+    assert small.chunk_rows == 1
+    assert three.chunk_rows == 3  # faiss_batch_size: at most that many per chunk
+    assert triples(chunked) == triples(whole) == triples(few)
 
 
 def test_random_sampling_draws_among_the_candidates_left_and_keeps_them_best_first() -> None:
     scores = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, -np.inf], [0.4, -np.inf, 0.3, 0.2, 0.1, 0.0]])
     indices = np.array([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
-    settings = MiningSettings(num_negatives=2, range_min=1, sampling="random", seed=3)
+    settings = MiningSettings(num_negatives=2, range_min=1, sampling_strategy="random", seed=3)
     drawn = [choose_negatives(scores, indices, settings, 6) for _ in range(2)]
     assert np.array_equal(drawn[0][1], drawn[1][1])  # seeded
     best, chosen = drawn[0]
@@ -134,7 +133,7 @@ def test_random_sampling_draws_among_the_candidates_left_and_keeps_them_best_fir
     assert (np.diff(best, axis=1) <= 0).all()  # best first
     seen = set()
     for seed in range(20):
-        other = MiningSettings(num_negatives=2, range_min=1, sampling="random", seed=seed)
+        other = MiningSettings(num_negatives=2, range_min=1, sampling_strategy="random", seed=seed)
         seen.add(tuple(choose_negatives(scores, indices, other, 6)[1][0]))
     assert len(seen) > 2  # the seed matters
     top = choose_negatives(scores, indices, MiningSettings(num_negatives=2, range_min=1), 6)
@@ -148,7 +147,7 @@ def test_the_anchor_its_positives_and_duplicate_rows_are_never_negatives(encoder
     first = [*first, first[0], first[0], second[3]]  # a repeated pair, a second positive,
     second = [*second, second[0], second[5], second[4]]  # and an anchor that is a positive
     dataset = Dataset.from_dict({"sentence1": first, "sentence2": second})
-    mined, report = mine_hard_negatives(dataset, encoder, MiningSettings(num_negatives=4))
+    mined, report = mine(dataset, encoder, MiningSettings(num_negatives=4))
     assert report.pairs == 14 and report.duplicate_pairs == 1 and report.anchors == 13
     positives: dict[str, set[str]] = {}
     for anchor, positive in zip(first, second, strict=True):
@@ -172,7 +171,7 @@ def test_pairs_build_the_corpus_from_extra_texts_then_positives_each_once() -> N
         ({"num_negatives": 0}, "num_negatives must be at least 1"),
         ({"range_min": -1}, "range_min must be 0 or more"),
         ({"range_min": 5, "range_max": 6, "num_negatives": 2}, "leaves 1 candidates"),
-        ({"sampling": "hardest"}, "sampling must be one of top, random"),
+        ({"sampling_strategy": "hardest"}, "sampling_strategy must be one of top, random"),
         ({"max_score": float("nan")}, "max_score must be a finite number"),
         ({"relative_margin": -0.1}, "relative_margin must be 0 or more"),
         ({"min_score": 0.9, "max_score": 0.5}, "min_score 0.9 is above max_score 0.5"),
@@ -284,18 +283,22 @@ def test_the_python_function_reads_its_pairs_as_every_table_is_read(
         mine_hard_negatives(Dataset.from_dict(data), encoder, use_faiss=False)
 
 
-def test_the_python_function_reads_a_numbers_column_as_sts_mine_does(encoder) -> None:
-    """The probe: ``mine_hard_negatives`` read an ``id`` column as the score (the pairs
-    below the highest id left out: no triplets, no error) where ``sts-mine`` refuses it; a
-    column mapped to ``score`` by ``columns`` is the score."""
-    from sts_core.data import DataFormatError
-
+def test_the_python_function_reads_its_first_two_columns_as_the_peer_does(encoder) -> None:
+    """The pair is the first two columns (or those named), as the peer's: an ``id`` column
+    of numbers is not read (every row a positive; the probe had it read as the score, the
+    pairs below the highest id left out); a column mapped to ``score`` by ``columns`` is the
+    score. (``sts-mine``, which takes text columns by their order, refuses the ``id``.)"""
     texts = {"q": ["a b", "c d", "e f", "g h"], "d": ["i j", "k l", "m n", "o p"]}
     numbered = Dataset.from_dict({**texts, "id": [1, 2, 3, 4]})
+    _, report = mine(numbered, encoder, columns={"sentence1": "q", "sentence2": "d"})
+    assert report.pairs == 4 and report.positives is None
+    assert mine_hard_negatives(numbered, encoder).column_names == ["q", "d", "negative"]
+    from sts_core.data import DataFormatError
+
     with pytest.raises(DataFormatError, match="column 'id' holds numbers.*columns"):
-        mine_hard_negatives(numbered, encoder, use_faiss=False)
+        mine(numbered, encoder)  # columns by their order, as sts-mine reads a table
     scored = Dataset.from_dict({**texts, "sim": [1.0, 1.0, 0.0, 1.0]})
-    triplets, report = mine_hard_negatives(
-        scored, encoder, use_faiss=False, columns={"score": "sim"}
-    )
+    triplets, report = mine(scored, encoder, columns={"score": "sim"})
     assert sorted(set(triplets["anchor"])) == ["a b", "c d", "g h"]  # 'e f' scored 0
+    named = mine_hard_negatives(scored, encoder, columns={"score": "sim"})
+    assert named.column_names == ["q", "d", "negative"] and named["q"] == triplets["anchor"]

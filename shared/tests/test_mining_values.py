@@ -18,10 +18,12 @@ from sts_core.mining import (
     MiningReport,
     MiningSettings,
     Pairs,
+    SearchSettings,
     choose_negatives,
     chunk_rows,
     mine_hard_negatives,
 )
+from sts_core.mining import mine as mine_pairs
 
 # the anchor a = (1, 0): each text's cosine with it is its first coordinate
 FIRST = {
@@ -51,9 +53,7 @@ class ExactEncoder:
 
 def mine(settings: MiningSettings, **options: object):
     pairs = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["p"]})
-    return mine_hard_negatives(
-        pairs, ExactEncoder(), settings, corpus=EXTRA, use_faiss=False, **options
-    )
+    return mine_pairs(pairs, ExactEncoder(), settings, corpus=EXTRA, **options)
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_margins_are_applied_in_float32_as_the_peers_tensors_are(
     pairs = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["p"]})
     encoder = ExactEncoder({"a": 1.0, "p": positive, "n": negative})
     settings = MiningSettings(num_negatives=1, range_max=2, **filters)
-    triplets, _ = mine_hard_negatives(pairs, encoder, settings, corpus=["n"], use_faiss=False)
+    triplets, _ = mine_pairs(pairs, encoder, settings, corpus=["n"])
     assert triplets["negative"] == ["n"]  # on the boundary: kept
 
 
@@ -108,25 +108,18 @@ def test_the_report_its_log_lines_the_score_columns_and_the_encoder_options(
     encoder = ExactEncoder()
     pairs = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["p"]})
     with caplog.at_level(logging.INFO, logger="sts_core.mining"):
-        triplets, report = mine_hard_negatives(
+        triplets, report = mine_pairs(
             pairs,
             encoder,
             MiningSettings(num_negatives=2),
             corpus=EXTRA,
-            use_faiss=False,
-            scores=True,
+            search_settings=SearchSettings(batch_size=64),
+            output_scores=True,
         )
     assert encoder.calls == [{"batch_size": 64, "show_progress_bar": False, "normalize": True}] * 2
-    assert triplets.column_names == [
-        "anchor",
-        "positive",
-        "negative",
-        "positive_score",
-        "negative_score",
-    ]
+    assert triplets.column_names == ["anchor", "positive", "negative", "scores"]
     assert triplets["negative"] == ["n0625", "n05"]
-    assert triplets["positive_score"] == [0.75, 0.75]
-    assert triplets["negative_score"] == [0.625, 0.5]
+    assert triplets["scores"] == [[0.75, 0.625], [0.75, 0.5]]
     assert report.range_max == 0 + 2 + 1 and report.candidates_per_anchor == 4  # + positives
     assert report.search == "exact (numpy)"
     assert report.seconds == {"encode": 1.235, "search": 1.265, "select": 1.5}
@@ -164,13 +157,13 @@ def test_the_report_reads_as_written() -> None:
 def test_random_sampling_draws_distinct_candidates_and_fills_a_short_row_with_none() -> None:
     scores = np.array([[0.9, 0.8, 0.7, 0.6], [0.9, -np.inf, -np.inf, -np.inf]], dtype=np.float32)
     indices = np.array([[5, 6, 7, 8], [1, 2, 3, 4]])
-    settings = MiningSettings(num_negatives=4, range_max=4, sampling="random", seed=3)
+    settings = MiningSettings(num_negatives=4, range_max=4, sampling_strategy="random", seed=3)
     best, positions = choose_negatives(scores.copy(), indices, settings, 4)
     assert sorted(positions[0].tolist()) == [5, 6, 7, 8]  # all four, none twice
     assert positions[0].tolist() == [5, 6, 7, 8]  # best first
     assert positions[1].tolist() == [1, -1, -1, -1]  # one candidate left: the rest empty
     assert np.isneginf(best[1, 1:]).all()
-    one = MiningSettings(num_negatives=1, range_max=1, sampling="random")
+    one = MiningSettings(num_negatives=1, range_max=1, sampling_strategy="random")
     best, positions = choose_negatives(np.array([[-np.inf]]), np.array([[4]]), one, 1)
     assert positions.tolist() == [[-1]] and np.isneginf(best).all()  # nothing to draw
 
@@ -196,7 +189,7 @@ class PaddingIndex:
         return np.hstack([pad, found]), np.hstack([np.full((len(queries), 1), -1), order])
 
 
-def test_the_faiss_path_is_taken_by_default_where_installed_and_its_padding_dropped(
+def test_the_faiss_path_is_taken_when_asked_and_its_padding_dropped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert mining.faiss_installed() == (importlib.util.find_spec("faiss") is not None)
@@ -204,8 +197,14 @@ def test_the_faiss_path_is_taken_by_default_where_installed_and_its_padding_drop
     monkeypatch.setattr(mining, "faiss_installed", lambda: True)
     monkeypatch.setattr(mining, "faiss_module", lambda: SimpleNamespace(IndexFlatIP=PaddingIndex))
     pairs = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["p"]})
-    triplets, report = mine_hard_negatives(
-        pairs, ExactEncoder(), MiningSettings(num_negatives=2), corpus=EXTRA
+    _, plain = mine_pairs(pairs, ExactEncoder(), MiningSettings(num_negatives=2), corpus=EXTRA)
+    assert plain.search == "exact (numpy)" and PaddingIndex.searched == 0  # the peer's default
+    triplets, report = mine_pairs(
+        pairs,
+        ExactEncoder(),
+        MiningSettings(num_negatives=2),
+        corpus=EXTRA,
+        search_settings=SearchSettings(use_faiss=True),
     )
     assert report.search == "faiss IndexFlatIP" and PaddingIndex.searched == 1
     assert triplets["negative"] == ["n0625", "n05"]  # not the padded −1 with its 0.99

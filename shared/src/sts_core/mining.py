@@ -1,40 +1,53 @@
 """Hard-negative mining: (anchor, positive) pairs become (anchor, positive, negative) triplets.
 
-The same selection as sentence-transformers' ``util.mine_hard_negatives`` (``output_format
-"triplet"``), with the project's encoder and a memory bound:
+:func:`mine_hard_negatives` is sentence-transformers' ``util.mine_hard_negatives``: the same
+parameters (names, order, defaults), the same output (``output_format`` ``"triplet"`` or
+``"n-tuple"``, ``output_scores``) in the same order, and for ``sampling_strategy="random"``
+the same draws (Python's ``random``: ``seed=None`` draws from its global state as the peer
+does, an int from ``random.Random(seed)``, the draws the peer makes after
+``random.seed(seed)``). Tested against the peer on real pairs (``test_mining_peer.py``).
+It runs with the project's encoder or a ``SentenceTransformer`` and bounds memory:
 
 1. The distinct anchors are the queries; the corpus is the extra ``corpus`` texts followed by
-   the positives, each distinct text once. Both are embedded once, L2-normalised
-   (:meth:`SentenceEncoder.encode`: each distinct sentence once, sorted by length).
-2. Each query's ``range_max + max_positives`` nearest corpus texts by cosine, searched in
-   chunks of queries whose score block stays under ``memory_mb`` (faiss ``IndexFlatIP``
-   when installed, else an exact matrix product); ties are broken by the lower corpus
-   position (faiss breaks them its own way).
-3. Removed from the candidates: the query's positives and its own text; with
-   ``absolute_margin`` m, those with ``score + m > p``; with ``relative_margin`` r, those
-   with ``score > p − |p|·r``, where p is the query's lowest positive score; those above
-   ``max_score`` or below ``min_score``.
+   the positives, each distinct text once. Both are embedded once, L2-normalised.
+2. Each query's ``range_max + max_positives`` nearest corpus texts by cosine
+   (``max_positives``: the most rows of one anchor, repeated rows counted, as the peer),
+   searched in chunks of at most ``faiss_batch_size`` queries whose score block stays under
+   ``memory_mb`` (faiss ``IndexFlatIP`` with ``use_faiss``, else an exact matrix product);
+   ties are broken by the lower corpus position (faiss breaks them its own way).
+3. Removed from the candidates: the query's positives and **its own text** (the one
+   difference from the peer, which proposes an anchor's own text as its negative when it is
+   another pair's positive); with ``absolute_margin`` m, those with ``score + m > p``; with
+   ``relative_margin`` r, those with ``score > p − |p|·r``, where p is the query's lowest
+   positive score; those above ``max_score`` or below ``min_score``.
 4. Of the ``range_max`` best left, the first ``range_min`` are skipped; then the best
-   ``num_negatives`` (``sampling: top``) or as many drawn at random among those left
-   (``random``, seeded), best first.
-5. Each pair gets one row per negative its anchor found; a pair whose anchor found fewer
-   gets fewer, and the report counts the pairs by how many they got.
+   ``num_negatives`` (``top``) or, per anchor in order, ``rng.sample(range(max(found,
+   num_negatives)), num_negatives)`` positions among those left (``random``), best first.
+5. The output is grouped by anchor in order of first appearance: each of its distinct
+   positives (repeated rows merged) with each negative found (``triplet``; a pair whose
+   anchor found fewer gets fewer rows), or one row per positive with all ``num_negatives``
+   (``n-tuple``; a pair whose anchor found fewer is left out). The report counts the pairs
+   by how many negatives they got.
 
-Pairs with a ``score`` column (a scored or labelled table) are positives only when scored
-at or above ``positive_threshold`` — by default the highest score of the table (the 1s of
-0/1 labels, entailment of NLI classes) —; the others are left out, their count reported.
+Pairs with a ``score`` column (a scored or labelled table; the peer reads only the two text
+columns) are positives only when scored at or above ``positive_threshold`` — by default the
+highest score of the table (the 1s of 0/1 labels, entailment of NLI classes) —; the others
+are left out, their count reported.
 
 Defaults as the peer's: ``range_max`` is ``range_min + num_negatives + max_positives``, or
 ``range_min + 10·num_negatives + max_positives`` when a margin or ``max_score`` filters.
-The output's columns ``anchor``, ``positive``, ``negative`` are read by ``train_datasets``
-as ``sentence1``, ``sentence2``, ``hard_negative``.
+``sts-mine`` writes the columns ``anchor``, ``positive``, ``negative`` (``--output-scores``:
+``positive_score``, ``negative_score``), read by ``train_datasets`` as ``sentence1``,
+``sentence2``, ``hard_negative``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -51,6 +64,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SAMPLING = ("top", "random")
+OUTPUT_FORMATS = ("triplet", "n-tuple")
 OUTPUT_COLUMNS = ("anchor", "positive", "negative")
 SCORE_COLUMNS = ("positive_score", "negative_score")
 PAIR_COLUMNS = ("sentence1", "sentence2")
@@ -58,7 +72,8 @@ PAIR_COLUMNS = ("sentence1", "sentence2")
 
 @dataclass(frozen=True)
 class MiningSettings:
-    """What to mine (the peer's parameter names; validated here, the one place)."""
+    """What to mine (the peer's parameter names; validated here, the one place).
+    ``seed``: None draws from the ``random`` module's global state (as the peer)."""
 
     num_negatives: int = 3
     range_min: int = 0
@@ -67,8 +82,8 @@ class MiningSettings:
     min_score: float | None = None
     absolute_margin: float | None = None
     relative_margin: float | None = None
-    sampling: str = "top"
-    seed: int = 0
+    sampling_strategy: str = "top"
+    seed: int | None = None
     positive_threshold: float | None = None
 
     def __post_init__(self) -> None:
@@ -82,9 +97,10 @@ class MiningSettings:
                 f"candidates after range_min {self.range_min}, fewer than num_negatives "
                 f"{self.num_negatives}"
             )
-        if self.sampling not in SAMPLING:
+        if self.sampling_strategy not in SAMPLING:
             raise ValueError(
-                f"sampling must be one of {', '.join(SAMPLING)}, got {self.sampling!r}"
+                f"sampling_strategy must be one of {', '.join(SAMPLING)}, "
+                f"got {self.sampling_strategy!r}"
             )
         bounded = ("max_score", "min_score", "absolute_margin", "relative_margin")
         for name in (*bounded, "positive_threshold"):
@@ -279,6 +295,7 @@ class Pairs:
     pairs: list[tuple[int, int]]  # (anchor, corpus position) per distinct pair, in order
     duplicates: int
     own: list[int]  # per anchor: the corpus position of its own text, -2 when not there
+    max_rows: int  # the most rows of one anchor, repeated rows counted (the peer's max_positives)
 
     @classmethod
     def build(cls, first: Sequence[str], second: Sequence[str], extra: Sequence[str]) -> Pairs:
@@ -292,7 +309,15 @@ class Pairs:
         for anchor, positive in pairs:
             positives_of[anchor].append(positive)
         own = [position.get(anchor, -2) for anchor in anchors]
-        return cls(anchors, positives_of, corpus, pairs, len(first) - len(distinct), own)
+        rows = np.bincount([anchor_index[a] for a in first], minlength=len(anchors))
+        duplicates = len(first) - len(distinct)
+        max_rows = int(rows.max()) if len(rows) else 0
+        return cls(anchors, positives_of, corpus, pairs, duplicates, own, max_rows)
+
+    def in_output_order(self) -> list[tuple[int, int]]:
+        """The distinct pairs grouped by anchor in order of first appearance, each anchor's
+        positives in order of first appearance (the peer's order)."""
+        return [(a, p) for a, positives in enumerate(self.positives_of) for p in positives]
 
 
 def remove_candidates(
@@ -340,18 +365,30 @@ def choose_negatives(
     best, columns = best[:, settings.range_min :], columns[:, settings.range_min :]
     positions = np.take_along_axis(indices, columns, axis=1)
     count = settings.num_negatives
-    if settings.sampling == "random":
-        rng = np.random.default_rng(settings.seed)
-        picked = np.full((len(best), count), -1, dtype=np.int64)
-        for row in range(len(best)):
-            valid = np.flatnonzero(np.isfinite(best[row]))
-            drawn = np.sort(rng.choice(valid, size=min(count, len(valid)), replace=False))
-            picked[row, : len(drawn)] = drawn
-        taken = np.where(picked >= 0, picked, 0)
-        best = np.where(picked >= 0, np.take_along_axis(best, taken, axis=1), -np.inf)
-        positions = np.take_along_axis(positions, taken, axis=1)
+    missing = max(range_max - settings.range_min, count) - best.shape[1]
+    if missing > 0:  # a corpus smaller than the window: −inf padding, as the peer's
+        best = np.pad(best, ((0, 0), (0, missing)), constant_values=-np.inf)
+        positions = np.pad(positions, ((0, 0), (0, missing)), constant_values=-1)
+    if settings.sampling_strategy == "random":
+        picked = random_positions(best, count, settings.seed)
+        best = np.take_along_axis(best, picked, axis=1)
+        positions = np.take_along_axis(positions, picked, axis=1)
     best, positions = best[:, :count], positions[:, :count]
     return best, np.where(np.isfinite(best), positions, -1)
+
+
+def random_positions(best: np.ndarray, count: int, seed: int | None) -> np.ndarray:
+    """The peer's draw, row by row: ``rng.sample(range(max(found, count)), count)`` where
+    ``found`` is the row's finite scores (best first, so a drawn position at or past them is
+    a −inf, dropped later), sorted best first (ascending positions); ``rng`` is
+    ``random.Random(seed)``, or the ``random`` module itself for None."""
+    rng: Any = random if seed is None else random.Random(seed)
+    found = np.isfinite(best).sum(axis=1)
+    picked = np.zeros((len(best), count), dtype=np.int64)
+    for row, options in enumerate(found):
+        drawn = sorted(rng.sample(range(max(int(options), count)), k=count))
+        picked[row] = drawn
+    return picked
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -364,31 +401,65 @@ def pairs_reading(option: str) -> Any:
     return TableReading(option, "named", nli_hint=NLI_BY_NAMES)
 
 
-def mine_hard_negatives(
+@dataclass(frozen=True)
+class SearchSettings:
+    """How the nearest candidates are found: ``batch_size`` texts per encoding batch; at
+    most ``faiss_batch_size`` queries per search chunk, fewer when their score block would
+    pass ``memory_mb``; faiss's ``IndexFlatIP`` with ``use_faiss`` (else numpy)."""
+
+    batch_size: int = 32
+    faiss_batch_size: int = 16384
+    memory_mb: float = 256
+    use_faiss: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "faiss_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        check_search_settings(self.memory_mb, self.use_faiss)
+
+
+def embed(model: Any, texts: list[str], batch_size: int) -> np.ndarray:
+    """L2-normalised float32 embeddings of ``texts`` by the project's encoder
+    (``encode(..., normalize=True)``) or a sentence-transformers model
+    (``normalize_embeddings=True``)."""
+    options: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": False}
+    if "normalize_embeddings" in inspect.signature(model.encode).parameters:
+        options |= {"normalize_embeddings": True, "convert_to_numpy": True}
+    else:
+        options["normalize"] = True
+    return np.asarray(model.encode(texts, **options), dtype=np.float32)
+
+
+def mine(
     pairs: Dataset,
-    encoder: Any,
+    model: Any,
     settings: MiningSettings | None = None,
     *,
     corpus: Sequence[str] | None = None,
-    batch_size: int = 64,
-    memory_mb: float = 256,
-    use_faiss: bool | None = None,
-    scores: bool = False,
+    search_settings: SearchSettings | None = None,
+    output_format: str = "triplet",
+    output_scores: bool = False,
+    names: tuple[str, str] = ("anchor", "positive"),
     columns: Mapping[str, str] | None = None,
+    log_level: int = logging.INFO,
 ) -> tuple[Any, MiningReport]:
-    """(anchor, positive, negative) triplets from ``pairs`` (a ``datasets.Dataset`` read as
-    ``sts-mine`` reads its ``--pairs`` table: two text columns, ``columns`` mapping the
-    project's names onto its own; a score only from a column named ``score`` or ``label``
-    or mapped, and then only the pairs at or above ``settings.positive_threshold`` are
-    positives, :func:`positive_rows`; a column of numbers not named is refused) and an
-    encoder; see the module docstring. ``use_faiss``: None, faiss when installed.
-    ``scores``: add the cosines (``positive_score``, ``negative_score``)."""
-    from datasets import Dataset
-
+    """:func:`mine_hard_negatives`'s selection and output with its report: ``pairs`` read
+    as every table is (two text columns, ``columns`` mapping the project's names onto its
+    own; a score only from a column named ``score`` or ``label`` or mapped, and then only
+    the pairs at or above ``settings.positive_threshold`` are positives,
+    :func:`positive_rows`; a column of numbers not named is refused); ``names``: the
+    output's anchor and positive column names."""
     from sts_core.data import from_dataset
 
     settings = settings or MiningSettings()
-    check_search_settings(memory_mb, use_faiss)
+    search_settings = search_settings or SearchSettings()
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(
+            f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r} "
+            "(sentence-transformers' labeled-pair and labeled-list are not built here)"
+        )
     if len(pairs) == 0:
         raise ValueError("no pairs to mine hard negatives for")
     pairs = from_dataset(pairs, columns, name="pairs", reading=pairs_reading("columns"))
@@ -398,23 +469,22 @@ def mine_hard_negatives(
     table = Pairs.build(first, second, list(corpus or []))
     if not table.pairs:
         raise ValueError("no pairs to mine hard negatives for")
-    use_faiss = faiss_installed() if use_faiss is None else use_faiss
-    encode = {"batch_size": batch_size, "show_progress_bar": False, "normalize": True}
-    anchor_vectors = np.asarray(encoder.encode(table.anchors, **encode), dtype=np.float32)
-    corpus_vectors = np.asarray(encoder.encode(table.corpus, **encode), dtype=np.float32)
+    batch_size = search_settings.batch_size
+    anchor_vectors = embed(model, table.anchors, batch_size)
+    corpus_vectors = embed(model, table.corpus, batch_size)
     encoded = time.perf_counter()
-    max_positives = max(len(p) for p in table.positives_of)
-    range_max = settings.window(max_positives)
-    chunk = chunk_rows(len(table.corpus), memory_mb)
-    found, indices = search(
-        anchor_vectors, corpus_vectors, range_max + max_positives, chunk, use_faiss
-    )
+    range_max = settings.window(table.max_rows)
+    chunk = min(chunk_rows(len(table.corpus), search_settings.memory_mb),
+                search_settings.faiss_batch_size)  # fmt: skip
+    k = range_max + table.max_rows
+    found, indices = search(anchor_vectors, corpus_vectors, k, chunk, search_settings.use_faiss)
     searched = time.perf_counter()
+    ordered = table.in_output_order()
     positive_scores = np.array(
-        [float(anchor_vectors[a] @ corpus_vectors[p]) for a, p in table.pairs], dtype=np.float32
+        [float(anchor_vectors[a] @ corpus_vectors[p]) for a, p in ordered], dtype=np.float32
     )
     lowest = np.full(len(table.anchors), np.inf, dtype=np.float32)
-    np.minimum.at(lowest, [a for a, _ in table.pairs], positive_scores)
+    np.minimum.at(lowest, [a for a, _ in ordered], positive_scores)
     report = MiningReport(
         pairs=len(table.pairs),
         duplicate_pairs=table.duplicates,
@@ -422,46 +492,196 @@ def mine_hard_negatives(
         corpus=len(table.corpus),
         range_max=range_max,
         candidates_per_anchor=int(found.shape[1]),
-        search="faiss IndexFlatIP" if use_faiss else "exact (numpy)",
+        search="faiss IndexFlatIP" if search_settings.use_faiss else "exact (numpy)",
         chunk_rows=chunk,
         positives=positives,
     )
     report.removed = remove_candidates(found, indices, table, lowest, settings)
     negative_scores, negatives = choose_negatives(found, indices, settings, range_max)
-    output, counts = _triplet_columns(table, positive_scores, negatives, negative_scores)
-    if not scores:
-        for name in SCORE_COLUMNS:
-            del output[name]
-    report.pairs_by_negatives = dict(sorted(counts.items()))
-    report.triplets = len(output["anchor"])
+    mined = Mined(table, ordered, positive_scores, negatives, negative_scores)
+    output, report.pairs_by_negatives = mined.columns(output_format, output_scores, names)
+    report.triplets = len(output[names[0]])
     report.seconds = {
         "encode": round(encoded - started, 3),
         "search": round(searched - encoded, 3),
         "select": round(time.perf_counter() - searched, 3),
     }
     for line in report.lines():
-        logger.info("mining: %s", line)
-    return Dataset.from_dict(output), report
+        logger.log(log_level, "mining: %s", line)
+    return _dataset(output), report
 
 
-def _triplet_columns(
-    table: Pairs,
-    positive_scores: np.ndarray,
-    negatives: np.ndarray,
-    negative_scores: np.ndarray,
-) -> tuple[dict[str, list[str | float]], dict[int, int]]:
-    """The output columns (:data:`OUTPUT_COLUMNS` and :data:`SCORE_COLUMNS`), one row per
-    kept negative of each pair, and the pairs counted by their number of negatives."""
-    columns: dict[str, list[str | float]] = {name: [] for name in OUTPUT_COLUMNS + SCORE_COLUMNS}
-    counts: dict[int, int] = {}
-    for (anchor, positive), positive_score in zip(table.pairs, positive_scores, strict=True):
-        row = zip(negatives[anchor], negative_scores[anchor], strict=True)
-        kept = [(int(n), float(score)) for n, score in row if n >= 0]
-        counts[len(kept)] = counts.get(len(kept), 0) + 1
-        for negative, negative_score in kept:
-            columns["anchor"].append(table.anchors[anchor])
-            columns["positive"].append(table.corpus[positive])
-            columns["negative"].append(table.corpus[negative])
-            columns["positive_score"].append(float(positive_score))
-            columns["negative_score"].append(negative_score)
-    return columns, counts
+def _dataset(columns: dict[str, list[Any]]) -> Any:
+    from datasets import Dataset
+
+    return Dataset.from_dict(columns)
+
+
+@dataclass
+class Mined:
+    """The chosen negatives of each anchor, and the pairs in output order with their
+    scores; :meth:`columns` lays them out."""
+
+    table: Pairs
+    ordered: list[tuple[int, int]]
+    positive_scores: np.ndarray
+    negatives: np.ndarray
+    negative_scores: np.ndarray
+
+    def found(self, anchor: int) -> list[tuple[int, float]]:
+        row = zip(self.negatives[anchor], self.negative_scores[anchor], strict=True)
+        return [(int(n), float(score)) for n, score in row if n >= 0]
+
+    def columns(
+        self, output_format: str, output_scores: bool, names: tuple[str, str]
+    ) -> tuple[dict[str, list[Any]], dict[int, int]]:
+        """The peer's columns for ``output_format`` (``triplet``: one row per negative;
+        ``n-tuple``: one row per pair that got all ``num_negatives``, columns
+        ``negative_1`` …), with ``scores`` ([positive, negatives…]) when asked; and the
+        pairs counted by their number of negatives."""
+        width = self.negatives.shape[1]
+        negative_names = ["negative"] if output_format == "triplet" else [
+            f"negative_{i}" for i in range(1, width + 1)
+        ]  # fmt: skip
+        out: dict[str, list[Any]] = {name: [] for name in (*names, *negative_names)}
+        if output_scores:
+            out["scores"] = []
+        counts: dict[int, int] = {}
+        corpus, anchors = self.table.corpus, self.table.anchors
+        for (anchor, positive), positive_score in zip(
+            self.ordered, self.positive_scores.tolist(), strict=True
+        ):
+            kept = self.found(anchor)
+            counts[len(kept)] = counts.get(len(kept), 0) + 1
+            if output_format == "triplet":
+                groups = [[negative] for negative in kept]
+            else:
+                groups = [kept] if len(kept) == width else []
+            for group in groups:
+                out[names[0]].append(anchors[anchor])
+                out[names[1]].append(corpus[positive])
+                for name, (negative, _) in zip(negative_names, group, strict=True):
+                    out[name].append(corpus[negative])
+                if output_scores:
+                    out["scores"].append([positive_score, *(score for _, score in group)])
+        return out, dict(sorted(counts.items()))
+
+
+#: sentence-transformers' parameters that are not built here, and the value that means "off"
+NOT_BUILT = {
+    "cross_encoder": None,
+    "query_prompt_name": None,
+    "query_prompt": None,
+    "corpus_prompt_name": None,
+    "corpus_prompt": None,
+    "include_positives": False,
+    "use_multi_process": False,
+    "cache_folder": None,
+}
+
+
+def mine_hard_negatives(
+    dataset: Dataset,
+    model: Any,
+    anchor_column_name: str | None = None,
+    positive_column_name: str | None = None,
+    corpus: list[str] | None = None,
+    cross_encoder: Any = None,
+    range_min: int = 0,
+    range_max: int | None = None,
+    max_score: float | None = None,
+    min_score: float | None = None,
+    absolute_margin: float | None = None,
+    relative_margin: float | None = None,
+    num_negatives: int = 3,
+    sampling_strategy: str = "top",
+    query_prompt_name: str | None = None,
+    query_prompt: str | None = None,
+    corpus_prompt_name: str | None = None,
+    corpus_prompt: str | None = None,
+    include_positives: bool = False,
+    output_format: str = "triplet",
+    output_scores: bool = False,
+    batch_size: int = 32,
+    faiss_batch_size: int = 16384,
+    use_faiss: bool = False,
+    use_multi_process: bool | list[str] = False,
+    verbose: bool = True,
+    cache_folder: str | None = None,
+    *,
+    seed: int | None = None,
+    positive_threshold: float | None = None,
+    memory_mb: float = 256,
+    columns: Mapping[str, str] | None = None,
+) -> Any:
+    """sentence-transformers' ``util.mine_hard_negatives`` (6.2), the same parameters and
+    output, with the project's encoder or a ``SentenceTransformer`` as ``model``; see the
+    module docstring for the selection and the one difference (an anchor's own text is
+    never its negative). The anchor and positive columns are ``anchor_column_name`` and
+    ``positive_column_name``, else the first two columns, and name the output's columns.
+    Beyond the peer: ``seed`` for ``random`` sampling, ``positive_threshold`` for a scored
+    table, ``memory_mb`` bounding the search's score blocks, ``columns`` mapping the
+    project's column names onto the dataset's (``{"score": "sim"}``). Not built
+    (ValueError when set): ``cross_encoder``, the prompts, ``include_positives``,
+    ``use_multi_process``, ``cache_folder``; output formats other than ``triplet`` and
+    ``n-tuple``. ``verbose``: log the report at INFO (else DEBUG)."""
+    given = locals()
+    for name, off in NOT_BUILT.items():
+        if given[name] != off:
+            raise ValueError(
+                f"mine_hard_negatives: {name} is not built in sts_core (sentence-transformers' "
+                f"util.mine_hard_negatives has it); leave it at {off!r}"
+            )
+    settings = MiningSettings(
+        num_negatives=num_negatives,
+        range_min=range_min,
+        range_max=range_max,
+        max_score=max_score,
+        min_score=min_score,
+        absolute_margin=absolute_margin,
+        relative_margin=relative_margin,
+        sampling_strategy=sampling_strategy,
+        seed=seed,
+        positive_threshold=positive_threshold,
+    )
+    search_settings = SearchSettings(batch_size, faiss_batch_size, memory_mb, use_faiss)
+    names, mapping = pair_names(dataset, anchor_column_name, positive_column_name, columns)
+    mined, _ = mine(
+        dataset,
+        model,
+        settings,
+        corpus=corpus,
+        search_settings=search_settings,
+        output_format=output_format,
+        output_scores=output_scores,
+        names=names,
+        columns=mapping,
+        log_level=logging.INFO if verbose else logging.DEBUG,
+    )
+    return mined
+
+
+def pair_names(
+    dataset: Dataset,
+    anchor: str | None,
+    positive: str | None,
+    columns: Mapping[str, str] | None,
+) -> tuple[tuple[str, str], dict[str, str]]:
+    """The anchor and positive column names, as the peer picks them (``columns``'
+    ``sentence1``/``sentence2``, else the names given and present, else the first and second
+    column), and the column mapping that reads them as the pair (``columns``' other names
+    kept: ``{"score": "sim"}``)."""
+    mapping = dict(columns or {})
+    names = dataset.column_names
+    anchor = mapping.get("sentence1", anchor)
+    positive = mapping.get("sentence2", positive)
+    if not anchor or anchor not in names:
+        anchor = names[0] if names else "anchor"
+    if not positive or positive not in names:
+        if len(names) < 2:
+            raise ValueError(
+                "mine_hard_negatives: the dataset needs two columns (anchor, positive), "
+                f"it has {names}"
+            )
+        positive = names[1]
+    return (anchor, positive), {**mapping, "sentence1": anchor, "sentence2": positive}

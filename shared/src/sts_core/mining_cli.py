@@ -21,9 +21,10 @@ from sts_core.cli import positive_int as _positive_int
 from sts_core.command_files import CommandFiles, on_interrupt, write_json
 from sts_core.mining import (
     SAMPLING,
+    SCORE_COLUMNS,
     MiningSettings,
-    check_search_settings,
-    mine_hard_negatives,
+    SearchSettings,
+    mine,
     positive_rows,
 )
 
@@ -36,7 +37,8 @@ def make_parser() -> argparse.ArgumentParser:
         prog="sts-mine",
         description="Mine hard negatives for (anchor, positive) pairs with a sentence "
         "encoder and write (anchor, positive, negative) triplets: the selection of "
-        "sentence-transformers' mine_hard_negatives, memory bounded.",
+        "sentence-transformers' util.mine_hard_negatives (its parameter names, kebab-cased), "
+        "memory bounded.",
     )
     add_encoder_arguments(parser)
     parser.add_argument(
@@ -98,9 +100,23 @@ def make_parser() -> argparse.ArgumentParser:
         "above T are positives, the others are left out and counted (default: the table's "
         "highest score, e.g. the 1s of 0/1 labels, entailment of NLI class names)",
     )
-    parser.add_argument("--sampling", choices=SAMPLING, default="top")
-    parser.add_argument("--seed", type=int, default=0, help="for --sampling random")
-    parser.add_argument("--batch-size", type=_positive_int, default=64)
+    parser.add_argument(
+        "--sampling-strategy", "--sampling", choices=SAMPLING, default="top", dest="sampling"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="for --sampling-strategy random: the draws of sentence-transformers' after "
+        "random.seed(SEED) (default 0)",
+    )
+    parser.add_argument("--batch-size", type=_positive_int, default=32)
+    parser.add_argument(
+        "--faiss-batch-size",
+        type=_positive_int,
+        default=16384,
+        help="at most N anchors per search chunk (default 16384; --memory-mb may make it fewer)",
+    )
     parser.add_argument(
         "--memory-mb",
         type=float,
@@ -108,13 +124,19 @@ def make_parser() -> argparse.ArgumentParser:
         help="memory for the search's score blocks (default 256 MiB)",
     )
     parser.add_argument(
+        "--use-faiss",
         "--faiss",
         action=argparse.BooleanOptionalAction,
-        default=None,
-        help="search with faiss (default: when installed)",
+        default=False,
+        dest="faiss",
+        help="search with faiss's exact IndexFlatIP (default: numpy)",
     )
     parser.add_argument(
-        "--scores", action="store_true", help="add positive_score and negative_score columns"
+        "--output-scores",
+        "--scores",
+        action="store_true",
+        dest="scores",
+        help="add positive_score and negative_score columns (the cosines)",
     )
     return parser
 
@@ -152,6 +174,18 @@ def read_pairs(args: argparse.Namespace) -> Dataset:
     return load_reference(args.pairs, "train", args.data_dir, columns=columns, reading=reading)[1]
 
 
+def score_columns(triplets: Dataset) -> Dataset:
+    """The ``scores`` column ([positive, negative] cosines) as two columns a table holds:
+    ``positive_score`` and ``negative_score``."""
+    if "scores" not in triplets.column_names:
+        return triplets
+    scores = triplets["scores"]
+    triplets = triplets.remove_columns("scores")
+    for position, name in enumerate(SCORE_COLUMNS):
+        triplets = triplets.add_column(name, [pair[position] for pair in scores])
+    return triplets
+
+
 def read_corpus(path: str | None) -> list[str]:
     """The extra candidates, one per line (blank lines skipped, counted)."""
     if path is None:
@@ -176,28 +210,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             min_score=args.min_score,
             absolute_margin=args.absolute_margin,
             relative_margin=args.relative_margin,
-            sampling=args.sampling,
+            sampling_strategy=args.sampling,
             seed=args.seed,
             positive_threshold=args.positive_threshold,
         )
+        search_settings = SearchSettings(
+            args.batch_size, args.faiss_batch_size, args.memory_mb, args.faiss
+        )
         files, output = mining_files(args)
         files.check()
-        check_search_settings(args.memory_mb, args.faiss)
         check_device(args.device)
         pairs = read_pairs(args)
         positive_rows(pairs, settings.positive_threshold)  # checked before the model loads
         corpus = read_corpus(args.corpus)
         encoder = load_encoder(args, "sts-mine")
-        triplets, report = mine_hard_negatives(
+        triplets, report = mine(
             pairs,
             encoder,
             settings,
             corpus=corpus,
-            batch_size=args.batch_size,
-            memory_mb=args.memory_mb,
-            use_faiss=args.faiss,
-            scores=args.scores,
+            search_settings=search_settings,
+            output_scores=args.scores,
         )
+        triplets = score_columns(triplets)
         from sts_core.data.table_output import write_table
 
         write_table(triplets, output)
