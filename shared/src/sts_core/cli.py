@@ -222,13 +222,15 @@ def make_eval_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--pairs",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="NAME:SPLIT|PATH",
         help="score labelled pair sets (e.g. stsb-zh:test, mrpc:test, a .csv/.tsv/.json/"
         ".jsonl/.parquet file with a header, a save_to_disk folder or a hub id): "
         "Spearman/Pearson against their labels of the model's score_pairs (its pair_scorer "
-        "head if it has one, else cosine similarity; printed with the scores); repeatable. "
+        "head if it has one, else cosine similarity; printed with the scores); several "
+        "after one flag (--pairs a.csv b.csv) or the flag repeated. "
         "Without --tasks only these are scored",
     )
     parser.add_argument(

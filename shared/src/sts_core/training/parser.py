@@ -4,16 +4,23 @@ An unknown YAML key is an error naming the file, the line and the key (with the 
 known names), never a silent no-op; a key given twice and unbounded aliases are refused
 (:mod:`sts_core.recipe_yaml`). An error names where the value came from: the recipe's file
 and line, or the command line.
+
+Every list option (a ``list[...]`` field: ``matryoshka_dims``, ``train_datasets``, …) is
+read by one rule, :func:`read_list`: a JSON list (``--matryoshka_dims '[384, 128, 64]'``)
+or values apart (``--matryoshka_dims 384 128 64``; a YAML list in a recipe), each value
+read as the list's element type.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import logging
 import os
 import re
 import sys
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -164,6 +171,10 @@ def named_options(message: str, options: set[str]) -> list[str]:
     return sorted(found, key=found.__getitem__)
 
 
+#: where a value typed after a flag comes from, in messages
+COMMAND_LINE = "command line"
+
+
 def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
     """One recipe value converted to the argparse ``type`` of its field (scalars only)."""
     if isinstance(value, dict | list | tuple):
@@ -191,11 +202,105 @@ def _coerce(kind: Any, value: Any, source: str, key: str) -> Any:
             return str(value)
     except (TypeError, ValueError, AttributeError, argparse.ArgumentTypeError) as error:
         expected = getattr(kind, "__name__", "the field's type").replace("string_to_bool", "bool")
-        hint = "" if isinstance(given, str) else " (quote it if YAML misreads it)"
+        yaml_value = not isinstance(given, str) and not source.startswith(COMMAND_LINE)
+        hint = " (quote it if YAML misreads it)" if yaml_value else ""
         raise ConfigError(f"{source}: {key}: cannot read {given!r} as {expected}{hint}") from error
     if kind in (float, int) and isinstance(value, bool):
         raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
     return value
+
+
+def read_list(kind: Any, value: Any, source: str, key: str) -> list[Any]:
+    """A list option's value by the one rule of every list option, on the command line and
+    in a recipe: a JSON list (``--matryoshka_dims '[384, 128, 64]'``, the list's text as
+    the one value), values apart (``--matryoshka_dims 384 128 64``, a YAML list) or one
+    value, each read as ``kind``, the list's element type (as :func:`_coerce` reads a
+    recipe's scalar). A mapping (``train_datasets``' mapping form) is kept for the field's
+    own check. ConfigError naming ``source``, the option ``key`` and the value."""
+    if _json_text(value):
+        items = _json_list(value, source, key)
+    else:
+        items = list(value) if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if isinstance(item, list | tuple):
+            raise ConfigError(f"{source}: {key}: expected a list of values, got the list {item!r}")
+    return [_list_item(kind, item, source, key) for item in items]
+
+
+def _json_text(value: Any) -> bool:
+    """Whether ``value`` is a text that starts with ``[``: a JSON list (:func:`read_list`)."""
+    return isinstance(value, str) and value.lstrip().startswith("[")
+
+
+def _json_list(text: str, source: str, key: str) -> list[Any]:
+    """``text``, a list option's one value that starts with ``[``, read as a JSON list."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        raise ConfigError(
+            f"{source}: {key}: {text!r} is not a JSON list ({error}); give a JSON list, "
+            "e.g. '[384, 128]', or the values apart, e.g. 384 128"
+        ) from error
+    if not isinstance(parsed, list):
+        raise ConfigError(f"{source}: {key}: {text!r} is not a JSON list")
+    return parsed
+
+
+def _list_item(kind: Any, item: Any, source: str, key: str) -> Any:
+    """One value of a list option as its element type ``kind``: :func:`_coerce`'s types, or
+    read by ``kind`` itself (an Enum, as a flag's value is)."""
+    if kind in (None, float, int, str, string_to_bool) or isinstance(item, Mapping):
+        return _coerce(kind, item, source, key)
+    try:
+        return kind(item)
+    except (TypeError, ValueError) as error:
+        expected = getattr(kind, "__name__", "the field's type")
+        raise ConfigError(f"{source}: {key}: cannot read {item!r} as {expected}") from error
+
+
+def text_or_list_fields(classes: Sequence[type]) -> set[str]:
+    """The fields of ``classes`` typed as a text or a list of texts (``report_to``,
+    ``optim_target_modules``: ``None | str | list[str]``), which HfArgumentParser reads as
+    one text: list options too, whose one value given alone stays a text (its own meaning,
+    e.g. ``optim_target_modules``' pattern)."""
+    names = set()
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        for field in fields(cls):
+            kinds = typing.get_args(hints[field.name])
+            if str in kinds and any(typing.get_origin(kind) is list for kind in kinds):
+                names.add(field.name)
+    return names
+
+
+class _ListOptionParser(HfArgumentParser):
+    """``HfArgumentParser`` whose list options (``nargs='+'`` or ``'*'``) read their values
+    by :func:`read_list` (:meth:`list_value`): a JSON list or values apart, alike."""
+
+    def __init__(self, classes: list[DataClassType], description: str | None) -> None:
+        super().__init__(classes, description=description)
+        self.text_or_list = text_or_list_fields(classes)
+        for action in self._actions:
+            if action.dest in self.text_or_list and action.nargs is None:
+                action.nargs = "+"
+
+    def list_value(self, action: argparse.Action, value: Any, source: str, key: str) -> Any:
+        """The value of the list option ``action`` (a recipe's value, or the command line's
+        one value or list of values): :func:`read_list`; a text option's one text alone
+        (not a JSON list) stays a text."""
+        values = read_list(action.type, value, source, key)
+        if action.dest in self.text_or_list and isinstance(value, str) and not _json_text(value):
+            return values[0]
+        return values
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if not action.option_strings or action.nargs not in ("+", "*"):
+            return super()._get_values(action, arg_strings)
+        given = arg_strings[0] if len(arg_strings) == 1 else arg_strings  # as a YAML scalar
+        value = self.list_value(action, given, COMMAND_LINE, f"--{action.dest}")
+        for item in value if isinstance(value, list) else [value]:
+            self._check_value(action, item)
+        return value
 
 
 class ConfigParser:
@@ -214,7 +319,7 @@ class ConfigParser:
         self.dataclass_types = (ModelArguments, DataArguments, config_class)
         # DataClassType: how transformers types a dataclass argument (a NewType, no-op)
         classes = [DataClassType(cls) for cls in self.dataclass_types]
-        self.parser = HfArgumentParser(classes, description=description)
+        self.parser = _ListOptionParser(classes, description=description)
         self.parser.add_argument(
             "--config",
             default=None,
@@ -290,9 +395,8 @@ class ConfigParser:
             if action is None or value is None:
                 coerced[key] = value
             elif action.nargs in ("+", "*"):
-                items = value if isinstance(value, list | tuple) else [value]
                 where = _where(values, key, source)
-                coerced[key] = [_coerce(action.type, item, where, key) for item in items]
+                coerced[key] = self.parser.list_value(action, value, where, key)
             else:
                 coerced[key] = _coerce(action.type, value, _where(values, key, source), key)
         return coerced
@@ -363,6 +467,8 @@ class ConfigParser:
             *parsed, remaining = self.parser.parse_args_into_dataclasses(
                 args=argv, look_for_args_file=False, return_remaining_strings=True
             )
+        except ConfigError:  # a list option's value (read_list): it names where already
+            raise
         except (TypeError, ValueError) as error:  # a setting __post_init__ refuses
             message = " ".join(str(error).split())
             where = self.where_set(message, argv, values, source)
