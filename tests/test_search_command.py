@@ -146,11 +146,11 @@ def test_a_step_budget_every_picks_seeds_and_a_time_limit(
     assert trained_lines(capsys.readouterr().out) == []
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert sorted(results["not_run"]) == [
-        f"{m} | epochs 1 | lr 0.001 | seed 0 (time limit)" for m in ("core", "cosent")
-    ]
+        f"{m} | steps 2 | lr 0.001 | seed 0 (time limit)" for m in ("core", "cosent")
+    ]  # labelled by what bounds them: the step budget
     report = (out / "search.md").read_text(encoding="utf-8")
     assert "## Not run (started again, the search trains them)" in report
-    assert "- core | epochs 1 | lr 0.001 | seed 0 (time limit)" in report
+    assert "- core | steps 2 | lr 0.001 | seed 0 (time limit)" in report
 
 
 def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(

@@ -137,6 +137,32 @@ def test_final_evaluators_follow_final_eval_task(tmp_path: Path) -> None:
     assert not classification[wikiqa].primary_metric.endswith("_oracle_f1")
 
 
+def test_final_pair_sets_are_named_by_their_stem_or_registry_name(tmp_path: Path) -> None:
+    """Metric keys of the final pair sets start with a readable name: a file's stem, not
+    its mangled path (``_tmp_…_pairs_test.jsonl_test``); a second file of the same stem
+    gets ``_2``; a registry set keeps its name and split; a hub id its last part."""
+    from sts_core.training.data import pair_set_labels
+
+    files = []
+    for i, folder in enumerate(("a", "b")):
+        path = tmp_path / folder / "pairs_test.csv"
+        path.parent.mkdir()
+        rows = [f"s{i + k},s{i + 2 * k + 1},{k % 5}" for k in range(6)]
+        path.write_text("sentence1,sentence2,score\n" + "\n".join(rows) + "\n", "utf-8")
+        files.append(str(path))
+    config = BaseConfig(output_dir=str(tmp_path / "out"))
+    evaluators = final_evaluators(CORE_METHOD, data_args(final_eval_datasets=files), config)
+    assert [evaluators[f].name for f in files] == ["pairs_test", "pairs_test_2"]
+    scores = evaluators[files[1]](fake_model)
+    assert set(scores) == {"pairs_test_2_spearman", "pairs_test_2_pearson"}
+    assert pair_set_labels(["stsb:test", "stsb-zh:test", "owner/my-set:dev", "x y.jsonl"]) == {
+        "stsb:test": "stsb_test",
+        "stsb-zh:test": "stsb_zh_test",
+        "owner/my-set:dev": "my_set_dev",
+        "x y.jsonl": "x_y",
+    }
+
+
 def test_final_eval_task_is_checked_with_the_data_options() -> None:
     from sts_core.training.config import DataArguments
 

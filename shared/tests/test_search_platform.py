@@ -140,4 +140,4 @@ def test_a_worker_runs_every_action_on_its_slots_torch_threads(monkeypatch, tmp_
             assert worker.main([verb, str(tmp_path)]) == 0
     finally:
         torch.set_num_threads(before)
-    assert seen == {"train": 1, "score": 1, "soup": 1}
+    assert seen == {"train": 1, "score": 1, "soup": 1, "untrained": 1}

@@ -18,6 +18,7 @@ from sts_core.encoder import SentenceEncoder
 from sts_core.heads import LinearHead
 from sts_core.search import main, schedule, worker
 from sts_core.search import soups as soups_module
+from sts_core.search import untrained as untrained_module
 from sts_core.search.cells import RESULT_FILE, SOUP_FILE, TEST_FILE, Cell, Recipe
 from sts_core.search.schedule import Scheduler, Slot
 from sts_core.search.spec import fingerprint
@@ -74,7 +75,7 @@ def in_process(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(verb)
         assert worker.main([verb, str(folder)]) == 0
 
-    for module in (schedule, soups_module):
+    for module in (schedule, soups_module, untrained_module):
         monkeypatch.setattr(module, "run_worker", run_worker)
     monkeypatch.setattr(worker, "end_with_parent", lambda *args: None)
     return calls
@@ -93,7 +94,7 @@ def test_a_search_soups_its_picks_seeds_scores_them_and_keeps_them(
         "--learning-rate", "1e-3", "--seeds", "0", "1", "--batch-size", "8", "--soup",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert in_process == ["train", "train", "score", "score", "soup"]
+    assert in_process == ["train", "train", "score", "score", "soup", "untrained"]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     (soup,) = results["soups"]
     runs = sorted((c for c in results["cells"]), key=lambda c: c["seed"])
@@ -116,7 +117,7 @@ def test_a_search_soups_its_picks_seeds_scores_them_and_keeps_them(
     # started again: the soup is kept, not made again (a changed member: below)
     stamp = (folder / RESULT_FILE).stat().st_mtime_ns
     assert main(argv) == 0
-    assert in_process == ["train", "train", "score", "score", "soup"]
+    assert in_process == ["train", "train", "score", "score", "soup", "untrained"]
     assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp
 
 

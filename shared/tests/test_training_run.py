@@ -93,8 +93,9 @@ def test_a_run_selects_on_the_dev_set_and_saves_the_model(finished_run: dict) ->
     output_dir = finished_run["output_dir"]
     state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
     evaluations = [e for e in state["log_history"] if "eval_dev_spearman" in e]
-    assert [e["step"] for e in evaluations] == [2, 4]
-    assert state["best_metric"] == max(e["eval_dev_spearman"] for e in evaluations)
+    assert [e["step"] for e in evaluations] == [0, 2, 4]  # 0: the untrained model
+    # chosen among the checkpoints' evaluations (there is no checkpoint of step 0)
+    assert state["best_metric"] == max(e["eval_dev_spearman"] for e in evaluations[1:])
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]
     assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
 
@@ -203,7 +204,8 @@ def test_without_dev_set_evaluation_is_off(tiny_bert_nodropout_dir: Path, tmp_pa
         max_steps="2",
     )  # eval_strategy stays "steps" in the recipe
     metrics = TrainingRun(["--config", str(recipe)], method=CORE_METHOD).run()
-    assert metrics["dev"] == {}
+    assert metrics["dev"] == {} and metrics["dev_before_training"] == {}
+    assert "eval_dev_spearman" not in metrics["curves"]
     assert math.isfinite(metrics["train"]["train_loss"])
     assert (tmp_path / "out" / "checkpoint-2").is_dir()
 
@@ -254,8 +256,10 @@ def test_load_best_model_at_end_on_a_dev_file(
     state = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())
     history = state["log_history"]
     scores = {e["step"]: e["eval_dev_pearson"] for e in history if "eval_dev_pearson" in e}
+    assert sorted(scores) == [0, 1, 2, 3]  # 0: the untrained model, never a checkpoint
+    del scores[0]
     best_step = max(scores, key=scores.get)
-    assert sorted(scores) == [1, 2, 3] and state["best_metric"] == scores[best_step]
+    assert state["best_metric"] == scores[best_step]
     assert state["best_model_checkpoint"].endswith(f"checkpoint-{best_step}")
     # the final model is the best checkpoint: its dev score is the best one
     assert metrics["dev"]["eval_dev_pearson"] == pytest.approx(scores[best_step], abs=1e-4)
@@ -319,6 +323,74 @@ def test_a_run_draws_its_learning_curves_from_the_series_it_records(finished_run
     assert "learning_curves.png" not in checkpoint_card  # drawn after training
 
 
+def test_a_run_scores_the_untrained_model_at_step_0(
+    finished_run: dict, tiny_bert_nodropout_dir: Path
+) -> None:
+    """A run with a dev set evaluates once before its first step: the log history's step-0
+    scores are the untrained model's, computed here from the model folder it started from
+    (numpy, scipy); ``metrics.json`` keeps them (``dev_before_training``), the dev curve
+    starts with them and the model card lists them."""
+    output_dir = finished_run["output_dir"]
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    (start,) = [e for e in state["log_history"] if e["step"] == 0]
+    expected = saved_model_dev_scores(tiny_bert_nodropout_dir)  # the model before training
+    for key, value in expected.items():
+        assert start[key] == pytest.approx(value, abs=1e-4)
+    written = json.loads((output_dir / "metrics.json").read_text(encoding="utf-8"))
+    before = written["dev_before_training"]
+    assert before == {k: v for k, v in start.items() if k.startswith("eval_")}
+    assert before["eval_runtime"] > 0  # what the extra evaluation cost
+    assert written["curves"]["eval_dev_spearman"][0] == [0, start["eval_dev_spearman"]]
+    assert finished_run["metrics"]["dev_before_training"] == before
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "- step 0 (the untrained model): eval_dev_spearman" in card
+
+
+def test_the_untrained_model_is_scored_once_and_not_again_on_a_resume(
+    tiny_bert_nodropout_dir: Path, tmp_path: Path
+) -> None:
+    """The step-0 evaluation needs a dev evaluator, is skipped when the run resumes (its
+    log history has it from the first start, and global_step is past 0) and under
+    ``eval_on_start`` (the Trainer's own evaluation at the start)."""
+    from sts_core.testing import ScriptedEvaluator, quick_training_args
+    from sts_core.training import BaseConfig, BaseTrainer
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir)
+    evaluator = ScriptedEvaluator([42.0, 43.0])
+    args = quick_training_args(BaseConfig, tmp_path)
+    trainer = BaseTrainer(model=encoder, args=args, evaluator=evaluator)
+    assert trainer.evaluate_before_training()["eval_fake_spearman"] == 42.0
+    assert trainer.state.log_history[-1]["step"] == 0
+    trainer.state.global_step = 3  # a resumed run's state
+    assert trainer.evaluate_before_training() == {} and evaluator.calls == 1
+    trainer.state.global_step = 0
+    trainer.args.eval_on_start = True
+    assert trainer.evaluate_before_training() == {} and evaluator.calls == 1
+    trainer.evaluator = None
+    trainer.args.eval_on_start = False
+    assert trainer.evaluate_before_training() == {}
+
+
+def test_a_series_of_one_evaluation_is_drawn_as_a_point() -> None:
+    """A line needs two points: a series of one (a single dev evaluation) gets a marker, in
+    the plotted data of its panel; the longer series stay lines."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from sts_core.training.curves import curves_figure
+
+    series = {"loss": [[1, 0.5], [2, 0.4]], "eval_dev_spearman": [[2, 71.5]]}
+    figure = curves_figure(series)
+    panels = {axis.get_title(): axis.get_lines() for axis in figure.axes}
+    (dev,) = panels["dev"]
+    assert dev.get_xydata().tolist() == [[2.0, 71.5]]
+    assert dev.get_marker() == "o"
+    (loss,) = panels["training loss"]
+    assert loss.get_xydata().tolist() == [[1.0, 0.5], [2.0, 0.4]]
+    assert loss.get_marker() in ("None", None, "")
+    plt.close(figure)
+
+
 def test_the_curves_keep_finite_scores_and_losses_and_leave_the_bookkeeping(caplog) -> None:
     from sts_core.training.curves import draw_learning_curves, learning_curve_series
 
@@ -368,7 +440,7 @@ def test_report_to_tensorboard_writes_the_loss_and_dev_spearman_by_step(
 
     losses = [(e["step"], e["loss"]) for e in history if "loss" in e]
     spearman = [(e["step"], e["eval_dev_spearman"]) for e in history if "eval_dev_spearman" in e]
-    assert len(losses) == 4 and len(spearman) == 2
+    assert len(losses) == 4 and len(spearman) == 3  # steps 0 (the untrained model), 2, 4
     same("train/loss", losses)
     final = (4, metrics["dev"]["eval_dev_spearman"])  # the final model's, after training
     same("eval/dev_spearman", [*spearman, final])

@@ -84,7 +84,7 @@ def test_main_trains_a_bi_encoder_and_writes_metrics(
     written = check_metrics(output_dir)
     state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
     evaluations = {e["step"]: e for e in state["log_history"] if "eval_dev_spearman" in e}
-    assert list(evaluations) == [2, 4]
+    assert list(evaluations) == [0, 2, 4]  # 0: the untrained model, before the first step
 
     # the recipe keeps the final model (no load_best_model_at_end), the one saved to
     # output_dir: the dev score is its Spearman on the dev file, recomputed here, and the

@@ -68,6 +68,8 @@ RECIPE_FILE = "recipe.yaml"
 LOG_FILE = "log.txt"
 #: a soup folder's description (:mod:`sts_core.search.soups`)
 SOUP_FILE = "soup.json"
+#: the untrained model's folder's description (:mod:`sts_core.search.untrained`)
+UNTRAINED_FILE = "untrained.json"
 MODEL_FOLDER = "model"
 #: a two-stage cell's first stage: its recipe and its model (removed once the cell's own
 #: is trained)
@@ -87,7 +89,9 @@ def settings_of(values: Mapping[str, Any]) -> Settings:
 @dataclass(frozen=True)
 class Recipe:
     """What a cell trains but its seed: one method with its named settings (``sts-search``'s
-    ``--grid`` values, the quality benchmark's ``--set`` ones), epochs and learning rate.
+    ``--grid`` values, the quality benchmark's ``--set`` ones), epochs and learning rate,
+    and the search's step budget (``--max-steps``: above 0 it bounds the run instead of
+    the epochs, and the key says ``steps N``).
 
     Its :attr:`key` is the name the records and reports give it; it is rendered from these
     fields, never read back (:meth:`Cell.from_record` reads the fields)."""
@@ -96,6 +100,7 @@ class Recipe:
     settings: Settings = ()
     epochs: float = 1.0
     learning_rate: float = 2e-5
+    max_steps: int = -1
 
     @property
     def named(self) -> str:
@@ -108,14 +113,20 @@ class Recipe:
         return f"{self.method} [{self.named}]" if self.settings else self.method
 
     @property
+    def length(self) -> str:
+        """What bounds the run: ``steps 50`` under a step budget, else ``epochs 1``."""
+        return f"steps {self.max_steps}" if self.max_steps > 0 else f"epochs {self.epochs:g}"
+
+    @property
     def budget(self) -> str:
-        """Epochs and learning rate, for a table's cell: ``epochs 1, lr 2e-05``."""
-        return f"epochs {self.epochs:g}, lr {self.learning_rate:g}"
+        """Length and learning rate, for a table's cell: ``epochs 1, lr 2e-05``."""
+        return f"{self.length}, lr {self.learning_rate:g}"
 
     @property
     def key(self) -> str:
-        """``cosent:cosine_mse [pooling=cls] | epochs 1 | lr 2e-05`` (no seed)."""
-        return f"{self.variant} | epochs {self.epochs:g} | lr {self.learning_rate:g}"
+        """``cosent:cosine_mse [pooling=cls] | epochs 1 | lr 2e-05`` (no seed; ``steps N``
+        in place of the epochs under a step budget)."""
+        return f"{self.variant} | {self.length} | lr {self.learning_rate:g}"
 
     def soup_key(self, seeds: int) -> str:
         """The key of the soup (uniform weight average) of the recipe's first ``seeds``
@@ -126,7 +137,12 @@ class Recipe:
     def folder_name(self) -> str:
         """A readable, unique folder name (its soup's, ``sts-search --soup``): the method,
         epochs, rate and a hash of the whole key."""
-        return readable_name(f"{self.method}-e{self.epochs:g}-lr{self.learning_rate:g}", self.key)
+        return readable_name(f"{self.method}-{self.length_tag}-lr{self.learning_rate:g}", self.key)
+
+    @property
+    def length_tag(self) -> str:
+        """The length in a folder name: ``e1``, or ``steps50`` under a step budget."""
+        return f"steps{self.max_steps}" if self.max_steps > 0 else f"e{self.epochs:g}"
 
 
 def readable_name(stem: str, key: str) -> str:
@@ -162,7 +178,11 @@ class Cell:
         cell)."""
         named = record["grid"] if "grid" in record else record.get("settings") or {}
         recipe = Recipe(
-            record["method"], settings_of(named), record["epochs"], record["learning_rate"]
+            record["method"],
+            settings_of(named),
+            record["epochs"],
+            record["learning_rate"],
+            record.get("max_steps", -1),
         )
         if "grid" not in record:
             return cls(recipe, record["seed"])
@@ -187,7 +207,7 @@ class Cell:
         """A readable, unique folder name: the method, epochs, rate, seed and a hash of
         the whole key (grid values included)."""
         recipe = self.recipe
-        stem = f"{recipe.method}-e{recipe.epochs:g}-lr{recipe.learning_rate:g}-s{self.seed}"
+        stem = f"{recipe.method}-{recipe.length_tag}-lr{recipe.learning_rate:g}-s{self.seed}"
         return readable_name(stem, self.key)
 
     def describe(self) -> dict[str, Any]:
@@ -202,6 +222,7 @@ class Cell:
             "grid": dict(self.recipe.settings),
             "epochs": self.recipe.epochs,
             "learning_rate": self.recipe.learning_rate,
+            **({"max_steps": self.recipe.max_steps} if self.recipe.max_steps > 0 else {}),
             "seed": self.seed,
         }
 

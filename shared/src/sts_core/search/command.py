@@ -55,6 +55,7 @@ from sts_core.search.spec import (
     seed_cells,
 )
 from sts_core.search.stages import STAGE_KEYS, StageError, first_stage, stage_keys_text
+from sts_core.search.untrained import score_untrained
 
 if TYPE_CHECKING:
     from sts_core.method import Method
@@ -112,19 +113,23 @@ def make_parser() -> argparse.ArgumentParser:
     )
     add(
         "--set",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="KEY=VALUE",
-        help="a recipe key for every cell (YAML value), e.g. --set pooling=cls; "
+        help="recipe keys for every cell (YAML values), e.g. --set pooling=cls "
+        "max_seq_length=64 (several after one flag, or the flag repeated); "
         "stage1_loss=LOSS with stage1_epochs=E: a first stage with another loss of the "
         "method, then the row's loss from its model (docs/search.md)",
     )
     add(
         "--grid",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="KEY=V1,V2",
-        help="a recipe key to search over (comma-separated values, or a YAML list)",
+        help="recipe keys to search over (comma-separated values, or a YAML list), several "
+        "after one flag or the flag repeated",
     )
     add(
         "--seeds",
@@ -581,7 +586,10 @@ def _search(spec: SearchSpec, grid: list[Cell], log: Any) -> dict[str, Any]:
     if spec.soup:
         folder = spec.output_dir / SOUPS_FOLDER
         soups = make_soups(scheduler, records, retrained, spec.seeds, folder, scoring, log)
-    return summarise(spec, records, picks, best, scheduler, soups)
+    # once per search (kept while the model and the dev table are), after the cells: its
+    # failure stops nothing of theirs
+    untrained = score_untrained(scheduler, spec.model, spec.settings, spec.output_dir, scoring, log)
+    return summarise(spec, records, picks, best, scheduler, soups, untrained)
 
 
 def summarise(
@@ -591,6 +599,7 @@ def summarise(
     best: str | None,
     scheduler: Any,
     soups: list[dict[str, Any]] | None = None,
+    untrained: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     best_record = next(
         (r for r in records if r["recipe"] == best and r["seed"] == spec.selection_seed), None
@@ -609,6 +618,7 @@ def summarise(
         "best_record": best_record,
         "cells": records,
         "soups": soups or [],
+        "untrained": untrained,
         "not_run": scheduler.skipped,
         "failures": scheduler.failures,
     }

@@ -1,5 +1,6 @@
 """What a search's folder says of it: ``results.json`` (every cell, the picks, the
-headline, the soups), ``search.md`` (the same as tables, and the command that trains the
+headline, the soups, the untrained model's scores), ``search.md`` (the same as tables, the
+untrained model a row of the picks' and the cells' tables, and the command that trains the
 pick again), ``search.png`` (the chart) and ``pick.yaml`` (the pick's recipe for
 ``sts-train``)."""
 
@@ -53,10 +54,13 @@ def retrain_command(record: dict[str, Any], folder: Path) -> str:
     )
 
 
-def cell_rows(records: Sequence[dict[str, Any]]) -> list[str]:
+def cell_rows(
+    records: Sequence[dict[str, Any]], untrained: dict[str, Any] | None = None
+) -> list[str]:
+    """Every cell's row, the untrained model's first (its seconds: the scoring's)."""
     header = "| cell | " + " | ".join(_CELL_COLUMNS) + " | test | note |"
     lines = [header, "|" + "---|" * (len(_CELL_COLUMNS) + 3)]
-    for record in records:
+    for record in ([untrained] if untrained else []) + list(records):
         values = [_value(record.get(column)) for column in _CELL_COLUMNS]
         test, note = _value(record.get("test")), _escaped(record.get("error", ""))
         cells = " | ".join(values)
@@ -76,8 +80,14 @@ def _value(value: Any) -> str:
 
 
 def pick_rows(
-    records: Sequence[dict[str, Any]], picks: dict[str, str], best: str | None, seeds: list[int]
+    records: Sequence[dict[str, Any]],
+    picks: dict[str, str],
+    best: str | None,
+    seeds: list[int],
+    untrained: dict[str, Any] | None = None,
 ) -> list[str]:
+    """Each method's pick (mean ± sd over its seeds), and last the untrained model's
+    scores, what the picks are read against."""
     runs = recipes_of(records)
     lines = [
         "| method | pick (by dev) | seeds | dev | test |",
@@ -89,6 +99,12 @@ def pick_rows(
         lines.append(
             f"| {method}{mark} | {_escaped(key)} | {summary['seeds']} | "
             f"{format_score(summary.get('dev'))} | {format_score(summary.get('test'))} |"
+        )
+    if untrained:
+        note = f" ({_escaped(untrained['error'])})" if untrained.get("error") else ""
+        lines.append(
+            f"| {untrained['key']} | `{_escaped(untrained['model'])}`, not trained{note} | – | "
+            f"{_value(untrained.get('dev'))} | {_value(untrained.get('test'))} |"
         )
     return lines
 
@@ -142,6 +158,7 @@ def write_chart(records: Sequence[dict[str, Any]], best: str | None, path: Path)
 def write_report(folder: Path, summary: dict[str, Any]) -> None:
     """``results.json``, ``search.md``, ``search.png`` and ``pick.yaml``."""
     records = summary["cells"]
+    untrained = summary.get("untrained")
     best_record = summary.get("best_record")
     if best_record is not None:
         write_text(
@@ -168,11 +185,11 @@ def write_report(folder: Path, summary: dict[str, Any]) -> None:
         "",
         "## The picks",
         "",
-        *pick_rows(records, summary["picks"], summary.get("best"), summary["seeds"]),
+        *pick_rows(records, summary["picks"], summary.get("best"), summary["seeds"], untrained),
         "",
         "## Every cell",
         "",
-        *cell_rows(records),
+        *cell_rows(records, untrained),
         "",
     ]
     if summary.get("soups"):

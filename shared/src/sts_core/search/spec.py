@@ -124,6 +124,12 @@ class SearchSpec:
         for name, values in (("--epochs", self.epochs), ("--learning-rate", self.learning_rates)):
             if not values or any(not v > 0 for v in values):
                 raise SearchError(f"{name} needs positive values, got {values}")
+        if self.max_steps > 0 and len(self.epochs) > 1:
+            raise SearchError(
+                f"--max-steps {self.max_steps} bounds every cell instead of its epochs: "
+                f"--epochs {' '.join(f'{e:g}' for e in self.epochs)} would train each cell "
+                "once per value, the same run; give one value (or no --max-steps)"
+            )
         if not self.seeds:
             raise SearchError("--seeds needs at least one seed")
         if self.soup and len(self.seeds) < 2:
@@ -365,7 +371,7 @@ def grid_cells(spec: SearchSpec, rows: dict[str, tuple[str, dict[str, Any]]]) ->
         method_name, row_settings = rows[method]
         for combo, epochs, rate in itertools.product(combos, spec.epochs, spec.learning_rates):
             settings = {**row_settings, **spec.settings, **combo}
-            recipe = Recipe(method, settings_of(combo), epochs, rate)
+            recipe = Recipe(method, settings_of(combo), epochs, rate, spec.max_steps)
             cells += [Cell(recipe, s, method_name, settings) for s in spec.selection_seeds]
     return cells
 

@@ -3,7 +3,9 @@ cell's recipe with ``sts-train``'s own path (every check, the method's data prep
 the save), scores the saved model on the dev table and writes ``result.json`` last;
 ``... score CELL_FOLDER`` scores a finished cell's model on the test table
 (``test.json``); ``... soup SOUP_FOLDER`` averages a pick's seeds into one model and scores
-it on the dev (and test) table (:func:`make_soup`). The search starts these
+it on the dev (and test) table (:func:`make_soup`); ``... untrained FOLDER`` scores the
+search's ``--model`` as the cells start from it on the dev (and test) table
+(:func:`score_untrained`). The search starts these
 (:mod:`sts_core.search.schedule`); the exit status is ``sts-train``'s (2: a bad input, named
 on stderr's ``error:`` line).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from sts_core.search.cells import (
     STAGE1_FOLDER,
     STAGE1_RECIPE_FILE,
     TEST_FILE,
+    UNTRAINED_FILE,
     read_json,
 )
 from sts_core.search.peers import PEER_METHOD, train_peer
@@ -109,13 +112,19 @@ class SevenTasksEvaluator:
         return metrics
 
 
-def score_model(model_dir: Path, evaluator: Any, metric: str) -> tuple[float, dict[str, float]]:
-    """The saved model's ``metric`` on the evaluator's table, and all its metrics."""
+def score_model(
+    model_dir: Path | str,
+    evaluator: Any,
+    metric: str,
+    settings: Mapping[str, Any] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """The saved model's ``metric`` on the evaluator's table, and all its metrics;
+    ``settings``: ``SentenceEncoder.from_pretrained``'s keyword arguments (pooling, …)."""
     import torch
 
     from sts_core.encoder import SentenceEncoder
 
-    encoder = SentenceEncoder.from_pretrained(str(model_dir))
+    encoder = SentenceEncoder.from_pretrained(str(model_dir), **(settings or {}))
     encoder = encoder.to("cuda" if torch.cuda.is_available() else "cpu").eval()
     metrics = {k: float(v) for k, v in evaluator(encoder).items()}
     return metrics[f"{evaluator.name}_{metric}"], metrics
@@ -182,14 +191,17 @@ def score_dev(
     steps: int | None,
     trained: float,
     recorded: dict[str, Any] | None = None,
+    model: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> int:
-    """Score the model in ``folder`` on the dev table and write ``result.json``
-    (:func:`finish`); ``trained``: when the model was saved; ``recorded``: the training's
-    own fields (a peer cell's ``teacher``)."""
+    """Score the model in ``folder`` (or ``model``, loaded with ``settings``) on the dev
+    table and write ``result.json`` (:func:`finish`); ``trained``: when the model was
+    saved; ``recorded``: the training's own fields (a peer cell's ``teacher``)."""
     recorded = recorded or {}
     evaluator = table_evaluator(scoring, scoring["dev"], "dev", "dev")
+    where = folder / MODEL_FOLDER if model is None else model
     try:
-        dev, dev_metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
+        dev, dev_metrics = score_model(where, evaluator, scoring["metric"], settings)
     except ValueError as error:  # e.g. embeddings that collapsed to one point
         problem = " ".join(str(error).split())
         return finish(folder, start, steps, {}, error=problem, trained=trained, **recorded)
@@ -272,10 +284,17 @@ def score_test(folder: Path) -> int:
     return 0
 
 
-def write_test_score(folder: Path, scoring: dict[str, Any]) -> None:
-    """Score the model in ``folder`` on the scoring's test table, write ``test.json``."""
+def write_test_score(
+    folder: Path,
+    scoring: dict[str, Any],
+    model: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> None:
+    """Score the model in ``folder`` (or ``model``, loaded with ``settings``) on the
+    scoring's test table, write ``test.json``."""
     evaluator = table_evaluator(scoring, scoring["test"], "test", "test")
-    score, metrics = score_model(folder / MODEL_FOLDER, evaluator, scoring["metric"])
+    where = folder / MODEL_FOLDER if model is None else model
+    score, metrics = score_model(where, evaluator, scoring["metric"], settings)
     content = {"table": scoring["test"], "fingerprint": fingerprint(scoring["test"])}
     write_json_atomic(folder / TEST_FILE, {**content, "score": score, "metrics": metrics})
 
@@ -307,6 +326,28 @@ def make_soup(folder: Path) -> int:
     return 0
 
 
+def score_untrained(folder: Path) -> int:
+    """Score the model ``folder/untrained.json`` names (the search's ``--model``, loaded
+    with its encoder settings: :mod:`sts_core.search.untrained`) on the dev table
+    (``result.json``, written last, 0 steps) unless it was, then, when its scoring names a
+    test table and it has a dev score, on that table unless it was (``test.json``)."""
+    described = read_json(folder / UNTRAINED_FILE)
+    if described is None:
+        print(f"error: {folder / UNTRAINED_FILE} not found", file=sys.stderr)
+        return 2
+    scoring, model, settings = described["scoring"], described["model"], described["encoder"]
+    if read_json(folder / RESULT_FILE) is None:
+        remove_path(folder / TEST_FILE)  # an earlier scoring's (its own)
+        start = time.perf_counter()
+        score_dev(folder, scoring, start, 0, start, model=model, settings=settings)
+    result = read_json(folder / RESULT_FILE) or {}
+    scored = read_json(folder / TEST_FILE) or {}
+    test = scoring.get("test")
+    if test and result.get("dev") is not None and scored.get("fingerprint") != fingerprint(test):
+        write_test_score(folder, scoring, model, settings)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     end_with_parent(
@@ -314,16 +355,18 @@ def main(argv: list[str] | None = None) -> int:
         "the cell is trained again when the search is run again",
     )
     if len(args) != 2 or args[0] not in ACTIONS:
-        print("usage: python -m sts_core.search.worker train|score|soup FOLDER", file=sys.stderr)
+        verbs = "|".join(ACTIONS)
+        print(f"usage: python -m sts_core.search.worker {verbs} FOLDER", file=sys.stderr)
         return 2
     use_slot_threads()  # a fresh process and one forked from the preloaded server alike
     return run_action(args[0], Path(args[1]))
 
 
 def run_action(verb: str, folder: Path, own_process: bool = True) -> int:
-    """``train``, ``score`` or ``soup`` the item in ``folder``; its exit status (2: a bad
-    input, named on an ``error:`` line). ``own_process``: False when the search runs it in
-    its own process (``--in-process``: no peak memory of the item's own)."""
+    """``train``, ``score``, ``soup`` or ``untrained`` the item in ``folder``; its exit
+    status (2: a bad input, named on an ``error:`` line). ``own_process``: False when the
+    search runs it in its own process (``--in-process``: no peak memory of the item's
+    own)."""
     global _own_process
     _own_process = own_process
     try:
@@ -336,7 +379,7 @@ def run_action(verb: str, folder: Path, own_process: bool = True) -> int:
 
 
 #: the worker's actions by the verb its command line names
-ACTIONS = {"train": train, "score": score_test, "soup": make_soup}
+ACTIONS = {"train": train, "score": score_test, "soup": make_soup, "untrained": score_untrained}
 
 
 if __name__ == "__main__":

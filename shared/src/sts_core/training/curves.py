@@ -4,8 +4,10 @@
 Series, each ``[[step, value], …]`` from the Trainer's log history: ``loss`` (the training
 loss), each logged part (``loss_<name>`` of a ``loss_weights`` sum, ``matryoshka_<d>``),
 ``learning_rate``, and every dev metric (``eval_*``, e.g. ``eval_spearman``; not the
-evaluation's timing). The chart needs matplotlib (``pip install 'sts-core[plots]'``; the
-workspace has it); without it the run says so once and the series are still written.
+evaluation's timing), from the untrained model's at step 0 when the run has a dev set. A
+series of one point (a single evaluation) is drawn as a marker. The chart needs matplotlib
+(``pip install 'sts-core[plots]'``; the workspace has it); without it the run says so once
+and the series are still written.
 """
 
 from __future__ import annotations
@@ -67,19 +69,39 @@ def draw_learning_curves(series: Mapping[str, list[list]], path: Path) -> bool:
             CURVES_IMAGE,
         )
         return False
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
-    for axis, (title, keys) in zip(axes[0], panels.items(), strict=True):
-        for key in keys:
-            steps, values = zip(*series[key], strict=True)
-            axis.plot(steps, values, label=key, linewidth=2 if key == "loss" else 1.2)
-        axis.set_title(title)
-        axis.set_xlabel("step")
-        axis.legend(fontsize=7)
-    figure.tight_layout()
+    figure = curves_figure(series)
     with writing(path) as temporary:
         figure.savefig(temporary, dpi=110, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(figure)
     return True
+
+
+def curves_figure(series: Mapping[str, list[list]]) -> Any:
+    """The chart's matplotlib figure (matplotlib needed; at least one series): a panel for
+    each of the training loss and its parts, the dev metrics and the learning rate; a
+    series of a single point (one evaluation) is a marker, since a line needs two."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = _panels(series)
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for axis, (title, keys) in zip(axes[0], panels.items(), strict=True):
+        for key in keys:
+            steps, values = zip(*series[key], strict=True)
+            axis.plot(
+                steps,
+                values,
+                label=key,
+                linewidth=2 if key == "loss" else 1.2,
+                marker="o" if len(steps) == 1 else None,
+            )
+        axis.set_title(title)
+        axis.set_xlabel("step")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    return figure
 
 
 def _panels(series: Mapping[str, list[list]]) -> dict[str, list[str]]:

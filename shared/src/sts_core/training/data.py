@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -433,13 +435,13 @@ def _prepare_set(
 def final_evaluators(
     method: Method, data_args: DataArguments, config: BaseConfig
 ) -> dict[str, Any]:
-    """An evaluator per ``final_eval_datasets`` reference: ``sts``, the dev evaluator
+    """An evaluator per ``final_eval_datasets`` reference, named by
+    :func:`pair_set_labels` (its metrics ``<name>_spearman``, …): ``sts``, the dev evaluator
     (the method's :meth:`~sts_core.method.Method.build_evaluator`); ``classification``, a
     :class:`~sts_core.evaluation.pair_tasks.PairClassificationEvaluator` with the
     thresholds of ``threshold_dataset``; ``ranking``, a
     :class:`~sts_core.evaluation.pair_tasks.RankingEvaluator`. Built (and so checked)
     before training as well."""
-    from sts_core.data import split_reference
     from sts_core.evaluation.pair_tasks import PairClassificationEvaluator, RankingEvaluator
 
     task = getattr(data_args, "final_eval_task", "sts")
@@ -448,9 +450,10 @@ def final_evaluators(
     if task == "classification" and data_args.threshold_dataset:
         thresholds = _test_pairs(data_args.threshold_dataset, data_args)
     evaluators: dict[str, Any] = {}
+    labels = pair_set_labels(data_args.final_eval_datasets)
     for reference in data_args.final_eval_datasets:
         dataset = _test_pairs(reference, data_args)
-        label = "_".join(split_reference(reference, "test")).replace("-", "_").replace("/", "_")
+        label = labels[reference]
         if task == "classification":
             evaluators[reference] = PairClassificationEvaluator(
                 dataset, thresholds, name=label, batch_size=batch, source=reference
@@ -462,6 +465,38 @@ def final_evaluators(
         else:
             evaluators[reference] = method.build_evaluator(label, dataset, config)
     return evaluators
+
+
+def pair_set_labels(references: Sequence[str]) -> dict[str, str]:
+    """Each final pair set's name, the start of its metric keys (``<name>_spearman``): a
+    registry set's name and split (``stsb_test``), a file's stem (``pairs_test`` for
+    ``/data/pairs_test.jsonl``), a folder's or hub id's last part (with the split a
+    reference names: ``owner/set:test`` → ``set_test``); letters, digits and ``_`` only.
+    A name an earlier reference took gets ``_2``, ``_3``, … (two ``pairs_test`` files in
+    two folders: ``pairs_test`` and ``pairs_test_2``, in the order given)."""
+    labels: dict[str, str] = {}
+    for reference in references:
+        base = label = _pair_set_label(reference)
+        number = 2
+        while label in labels.values():
+            label, number = f"{base}_{number}", number + 1
+        labels[reference] = label
+    return labels
+
+
+def _pair_set_label(reference: str) -> str:
+    name, split = split_reference(reference, "test")
+    if name in registry_names():
+        label = f"{name}_{split}"
+    else:
+        where, named_split = reference, ""
+        head, sep, tail = reference.rpartition(":")
+        if sep and head and tail and "/" not in tail and not Path(reference).exists():
+            where, named_split = head, tail  # a folder's or hub id's split
+        path = Path(where)
+        label = path.name if path.is_dir() or not path.suffix else path.stem
+        label = f"{label}_{named_split}" if named_split else label
+    return re.sub(r"\W+", "_", label).strip("_") or "pairs"
 
 
 def _test_pairs(reference: str, data_args: DataArguments) -> Dataset:

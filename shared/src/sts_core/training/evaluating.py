@@ -1,21 +1,23 @@
-"""Evaluation of a ``BaseTrainer``: the dev evaluator during training, the final pair sets
-and the STS table after it."""
+"""Evaluation of a ``BaseTrainer``: the dev evaluator during training (and, in a run, once
+before it: :class:`EvaluateBeforeTraining`), the final pair sets and the STS table after
+it."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 from sts_core.saving import read_save_marker
 from sts_core.training.data import final_evaluators
 
 if TYPE_CHECKING:
     from torch import nn
+    from transformers import TrainerControl, TrainerState, TrainingArguments
 
     from sts_core.method import Method
     from sts_core.training.config import BaseConfig
@@ -49,6 +51,16 @@ class Evaluating(Trainer):
             self.args, self.state, self.control, metrics
         )
         return metrics
+
+    def evaluate_before_training(self) -> dict[str, float]:
+        """The dev scores of the model before its first training step, logged at step 0
+        (:class:`EvaluateBeforeTraining` calls it when training begins); nothing without a
+        dev evaluator, on a resumed run (its log history has them from its first start)
+        or under ``eval_on_start`` (the Trainer's own evaluation at the start)."""
+        evaluator = getattr(self, "evaluator", None)
+        if evaluator is None or self.state.global_step > 0 or self.args.eval_on_start:
+            return {}
+        return self.evaluate()
 
     def final_evaluation(self, data_args: Any) -> dict[str, Any]:
         """After training: the STS table on ``final_sts_tasks`` and the scores on
@@ -91,3 +103,33 @@ class Evaluating(Trainer):
             print(report.to_text())
             report.save(os.path.join(self.args.output_dir, "sts_results"))
         return report.to_dict()
+
+
+class EvaluateBeforeTraining(TrainerCallback):
+    """Scores the untrained model on the dev set once, when training begins, so that the
+    dev curve (and the model card's dev scores) start at step 0: one more dev evaluation
+    per run. :class:`~sts_core.training.run.TrainingRun` adds it to a run with a dev set;
+    a Trainer built by hand evaluates as its ``eval_strategy`` says."""
+
+    def __init__(self, trainer: Evaluating) -> None:
+        self.trainer = trainer
+
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
+        self.trainer.evaluate_before_training()
+
+
+def scores_before_training(log_history: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The dev scores a log history holds of the untrained model: its step-0 evaluation's
+    ``eval_*`` values (empty when the run evaluated none)."""
+    for entry in log_history:
+        if entry.get("step") == 0:
+            scores = {k: float(v) for k, v in entry.items() if k.startswith("eval_")}
+            if scores:
+                return scores
+    return {}

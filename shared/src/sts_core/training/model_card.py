@@ -11,7 +11,9 @@ def _dev_score_lines(log_history: list[dict[str, Any]]) -> list[str]:
         scores = {k: v for k, v in entry.items() if k.startswith("eval_") and k != "eval_runtime"}
         if scores:
             text = ", ".join(f"{k} {v:.4g}" for k, v in scores.items())
-            lines.append(f"- step {entry.get('step')}: {text}")
+            step = entry.get("step")
+            when = f"step {step}" + (" (the untrained model)" if step == 0 else "")
+            lines.append(f"- {when}: {text}")
     return lines or ["(none recorded)"]
 
 

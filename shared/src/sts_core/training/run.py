@@ -50,6 +50,7 @@ from sts_core.training.config import BaseConfig, DataArguments, ModelArguments, 
 from sts_core.training.curves import CURVES_IMAGE, draw_learning_curves, learning_curve_series
 from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.encoder_setup import build_encoder
+from sts_core.training.evaluating import EvaluateBeforeTraining, scores_before_training
 from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
@@ -131,7 +132,10 @@ class TrainingRun:
     that can be checked without the weights (the model location, :meth:`prepare_data`: every
     data set and what the loss needs of it, the output folder) — a bad input stops here;
     then :meth:`build_model` (the method's), :meth:`build_trainer`, :meth:`train` and
-    :meth:`finalise` (save, dev scores, final evaluation, ``metrics.json``).
+    :meth:`finalise` (save, dev scores, final evaluation, ``metrics.json``). A run with a
+    dev set scores the untrained model on it once when training begins (step 0 of the log
+    history, ``dev_before_training`` in ``metrics.json``:
+    :class:`~sts_core.training.evaluating.EvaluateBeforeTraining`).
     ``check_only`` stops after the checks. Two stages are two runs, the second starting
     from the first's output folder (:func:`run_stages`).
 
@@ -340,6 +344,8 @@ class TrainingRun:
             method=self.method,
             callbacks=self.build_callbacks() or None,
         )
+        if self.inputs.evaluator is not None:  # the dev curve starts at the untrained model
+            trainer.add_callback(EvaluateBeforeTraining(trainer))
         trainer.final_sts_evaluator = self.inputs.final_sts_evaluator
         trainer.run_settings = self.settings
         trainer.model_card_data.update(
@@ -380,6 +386,7 @@ class TrainingRun:
             },
             "data": self.inputs.data_summary,
             "dev": trainer.evaluate(),
+            "dev_before_training": scores_before_training(trainer.state.log_history),
             "curves": curves,
         }
         metrics.update(trainer.final_evaluation(self.data_args))
