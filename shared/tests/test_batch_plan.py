@@ -13,6 +13,7 @@ import torch
 from datasets import Dataset
 from torch.utils.data import BatchSampler, ConcatDataset, SequentialSampler
 
+from sts_core.testing import assert_peer_batches_but_for_the_end
 from sts_core.training.batch_plan import BatchPlan, chunk, no_duplicate_batches
 from sts_core.training.sampler import EpochBatchSampler
 
@@ -176,8 +177,9 @@ def test_no_duplicates_gives_sentence_transformers_batches_and_counts() -> None:
 
 def test_rows_left_at_the_end_are_swapped_in_instead_of_making_more_batches() -> None:
     """Where sentence-transformers' pass runs out of rows that fit and yields short extra
-    batches, the plan keeps ⌈N/G⌉ batches without a text twice: its batches before the
-    first short one are the same, every row is used once."""
+    batches, the plan keeps ⌈N/G⌉ batches without a text twice, every row used once; its
+    batches are the peer's but for the rows placed at the end (the rule of
+    ``test_batch_plan_peer.py``, on real rows)."""
     dataset, texts = colliding_dataset(), row_texts(colliding_dataset())
     count = math.ceil(len(dataset) / G)
     stuck = 0
@@ -190,9 +192,7 @@ def test_rows_left_at_the_end_are_swapped_in_instead_of_making_more_batches() ->
         assert_no_text_twice(ours, texts)
         assert sorted(i for b in ours for i in b) == list(range(len(dataset)))
         assert report.with_duplicate == 0
-        full = next(b for b, batch in enumerate(theirs) if len(batch) < G)
-        for mine, its in zip(ours[:full], theirs[:full], strict=True):
-            assert mine == its or len(set(mine) ^ set(its)) == 2  # one row swapped
+        assert_peer_batches_but_for_the_end(ours, theirs, report.with_duplicate)
         stuck += 1
     assert stuck >= 3
 

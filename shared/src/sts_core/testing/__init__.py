@@ -89,14 +89,18 @@ from sts_core.testing.values import (
     PlainAdamW,
     PlainLoop,
     ValueCheck,
+    assert_peer_batches_but_for_the_end,
     decays_like_transformers,
     read_stsb_pairs,
+    rows_placed_apart,
     saved_weights,
     step_log,
     trainer_step_losses,
 )
 
 __all__ = [
+    "assert_peer_batches_but_for_the_end",
+    "rows_placed_apart",
     "EVERY_STEP_SELECTION_ARGS",
     "FIXTURE_RECIPE_SETTINGS",
     "NON_NEGATIVE_BAD",

@@ -27,6 +27,37 @@ def read_stsb_pairs(path: Path) -> tuple[list[str], list[str], Any]:
     return [r[5] for r in rows], [r[6] for r in rows], torch.tensor([float(r[4]) for r in rows])
 
 
+def rows_placed_apart(ours: list[list[int]], theirs: list[list[int]]) -> tuple[set[int], set[int]]:
+    """``no_duplicates``' batches against sentence-transformers' ``NoDuplicatesBatchSampler``
+    on the same order: the rows the peer puts in batches past our ⌈N/G⌉ (``leftovers``) and
+    the rows of ours in another batch than the peer's, leftovers apart (``displaced``)."""
+    leftovers = {row for batch in theirs[len(ours) :] for row in batch}
+    theirs_of = {row: b for b, batch in enumerate(theirs) for row in batch}
+    displaced = {
+        row
+        for b, batch in enumerate(ours)
+        for row in batch
+        if row not in leftovers and theirs_of[row] != b
+    }
+    return leftovers, displaced
+
+
+def assert_peer_batches_but_for_the_end(
+    ours: list[list[int]], theirs: list[list[int]], with_duplicate: int
+) -> tuple[set[int], set[int]]:
+    """The rule of ``no_duplicates`` against the peer's batches on the same order: batch
+    ``i`` holds the peer's batch ``i`` in its order but for the rows placed at the end (its
+    leftovers, each in place of at most one displaced row, or with its duplicate)."""
+    leftovers, displaced = rows_placed_apart(ours, theirs)
+    moved = leftovers | displaced
+    for mine, its in zip(ours, theirs, strict=False):
+        assert [r for r in mine if r not in moved] == [r for r in its if r not in moved]
+    assert len(displaced) <= len(leftovers) - with_duplicate
+    if len(theirs) == len(ours):
+        assert ours == theirs
+    return leftovers, displaced
+
+
 def step_log(output_dir: Path, steps: int) -> list[dict[str, Any]]:
     """The log line of each of the first ``steps`` steps, from ``checkpoint-<steps>``."""
 
