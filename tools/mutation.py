@@ -199,7 +199,11 @@ TESTS: list[tuple[str, list[str]]] = [
     ),
     (
         "shared/src/sts_core/mining.py",
-        ["shared/tests/test_mining.py", "shared/tests/test_mining_values.py"],
+        [
+            "shared/tests/test_mining.py",
+            "shared/tests/test_mining_values.py",
+            "shared/tests/test_mining_api.py",
+        ],
     ),
     (
         "shared/src/sts_core/cross_encoder.py",

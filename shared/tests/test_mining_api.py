@@ -1,0 +1,220 @@
+"""``mine_hard_negatives`` as sentence-transformers' function, checked without the peer or a
+model (its real-data comparison: ``test_mining_peer.py``): the columns it picks and names,
+the output's order and formats, the peer's random draws, the window counted over repeated
+rows, the parameters not built, the encoder call of a ``SentenceTransformer``, ``verbose``."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from sts_core.mining import (
+    NOT_BUILT,
+    MiningSettings,
+    SearchSettings,
+    choose_negatives,
+    mine,
+    mine_hard_negatives,
+    pair_names,
+    random_positions,
+)
+from sts_core.mining_cli import score_columns
+
+
+class TableEncoder:
+    """``encode`` of the vectors written in ``vectors`` (text → unit vector)."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+
+    def encode(self, texts: list[str], **options: object) -> np.ndarray:
+        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+def unit(angle_degrees: float) -> list[float]:
+    angle = np.deg2rad(angle_degrees)
+    return [float(np.cos(angle)), float(np.sin(angle))]
+
+
+#: anchors a (0°) and b (90°), their positives close by, candidates at steps of 10°
+VECTORS = {
+    "a": unit(0), "pa1": unit(5), "pa2": unit(8), "b": unit(90), "pb": unit(85),
+    "c10": unit(10), "c20": unit(20), "c30": unit(30), "c60": unit(60), "c70": unit(70),
+}  # fmt: skip
+EXTRA = ["c10", "c20", "c30", "c60", "c70"]
+
+
+def table(rows: list[tuple[str, str]], names: tuple[str, str] = ("q", "d")) -> Dataset:
+    return Dataset.from_dict({names[0]: [a for a, _ in rows], names[1]: [p for _, p in rows]})
+
+
+def test_rows_come_grouped_by_anchor_in_order_of_first_appearance() -> None:
+    """The peer's order: a's pairs together though b's row is between them; a repeated row
+    is merged; each pair's negatives best first."""
+    rows = [("a", "pa1"), ("b", "pb"), ("a", "pa2"), ("a", "pa1")]
+    mined = mine_hard_negatives(table(rows), TableEncoder(VECTORS), corpus=EXTRA,
+                                num_negatives=2, verbose=False)  # fmt: skip
+    assert mined.column_names == ["q", "d", "negative"]
+    assert list(zip(mined["q"], mined["d"], mined["negative"], strict=True)) == [
+        ("a", "pa1", "c10"), ("a", "pa1", "c20"), ("a", "pa2", "c10"), ("a", "pa2", "c20"),
+        ("b", "pb", "c70"), ("b", "pb", "c60"),
+    ]  # fmt: skip
+
+
+def test_the_window_counts_an_anchors_repeated_rows_as_the_peer_does() -> None:
+    """``max_positives`` is the most rows of one anchor, repeated rows counted (the peer's
+    groupby count): 3 rows of a, so range_max = 0 + 1 + 3 and 4 + 3 candidates searched."""
+    rows = [("a", "pa1"), ("a", "pa1"), ("a", "pa2"), ("b", "pb")]
+    _, report = mine(table(rows), TableEncoder(VECTORS), MiningSettings(num_negatives=1),
+                     corpus=EXTRA)  # fmt: skip
+    assert report.range_max == 4 and report.candidates_per_anchor == 7
+    assert report.duplicate_pairs == 1 and report.pairs == 3
+
+
+def test_n_tuple_keeps_the_pairs_that_found_every_negative_and_scores_list_them() -> None:
+    rows = [("a", "pa1"), ("b", "pb")]
+    settings = {"num_negatives": 2, "max_score": 0.9, "verbose": False, "corpus": EXTRA}
+    mined = mine_hard_negatives(table(rows), TableEncoder(VECTORS), output_format="n-tuple",
+                                output_scores=True, **settings)  # fmt: skip
+    # a: c10 (cos 10° ≈ 0.985) and c20 (0.940) are above 0.9 → c30, c60; b: only c70 (0.940)
+    # is above → c60, c30
+    assert mined.column_names == ["q", "d", "negative_1", "negative_2", "scores"]
+    assert mined["negative_1"] == ["c30", "c60"] and mined["negative_2"] == ["c60", "c30"]
+    expected = [[np.cos(np.deg2rad(d)) for d in row] for row in ([5, 30, 60], [5, 30, 60])]
+    assert np.allclose(mined["scores"], expected, atol=1e-6)
+    narrow = {**settings, "max_score": 0.99, "min_score": 0.95}  # a: c10 only; b: none
+    short = mine_hard_negatives(table(rows), TableEncoder(VECTORS), output_format="n-tuple",
+                                **narrow)  # fmt: skip
+    assert len(short) == 0  # a found one negative of two: left out, as the peer's
+    triplet = mine_hard_negatives(table(rows), TableEncoder(VECTORS), output_scores=True,
+                                  **narrow)  # fmt: skip
+    assert list(zip(triplet["q"], triplet["negative"], strict=True)) == [("a", "c10")]
+    assert np.allclose(triplet["scores"], [[np.cos(np.deg2rad(5)), np.cos(np.deg2rad(10))]])
+
+
+def test_random_positions_are_the_peers_draws_for_a_seed_or_the_global_state() -> None:
+    """Per row, ``sample(range(max(found, count)), count)`` sorted, from ``Random(seed)``
+    (the peer's draws after ``random.seed(seed)``) or from the ``random`` module itself."""
+    best = np.array([[0.9, 0.8, 0.7, 0.6, 0.5], [0.9, 0.8, -np.inf, -np.inf, -np.inf],
+                     [0.4, 0.3, 0.2, -np.inf, -np.inf]], dtype=np.float32)  # fmt: skip
+    expected_rng = random.Random(11)
+    expected = [sorted(expected_rng.sample(range(max(found, 3)), k=3)) for found in (5, 2, 3)]
+    assert random_positions(best, 3, seed=11).tolist() == expected
+    random.seed(11)
+    assert random_positions(best, 3, seed=None).tolist() == expected
+    assert random.random() == expected_rng.random()  # the global state moved as the peer's
+    assert random_positions(best, 3, seed=12).tolist() != expected
+
+
+def test_random_sampling_pads_a_window_wider_than_the_candidates_found() -> None:
+    """A corpus smaller than the window: the draw covers the window's width, as the peer's
+    −inf padding does, and a position past the candidates gives no negative."""
+    scores = np.array([[0.9, 0.8]], dtype=np.float32)
+    settings = MiningSettings(num_negatives=2, range_max=5, sampling_strategy="random", seed=0)
+    best, positions = choose_negatives(scores, np.array([[7, 8]]), settings, 5)
+    draw = sorted(random.Random(0).sample(range(2), k=2))
+    assert positions.tolist() == [[[7, 8][p] for p in draw]]
+    wide = MiningSettings(num_negatives=3, range_max=5, sampling_strategy="random", seed=0)
+    best, positions = choose_negatives(scores, np.array([[7, 8]]), wide, 5)
+    assert positions.tolist() == [[7, 8, -1]] and np.isneginf(best[0, 2])
+
+
+@pytest.mark.parametrize(
+    ("given", "names", "mapping"),
+    [
+        ((None, None, None), ("q", "d"), {"sentence1": "q", "sentence2": "d"}),
+        (("d", "q", None), ("d", "q"), {"sentence1": "d", "sentence2": "q"}),
+        (("nope", "also", None), ("q", "d"), {"sentence1": "q", "sentence2": "d"}),
+        ((None, None, {"score": "s"}), ("q", "d"),
+         {"score": "s", "sentence1": "q", "sentence2": "d"}),
+        ((None, None, {"sentence1": "d", "sentence2": "q"}), ("d", "q"),
+         {"sentence1": "d", "sentence2": "q"}),
+    ],
+)  # fmt: skip
+def test_the_pair_is_the_named_columns_else_the_first_two(given, names, mapping) -> None:
+    dataset = Dataset.from_dict({"q": ["x"], "d": ["y"], "s": [1.0]})
+    assert pair_names(dataset, *given) == (names, mapping)
+
+
+def test_one_column_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"needs two columns \(anchor, positive\), it has \['q'\]"):
+        pair_names(Dataset.from_dict({"q": ["x"]}), None, None, None)
+
+
+@pytest.mark.parametrize("name", list(NOT_BUILT))
+def test_each_parameter_not_built_is_refused_by_name(name: str) -> None:
+    value = {"include_positives": True, "use_multi_process": True}.get(name, "x")
+    with pytest.raises(ValueError, match=f"^mine_hard_negatives: {name} is not built"):
+        mine_hard_negatives(table([("a", "pa1")]), TableEncoder(VECTORS), **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"output_format": "labeled-pair"}, "output_format must be one of triplet, n-tuple"),
+        ({"batch_size": 0}, "batch_size must be a positive integer, got 0"),
+        ({"faiss_batch_size": True}, "faiss_batch_size must be a positive integer"),
+        ({"sampling_strategy": "best"}, "sampling_strategy must be one of top, random"),
+    ],
+)
+def test_bad_settings_are_refused_before_encoding(options: dict, message: str) -> None:
+    class NoEncoding:
+        def encode(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("encoded before the check")
+
+    with pytest.raises(ValueError, match=message):
+        mine_hard_negatives(table([("a", "pa1")]), NoEncoding(), **options)
+
+
+def test_a_sentence_transformers_model_is_asked_for_normalised_numpy_embeddings() -> None:
+    class PeerLike:
+        calls: list[dict] = []
+
+        def encode(self, sentences: list[str], batch_size: int = 32,
+                   show_progress_bar: bool | None = None, normalize_embeddings: bool = False,
+                   convert_to_numpy: bool = True) -> np.ndarray:  # fmt: skip
+            self.calls.append({"batch_size": batch_size, "normalize": normalize_embeddings,
+                               "numpy": convert_to_numpy, "bar": show_progress_bar})  # fmt: skip
+            return np.array([VECTORS[s] for s in sentences], dtype=np.float32)
+
+    model = PeerLike()
+    mined = mine_hard_negatives(table([("a", "pa1")]), model, corpus=EXTRA, batch_size=7)
+    assert len(mined) == 3
+    assert model.calls == [{"batch_size": 7, "normalize": True, "numpy": True, "bar": False}] * 2
+
+
+def test_verbose_logs_the_report_at_info_and_quiet_at_debug(caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="sts_core.mining"):
+        mine_hard_negatives(table([("a", "pa1")]), TableEncoder(VECTORS), corpus=EXTRA)
+        assert caplog.messages and all(m.startswith("mining: ") for m in caplog.messages)
+        caplog.clear()
+        mine_hard_negatives(table([("a", "pa1")]), TableEncoder(VECTORS), corpus=EXTRA,
+                            verbose=False)  # fmt: skip
+        assert caplog.messages == []
+    with caplog.at_level(logging.DEBUG, logger="sts_core.mining"):
+        mine_hard_negatives(table([("a", "pa1")]), TableEncoder(VECTORS), corpus=EXTRA,
+                            verbose=False)  # fmt: skip
+        assert caplog.messages
+
+
+def test_a_small_faiss_batch_size_searches_in_chunks_of_it() -> None:
+    rows = [("a", "pa1"), ("b", "pb")]
+    _, one = mine(table(rows), TableEncoder(VECTORS), corpus=EXTRA,
+                  search_settings=SearchSettings(faiss_batch_size=1))  # fmt: skip
+    _, whole = mine(table(rows), TableEncoder(VECTORS), corpus=EXTRA)
+    assert one.chunk_rows == 1 and whole.chunk_rows == 16384  # the peer's default
+
+
+def test_sts_mine_writes_the_scores_as_two_columns() -> None:
+    mined = Dataset.from_dict({"anchor": ["a"], "positive": ["p"], "negative": ["n"],
+                               "scores": [[0.75, 0.5]]})  # fmt: skip
+    written = score_columns(mined)
+    assert written.column_names == ["anchor", "positive", "negative", "positive_score",
+                                    "negative_score"]  # fmt: skip
+    assert written["positive_score"] == [0.75] and written["negative_score"] == [0.5]
+    plain = mined.remove_columns("scores")
+    assert score_columns(plain) is plain
