@@ -1,7 +1,9 @@
 """The batch plan of several training sets and of ``batch_sampler: no_duplicates``
 (:mod:`sts_core.training.batch_plan`), against counts worked out by hand and against
 sentence-transformers' own samplers (``ProportionalBatchSampler``,
-``RoundRobinBatchSampler``, ``NoDuplicatesBatchSampler``) on the same sizes and orders."""
+``RoundRobinBatchSampler``, ``NoDuplicatesBatchSampler``) on the same sizes and orders.
+What of the multi-dataset plan is equal to the peer's (the batches from each set, the
+``round_robin`` order) and what is not (the random draws): test_multi_dataset_peer.py."""
 
 from __future__ import annotations
 
