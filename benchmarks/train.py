@@ -55,6 +55,7 @@ LABELS = {
     "ours-padded": "ours, padding_free=False",
     "ours-packed": "ours, padding_free=True",
     "ours-cached": "ours, infonce + gradient_cache_tokens",
+    "ours-cached-per-column": "ours, infonce + gradient_cache_tokens, per_column rule",
     "peer-cached": "sentence-transformers (CachedMultipleNegativesRankingLoss, "
     "mini_batch_num_tokens)",
 }
@@ -65,7 +66,12 @@ PADDING_FREE = {
     "ours-padded": "false",
     "ours-packed": "true",
     "ours-cached": "auto",
+    "ours-cached-per-column": "auto",
 }
+#: our cached sides' ``gradient_cache_token_rule``: ours (sorted, the default) and
+#: sentence-transformers' per-column rule, whose mini-batches are the peer's
+TOKEN_RULE = {"ours-cached": "sorted", "ours-cached-per-column": "per_column"}
+CACHED_SIDES = ("ours-cached", "ours-cached-per-column", "peer-cached")
 
 
 # ----------------------------------------------------------------------------- workers
@@ -124,12 +130,18 @@ def step_timer() -> Any:
 
 
 def build_ours(
-    spec: dict[str, Any], output_dir: str, callback: Any, padding_free: str, cached: bool = False
+    spec: dict[str, Any],
+    output_dir: str,
+    callback: Any,
+    padding_free: str,
+    token_rule: str | None = None,
 ) -> Any:
     """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
     with the CoSENT method (``sts_cosent.METHOD``), the step timer as a callback, no dev
     set and no final evaluation. ``run()`` trains (timed: ``trainer.train()`` alone, see
-    :func:`measure_training`), then saves the model, outside the timed window."""
+    :func:`measure_training`), then saves the model, outside the timed window.
+    ``token_rule``: in-batch InfoNCE under gradient caching by ``spec["cached"]`` tokens,
+    mini-batches by this ``gradient_cache_token_rule``; None: the CoSENT method's loss."""
     from sts_core.training import DataArguments, ModelArguments, TrainingRun
     from sts_cosent import METHOD
 
@@ -146,7 +158,15 @@ def build_ours(
             return output
 
     # cached: in-batch InfoNCE (τ 0.05, the peer's scale 20) under the token-budget cache
-    loss = {"loss": "infonce", "gradient_cache_tokens": spec["cached"]} if cached else {}
+    loss = (
+        {
+            "loss": "infonce",
+            "gradient_cache_tokens": spec["cached"],
+            "gradient_cache_token_rule": token_rule,
+        }
+        if token_rule is not None
+        else {}
+    )
     config = METHOD.config(
         **training_arguments(spec, output_dir), load_best_model_at_end=False, **loss
     )
@@ -227,20 +247,79 @@ def build_peer(spec: dict[str, Any], output_dir: str, callback: Any, cached: boo
     return trainer, {"max_length": model.max_seq_length}
 
 
+def watch_mini_batches(side: str) -> list[list[int]]:
+    """A list that fills, while a cached side trains, with the gradient cache's mini-batches
+    of each training step: the texts each embeds, in order. Ours: each call of
+    ``plan_mini_batches`` (one a step; a mini-batch of k rows embeds k texts of each of its
+    columns). The peer: its ``_minibatch_ranges`` (one call per text column a step, each
+    range one column's consecutive rows), the calls of a step joined by :func:`by_step`.
+    Both are looked up by the caching code at call time, so wrapping the module attribute
+    sees every call."""
+    seen: list[list[int]] = []
+    if side == "peer-cached":
+        from sentence_transformers.base.losses import gradcache
+
+        ranges = gradcache._minibatch_ranges
+
+        def peer_ranges(*args: Any, **kwargs: Any) -> Any:
+            result = ranges(*args, **kwargs)
+            seen.append([end - begin for begin, end in result])
+            return result
+
+        gradcache._minibatch_ranges = peer_ranges
+    else:
+        from sts_core.training import grad_cache
+
+        plan = grad_cache.plan_mini_batches
+
+        def our_plan(*args: Any, **kwargs: Any) -> Any:
+            result = plan(*args, **kwargs)
+            seen.append([len(chunk.rows) * len(chunk.columns) for chunk in result])
+            return result
+
+        grad_cache.plan_mini_batches = our_plan
+    return seen
+
+
+def by_step(calls: list[list[int]], steps: int) -> list[list[int]]:
+    """The mini-batch sizes of :func:`watch_mini_batches` grouped into ``steps`` steps (the
+    peer calls once per text column a step)."""
+    if not steps or len(calls) % steps:
+        raise ValueError(f"{len(calls)} mini-batch plans do not split into {steps} steps")
+    per_step = len(calls) // steps
+    return [sum(calls[i : i + per_step], []) for i in range(0, len(calls), per_step)]
+
+
+def mini_batch_statistics(sizes_by_step: list[list[int]]) -> dict[str, Any]:
+    """Mini-batches (forward passes) per step and texts per mini-batch, over all steps."""
+    sizes = [size for step in sizes_by_step for size in step]
+    return {
+        "per_step": round(len(sizes) / len(sizes_by_step), 2),
+        "texts_mean": round(sum(sizes) / len(sizes), 2),
+        "texts_min": min(sizes),
+        "texts_max": max(sizes),
+        "texts_by_step": sizes_by_step,
+    }
+
+
 def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     common.set_threads(spec["threads"])
     timer = step_timer()
+    watched = watch_mini_batches(side) if side in CACHED_SIDES else None
     with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
         if side.startswith("peer"):
             trainer, info = build_peer(spec, output_dir, timer, side == "peer-cached")
             _, measured = measure_training(trainer, trainer.train, spec)
         else:
             padding_free = PADDING_FREE[side]
-            run = build_ours(spec, output_dir, timer, padding_free, side == "ours-cached")
+            run = build_ours(spec, output_dir, timer, padding_free, TOKEN_RULE.get(side))
             run.run()
             trainer, measured = run.trainer, run.measured
             encoder = trainer.accelerator.unwrap_model(trainer.model)
             info = {"max_length": encoder.max_length, "padding_free": padding_free}
+    if watched is not None:
+        steps = trainer.state.global_step
+        info["mini_batches"] = mini_batch_statistics(by_step(watched, steps))
     seconds = measured.pop("seconds")
     return {
         **info,
@@ -288,7 +367,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
-    sides += ["ours-cached", "peer-cached"] if args.cached else []
+    sides += list(CACHED_SIDES) if args.cached else []
     print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
     return common.alternate(
         sides,
@@ -315,15 +394,24 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "ours-packed" in runs:
         summary["packed_throughput"] = metric("throughput", "ours-packed").to_dict()
         summary["packed_path"] = runs["ours-packed"][0]["packing_path"]
-    if "ours-cached" in runs:
-        summary["cached_throughput"] = common.Comparison(
-            [r["throughput"] for r in runs["ours-cached"]],
-            [r["throughput"] for r in runs["peer-cached"]],
-        ).to_dict()
-        summary["cached_peak_rss_mb"] = common.Comparison(
-            [r["peak_rss_mb"] for r in runs["ours-cached"]],
-            [r["peak_rss_mb"] for r in runs["peer-cached"]],
-        ).to_dict()
+    for side, key in (("ours-cached", "cached"), ("ours-cached-per-column", "cached_per_column")):
+        if side in runs:
+            summary[f"{key}_throughput"] = common.Comparison(
+                [r["throughput"] for r in runs[side]],
+                [r["throughput"] for r in runs["peer-cached"]],
+            ).to_dict()
+            summary[f"{key}_peak_rss_mb"] = common.Comparison(
+                [r["peak_rss_mb"] for r in runs[side]],
+                [r["peak_rss_mb"] for r in runs["peer-cached"]],
+            ).to_dict()
+            # round 1's mini-batches, each side's, and whether they are the peer's
+            ours_sizes = runs[side][0]["mini_batches"]
+            peer_sizes = runs["peer-cached"][0]["mini_batches"]
+            summary[f"{key}_mini_batches"] = {
+                "ours": {k: v for k, v in ours_sizes.items() if k != "texts_by_step"},
+                "peer": {k: v for k, v in peer_sizes.items() if k != "texts_by_step"},
+                "same_as_peer": ours_sizes["texts_by_step"] == peer_sizes["texts_by_step"],
+            }
     summary["ours_path"] = runs["ours"][0].get("packing_path")
     summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
@@ -463,21 +551,24 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
             "peer).",
         ]
     if "cached_throughput" in summary:
-        cached, memory = summary["cached_throughput"], summary["cached_peak_rss_mb"]
         lines += [
             "",
             f"Gradient caching by a budget of {args.cached} tokens, in-batch InfoNCE (τ 0.05) "
             f"against the peer's `CachedMultipleNegativesRankingLoss` (scale 20, "
-            f"`mini_batch_num_tokens={args.cached}`), batch {args.batch_size}:",
-            "",
-            common.markdown_table(
-                ["", LABELS["ours-cached"], LABELS["peer-cached"], "ours / peer"],
-                [
-                    *common.throughput_rows("pairs / s (median)", "pairs / s per round", cached),
-                    common.peak_rss_row(memory),
-                ],
-            ),
+            f"`mini_batch_num_tokens={args.cached}`), batch {args.batch_size}. The same budget "
+            "makes other mini-batches under our default rule (`sorted`: rows sorted by their "
+            "tokens over both columns, a mini-batch of k rows embeds k texts of each column) "
+            "than under the peer's (each column on its own, consecutive rows); our "
+            "`per_column` rule makes the peer's. Mini-batches are counted in round 1 (the "
+            "forward passes of the first, gradient-free pass; the backward pass repeats "
+            "them); a text is one sentence of one column:",
         ]
+        for side, key in (
+            ("ours-cached", "cached"),
+            ("ours-cached-per-column", "cached_per_column"),
+        ):
+            if f"{key}_throughput" in summary:
+                lines += ["", cached_table(side, key, summary)]
     stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
     lines += [
         "",
@@ -486,6 +577,28 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         f"![train chart]({stem.name}.png)",
     ]
     return "\n".join(lines)
+
+
+def cached_table(side: str, key: str, summary: dict[str, Any]) -> str:
+    """Our cached ``side`` against the peer's: speed, memory and the mini-batches."""
+    sizes = summary[f"{key}_mini_batches"]
+    ours, peer = sizes["ours"], sizes["peer"]
+    return common.markdown_table(
+        ["", LABELS[side], LABELS["peer-cached"], "ours / peer"],
+        [
+            *common.throughput_rows(
+                "pairs / s (median)", "pairs / s per round", summary[f"{key}_throughput"]
+            ),
+            common.peak_rss_row(summary[f"{key}_peak_rss_mb"]),
+            common.sides_row("mini-batches per step (mean)", ours["per_step"], peer["per_step"]),
+            (
+                "texts per mini-batch: mean (min–max)",
+                f"{ours['texts_mean']:.1f} ({ours['texts_min']}–{ours['texts_max']})",
+                f"{peer['texts_mean']:.1f} ({peer['texts_min']}–{peer['texts_max']})",
+                "the same sizes, step by step" if sizes["same_as_peer"] else "other sizes",
+            ),
+        ],
+    )
 
 
 def _tail_loss(run: dict[str, Any]) -> float:
@@ -560,8 +673,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="TOKENS",
         default=None,
         help="also run gradient caching by this token budget: ours (infonce + "
-        "gradient_cache_tokens) beside the peer's CachedMultipleNegativesRankingLoss "
-        "(mini_batch_num_tokens)",
+        "gradient_cache_tokens, our sorted rule and the peer's per_column rule) beside the "
+        "peer's CachedMultipleNegativesRankingLoss (mini_batch_num_tokens); the report "
+        "counts each side's mini-batches",
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     common.add_runs_file_argument(parser)

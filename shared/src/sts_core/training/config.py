@@ -29,7 +29,7 @@ from sts_core.options import (
 )
 from sts_core.training.averaging import check_weight_averaging
 from sts_core.training.distill import check_teacher_settings
-from sts_core.training.grad_cache import gradient_cache_option
+from sts_core.training.grad_cache import check_token_rule, gradient_cache_option
 
 
 @dataclass
@@ -659,18 +659,25 @@ class BaseConfig(TrainingArguments):
     )
     gradient_cache_tokens: int | None = _default(
         None,
-        "Gradient caching with mini-batches by tokens instead of rows: the batch's rows "
-        "sorted by their real tokens (all text columns, longest first), each mini-batch as "
-        "many as fit in this many tokens (a longer row alone), so each holds about the same "
-        "work (sentence-transformers' mini_batch_num_tokens). Turns gradient caching on; "
-        "not with gradient_cache_batch_size. none: off.",
+        "Gradient caching with mini-batches of at most this many real tokens, made by "
+        "gradient_cache_token_rule (the default, sorted, is not sentence-transformers' "
+        "mini_batch_num_tokens: the same budget makes other mini-batches; the gradients are "
+        "the whole batch's under both). Not with gradient_cache_batch_size. none: off.",
+    )
+    gradient_cache_token_rule: str = _default(
+        "sorted",
+        "How gradient_cache_tokens makes mini-batches: sorted (rows sorted by their tokens "
+        "summed over all text columns, each mini-batch rows of every column) or per_column "
+        "(sentence-transformers' mini_batch_num_tokens: each column alone, consecutive rows "
+        "while that column's tokens fit, a longer text alone). Only with the budget.",
     )
     batch_sampler: str = _default(
         "default",
         "How rows make a batch: default (random batches) or no_duplicates (no text appears "
         "twice in a global batch: a row whose text is already in the batch waits for a "
-        "later one, as sentence-transformers' NoDuplicatesBatchSampler; for losses with "
-        "in-batch negatives). The epoch keeps its number of batches; the rows kept in "
+        "later one, as in sentence-transformers' NoDuplicatesBatchSampler; for losses "
+        "with in-batch negatives). The epoch keeps its number of batches, where the peer "
+        "makes more at the end (docs/data.md); the rows kept in "
         "place, deferred and (when unavoidable) placed with a duplicate are logged and "
         "written to metrics.json. With several training sets, within each set.",
     )
@@ -802,6 +809,7 @@ class BaseConfig(TrainingArguments):
                 "gradient_cache_batch_size and gradient_cache_tokens both size the gradient "
                 "cache's mini-batches (by rows, by tokens): set one"
             )
+        check_token_rule(self.gradient_cache_token_rule, self.gradient_cache_tokens)
         if option is not None and deepspeed_requested(self):
             raise ValueError(
                 f"{option} with DeepSpeed: the engine owns the backward pass "

@@ -495,6 +495,7 @@ class BaseTrainer(AnyModelTrainer):
                 loss_of,
                 getattr(self.args, "gradient_cache_batch_size", None),
                 token_budget=getattr(self.args, "gradient_cache_tokens", None),
+                token_rule=getattr(self.args, "gradient_cache_token_rule", "sorted"),
             )
         else:
             loss = self.embed(model, inputs, then=loss_of)
