@@ -5,10 +5,11 @@ Rows (each trained from all-MiniLM-L6-v2 on the task's training pairs, then scor
 test pairs): the untrained model; ours, ``BscTrainer`` with the package's CPU recipe
 settings (the combo 0.1·BSC + 0.9·MSE for MRPC and Quora, 0.9·BSC + 0.1·MSE for WikiQA,
 positives = label 1, τ 0.1, L2, example-based batches); the peers
-``MultipleNegativesSymmetricRankingLoss`` (the positive pairs only, scale 10 = 1/τ: BSC
-without labeled negatives) and ``CosineSimilarityLoss`` (the MSE part alone, on the 0/1
-labels). Scores: MRPC and Quora, F1 and accuracy of the cosine at thresholds chosen on the
-threshold split; WikiQA, MAP, MRR, P@1 and HasPositive@5 (``sts_core.evaluation.pair_tasks``).
+``MultipleNegativesSymmetricRankingLoss`` (the positive pairs only, scale 10 = 1/τ: half
+of BSC at τ 0.1 without labeled negatives) and ``CosineSimilarityLoss`` (the MSE part
+alone, on the 0/1 labels). Scores: MRPC and Quora, F1 and accuracy of the cosine at
+thresholds chosen on the threshold split; WikiQA, MAP, MRR, P@1 and HasPositive@5
+(``sts_core.evaluation.pair_tasks``).
 
 Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)::
 

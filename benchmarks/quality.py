@@ -254,8 +254,9 @@ PEER_METHODS: dict[str, Method] = {
     "st-cosine": Method(
         "sentence-transformers CosineSimilarityLoss", train_peer("CosineSimilarityLoss"), True
     ),
-    # BSC alone without labeled negatives: the symmetric in-batch softmax over the positive
-    # pairs (scores above 0.6 on the 0–1 scale), scale 1/τ = 10 (τ 0.1, BSC's)
+    # the symmetric in-batch softmax over the positive pairs (scores above 0.6 on the 0–1
+    # scale), scale 1/τ = 10: half of BSC at τ 0.1 without labeled negatives (BSC sums the
+    # two directions, the peer averages them; test_loss_peer.py in packages/bsc)
     "st-mnsrl": Method(
         "sentence-transformers MultipleNegativesSymmetricRankingLoss (pairs above 0.6, scale 10)",
         train_peer("MultipleNegativesSymmetricRankingLoss", positives_above=0.6, scale=10.0),

@@ -130,8 +130,14 @@ def cosent_loss(scores: Tensor, labels: Tensor, scale: float = 20.0) -> Tensor:
 
     Relations:
         - Same loss as sentence-transformers' ``CoSENTLoss`` (which uses an ``O(N log N)``
-          sort-based evaluation of the same sum) and, for eq. 11, ``CrossEncoder``'s
-          ``CoSENTLoss``.
+          sort-based evaluation of the same sum): on the same cosines, tied labels included,
+          the two agree to float32 rounding at scales 20 and 5 (20 is both defaults;
+          ``shared/tests/test_losses_peer.py``).
+        - Eq. 11 has no counterpart there: sentence-transformers 6.2 has no CoSENT loss for
+          cross-encoders (its ``CoSENTLoss`` takes a bi-encoder's embeddings; the
+          cross-encoder losses' closest, ``RankNetLoss``, ranks each query's documents, not
+          a batch's pairs). Here eq. 11 is this function on a cross-encoder's scores
+          (:class:`~sts_cosent.trainer.CoSENTCrossEncoderTrainer`).
         - :func:`cosine_mse_loss` regresses the cosine onto the label's value; CoSENT only
           uses the labels' order.
         - Eq. 9: with one "target" pair this is softmax cross-entropy; CoSENT generalises it to

@@ -81,8 +81,14 @@ def softmax_classifier_loss(u: Tensor, v: Tensor, labels: Tensor, classifier: nn
         +----------------------------------+------------------------+
 
     Relations:
-        - sentence-transformers' ``SoftmaxLoss`` with its default concatenation
-          (``u``, ``v``, ``|u − v|``).
+        - sentence-transformers' ``SoftmaxLoss`` with the same classifier weights: its
+          default concatenation is ours (``u``, ``v``, ``|u − v|``), and each of our
+          ``pair_features`` is one of its options in its own order, ``u, v, |u − v|, u * v``
+          (``u,v``: ``concatenation_sent_difference=False``; ``|u-v|``:
+          ``concatenation_sent_rep=False``; ``u,v,|u-v|,u*v``:
+          ``concatenation_sent_multiplication=True``); equal values for each
+          (``shared/tests/test_losses_peer.py``). Its other combinations with ``u * v``
+          (``u * v`` alone, ``u, v, u * v``, ``|u − v|, u * v``) are not offered here.
         - The cosine is never trained here, yet it is what STS evaluation uses; CoSENT's
           motivation (§III-A), and the regression paper's (one output instead of C).
     """

@@ -37,7 +37,10 @@ PEER_LOSSES: dict[str, tuple[str, bool]] = {
 }
 #: row → the in-batch negative loss in ``sentence_transformers.losses``, its arguments and
 #: what it trains on: ``st:mnsrl`` the pairs scored above 0.6 on the 0–1 scale as positives
-#: (BSC without labeled negatives: the symmetric in-batch softmax, scale 1/τ = 10), and
+#: (the symmetric in-batch softmax, scale 1/τ = 10: on those pairs alone BSC at τ 0.1 is
+#: exactly twice it, since it averages the two directions and BSC sums them; BSC's labeled
+#: negatives, optional trainable τ and MSE combo have no counterpart here;
+#: ``packages/bsc/tests/test_loss_peer.py``), and
 #: ``st:simcse`` the distinct sentences of the pairs each paired with itself (unsupervised
 #: SimCSE as sentence-transformers trains it, scale 20: SIFTER's closest peer)
 IN_BATCH_ROWS: dict[str, tuple[str, dict[str, Any]]] = {
