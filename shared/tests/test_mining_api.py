@@ -218,3 +218,109 @@ def test_sts_mine_writes_the_scores_as_two_columns() -> None:
     assert written["positive_score"] == [0.75] and written["negative_score"] == [0.5]
     plain = mined.remove_columns("scores")
     assert score_columns(plain) is plain
+
+
+def test_the_parameters_and_defaults_are_the_peers_in_its_order() -> None:
+    """Every parameter of sentence-transformers' ``mine_hard_negatives`` but the two it
+    deprecated, in its order, with its default; ours after them, keyword-only."""
+    import inspect
+
+    ours = inspect.signature(mine_hard_negatives).parameters
+    st = pytest.importorskip("sentence_transformers.util", reason="the peer to compare with")
+    theirs = inspect.signature(st.mine_hard_negatives).parameters
+    peer = [(n, p.default) for n, p in theirs.items() if n not in ("as_triplets", "margin")]
+    assert [(n, p.default) for n, p in ours.items()][: len(peer)] == peer
+    extra = {n: p.default for n, p in list(ours.items())[len(peer) :]}
+    assert extra == {"seed": None, "positive_threshold": None, "memory_mb": 256, "columns": None}
+    assert all(ours[n].kind is inspect.Parameter.KEYWORD_ONLY for n in extra)
+
+
+def test_the_settings_given_reach_the_selection() -> None:
+    """``anchor_column_name``, ``positive_column_name``, ``range_max``, ``seed`` and
+    ``positive_threshold`` given to the function change what it mines."""
+    rows = [("a", "pa1"), ("b", "pb")]
+    plain = mine_hard_negatives(table(rows), TableEncoder(VECTORS), corpus=EXTRA, verbose=False)
+    named = mine_hard_negatives(table(rows), TableEncoder(VECTORS), "d", "q", corpus=EXTRA,
+                                verbose=False)  # fmt: skip
+    assert named.column_names == ["d", "q", "negative"] and named["d"][0] == "pa1"
+    short = mine_hard_negatives(table(rows), TableEncoder(VECTORS), corpus=EXTRA, range_max=1,
+                                num_negatives=1)  # fmt: skip
+    assert short["negative"] == ["c10", "c70"] and len(plain) == 6
+    draws = {
+        tuple(mine_hard_negatives(table(rows), TableEncoder(VECTORS), corpus=EXTRA, seed=seed,
+                                  sampling_strategy="random", range_max=5)["negative"])
+        for seed in range(6)
+    }  # fmt: skip
+    assert len(draws) > 1
+    scored = Dataset.from_dict({"q": ["a", "b"], "d": ["pa1", "pb"], "score": [0.4, 0.9]})
+    both = mine_hard_negatives(scored, TableEncoder(VECTORS), corpus=EXTRA, positive_threshold=0.3)
+    assert set(both["q"]) == {"a", "b"}  # the default threshold (0.9) keeps b only
+    assert set(mine_hard_negatives(scored, TableEncoder(VECTORS), corpus=EXTRA)["q"]) == {"b"}
+
+
+def test_a_scored_tables_positives_are_reported_first() -> None:
+    labels = ["entailment", "contradiction", "entailment"]
+    scored = Dataset.from_dict({"q": ["a", "b", "a"], "d": ["pa1", "pb", "pa2"], "label": labels})
+    triplets, report = mine(scored, TableEncoder(VECTORS), MiningSettings(num_negatives=1),
+                            corpus=EXTRA, columns={"sentence1": "q", "sentence2": "d"})  # fmt: skip
+    assert set(triplets["anchor"]) == {"a"} and report.triplets == 2  # NLI names: entailment
+    assert report.positives is not None and report.positives.left_out == 1
+    assert report.lines()[0] == (
+        "positives: the pairs scored at or above 2 (the highest score of the table, the "
+        "default); 1 of 3 rows scored below it are left out"
+    )
+    numbers = Dataset.from_dict({"q": ["a", "b"], "d": ["pa1", "pb"], "score": [0.4, 0.9]})
+    _, given = mine(numbers, TableEncoder(VECTORS), MiningSettings(positive_threshold=0.3),
+                    corpus=EXTRA, columns={"sentence1": "q", "sentence2": "d"})  # fmt: skip
+    assert given.positives is not None and given.positives.threshold == 0.3
+    assert given.lines()[0] == (
+        "positives: the pairs scored at or above 0.3; 0 of 2 rows scored below it are left out"
+    )
+
+
+def test_a_threshold_without_scores_or_above_every_score_is_refused_in_words() -> None:
+    from sts_core.mining import positive_rows
+
+    plain = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"]})
+    with pytest.raises(ValueError, match=(
+        r"^positive_threshold: the pairs have no score or label column to compare with it "
+        r"\(every pair is a positive\): leave it out, or name the score column$")):  # fmt: skip
+        positive_rows(plain, 0.5)
+    scored = Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"], "score": [0.25]})
+    with pytest.raises(ValueError, match=(
+        r"^positive_threshold 0.5: no pair is scored at or above it \(the highest score is "
+        r"0.25\)$")):  # fmt: skip
+        positive_rows(scored, 0.5)
+
+
+def test_embeddings_are_float32_whatever_the_encoder_returns() -> None:
+    from sts_core.mining import embed
+
+    class Float64:
+        def encode(self, texts: list[str], **options: object) -> np.ndarray:
+            return np.ones((len(texts), 2), dtype=np.float64)
+
+    assert embed(Float64(), ["x", "y"], 4).dtype == np.float32
+
+
+def test_unbuilt_formats_and_an_unnamed_numbers_column_are_refused_in_full() -> None:
+    message = (
+        r"^output_format must be one of triplet, n-tuple, got 'labeled-list' "
+        r"\(sentence-transformers' labeled-pair and labeled-list are not built here\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        mine(table([("a", "pa1")]), TableEncoder(VECTORS), output_format="labeled-list")
+    numbered = Dataset.from_dict({"q": ["a"], "d": ["pa1"], "id": [3]})
+    with pytest.raises(ValueError, match=r"map it with columns \(e\.g\. columns: \{score: id\}\)"):
+        mine(numbered, TableEncoder(VECTORS))
+
+
+def test_random_draws_fill_a_window_one_wider_than_the_candidates() -> None:
+    """A window exactly one column wider than the candidates found: still padded (a draw
+    of its last position gives no negative, never an index error)."""
+    scores = np.array([[0.9, 0.8]], dtype=np.float32)
+    for seed in range(8):
+        settings = MiningSettings(num_negatives=3, range_max=3, sampling_strategy="random",
+                                  seed=seed)  # fmt: skip
+        best, positions = choose_negatives(scores, np.array([[7, 8]]), settings, 3)
+        assert positions.tolist() == [[7, 8, -1]]

@@ -466,9 +466,7 @@ def mine(
     started = time.perf_counter()
     rows, positives = positive_rows(pairs, settings.positive_threshold)
     first, second = (_rows_of(list(pairs[name]), rows) for name in PAIR_COLUMNS)
-    table = Pairs.build(first, second, list(corpus or []))
-    if not table.pairs:
-        raise ValueError("no pairs to mine hard negatives for")
+    table = Pairs.build(first, second, list(corpus or []))  # not empty: positive_rows
     batch_size = search_settings.batch_size
     anchor_vectors = embed(model, table.anchors, batch_size)
     corpus_vectors = embed(model, table.corpus, batch_size)
