@@ -1,7 +1,8 @@
 """LoRA round trip on a tiny Llama built in the test: an adapter save reloads with
-SentenceEncoder.from_pretrained (and sts-eval's loader) and embeds bit for bit as before; a
-merge_lora save loads with transformers' AutoModel and sentence-transformers; a LoRA
-training run's output folder loads back; resuming reads the adapter; the LoRA options.
+SentenceEncoder.from_pretrained (and sts-eval's loader) and embeds bit for bit as before,
+and loads with sentence-transformers to the same vectors; a merge_lora save loads with
+transformers' AutoModel and sentence-transformers; a LoRA training run's output folder
+loads back; resuming reads the adapter; the LoRA options.
 
 References are independent of the encoder: each sentence run alone through
 ``transformers.AutoModel`` and its last token taken by hand, peft's own merge_and_unload."""
@@ -119,6 +120,13 @@ def test_adapter_save_reloads_bit_for_bit(tiny_llama_dir: Path, tmp_path: Path) 
     merged = SentenceEncoder.from_pretrained(folder, merge_lora=True)
     assert not is_lora_model(merged.backbone)
     np.testing.assert_allclose(_embed(merged), embeddings, rtol=1e-5, atol=1e-5)
+
+    # sentence-transformers loads the adapter folder too (its base from adapter_config.json,
+    # then the adapter): the same vectors, which the base alone does not give
+    from sentence_transformers import SentenceTransformer
+
+    peer = SentenceTransformer(str(folder), device="cpu")
+    np.testing.assert_allclose(peer.encode(SENTENCES), embeddings, rtol=0, atol=1e-5)
 
 
 def test_adapter_folder_base_model_is_found_or_named(tmp_path: Path) -> None:

@@ -528,12 +528,25 @@ def test_prompts_by_column_are_recorded_by_name_without_a_default(
     reloaded = SentenceEncoder.from_pretrained(output_dir)
     assert reloaded.prompts == {"pairs_sentence1": "query: ", "pairs_sentence2": "passage: "}
     assert reloaded.default_prompt_name is None
+    # sentence-transformers reads the same named prompts from the folder (beside its own
+    # empty "query" and "document")
+    from sentence_transformers import SentenceTransformer
+
+    peer = SentenceTransformer(str(output_dir), device="cpu")
+    assert {name: peer.prompts[name] for name in reloaded.prompts} == reloaded.prompts
+    assert peer.default_prompt_name is None
+    embeddings = {}
     for column in ("sentence1", "sentence2"):
-        trained = training_time_embedding(run, row, column)
+        trained = embeddings[column] = training_time_embedding(run, row, column)
         named = reloaded.encode(
             [row[column]], show_progress_bar=False, prompt_name=f"pairs_{column}"
         )[0]
         np.testing.assert_allclose(named, trained, rtol=1e-5, atol=1e-6)
+        theirs = peer.encode([row[column]], prompt_name=f"pairs_{column}")[0]
+        np.testing.assert_allclose(theirs, trained, rtol=1e-4, atol=1e-5)
+    # what the comparison can see: sentence1 under sentence2's prompt
+    swapped = peer.encode([row["sentence1"]], prompt_name="pairs_sentence2")[0]
+    assert np.abs(swapped - embeddings["sentence1"]).max() > 1e-3
     with pytest.raises(ValueError, match="prompt_name 'query' is not one of"):
         reloaded.encode(["x"], prompt_name="query")
 

@@ -23,6 +23,8 @@ concern to a module:
 - :mod:`.lora`: LoRA backbones: the base of an adapter folder, merging, adapter files;
 - :mod:`.loading`: the tokenizer, backbone and stored settings ``from_pretrained`` builds on;
 - :mod:`.files`: the saved folder: writing it, loading its weights, its stored settings;
+- :mod:`.st_folder`: a sentence-transformers folder: the settings read from it, the module
+  lists and poolings refused;
 - :mod:`.head_set`: the heads (``add_head``, the pair scorer, ``sts_heads.json``);
 - :mod:`.packing`: padding-free training: both packers, the varlen attention kernels,
   ``padding_free`` and the choice of path;

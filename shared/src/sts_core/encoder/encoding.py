@@ -126,7 +126,8 @@ def embed_columns(
     packed forward, which costs the batch's real tokens. Otherwise one forward per column,
     each padded to its own longest sentence: the work, the dropout draws and the padding
     side (left-padded decoders) are those of sentence-transformers, which embeds each
-    column apart."""
+    column apart (tested for a left-padded decoder: under one seed, a training forward with
+    attention dropout gives the peer's vectors on the peer's tokens)."""
     if len(columns) > 1 and choose_path(encoder)[0] != "padded":
         merged, sizes = concat_features(list(columns.values()))
         flat = embed_batch(encoder, **merged)

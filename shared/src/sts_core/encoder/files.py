@@ -1,7 +1,7 @@
 """The encoder's saved folder: writing it (the backbone or its LoRA adapter, the tokenizer,
 ``sts_encoder_config.json``, the extra weights and ``sts_heads.json``, the
 sentence-transformers files), loading its weights into an encoder, and reading the
-settings a folder stores (ours, else sentence-transformers')."""
+settings a folder stores (ours, else sentence-transformers': :mod:`.st_folder`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from sts_core.encoder.location import (
-    ADAPTER_CONFIG_NAME,
-    is_adapter_folder,
-    read_json,
-    read_json_list,
-)
+from sts_core.encoder.location import ADAPTER_CONFIG_NAME, is_adapter_folder, read_json
 from sts_core.encoder.lora import (
     ADAPTER_WEIGHTS_NAMES,
     LORA_ADAPTER_DIR,
@@ -29,6 +24,7 @@ from sts_core.encoder.lora import (
     load_lora_weights,
     write_lora,
 )
+from sts_core.encoder.st_folder import ST_POOLING_NAMES, settings_from_st_folder, st_modules
 from sts_core.heads import HEADS_CONFIG_NAME, HEADS_FORMAT, head_entry
 from sts_core.saving import (
     ENCODER_CONFIG_NAME,
@@ -49,7 +45,6 @@ EXTRA_WEIGHTS_NAME = "sts_extra_modules.safetensors"
 SETTING_NAMES = ("pooling", "prompt", "max_length", "normalize")
 # ... and, when the encoder has named prompts, sentence-transformers' prompt settings
 PROMPT_SETTING_NAMES = ("prompts", "default_prompt_name")
-ST_POOLING_NAMES = {"mean": "mean", "cls": "cls", "max": "max", "last_token": "lasttoken"}
 # Files a save writes only in some settings: removed from the folder when a save omits them.
 OPTIONAL_FILES = (
     EXTRA_WEIGHTS_NAME,
@@ -87,57 +82,21 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _settings_from_sentence_transformers(folder: Path) -> dict[str, Any]:
-    """Pooling, normalisation and max length of a sentence-transformers folder, if it is one."""
-    modules = read_json_list(folder / "modules.json")
-    if not modules:
-        return {}
-    settings: dict[str, Any] = {"normalize": any(m["type"].endswith("Normalize") for m in modules)}
-    pooling_dirs = [m["path"] for m in modules if m["type"].endswith("Pooling")]
-    pooling_config = read_json(folder / pooling_dirs[0] / "config.json") if pooling_dirs else None
-    if pooling_config:
-        settings["pooling"] = _st_pooling_to_ours(pooling_config)
-    bert_config = read_json(folder / "sentence_bert_config.json") or {}
-    if bert_config.get("max_seq_length"):
-        settings["max_length"] = int(bert_config["max_seq_length"])
-    st_config = read_json(folder / "config_sentence_transformers.json") or {}
-    if st_config.get("prompts"):
-        settings["prompts"] = dict(st_config["prompts"])
-        settings["default_prompt_name"] = st_config.get("default_prompt_name")
-    return settings
-
-
-def _st_pooling_to_ours(config: dict[str, Any]) -> str:
-    mode = config.get("pooling_mode")
-    if mode is None:
-        legacy = {
-            "pooling_mode_cls_token": "cls",
-            "pooling_mode_max_tokens": "max",
-            "pooling_mode_mean_tokens": "mean",
-            "pooling_mode_lasttoken": "last_token",
-        }
-        unsupported = [k for k in config if k.startswith("pooling_mode_") and config[k]]
-        unsupported = [k for k in unsupported if k not in legacy]
-        active = [ours for key, ours in legacy.items() if config.get(key)]
-        if unsupported or len(active) > 1:
-            raise ValueError(f"sentence-transformers pooling {config} has no equivalent here")
-        return active[0] if active else "mean"
-    reverse = {theirs: ours for ours, theirs in ST_POOLING_NAMES.items()}
-    if mode not in reverse:
-        raise ValueError(f"sentence-transformers pooling {mode!r} has no equivalent here")
-    return reverse[mode]
-
-
 def saved_settings(folder: str | os.PathLike) -> dict[str, Any]:
-    """Encoder settings stored in a local folder: ours first, else sentence-transformers'."""
+    """Encoder settings stored in a local folder: ours first, else sentence-transformers'
+    (:mod:`.st_folder`). Every :meth:`SentenceEncoder.from_pretrained` of a folder (and of a
+    LoRA adapter's base) reads them here, so a sentence-transformers folder whose vectors
+    the encoder would not reproduce (a ``Dense`` module, ``include_prompt: false``, a
+    pooling it has not) is refused here, ValueError naming the file, ours or not."""
     path = Path(folder)
     if not path.is_dir():
         return {}
     ours = read_json(path / ENCODER_CONFIG_NAME)
     if ours is not None:
+        st_modules(path)  # checked: a module added to one of our folders is refused too
         kept = (*SETTING_NAMES, *PROMPT_SETTING_NAMES, "matryoshka_dims")
         return {k: ours[k] for k in kept if k in ours}
-    return _settings_from_sentence_transformers(path)
+    return settings_from_st_folder(path)
 
 
 def save_folder(
