@@ -1,8 +1,9 @@
 """A cross-encoder as ``teacher_model``: which folders are one and the activation their
-scores take; the labels it gives equal sentence-transformers' ``CrossEncoder.predict`` (a
-sentence-transformers folder) or the raw logit computed here with transformers (a plain
-sequence classifier); the neighbour pairs are the student's proposals, scored by the
-cross-encoder; the refusals; a run end to end."""
+scores take; the labels it gives equal sentence-transformers' ``CrossEncoder(folder).predict``
+for every way a folder says its activation (saved by sentence-transformers, each older key,
+and a plain sequence classifier with nothing saved: sigmoid, as the peer applies) and the
+sigmoid of the logit computed here with transformers alone; the neighbour pairs are the
+student's proposals, scored by the cross-encoder; the refusals; a run end to end."""
 
 from __future__ import annotations
 
@@ -38,7 +39,20 @@ def cross_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_cross_encoder(tmp_path_factory.mktemp("cross"), seed=3)
 
 
-def copy_with(source: Path, target: Path, config: dict | None = None, **files: dict) -> Path:
+# sentence-transformers' modules.json of a CrossEncoder it saved: beside a
+# config_sentence_transformers.json of model_type CrossEncoder, the only folder whose
+# activation_fn there it reads
+MODULES = [
+    {
+        "idx": 0,
+        "name": "0",
+        "path": "",
+        "type": "sentence_transformers.base.modules.transformer.Transformer",
+    }
+]
+
+
+def copy_with(source: Path, target: Path, config: dict | None = None, **files: object) -> Path:
     """``source`` copied to ``target`` with config.json updated by ``config`` and extra
     JSON files (name without .json → content)."""
     import shutil
@@ -50,6 +64,10 @@ def copy_with(source: Path, target: Path, config: dict | None = None, **files: d
     for name, content in files.items():
         (target / f"{name}.json").write_text(json.dumps(content))
     return target
+
+
+def sigmoid(values: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-values))
 
 
 def raw_logits(folder: Path, first: list[str], second: list[str]) -> np.ndarray:
@@ -71,15 +89,22 @@ def test_which_folders_are_cross_encoders_and_their_activation(
     cross_dir: Path, tiny_bert_dir: Path, tmp_path: Path
 ) -> None:
     assert cross_encoder_activation(tiny_bert_dir) is None  # a bi-encoder
-    assert cross_encoder_activation(cross_dir) == "identity"  # sts-cosent's: the raw logit
+    # sts-cosent's, nothing saved: sigmoid, what CrossEncoder(folder).predict applies
+    assert cross_encoder_activation(cross_dir) == "sigmoid"
     st6 = copy_with(
         cross_dir,
         tmp_path / "st6",
         config_sentence_transformers={"model_type": "CrossEncoder", "activation_fn": TANH},
+        modules=MODULES,
     )
     assert cross_encoder_activation(st6) == "tanh"
+    (st6 / "modules.json").unlink()  # CrossEncoder then loads it without reading the file
+    assert cross_encoder_activation(st6) == "sigmoid"
     default = copy_with(
-        cross_dir, tmp_path / "default", config_sentence_transformers={"model_type": "CrossEncoder"}
+        cross_dir,
+        tmp_path / "default",
+        config_sentence_transformers={"model_type": "CrossEncoder"},
+        modules=MODULES,
     )
     assert cross_encoder_activation(default) == "sigmoid"  # CrossEncoder's default for 1 label
     st4 = copy_with(
@@ -102,7 +127,11 @@ def test_classifiers_the_teacher_cannot_use_are_refused(cross_dir: Path, tmp_pat
     relu = copy_with(
         cross_dir,
         tmp_path / "relu",
-        config_sentence_transformers={"activation_fn": "torch.nn.modules.activation.ReLU"},
+        config_sentence_transformers={
+            "model_type": "CrossEncoder",
+            "activation_fn": "torch.nn.modules.activation.ReLU",
+        },
+        modules=MODULES,
     )
     with pytest.raises(ValueError, match=r"relu/config_sentence_transformers.json: activation_fn"):
         cross_encoder_activation(relu)
@@ -110,29 +139,95 @@ def test_classifiers_the_teacher_cannot_use_are_refused(cross_dir: Path, tmp_pat
         CrossEncoderScorer.load(make_tiny_bert(tmp_path / "bi"))
 
 
-@pytest.mark.parametrize("weight", [1.0, 0.25])
+CONFIG_IDENTITY = {"sentence_transformers": {"activation_fn": IDENTITY}}
+# How a folder says its activation → (saved by CrossEncoder: else a copy of the plain
+# classifier; config.json updated by; config_sentence_transformers.json updated by (a key
+# set to None removed; for a copy, nothing: no such file); the activation both sides apply)
+FOLDERS: dict[str, tuple[bool, dict, dict, str]] = {
+    "plain, nothing saved": (False, {}, {}, "sigmoid"),
+    "saved by CrossEncoder": (True, {}, {}, "sigmoid"),
+    "saved, tanh": (True, {}, {"activation_fn": TANH}, "tanh"),
+    "saved, identity": (True, {}, {"activation_fn": IDENTITY}, "identity"),
+    "saved, its settings first": (True, CONFIG_IDENTITY, {"activation_fn": TANH}, "tanh"),
+    "saved, none in its settings: config.json's": (
+        True, {"sentence_transformers": {"activation_fn": TANH}}, {"activation_fn": None}, "tanh"
+    ),
+    "saved as another model type: its settings unread": (
+        True, {}, {"model_type": "SentenceTransformer", "activation_fn": TANH}, "sigmoid"
+    ),
+    "settings without modules.json: unread": (
+        False, {}, {"model_type": "CrossEncoder", "activation_fn": TANH}, "sigmoid"
+    ),
+    "config.json tanh": (False, {"sentence_transformers": {"activation_fn": TANH}}, {}, "tanh"),
+    "config.json identity": (False, CONFIG_IDENTITY, {}, "identity"),
+    "config.json before the v3 key": (
+        False,
+        {
+            "sentence_transformers": {"activation_fn": IDENTITY},
+            "sbert_ce_default_activation_function": TANH,
+        },
+        {},
+        "identity",
+    ),
+    "v3 key tanh": (False, {"sbert_ce_default_activation_function": TANH}, {}, "tanh"),
+    "v3 key identity": (False, {"sbert_ce_default_activation_function": IDENTITY}, {}, "identity"),
+    "v3 key sigmoid": (False, {"sbert_ce_default_activation_function": SIGMOID}, {}, "sigmoid"),
+}  # fmt: skip
+
+
+def teacher_folder(cross_dir: Path, target: Path, kind: str) -> tuple[Path, str]:
+    """The folder ``FOLDERS[kind]`` describes, built from ``cross_dir``, and its activation."""
+    saved, config, settings, activation = FOLDERS[kind]
+    if not saved:
+        files = {"config_sentence_transformers": settings} if settings else {}
+        return copy_with(cross_dir, target, config, **files), activation
+    from sentence_transformers import CrossEncoder
+
+    CrossEncoder(str(cross_dir), device="cpu").save(str(target))
+    for name, update in (("config.json", config), ("config_sentence_transformers.json", settings)):
+        content = {**json.loads((target / name).read_text()), **update}
+        content = {key: value for key, value in content.items() if value is not None}
+        (target / name).write_text(json.dumps(content))
+    return target, activation
+
+
+@pytest.mark.parametrize(
+    ("kind", "weight"),
+    [
+        *((kind, 1.0) for kind in FOLDERS),
+        ("saved by CrossEncoder", 0.25),
+        ("saved, tanh", 0.25),
+    ],
+)
 def test_labels_equal_the_peers_cross_encoder_predict(
-    cross_dir: Path, tmp_path: Path, weight: float
+    cross_dir: Path, tmp_path: Path, kind: str, weight: float
 ) -> None:
+    """Each way a folder says its activation (or says none, or says it where
+    sentence-transformers does not read it): the activation we read is the one
+    ``CrossEncoder(folder)`` chose, and our labels equal its ``predict`` (mixed with the
+    gold labels for ``weight`` < 1)."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
-    peer = sentence_transformers.CrossEncoder(str(cross_dir), device="cpu")
-    peer.save(str(tmp_path / "st"))  # a sentence-transformers folder: sigmoid saved
-    peer = sentence_transformers.CrossEncoder(str(tmp_path / "st"), device="cpu")
+    folder, activation = teacher_folder(cross_dir, tmp_path / "teacher", kind)
+    peer = sentence_transformers.CrossEncoder(str(folder), device="cpu")
+    peers_activation = type(peer.activation_fn).__name__.lower()
+    assert cross_encoder_activation(folder) == activation == peers_activation
     pairs = list(zip(PAIRS["sentence1"], PAIRS["sentence2"], strict=True))
-    expected = weight * peer.predict(pairs, batch_size=2) + (1 - weight) * np.array(PAIRS["score"])
-    teacher = load_teacher(str(tmp_path / "st"), "cpu")
+    predicted = peer.predict(pairs, batch_size=2)
+    assert np.ptp(predicted) > 1e-3  # the pairs are told apart, so an order error shows
+    expected = weight * predicted + (1 - weight) * np.array(PAIRS["score"])
+    teacher = load_teacher(str(folder), "cpu")
     data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", weight, 2)
     np.testing.assert_allclose(data["score"], expected, rtol=1e-6, atol=1e-6)
     assert summary["teacher_kind"] == "cross-encoder" and summary["pairs"] == 5
 
 
-def test_a_plain_sequence_classifier_teaches_its_raw_logit(cross_dir: Path) -> None:
+def test_a_plain_sequence_classifier_teaches_the_sigmoid_of_its_logit(cross_dir: Path) -> None:
     teacher = load_teacher(str(cross_dir), "cpu")
     data, summary = apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", 1.0, 3)
-    logits = raw_logits(cross_dir, PAIRS["sentence1"], PAIRS["sentence2"])
-    assert np.ptp(logits) > 1e-3  # the pairs are told apart, so an order error shows
-    np.testing.assert_allclose(data["score"], logits, rtol=1e-5, atol=1e-6)
-    assert summary["teacher_mean"] == pytest.approx(logits.mean(), abs=1e-4)
+    scores = sigmoid(raw_logits(cross_dir, PAIRS["sentence1"], PAIRS["sentence2"]))
+    assert np.ptp(scores) > 1e-3  # the pairs are told apart, so an order error shows
+    np.testing.assert_allclose(data["score"], scores, rtol=1e-5, atol=1e-6)
+    assert summary["teacher_mean"] == pytest.approx(scores.mean(), abs=1e-4)
 
 
 def test_mixing_refuses_scores_off_the_cosine_scale_and_takes_its_bounds() -> None:
@@ -175,7 +270,7 @@ def test_neighbours_are_the_students_proposals_scored_by_the_cross_encoder(
     assert new == proposals(proposer, 1) and summary["neighbour_pairs"] == len(new) > 0
     first, second = (list(column) for column in zip(*new, strict=True))
     np.testing.assert_allclose(
-        data["score"][5:], raw_logits(cross_dir, first, second), rtol=1e-5, atol=1e-6
+        data["score"][5:], sigmoid(raw_logits(cross_dir, first, second)), rtol=1e-5, atol=1e-6
     )
     with pytest.raises(ValueError, match="needs a proposer"):
         apply_teacher(Dataset.from_dict(PAIRS), teacher, "score", 1.0, 4, 1)
@@ -228,6 +323,10 @@ def test_a_run_refuses_what_the_cross_encoder_cannot_teach(
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         if (cross_dir / name).exists():
             (tmp_path / "loud" / name).write_bytes((cross_dir / name).read_bytes())
+    # identity saved: the raw logit, unbounded (sigmoid, the default, would bound it)
+    config = json.loads((tmp_path / "loud" / "config.json").read_text())
+    config["sentence_transformers"] = {"activation_fn": IDENTITY}
+    (tmp_path / "loud" / "config.json").write_text(json.dumps(config))
     path = recipe(tmp_path / "b", tiny_bert_nodropout_dir, teacher_model=str(tmp_path / "loud"))
     capsys.readouterr()
     assert main(["--config", str(path), "--teacher_weight", "0.5"]) == 2
@@ -244,6 +343,7 @@ def test_a_hub_id_is_read_from_its_cached_files_and_bad_json_is_named(
         cross_dir,
         tmp_path / "cached",
         config_sentence_transformers={"model_type": "CrossEncoder", "activation_fn": TANH},
+        modules=MODULES,
     )
     asked = []
 
@@ -254,6 +354,7 @@ def test_a_hub_id_is_read_from_its_cached_files_and_bad_json_is_named(
     monkeypatch.setattr(transformers.utils, "cached_file", cached_file)
     assert cross_encoder_activation("someone/cross-encoder") == "tanh"
     assert ("someone/cross-encoder", "config_sentence_transformers.json") in asked
+    assert ("someone/cross-encoder", "modules.json") in asked
     (st / "config_sentence_transformers.json").write_text("{not json")
     with pytest.raises(
         ValueError, match=r"cached/config_sentence_transformers.json: not valid JSON"
@@ -319,8 +420,9 @@ def test_found_by_mutation_the_teacher_kind_and_what_loading_passes_on(
 
 
 def test_found_by_mutation_a_length_limit_reaches_the_scores(cross_dir: Path) -> None:
-    """``max_length`` 4 truncates every pair (each is longer): the scores equal the logits
-    transformers gives for the pairs truncated to 4 tokens, not the untruncated ones."""
+    """``max_length`` 4 truncates every pair (each is longer): the scores equal the sigmoid
+    of the logits transformers gives for the pairs truncated to 4 tokens, not the
+    untruncated ones."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(cross_dir)
@@ -337,8 +439,8 @@ def test_found_by_mutation_a_length_limit_reaches_the_scores(cross_dir: Path) ->
     scorer = CrossEncoderScorer.load(cross_dir, max_length=4)
     assert scorer.max_length == 4
     scores = scorer.score_pairs(PAIRS["sentence1"], PAIRS["sentence2"])
-    np.testing.assert_allclose(scores, logits(4), atol=1e-5)  # identity: the raw logit
-    assert np.abs(scores - logits(512)).max() > 1e-3
+    np.testing.assert_allclose(scores, sigmoid(logits(4)), atol=1e-5)  # nothing saved: sigmoid
+    assert np.abs(scores - sigmoid(logits(512))).max() > 1e-3
 
 
 def test_found_by_mutation_outputs_counted_without_id2label_and_whole_messages(
@@ -351,8 +453,8 @@ def test_found_by_mutation_outputs_counted_without_id2label_and_whole_messages(
         (path / "config.json").write_text(json.dumps(content), encoding="utf-8")
         return str(path)
 
-    assert cross_encoder_activation(folder("one", id2label={"0": "LABEL_0"})) == "identity"
-    assert cross_encoder_activation(folder("one_by_count", num_labels=1)) == "identity"
+    assert cross_encoder_activation(folder("one", id2label={"0": "LABEL_0"})) == "sigmoid"
+    assert cross_encoder_activation(folder("one_by_count", num_labels=1)) == "sigmoid"
     for name, config, outputs in (
         ("three", {"num_labels": 3}, 3),
         ("two", {}, 2),  # neither key: transformers' default, 2 outputs (it writes neither)
@@ -424,4 +526,4 @@ def test_found_by_mutation_what_loading_a_scorer_passes_on(
     monkeypatch.setattr(module, "load_cross_encoder", load)
     scorer = CrossEncoderScorer.load(cross_dir)
     assert seen == {"load": (cross_dir, None, False), "device": "cpu"}
-    assert (scorer.tokenizer, scorer.max_length, scorer.activation) == ("tokenizer", 99, "identity")
+    assert (scorer.tokenizer, scorer.max_length, scorer.activation) == ("tokenizer", 99, "sigmoid")

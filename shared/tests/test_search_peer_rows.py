@@ -333,6 +333,60 @@ def test_the_training_table_is_the_data_options_pairs(
     same_rows(peers.training_table(fewer), unit.shuffle(seed=42).select(range(4)))
 
 
+def test_the_training_table_is_what_sts_train_prepares(
+    tiny_bert_dir: Path, train_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peer's table equals the training set ``sts-train``'s data preparation
+    (``prepare_train_list``, no model loaded) builds from the same recipe's options, with
+    ``filter_test_overlap`` on and a test pair planted in the training file (reversed: the
+    filter matches either order), then ``max_train_samples`` drawn with the cell's seed."""
+    from datasets import Dataset
+
+    from sts_core.training import ConfigParser
+    from sts_core.training.method_registry import CORE_METHOD
+    from sts_core.training.run import prepare_train_list
+
+    with open(train_csv, encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    test_pair = {"sentence1": "a test pair planted", "sentence2": "in the training file"}
+    planted = [*rows[:3], {**test_pair, "score": "2.5"}, *rows[3:]]
+    train = tmp_path / "planted.csv"
+    with open(train, "w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=["sentence1", "sentence2", "score"])
+        writer.writeheader()
+        writer.writerows(planted)
+    test_sets = {
+        "sts12": Dataset.from_dict(
+            {"sentence1": [test_pair["sentence2"]], "sentence2": [test_pair["sentence1"]],
+             "score": [3.0]}
+        )
+    }  # fmt: skip
+    asked = []
+    monkeypatch.setattr(
+        "sts_core.training.data.load_test_sets", lambda *a: asked.append(a) or test_sets
+    )
+    settings = {"filter_test_overlap": True, "max_train_samples": 6}
+    recipe = cell_recipe(tiny_bert_dir, train, tmp_path / "out", loss="CoSENTLoss", **settings)
+    table = peers.training_table(recipe)
+
+    sts_train = {key: value for key, value in recipe.items() if key != "loss"}
+    _, data_args, config = ConfigParser.for_method(CORE_METHOD).parse_values(sts_train, "python")
+    prepared, summary = prepare_train_list(CORE_METHOD, data_args, config)
+    same_rows(table, prepared.select_columns(["sentence1", "sentence2", "score"]))
+    assert len(table) == 6 and test_pair["sentence1"] not in table["sentence1"]
+    assert summary["filter"]["removed"] == 1 and len(asked) == 2  # each side filtered
+    without = {**sts_train, "filter_test_overlap": False, "max_train_samples": None}
+    _, data_args, config = ConfigParser.for_method(CORE_METHOD).parse_values(without, "python")
+    assert test_pair["sentence1"] in prepared_pairs(data_args, config)
+
+
+def prepared_pairs(data_args: Any, config: Any) -> list[str]:
+    from sts_core.training.method_registry import CORE_METHOD
+    from sts_core.training.run import prepare_train_list
+
+    return list(prepare_train_list(CORE_METHOD, data_args, config)[0]["sentence1"])
+
+
 def test_without_a_teacher_a_cell_trains_on_the_table(
     tiny_bert_dir: Path, train_csv: Path, folder: Path
 ) -> None:

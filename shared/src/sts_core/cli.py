@@ -239,7 +239,8 @@ def make_eval_parser() -> argparse.ArgumentParser:
         default=None,
         help="the columns of the --pairs tables, project column: file column, e.g. "
         '\'{"sentence1": "text_a", "sentence2": "text_b", "score": "sim"}\' (default: '
-        "sentence-transformers' conventions: two text columns and a score or label column)",
+        "two text columns and a score or label column, as sentence-transformers reads "
+        "them; docs/data.md lists where the two differ)",
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"

@@ -129,9 +129,9 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def _read_json(location: str, name: str) -> dict[str, Any] | None:
-    """``name`` of a local folder or a hub model (its cached copy when offline), or None
-    when the model has no such file."""
+def _model_file(location: str, name: str) -> Path | None:
+    """The path of ``name`` in a local folder or a hub model (its cached copy when
+    offline), or None when the model has no such file."""
     folder = Path(location).expanduser()
     path: Path | None
     if folder.is_dir():
@@ -146,7 +146,14 @@ def _read_json(location: str, name: str) -> dict[str, Any] | None:
             _raise_exceptions_for_connection_errors=False,
         )
         path = Path(found) if found else None
-    if path is None or not path.is_file():
+    return path if path is not None and path.is_file() else None
+
+
+def _read_json(location: str, name: str) -> dict[str, Any] | None:
+    """``name`` of a local folder or a hub model (:func:`_model_file`) read as a JSON
+    mapping, or None when the model has no such file or it holds no mapping."""
+    path = _model_file(location, name)
+    if path is None:
         return None
     try:
         content = json.loads(path.read_bytes())  # JSON text is UTF-8 (or -16/-32, detected)
@@ -157,17 +164,20 @@ def _read_json(location: str, name: str) -> dict[str, Any] | None:
 
 def cross_encoder_activation(location: str | os.PathLike) -> str | None:
     """None for a model that is not a cross-encoder (its ``config.json`` names no
-    ``*ForSequenceClassification`` architecture); for one, the activation its scores take:
+    ``*ForSequenceClassification`` architecture); for one, the activation its scores take,
+    as sentence-transformers' ``CrossEncoder`` chooses it for the folder (its
+    ``_parse_model_config`` and ``get_default_activation_fn``), which ``predict`` applies:
+    the ``activation_fn`` saved in ``config_sentence_transformers.json`` of a folder it
+    saved as one (``modules.json`` beside it and ``model_type`` ``CrossEncoder``: it
+    reads that file for no other folder), else
+    ``config.json``'s ``sentence_transformers.activation_fn`` (saved before v6), else its
+    ``sbert_ce_default_activation_function`` (before v4), else sigmoid, its default
+    for one output — a plain sequence classifier with nothing saved (``sts-cosent``'s
+    cross-encoder included) gets sigmoid too, not its raw logit.
 
-    - a sentence-transformers ``CrossEncoder`` folder: the ``activation_fn`` it saved
-      (``config_sentence_transformers.json``; before v6 ``config.json``'s
-      ``sentence_transformers.activation_fn``; before v4 ``sbert_ce_default_activation_function``),
-      else sigmoid, its default for one output — what ``CrossEncoder.predict`` applies;
-    - any other sequence classifier (``sts-cosent``'s cross-encoder): ``identity``, the raw
-      logit it was trained on.
-
-    ValueError naming the file for a classifier with more than one output or an activation
-    other than sigmoid, identity or tanh."""
+    ValueError naming the file for a classifier with more than one output or a saved
+    activation other than sigmoid, identity or tanh (``CrossEncoder`` applies any ``torch.``
+    class saved, and its default in place of another name unless it trusts remote code)."""
     location = str(location)
     config = _read_json(location, "config.json") or {}
     architectures = config.get("architectures") or []
@@ -181,6 +191,9 @@ def cross_encoder_activation(location: str | os.PathLike) -> str | None:
             "cross-encoder teacher gives one score per pair (num_labels 1)"
         )
     settings = _read_json(location, ST_SETTINGS_FILE)
+    saved_as_cross_encoder = (settings or {}).get("model_type") == "CrossEncoder"
+    if not saved_as_cross_encoder or _model_file(location, "modules.json") is None:
+        settings = None  # CrossEncoder loads such a folder without reading the file
     saved = [
         (ST_SETTINGS_FILE, (settings or {}).get("activation_fn")),
         ("config.json", (config.get("sentence_transformers") or {}).get("activation_fn")),
@@ -195,15 +208,14 @@ def cross_encoder_activation(location: str | os.PathLike) -> str | None:
                 f"applies ({', '.join(sorted(ACTIVATIONS))})"
             )
         return ACTIVATIONS[name]
-    is_sentence_transformers = (settings or {}).get("model_type") == "CrossEncoder" or (
-        "sentence_transformers" in config
-    )
-    return "sigmoid" if is_sentence_transformers else "identity"
+    return "sigmoid"  # CrossEncoder's default for one output, whoever saved the folder
 
 
 class CrossEncoderScorer:
-    """A cross-encoder as a teacher: activation(logit) of every pair, float64, in order
-    (what sentence-transformers' ``CrossEncoder.predict`` returns for the same folder)."""
+    """A cross-encoder as a teacher: activation(logit) of every pair, float64, in order —
+    with the activation :func:`cross_encoder_activation` reads, what sentence-transformers'
+    ``CrossEncoder(folder).predict`` returns for the same folder (tested for each saved
+    activation and for a plain classifier with none: ``test_cross_encoder_teacher.py``)."""
 
     def __init__(self, model: Any, tokenizer: Any, max_length: int, activation: str) -> None:
         self.model = model

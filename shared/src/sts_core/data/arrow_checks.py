@@ -214,8 +214,9 @@ def _labels(
     batch: pa.RecordBatch, found: Mapping[str, str], kinds: Mapping[str, str | None]
 ) -> dict[str, pa.Array] | None:
     """``score`` and ``label`` as :func:`~sts_core.data.tables.normalise_table` reads them
-    (sentence-transformers' convention); None when a value fails its check. A label column
-    alone gives ``score`` here; whether it is also the class is known after every batch."""
+    (against sentence-transformers: docs/data.md); None when a value fails its check. A
+    label column alone gives ``score`` here; whether it is also the class is known after
+    every batch."""
     if "score" in found:
         scores = _numbers(batch.column(found["score"]), kinds[found["score"]])
         if scores is None:

@@ -61,9 +61,9 @@ def load_reference(
         sick_to_sts_scale: rescale SICK's 1–5 scores to 0–5 (``sickr`` only).
         columns: for tables (files with a header, save_to_disk folders, hub ids, Dataset
             objects): ``{project column: table column}``, e.g. ``{"sentence1": "text_a",
-            "sentence2": "text_b", "score": "sim"}``; unset: found by sentence-transformers'
-            conventions (:mod:`sts_core.data.tables`). An error with a registry name or a
-            file in a benchmark format.
+            "sentence2": "text_b", "score": "sim"}``; unset: found by the reader's rules
+            (:mod:`sts_core.data.tables`; against sentence-transformers: docs/data.md). An
+            error with a registry name or a file in a benchmark format.
         score_range: for tables: refuse a score outside ``[low, high]``, naming the row and
             the table's column.
         reading: for tables: the option their errors name, how their label column is

@@ -8,7 +8,12 @@ is written beside the data. CSV and TSV cells are read as text (``007`` stays ``
 empty cell is an empty text, not a missing value); a TSV has no quoting (a tab separates
 the fields, a line is a row).
 
-Columns (sentence-transformers' conventions, or a ``columns`` mapping):
+Columns (a ``columns`` mapping, else the rules below). Against sentence-transformers'
+``SentenceTransformerDataCollator`` (the label and the positional texts it feeds the loss):
+equal for the tables ``shared/tests/test_columns_peer.py`` reads, and different where
+docs/data.md ("Columns against sentence-transformers") lists it: ``score`` beside
+``label``, named text columns in another order, a column of numbers not named a label,
+more than three text columns, surrounding spaces, ``query_id``, NLI class names.
 
 - a column named ``score`` or ``label`` is the label as it stands: ``score`` (float64);
   ``label`` gives ``score`` (float64) and, when every value is an integer, ``label``
@@ -23,9 +28,9 @@ Columns (sentence-transformers' conventions, or a ``columns`` mapping):
   column is the label, as :class:`TableReading` says.
 - the text columns: the names ``anchor``/``positive``/``negative`` (→ ``sentence1``,
   ``sentence2``, ``hard_negative``), ``sentence1``/``sentence2`` (/``hard_negative``) or
-  ``sentence``; otherwise, as sentence-transformers does, the remaining columns in their
-  order: one (``sentence``), two (``sentence1``, ``sentence2``) or three (a triplet, the
-  third ``hard_negative``).
+  ``sentence``; otherwise the remaining columns in their order (the order
+  sentence-transformers' collator feeds them in): one (``sentence``), two (``sentence1``,
+  ``sentence2``) or three (a triplet, the third ``hard_negative``); more are refused.
 - ``columns`` = ``{project column: file column}`` names them instead, e.g.
   ``{sentence1: text_a, sentence2: text_b, score: sim}``; columns it leaves out are found
   as above (``score``/``label`` by name; the texts only when it names none).
@@ -110,7 +115,8 @@ NAMED_LAYOUTS: tuple[Mapping[str, str], ...] = (
     {"sentence1": "sentence1", "sentence2": "sentence2"},
     {"sentence": "sentence"},
 )
-#: text columns found by order (sentence-transformers' rule): count -> project columns
+#: text columns found by order, as sentence-transformers' collator feeds one to three
+#: (more: refused here; docs/data.md lists the differences): count -> project columns
 ORDERED_LAYOUTS: Mapping[int, tuple[str, ...]] = {
     1: ("sentence",),
     2: ("sentence1", "sentence2"),
@@ -352,7 +358,7 @@ def _text_columns(names: list[str]) -> dict[str, str] | None:
 
 
 def check_names_by_order(texts: Mapping[str, str], names: Sequence[str], source: Any) -> None:
-    """Text columns taken by their order (sentence-transformers' rule): DataFormatError when a
+    """Text columns taken by their order (the module docstring): DataFormatError when a
     column name is a number (a file without a header line, whose first row was taken for
     one); otherwise a warning saying which column became which, so a first line of data
     read as a header is seen."""
@@ -513,8 +519,9 @@ def _labels(
     score_range: Any,
     first_row: int = 1,
 ) -> dict[str, list[Any]]:
-    """``score`` and ``label`` as they stand (sentence-transformers' convention): ``score``
-    from a score column, else from the label column (with ``label`` when every value is an
+    """``score`` and ``label`` as they stand (for one label column, the label
+    sentence-transformers' collator takes; with both, the module docstring): ``score`` from
+    a score column, else from the label column (with ``label`` when every value is an
     integer); ``label`` beside ``score`` must be integers. ``first_row``: the number of the
     table's first row in the messages (with a ``score_range``, 1)."""
     out: dict[str, list[Any]] = {}

@@ -272,8 +272,9 @@ class DataArguments:
         metadata={
             "help": "The columns of the training tables (files with a header, save_to_disk "
             "folders, hub ids): project column: file column as a YAML mapping or JSON, e.g. "
-            "{sentence1: text_a, sentence2: text_b, score: sim}; unset: found by "
-            "sentence-transformers' conventions (docs/data.md). Not for registry names."
+            "{sentence1: text_a, sentence2: text_b, score: sim}; unset: found by the "
+            "reader's rules (docs/data.md, which lists where they differ from "
+            "sentence-transformers'). Not for registry names."
         },
     )
     eval_dataset: str | None = field(

@@ -8,8 +8,19 @@ layers get the group's rate times ``decay^(L−1−i)`` (layer ``i`` of ``L``: t
 keeps the rate; embeddings, heads and loss parameters keep it too, as in the regression
 paper's code); every scalar parameter (a trainable temperature, a loss weight) goes into a
 group without weight decay. The scheduler, created afterwards, scales every group's rate
-alike (warm-up, decay). ``learning_rate_mapping`` is sentence-transformers'; layer-wise
-decay is ELECTRA's / the regression paper's (``RATE_DECAY_FACTOR = 0.95``).
+alike (warm-up, decay). Layer-wise decay is ELECTRA's / the regression paper's
+(``RATE_DECAY_FACTOR = 0.95``).
+
+``learning_rate_mapping`` takes its name and form (``{regex: rate}``, ``re.search`` on
+parameter names) from sentence-transformers' training argument, with these differences
+(its trainer's ``get_optimizer_cls_and_kwargs``, 6.2): a parameter that several patterns
+match gets the rate of the *first* of them here, of the *last* there (each pattern in turn
+takes its matches out of every earlier group); the names differ, so a pattern does not
+carry over unchanged — here the model's parameters are ``backbone.<transformers name>``
+(``backbone.encoder.layer.0.…``) and heads' and losses' are their module's
+(``sts_loss.…``), there the loss module's, ``model.0.model.<transformers name>``
+(``model.0.model.encoder.layer.0.…``); and a pattern that matches only frozen parameters
+is accepted there, a :class:`ConfigError` here (below).
 
 A pattern that matches none of the trained parameters is a :class:`ConfigError` (a typo
 would otherwise leave the part it meant at the base rate); the log says which parameters
