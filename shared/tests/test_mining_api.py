@@ -324,3 +324,55 @@ def test_random_draws_fill_a_window_one_wider_than_the_candidates() -> None:
                                   seed=seed)  # fmt: skip
         best, positions = choose_negatives(scores, np.array([[7, 8]]), settings, 3)
         assert positions.tolist() == [[7, 8, -1]]
+
+
+def test_the_defaults_reach_the_search_as_the_report_says(caplog) -> None:
+    """The function's own defaults (batch 32, numpy, 16,384 anchors a chunk at most, 256
+    MiB), read from the encoder's calls and the report's lines."""
+    encoder = RecordingEncoder()
+    with caplog.at_level(logging.INFO, logger="sts_core.mining"):
+        mine_hard_negatives(table([("a", "pa1")]), encoder, corpus=EXTRA)
+    assert {call["batch_size"] for call in encoder.calls} == {32}
+    assert "search: exact (numpy), 5 candidates per anchor (range_max 4), 16384 anchors per " \
+        "chunk" in caplog.messages[1]  # fmt: skip
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sts_core.mining"):
+        mine_hard_negatives(table([("a", "pa1")]), encoder, corpus=EXTRA, faiss_batch_size=10**9)
+    assert f"{mining_chunk_rows(6, 256)} anchors per chunk" in caplog.messages[1]
+
+
+class RecordingEncoder(TableEncoder):
+    def __init__(self) -> None:
+        super().__init__(VECTORS)
+        self.calls: list[dict] = []
+
+    def encode(self, texts: list[str], **options: object) -> np.ndarray:
+        self.calls.append(options)
+        return super().encode(texts, **options)
+
+
+def mining_chunk_rows(corpus: int, memory_mb: float) -> int:
+    from sts_core.mining import chunk_rows
+
+    return chunk_rows(corpus, memory_mb)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_given_window_and_seed_make_the_peers_draw(seed: int) -> None:
+    """a's candidates best first: c10, c20, c30, c60, c70. With ``range_max=5`` the draw
+    is ``Random(seed).sample(range(5), 3)`` of them, whatever the global state."""
+    random.seed(1000 + seed)
+    mined = mine_hard_negatives(table([("a", "pa1")]), TableEncoder(VECTORS), corpus=EXTRA,
+                                sampling_strategy="random", range_max=5, seed=seed)  # fmt: skip
+    ranked = ["c10", "c20", "c30", "c60", "c70"]
+    expected = [ranked[p] for p in sorted(random.Random(seed).sample(range(5), k=3))]
+    assert mined["negative"] == expected
+
+
+def test_integer_classes_in_a_label_column_warn_with_the_nli_hint(caplog) -> None:
+    labelled = Dataset.from_dict({"q": ["a", "b", "a"], "d": ["pa1", "pb", "pa2"],
+                                  "label": [2, 1, 0]})  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        mine(labelled, TableEncoder(VECTORS), corpus=EXTRA,
+             columns={"sentence1": "q", "sentence2": "d"})  # fmt: skip
+    assert any("write the classes as names (entailment" in m for m in caplog.messages)

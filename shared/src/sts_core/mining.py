@@ -673,13 +673,12 @@ def pair_names(
     names = dataset.column_names
     anchor = mapping.get("sentence1", anchor)
     positive = mapping.get("sentence2", positive)
+    if len(names) < 2:
+        raise ValueError(
+            f"mine_hard_negatives: the dataset needs two columns (anchor, positive), it has {names}"
+        )
     if not anchor or anchor not in names:
-        anchor = names[0] if names else "anchor"
+        anchor = names[0]
     if not positive or positive not in names:
-        if len(names) < 2:
-            raise ValueError(
-                "mine_hard_negatives: the dataset needs two columns (anchor, positive), "
-                f"it has {names}"
-            )
         positive = names[1]
     return (anchor, positive), {**mapping, "sentence1": anchor, "sentence2": positive}
