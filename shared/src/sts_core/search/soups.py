@@ -156,11 +156,18 @@ def make_soups(
 def prepare_soup(folder: Path, description: dict[str, Any]) -> None:
     """Write ``soup.json``; a soup made from other members loses its ``result.json`` (the
     worker then makes it again, removing its model and test score first)."""
+    describe_folder(folder, SOUP_FILE, description)
+
+
+def describe_folder(folder: Path, name: str, description: dict[str, Any]) -> None:
+    """Write ``description`` to ``folder/name`` (the folder made); when the one there was
+    made from other inputs (:func:`made_from`), the folder's ``result.json`` goes first, so
+    that the worker makes it again."""
     folder.mkdir(parents=True, exist_ok=True)
-    described = read_json(folder / SOUP_FILE)
+    described = read_json(folder / name)
     if described is None or made_from(described) != made_from(description):
         remove_path(folder / RESULT_FILE)
-    write_json(folder / SOUP_FILE, description, record=False)
+    write_json(folder / name, description, record=False)
 
 
 def _souper(folder: Path, description: dict[str, Any], log: Callable) -> Callable[[Slot], None]:

@@ -18,10 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sts_core.command_files import remove_path, write_json
 from sts_core.search.cells import RESULT_FILE, TEST_FILE, UNTRAINED_FILE, read_json
 from sts_core.search.schedule import Scheduler, Slot, run_worker, worker_result
-from sts_core.search.soups import complete, made_from
+from sts_core.search.soups import complete, describe_folder, made_from
 
 UNTRAINED_FOLDER = "untrained"
 #: the untrained model's key in the report and the scheduler's messages
@@ -99,11 +98,7 @@ def score_untrained(
 def prepare_untrained(folder: Path, description: dict[str, Any]) -> None:
     """Write ``untrained.json``; a scoring of another model or dev table loses its
     ``result.json`` (the worker then scores it again, its test score first removed)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    described = read_json(folder / UNTRAINED_FILE)
-    if described is None or made_from(described) != made_from(description):
-        remove_path(folder / RESULT_FILE)
-    write_json(folder / UNTRAINED_FILE, description, record=False)
+    describe_folder(folder, UNTRAINED_FILE, description)
 
 
 def _scorer(folder: Path, description: dict[str, Any], log: Callable) -> Callable[[Slot], None]:
