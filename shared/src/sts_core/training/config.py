@@ -651,8 +651,9 @@ class BaseConfig(TrainingArguments):
     )
     gradient_cache_batch_size: int | None = _default(
         None,
-        "Gradient caching (GradCache, as sentence-transformers' Cached* losses): embed the "
-        "batch in mini-batches of this many rows without gradient, compute the loss over the "
+        "Gradient caching (GradCache, the technique of sentence-transformers' Cached* "
+        "losses; a mini-batch here is rows of every column, there rows of one column): embed "
+        "the batch in mini-batches of this many rows without gradient, compute the loss over the "
         "whole batch, then back-propagate mini-batch by mini-batch. Same loss and gradients "
         "as the whole batch at once, with the memory of one mini-batch (at the cost of a "
         "second forward). none: off. Not with DeepSpeed, nor with a loss that has a head or "
