@@ -149,6 +149,7 @@ TESTS: list[tuple[str, list[str]]] = [
         [
             "shared/tests/test_grad_cache_prompts_and_test_pairs.py",
             "shared/tests/test_epoch_batches_and_grad_cache.py",
+            "shared/tests/test_grad_cache_token_rule.py",
             "shared/tests/test_checks_found_by_mutation.py",
             "packages/pcctuning/tests/test_loss.py",
             _WIRING,
