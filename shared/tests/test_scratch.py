@@ -215,9 +215,15 @@ def test_ctrl_c_while_a_table_loads_is_an_interrupt_not_a_malformed_file(
     table = tmp_path / "pairs.csv"
     table.write_text("sentence1,sentence2,score\na,b,1\n", encoding="utf-8")
     monkeypatch.setattr(datasets, "load_dataset", interrupted_read)
-    with pytest.raises(KeyboardInterrupt):
-        read_table(table)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    # Ctrl-C as in a terminal (KeyboardInterrupt), whatever handler an earlier test in this
+    # process left (a library's launcher may install its own)
+    earlier_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            read_table(table)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, earlier_handler)
     monkeypatch.setattr(
         datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad"))
     )
