@@ -118,7 +118,8 @@ class HeadModel(torch.nn.Module):
         return bag_of_words(sentences).astype(np.float32)
 
     def score_pairs(self, u: np.ndarray, v: np.ndarray) -> torch.Tensor:
-        self.seen.append((type(u), u.dtype, u.shape, v.shape, torch.is_inference_mode_enabled()))
+        no_grad = not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        self.seen.append((type(u), u.dtype, u.shape, v.shape, no_grad))
         u, v = torch.as_tensor(u, dtype=torch.float32), torch.as_tensor(v, dtype=torch.float32)
         return ((u - v).abs() * self.weight).sum(-1)
 

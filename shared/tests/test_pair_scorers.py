@@ -109,6 +109,8 @@ class Head(torch.nn.Module):
 
     def score(self, u, v):
         self.seen = (u.dtype, v.dtype)
+        # no_grad, not inference_mode: a ZeRO-3 head's gathered parameters stay trainable
+        self.modes = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
         return (u * v).sum(-1, keepdim=True) * self.weight
 
 
@@ -117,6 +119,7 @@ def test_a_head_scores_in_its_own_dtype_and_comes_back_flat() -> None:
     encoder.heads = {"pair": Head()}
     scores = head_scorer("pair")(encoder, ["a", "b"], ["b", "c"])
     assert encoder.heads["pair"].seen == (torch.float64, torch.float64)
+    assert encoder.heads["pair"].modes == (False, False)
     assert scores.shape == (2,) and scores.tolist() == pytest.approx([0.6, 0.8])
     assert encoder.calls[0][1] == 64
     with pytest.raises(ValueError) as error:

@@ -203,7 +203,10 @@ def _encode_distinct(
     modes = {module: module.training for module in encoder.modules()}
     encoder.eval()
     try:
-        with torch.inference_mode():
+        # no_grad, not inference_mode: under DeepSpeed ZeRO-3 the parameters this gathers
+        # (the small ones stay gathered) would become inference tensors, which the training
+        # steps after an evaluation (the one at step 0 too) cannot save for backward
+        with torch.no_grad():
             for start, end in tqdm(bounds, desc=progress, disable=not progress or len(bounds) < 2):
                 index = order[start:end]
                 batch = _padded_batch(encoder.tokenizer, encoded, index, device)

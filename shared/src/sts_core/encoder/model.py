@@ -272,7 +272,7 @@ class SentenceEncoder(NamedPrompts, nn.Module):
 
         Each distinct sentence is encoded once; sentences are tokenized once and sorted by
         token length (longest first) so each batch is padded only to its own longest
-        member; runs under ``torch.inference_mode`` on the module's device. ``token_budget``:
+        member; runs under ``torch.no_grad`` on the module's device. ``token_budget``:
         batches of up to that many padded tokens (sentences × longest) instead of
         ``batch_size`` sentences, so short sentences go in large batches (a batch holds at
         least one sentence). Padding is done with numpy, host memory is pinned on a GPU and

@@ -95,7 +95,8 @@ def cosine_scorer(
     ``score_pairs`` gets the two ``(n, d)`` embeddings as float64 arrays (what ``encode``
     gave, widened as the cosine path widens them; ``SentenceEncoder.score_pairs`` moves them
     to its head's device and dtype) and returns ``n`` scores, a tensor or an array; it runs
-    under ``torch.inference_mode``.
+    under ``torch.no_grad`` (not ``inference_mode``: a head's parameters gathered by DeepSpeed
+    ZeRO-3 must stay usable by the training steps after an evaluation).
     """
     vectors = encode_sentences(model, [*sentences1, *sentences2], batch_size)
     left = np.asarray(vectors[: len(sentences1)], dtype=np.float64)
@@ -105,7 +106,7 @@ def cosine_scorer(
         return cosine_scores(left, right)
     import torch
 
-    with torch.inference_mode():
+    with torch.no_grad():
         scores = score_pairs(left, right)
     if isinstance(scores, torch.Tensor):
         scores = scores.detach().double().cpu().numpy()
@@ -131,7 +132,7 @@ def head_scorer(head_name: str) -> PairScorer:
         as_tensor = lambda rows: torch.as_tensor(  # noqa: E731
             np.asarray(rows), dtype=parameter.dtype, device=parameter.device
         )
-        with torch.inference_mode():
+        with torch.no_grad():
             scores = head.score(
                 as_tensor(vectors[: len(sentences1)]), as_tensor(vectors[len(sentences1) :])
             )
