@@ -158,3 +158,70 @@ def test_sts_search_set_and_grid_take_several_values_after_one_flag_or_repeated(
     assert one_flag.set == repeated.set == ["a=1", "b=2"]
     assert one_flag.grid == repeated.grid == ["c=1,2", "d=3,4"]
     assert parser.parse_args(common).set == []
+
+
+def command_parsers() -> dict[str, Any]:
+    """Every ``sts-*`` command's argparse parser (sts-data's subcommands each), by name."""
+    import argparse
+
+    from sts_core.cli import make_data_parser
+    from sts_core.mining_cli import make_parser as make_mining_parser
+    from sts_core.soup import make_parser as make_soup_parser
+
+    parsers = {"sts-eval": make_eval_parser(), "sts-search": make_search_parser(),
+               "sts-mine": make_mining_parser(), "sts-soup": make_soup_parser()}  # fmt: skip
+    data = make_data_parser()
+    for action in data._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.update({f"sts-data {n}": p for n, p in action.choices.items()})
+    try:
+        from sts_pcctuning.ceiling import make_parser as make_ceiling_parser
+    except ImportError:  # the package is not installed (a core-only run)
+        return parsers
+    return {**parsers, "sts-pcctuning-ceiling": make_ceiling_parser()}
+
+
+def command_list_options() -> list[tuple[str, Any, Any]]:
+    return [
+        (name, parser, action)
+        for name, parser in command_parsers().items()
+        for action in parser._actions
+        if action.option_strings and action.nargs in ("+", "*")
+    ]
+
+
+def test_the_commands_list_options_are_found() -> None:
+    found = {(name, action.dest) for name, _, action in command_list_options()}
+    assert {("sts-eval", "pairs"), ("sts-search", "set"), ("sts-search", "grid"),
+            ("sts-search", "epochs"), ("sts-search", "seeds")} <= found  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "parser", "action"), command_list_options(),
+    ids=[f"{name}:{action.dest}" for name, _, action in command_list_options()],
+)  # fmt: skip
+def test_a_commands_list_option_reads_a_json_list_and_the_values_apart_alike(
+    name: str, parser: Any, action: Any
+) -> None:
+    """The rule of the training options on every command (``ListOptionsParser``): a JSON
+    list is the values apart, each read by the option's type and choices; a JSON text that
+    is no list is refused naming the option."""
+    if action.choices:
+        items: list[Any] = list(action.choices)[:2]
+    elif action.type in (int, float):
+        items = [1, 2]
+    else:
+        items = ["a=1", "b=2"] if action.dest in ("set", "grid") else ["1", "2"]
+    apart = parser._get_values(action, [str(item) for item in items])
+    assert parser._get_values(action, [json.dumps(items)]) == apart
+    assert len(apart) == len(items)
+    with pytest.raises(SystemExit):
+        parser._get_values(action, ['["unclosed"'])
+
+
+def test_a_bad_json_list_on_a_command_names_the_option(capsys) -> None:
+    with pytest.raises(SystemExit):
+        make_eval_parser().parse_args(["--model", "m", "--pairs", '["a.csv", '])
+    assert "--pairs: '[\"a.csv\", ' is not a JSON list" in capsys.readouterr().err
+    parsed = make_eval_parser().parse_args(["--model", "m", "--pairs", '["a.csv", "b.csv"]'])
+    assert parsed.pairs == ["a.csv", "b.csv"]

@@ -23,6 +23,7 @@ from sts_core.command_files import (  # noqa: F401 - OutputPathError: re-exporte
     write_text,
 )
 from sts_core.names import POOLING_MODES, STS_TASKS
+from sts_core.options import ListOptionsParser
 
 if TYPE_CHECKING:
     from sts_core.encoder.model import SentenceEncoder
@@ -191,7 +192,7 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def make_eval_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog="sts-eval",
         description="Evaluate a sentence-embedding model on the seven STS tasks "
         "(STS12–16, STS-B, SICK-R) and print the table.",
@@ -500,7 +501,7 @@ def _load_pair_sets(args: argparse.Namespace) -> dict:
 
 
 def make_data_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sts-data", description="Inspect the benchmark data.")
+    parser = ListOptionsParser(prog="sts-data", description="Inspect the benchmark data.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the named datasets, their splits and paths")
     filt = commands.add_parser(

@@ -27,13 +27,14 @@ from sts_core.mining import (
     mine,
     positive_rows,
 )
+from sts_core.options import ListOptionsParser
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog="sts-mine",
         description="Mine hard negatives for (anchor, positive) pairs with a sentence "
         "encoder and write (anchor, positive, negative) triplets: the selection of "

@@ -3,6 +3,7 @@ rule every numeric option is range-checked by (:func:`check_number`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import numbers
@@ -24,6 +25,46 @@ def parse_json_mapping(value: object, name: str) -> dict | None:
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be a mapping, got {value!r}")
     return value
+
+
+def is_json_list_text(value: Any) -> bool:
+    """Whether ``value`` is a text that starts with ``[``: a list option's JSON list."""
+    return isinstance(value, str) and value.lstrip().startswith("[")
+
+
+def json_list(text: str, where: str) -> list[Any]:
+    """``text``, a list option's one value that starts with ``[``, read as a JSON list
+    (ValueError naming ``where``, the source and option)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        raise ValueError(
+            f"{where}: {text!r} is not a JSON list ({error}); give a JSON list, "
+            "e.g. '[384, 128]', or the values apart, e.g. 384 128"
+        ) from error
+    if not isinstance(parsed, list):
+        raise ValueError(f"{where}: {text!r} is not a JSON list")
+    return parsed
+
+
+class ListOptionsParser(argparse.ArgumentParser):
+    """The commands' ``argparse`` parser: a list option (``nargs`` ``+`` or ``*``) takes its
+    values apart (``--pairs a.csv b.csv``) or as one JSON list (``--pairs '["a.csv",
+    "b.csv"]'``), each value then read by the option's ``type`` and ``choices`` as argparse
+    reads it: the rule the training commands' list options follow too
+    (``sts_core.training.parser.read_list``)."""
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        listed = action.option_strings and action.nargs in ("+", "*") and len(arg_strings) == 1
+        if listed and is_json_list_text(arg_strings[0]):
+            try:
+                items = json_list(arg_strings[0], action.option_strings[0])
+            except ValueError as error:
+                self.error(str(error))
+            arg_strings = [item if isinstance(item, str) else json.dumps(item) for item in items]
+            if not arg_strings:
+                self.error(f"{action.option_strings[0]}: the JSON list is empty")
+        return super()._get_values(action, arg_strings)
 
 
 #: the ranges the configs check their numeric options against (keywords of check_number)

@@ -44,13 +44,14 @@ from sts_core.command_files import (
     write_json,
     written_by_project,
 )
+from sts_core.options import ListOptionsParser
 
 ENCODER_SETTINGS = ("pooling", "prompt", "max_length", "normalize")
 SOUP_RECORD_NAME = "sts_soup.json"
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog="sts-soup",
         description="average the weights of several fine-tuned runs into one model.",
     )

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from sts_core.command_files import CommandFiles, write_json
+from sts_core.options import ListOptionsParser
 
 __all__ = [
     "Ceiling",
@@ -154,7 +155,7 @@ def format_table(ceilings: dict[str, Ceiling]) -> str:
 def make_parser() -> argparse.ArgumentParser:
     from sts_core.names import STS_TASKS
 
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog=PROG,
         description="The best Spearman correlation (×100) a two-level ('similar' / "
         "'dissimilar') predictor reaches on each STS test set: Pcc-tuning's closed form "

@@ -28,7 +28,7 @@ from torch import nn
 
 from sts_core.cli import fail, positive_int
 from sts_core.command_files import CommandFiles, write_json, write_text
-from sts_core.options import check_number
+from sts_core.options import ListOptionsParser, check_number
 from sts_sifter.lstm import SentimentLSTM
 
 PROG = "sts-sifter-lstm"
@@ -250,7 +250,7 @@ def summary(results: list[RunResult]) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog="sts-sifter-lstm",
         description="SIFTER-LSTM against the plain LSTM on SST-2 (same settings, several "
         "seeds): test accuracy of the dev-selected checkpoint, mean ± sd.",

@@ -33,6 +33,7 @@ from sts_core.command_files import (
     FilesError,
     remove_path,
 )
+from sts_core.options import ListOptionsParser
 from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.search.cells import Cell
 from sts_core.search.peers import PEER_METHOD, check_peer_recipe, default_peer_rows, peer_settings
@@ -64,7 +65,7 @@ CELLS_FOLDER = "cells"
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ListOptionsParser(
         prog="sts-search",
         description="Compare the installed methods' losses on your pairs: a grid of epochs "
         "and learning rates (and recipe keys) per method, chosen by the dev table alone, "

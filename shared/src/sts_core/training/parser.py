@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import logging
 import os
 import re
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import HfArgumentParser
 from transformers.hf_argparser import DataClassType, string_to_bool
 
+from sts_core.options import is_json_list_text, json_list
 from sts_core.recipe_yaml import RecipeYAMLError, load_yaml
 from sts_core.training.config import BaseConfig, DataArguments, ModelArguments
 from sts_core.training.help import group_options
@@ -217,7 +217,7 @@ def read_list(kind: Any, value: Any, source: str, key: str) -> list[Any]:
     value, each read as ``kind``, the list's element type (as :func:`_coerce` reads a
     recipe's scalar). A mapping (``train_datasets``' mapping form) is kept for the field's
     own check. ConfigError naming ``source``, the option ``key`` and the value."""
-    if _json_text(value):
+    if is_json_list_text(value):
         items = _json_list(value, source, key)
     else:
         items = list(value) if isinstance(value, list | tuple) else [value]
@@ -227,23 +227,13 @@ def read_list(kind: Any, value: Any, source: str, key: str) -> list[Any]:
     return [_list_item(kind, item, source, key) for item in items]
 
 
-def _json_text(value: Any) -> bool:
-    """Whether ``value`` is a text that starts with ``[``: a JSON list (:func:`read_list`)."""
-    return isinstance(value, str) and value.lstrip().startswith("[")
-
-
 def _json_list(text: str, source: str, key: str) -> list[Any]:
-    """``text``, a list option's one value that starts with ``[``, read as a JSON list."""
+    """``text``, a list option's one value that starts with ``[``, read as a JSON list
+    (:func:`sts_core.options.json_list`; ConfigError naming ``source`` and ``key``)."""
     try:
-        parsed = json.loads(text)
+        return json_list(text, f"{source}: {key}")
     except ValueError as error:
-        raise ConfigError(
-            f"{source}: {key}: {text!r} is not a JSON list ({error}); give a JSON list, "
-            "e.g. '[384, 128]', or the values apart, e.g. 384 128"
-        ) from error
-    if not isinstance(parsed, list):
-        raise ConfigError(f"{source}: {key}: {text!r} is not a JSON list")
-    return parsed
+        raise ConfigError(str(error)) from error
 
 
 def _list_item(kind: Any, item: Any, source: str, key: str) -> Any:
@@ -289,7 +279,11 @@ class _ListOptionParser(HfArgumentParser):
         one value or list of values): :func:`read_list`; a text option's one text alone
         (not a JSON list) stays a text."""
         values = read_list(action.type, value, source, key)
-        if action.dest in self.text_or_list and isinstance(value, str) and not _json_text(value):
+        if (
+            action.dest in self.text_or_list
+            and isinstance(value, str)
+            and not is_json_list_text(value)
+        ):
             return values[0]
         return values
 
