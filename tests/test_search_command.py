@@ -17,22 +17,9 @@ import yaml
 from scipy.stats import spearmanr
 
 from sts_core.search import main
-from sts_core.testing import write_scored_pairs
+from sts_core.testing import table_cosine_spearman, write_scored_pairs
 
 TRAIN_PAIRS, BATCH = 48, 8
-
-
-def cosine_spearman(model: Path, table: Path) -> float:
-    """Spearman × 100 of the saved model's cosine on the table, computed afresh."""
-    from sts_core.encoder import SentenceEncoder
-
-    with open(table, encoding="utf-8") as file:
-        rows = list(csv.DictReader(file))
-    encoder = SentenceEncoder.from_pretrained(str(model))
-    u = encoder.encode([r["sentence1"] for r in rows], show_progress_bar=False)
-    v = encoder.encode([r["sentence2"] for r in rows], show_progress_bar=False)
-    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
-    return 100 * spearmanr(cosine, [float(r["score"]) for r in rows]).statistic
 
 
 def trained_lines(out: str) -> list[str]:
@@ -64,7 +51,7 @@ def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
         assert cell["steps"] == math.ceil(TRAIN_PAIRS / BATCH)
         assert cell["seconds"] > 0 and cell["peak_rss_mib"] > 100
         model = Path(cell["folder"]) / "model"
-        assert abs(cell["dev"] - cosine_spearman(model, dev)) < 1e-6
+        assert abs(cell["dev"] - table_cosine_spearman(model, dev)) < 1e-6
 
     # the picks: each method's dev argmax at seed 0, and the argmax of those
     picks = {}
@@ -79,7 +66,7 @@ def test_a_search_picks_by_dev_retrains_the_pick_and_resumes_cell_by_cell(
     assert sorted(c["seed"] for c in runs) == [0, 1]
     assert [c for c in cells if "test" in c] == runs
     for run in runs:
-        assert abs(run["test"] - cosine_spearman(Path(run["folder"]) / "model", test)) < 1e-6
+        assert abs(run["test"] - table_cosine_spearman(Path(run["folder"]) / "model", test)) < 1e-6
     dev_mean = statistics.fmean(c["dev"] for c in runs)
     dev_sd = statistics.stdev(c["dev"] for c in runs)
     assert f"dev {dev_mean:.2f} ± {dev_sd:.2f}" in results["headline"]
@@ -132,7 +119,7 @@ def test_a_step_budget_every_picks_seeds_and_a_time_limit(
     assert {c["steps"] for c in results["cells"]} == {2}  # not ⌈48/8⌉ = 6
     for cell in results["cells"]:
         folder = Path(cell["folder"])
-        assert abs(cell["dev"] - cosine_spearman(folder / "model", dev)) < 1e-6
+        assert abs(cell["dev"] - table_cosine_spearman(folder / "model", dev)) < 1e-6
         assert cell["peak_rss_mib"] is None  # the search's process, not the cell's
         assert "(in-process)" in (folder / "log.txt").read_text(encoding="utf-8")
     assert all(0 < c["train_seconds"] <= c["seconds"] for c in results["cells"])
@@ -207,7 +194,7 @@ def test_a_peer_row_trains_as_sentence_transformers_does_on_the_same_settings(
     expected = model.encode([r["sentence1"] for r in rows])
     saved = SentenceTransformer(str(Path(cell["folder"]) / "model"))
     assert np.abs(saved.encode([r["sentence1"] for r in rows]) - expected).max() < 1e-6
-    assert abs(cell["dev"] - cosine_spearman(Path(cell["folder"]) / "model", dev)) < 1e-6
+    assert abs(cell["dev"] - table_cosine_spearman(Path(cell["folder"]) / "model", dev)) < 1e-6
 
     # sts-train's data options make the peer's pairs too: 8 of the 16 rows, 2 steps of 4
     fewer = [*argv, "--score-range", "0", "5", "--set", "max_train_samples=8"]
@@ -362,7 +349,7 @@ def test_a_two_stage_cell_is_two_sts_train_runs(
         assert sts_train(["--method", "pcctuning", "--config", str(path)]) == 0
     capsys.readouterr()
     assert_same_weights(folder / "model", stage2)
-    assert abs(cell["dev"] - cosine_spearman(stage2, dev)) < 1e-4
+    assert abs(cell["dev"] - table_cosine_spearman(stage2, dev)) < 1e-4
     single = tmp_path / "one-stage"  # the row's loss alone: other weights
     content = {**runs[1], "model_name_or_path": str(tiny_bert_dir), "output_dir": str(single)}
     (tmp_path / "one.yaml").write_text(yaml.safe_dump(content), encoding="utf-8")

@@ -5,36 +5,19 @@ it (``steps N`` under ``--max-steps``, ``epochs N`` otherwise)."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from scipy.stats import spearmanr
 
 from sts_core.search import main, worker
 from sts_core.search.cells import RESULT_FILE, UNTRAINED_FILE, Cell, Recipe
 from sts_core.search.report import cell_rows, pick_rows
 from sts_core.search.spec import SearchError, SearchSpec, grid_cells
 from sts_core.search.untrained import UNTRAINED_FOLDER, describe_untrained, untrained_record
-from sts_core.testing import write_scored_pairs
+from sts_core.testing import table_cosine_spearman, write_scored_pairs
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
-
-
-def cosine_spearman(model: Path, table: Path) -> float:
-    """Spearman × 100 of the model's cosine on the table, computed afresh (numpy, scipy)."""
-    from sts_core.encoder import SentenceEncoder
-
-    with open(table, encoding="utf-8") as file:
-        rows = list(csv.DictReader(file))
-    encoder = SentenceEncoder.from_pretrained(str(model))
-    u = encoder.encode([r["sentence1"] for r in rows], show_progress_bar=False)
-    v = encoder.encode([r["sentence2"] for r in rows], show_progress_bar=False)
-    u, v = u.astype(np.float64), v.astype(np.float64)
-    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
-    return 100 * float(spearmanr(cosine, [float(r["score"]) for r in rows]).statistic)
 
 
 @pytest.fixture
@@ -67,8 +50,8 @@ def test_the_report_has_the_untrained_models_rows_scored_once_per_search(
     assert actions == ["train", "score", "untrained"]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     untrained = results["untrained"]
-    assert untrained["dev"] == pytest.approx(cosine_spearman(tiny_bert_dir, dev), abs=1e-6)
-    assert untrained["test"] == pytest.approx(cosine_spearman(tiny_bert_dir, test), abs=1e-6)
+    assert untrained["dev"] == pytest.approx(table_cosine_spearman(tiny_bert_dir, dev), abs=1e-6)
+    assert untrained["test"] == pytest.approx(table_cosine_spearman(tiny_bert_dir, test), abs=1e-6)
     assert untrained["dev_metrics"]["dev_spearman"] == untrained["dev"]
     assert (untrained["steps"], untrained["model"]) == (0, str(tiny_bert_dir))
     assert untrained["folder"] == str(out / UNTRAINED_FOLDER)
@@ -94,7 +77,7 @@ def test_the_report_has_the_untrained_models_rows_scored_once_per_search(
     assert (out / UNTRAINED_FOLDER / RESULT_FILE).stat().st_mtime_ns == stamp
     again = json.loads((out / "results.json").read_text(encoding="utf-8"))["untrained"]
     assert again["dev"] == untrained["dev"]
-    assert again["test"] == pytest.approx(cosine_spearman(tiny_bert_dir, other), abs=1e-6)
+    assert again["test"] == pytest.approx(table_cosine_spearman(tiny_bert_dir, other), abs=1e-6)
 
 
 def test_the_untrained_model_loads_with_the_encoder_keys_and_knows_its_own_inputs(

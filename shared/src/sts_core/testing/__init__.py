@@ -95,6 +95,7 @@ from sts_core.testing.values import (
     rows_placed_apart,
     saved_weights,
     step_log,
+    table_cosine_spearman,
     trainer_step_losses,
 )
 
@@ -147,6 +148,7 @@ __all__ = [
     "seeded_linear",
     "spearman_of_saved_model",
     "step_log",
+    "table_cosine_spearman",
     "train_and_save",
     "trainer_step_losses",
     "write_fixture_recipe",

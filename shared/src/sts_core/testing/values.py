@@ -3,6 +3,7 @@ logged and saved."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -56,6 +57,24 @@ def assert_peer_batches_but_for_the_end(
     if len(theirs) == len(ours):
         assert ours == theirs
     return leftovers, displaced
+
+
+def table_cosine_spearman(model: Path | str, table: Path) -> float:
+    """Spearman × 100 of a saved model's cosine on a table of ``sentence1``,
+    ``sentence2``, ``score`` (CSV), computed afresh (numpy, scipy; float64 cosines)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from sts_core.encoder import SentenceEncoder
+
+    with open(table, encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    encoder = SentenceEncoder.from_pretrained(str(model))
+    u = encoder.encode([r["sentence1"] for r in rows], show_progress_bar=False)
+    v = encoder.encode([r["sentence2"] for r in rows], show_progress_bar=False)
+    u, v = u.astype(np.float64), v.astype(np.float64)
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    return 100 * float(spearmanr(cosine, [float(r["score"]) for r in rows]).statistic)
 
 
 def step_log(output_dir: Path, steps: int) -> list[dict[str, Any]]:
