@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -148,6 +149,36 @@ def peak_rss_mb() -> float:
     started it (:func:`sts_core.process_memory.peak_rss_mib`); NaN where unknown."""
     peak = peak_rss_mib()
     return float("nan") if peak is None else peak
+
+
+class AnonymousPeak:
+    """The peak of the process's anonymous resident memory (``RssAnon`` of
+    ``/proc/self/status``, Linux), sampled every :data:`SAMPLE_SECONDS` by a thread: the
+    memory the process itself holds, without the pages of the files it memory-maps (the
+    Arrow tables), which the peak RSS counts and the system reclaims when it needs to."""
+
+    def __init__(self) -> None:
+        self.peak_kib = 0
+        self.status = Path("/proc/self/status")
+        if self.status.exists():
+            threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            self.now()
+            time.sleep(SAMPLE_SECONDS)
+
+    def now(self) -> float | None:
+        """The peak so far (MiB), sampled once more; None where the system does not say."""
+        if not self.status.exists():
+            return None
+        for line in self.status.read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+        return round(self.peak_kib / 1024, 1)
+
+
+SAMPLE_SECONDS = 0.02
 
 
 def current_rss_mb() -> float:

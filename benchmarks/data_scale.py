@@ -32,7 +32,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -161,38 +160,10 @@ def split_table(path: Path, folder: Path, shards: int, rows: int) -> None:
 
 
 # ----------------------------------------------------------------------------- workers
-class AnonymousPeak:
-    """The peak of the process's anonymous resident memory (``RssAnon`` of
-    ``/proc/self/status``, Linux), sampled every :data:`SAMPLE_SECONDS` by a thread: the
-    memory the process itself holds, without the pages of the files it memory-maps (the
-    Arrow tables), which the peak RSS counts and the system reclaims when it needs to."""
-
-    def __init__(self) -> None:
-        self.peak_kib = 0
-        self.status = Path("/proc/self/status")
-        if self.status.exists():
-            threading.Thread(target=self._sample, daemon=True).start()
-
-    def _sample(self) -> None:
-        while True:
-            self.now()
-            time.sleep(SAMPLE_SECONDS)
-
-    def now(self) -> float | None:
-        """The peak so far (MiB), sampled once more; None where the system does not say."""
-        if not self.status.exists():
-            return None
-        for line in self.status.read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-        return round(self.peak_kib / 1024, 1)
-
-
-SAMPLE_SECONDS = 0.02
 
 
 def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
-    anonymous = AnonymousPeak()
+    anonymous = common.AnonymousPeak()
     if side == "floor":
         result = floor(spec)  # datasets and pyarrow alone: no torch in this process
     else:
@@ -272,7 +243,7 @@ def ours_train(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def peer_train(spec: dict[str, Any], anonymous: AnonymousPeak) -> dict[str, Any]:
+def peer_train(spec: dict[str, Any], anonymous: common.AnonymousPeak) -> dict[str, Any]:
     """sentence-transformers' trainer on the same file: ``load_dataset("csv")`` into a
     fresh cache, ``CoSENTLoss``, the same settings; ``ready_seconds`` from the process's
     launch until the trainer is built (the table loaded, nothing checked), with the peak

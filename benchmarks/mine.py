@@ -10,9 +10,16 @@ Linux), its seconds and the triplets it wrote; both use the exact search (``--fa
 faiss on both) with the peer's default settings (3 negatives, sampling top). The triplets
 of the two sides are compared (same anchors, positives and negatives).
 
+With ``--stand-in`` no model encodes: each text's vector is a fixed pseudo-random unit
+vector (seeded by the text's CRC-32, the model's width), the same on both sides, and the
+candidates are filled up to ``--corpus-size`` with made-up texts: the memory of the mining
+itself at corpus sizes a CPU cannot encode in a benchmark's time. Each side also reports
+its peak anonymous memory (what it holds itself, without the pages of files it maps).
+
     uv run python benchmarks/mine.py              # 100,000 candidates, all-MiniLM-L6-v2
     uv run python benchmarks/mine.py --quick      # 20,000 candidates
     uv run python benchmarks/mine.py --smoke      # 300 candidates (CI)
+    uv run python benchmarks/mine.py --stand-in --pairs 1000 --corpus-size 1000000
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import json
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 import _common as common
+import numpy as np
 
 MODES = {
     "full": {"corpus_size": 100_000, "pairs": 11_789},
@@ -62,9 +71,12 @@ def _csv_columns(path: Path, columns: tuple[str, ...]):
             yield from (row.get(column) or "" for column in columns)
 
 
-def build_inputs(data: Path, pairs: int, corpus_size: int) -> dict[str, list[str]]:
+def build_inputs(
+    data: Path, pairs: int, corpus_size: int, made_up: bool = False
+) -> dict[str, list[str]]:
     """The pairs (anchors, positives) and the extra candidates: ``corpus_size`` distinct
-    texts in all (positives included), fewer if the folder has fewer."""
+    texts in all (positives included), fewer if the folder has fewer and not ``made_up``
+    (then made-up texts fill it)."""
     rows = nli_rows(data)[:pairs]
     anchors = [row["sent0"].strip() for row in rows]
     positives = [row["sent1"].strip() for row in rows]
@@ -80,11 +92,38 @@ def build_inputs(data: Path, pairs: int, corpus_size: int) -> dict[str, list[str
             taken.add(text)
             extra.append(text)
             count += 1
+    if made_up:
+        extra += [f"made-up candidate number {i}" for i in range(corpus_size - count)]
     return {"anchors": anchors, "positives": positives, "corpus": extra}
+
+
+class StandIn:
+    """A model whose ``encode`` (and the peer's ``encode_document``, ``encode_query``)
+    returns each text's fixed pseudo-random unit vector of ``width`` (seeded by its
+    CRC-32); anything else (the peer's ``similarity``, ``device`` …) is ``model``'s."""
+
+    def __init__(self, width: int, model: Any = None) -> None:
+        self.width, self.model = width, model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def encode(
+        self, texts: list[str], batch_size: int = 32, normalize_embeddings: bool = False,
+        **unused: Any,
+    ) -> np.ndarray:  # fmt: skip
+        vectors = np.empty((len(texts), self.width), dtype=np.float32)
+        for row, text in enumerate(texts):
+            rng = np.random.default_rng(zlib.crc32(text.encode("utf-8")))
+            vectors[row] = rng.standard_normal(self.width, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    encode_document = encode_query = encode
 
 
 # ----------------------------------------------------------------------------- workers
 def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
+    anonymous = common.AnonymousPeak()
     common.set_threads(spec["threads"])
     inputs = json.loads(Path(spec["inputs"]).read_text(encoding="utf-8"))
     from datasets import Dataset
@@ -95,6 +134,8 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
         from sts_core.mining import MiningSettings, SearchSettings, mine
 
         encoder = SentenceEncoder.from_pretrained(spec["model"]).eval()
+        if spec["stand_in"]:
+            encoder = StandIn(encoder.dimension)
         pairs = Dataset.from_dict(
             {"sentence1": inputs["anchors"], "sentence2": inputs["positives"]}
         )
@@ -114,6 +155,8 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
         from sentence_transformers.util import mine_hard_negatives as peer_mine
 
         model = SentenceTransformer(spec["model"], device="cpu")
+        if spec["stand_in"]:
+            model = StandIn(model.get_embedding_dimension(), model)
         table = Dataset.from_dict({"anchor": inputs["anchors"], "positive": inputs["positives"]})
         loaded = time.perf_counter()
         mined = peer_mine(
@@ -140,6 +183,7 @@ def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
         "triplets_sha256": digest,
         "corpus": corpus_size,
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
+        "peak_anon_mb": anonymous.now(),
     }
 
 
@@ -161,10 +205,18 @@ def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) 
     diff = spec.get("difference") or {}
     rows = [
         ("peak RSS, MiB", ours["peak_rss_mb"], peer["peak_rss_mb"]),
+        ("peak anonymous memory, MiB", ours.get("peak_anon_mb"), peer.get("peak_anon_mb")),
         ("seconds (embedding, search, selection)", ours["seconds"], peer["seconds"]),
         ("triplets written", ours["triplets"], peer["triplets"]),
     ]
     search = "faiss IndexFlatIP" if spec["faiss"] else "exact"
+    encoder = spec["model_name"]
+    if spec.get("stand_in"):
+        encoder = (
+            f"no model: each text a fixed pseudo-random unit vector of {spec['model_name']}'s "
+            "width, the same on both sides (`--stand-in`; the candidates filled with made-up "
+            "texts)"
+        )
     return "\n".join(
         [
             "# Hard-negative mining: `sts_core.mining` vs `sentence_transformers.util."
@@ -172,14 +224,14 @@ def report_markdown(results: dict[str, dict], spec: dict[str, Any], info: dict) 
             "",
             f"Mode `{spec['mode']}`: {spec['pairs']:,} NLI (premise, entailed hypothesis) "
             f"pairs, {ours['corpus']:,} distinct candidates (the positives included), "
-            f"{spec['model_name']}, batch {spec['batch_size']}, {spec['threads']} thread(s), "
+            f"{encoder}, batch {spec['batch_size']}, {spec['threads']} thread(s), "
             f"CPU, {search} search, 3 negatives (top); each side a fresh process.",
             "",
             common.machine_markdown(info),
             "",
             common.markdown_table(
                 ["", "ours", "sentence-transformers"],
-                [(label, common.fmt(a), common.fmt(b)) for label, a, b in rows],
+                [(label, common.fmt_or_na(a, 1), common.fmt_or_na(b, 1)) for label, a, b in rows],
             ),
             "",
             f"The same triplets on both sides: **{'yes' if same else 'no'}** (SHA-256 of the "
@@ -205,15 +257,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=common.COUNT, default=None)
     parser.add_argument("--batch-size", type=common.COUNT, default=64)
     parser.add_argument("--faiss", action="store_true", help="faiss search on both sides")
+    parser.add_argument(
+        "--stand-in",
+        action="store_true",
+        help="no model encodes: fixed pseudo-random vectors per text, made-up candidates",
+    )
     common.add_side_arguments(parser, SIDES)
     args = parser.parse_args(argv)
     if args.worker:
         common.emit_result(worker(args.worker, json.loads(args.spec)))
         return 0
     args = common.apply_mode(args, MODES)
-    files, stem = common.result_files("mine.py", "mine", args, models=[args.model])
+    name = "mine_stand_in" if args.stand_in else "mine"
+    files, stem = common.result_files("mine.py", name, args, models=[args.model])
     files.check()
-    inputs = build_inputs(common.data_dir(), args.pairs, args.corpus_size)
+    inputs = build_inputs(common.data_dir(), args.pairs, args.corpus_size, args.stand_in)
     info = common.machine_info()
     with tempfile.TemporaryDirectory(prefix="sts-bench-mine-") as scratch:
         inputs_path = Path(scratch) / "inputs.json"  # the sides' inputs and triplets
@@ -239,6 +297,7 @@ def run_sides(
         "batch_size": args.batch_size,
         "threads": args.threads or common.default_threads(),
         "faiss": args.faiss,
+        "stand_in": args.stand_in,
         "inputs": str(inputs_path),
     }
     results = {}

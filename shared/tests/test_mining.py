@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
+from sts_core import mining
 from sts_core.data import load_reference
+from sts_core.data.scratch import scratch_folder
 from sts_core.encoder import SentenceEncoder
 from sts_core.mining import (
     MiningSettings,
@@ -23,6 +25,7 @@ from sts_core.mining import (
     chunk_rows,
     mine,
     mine_hard_negatives,
+    pair_scores,
     top_candidates,
 )
 from sts_core.mining_cli import main
@@ -120,6 +123,58 @@ def test_a_small_memory_bound_searches_in_chunks_with_the_same_result(encoder, p
     assert small.chunk_rows == 1
     assert three.chunk_rows == 3  # faiss_batch_size: at most that many per chunk
     assert triples(chunked) == triples(whole) == triples(few)
+
+
+def test_embeddings_are_encoded_block_by_block_into_memory_mapped_files_removed_after(
+    encoder, pairs, monkeypatch
+) -> None:
+    """Blocks of 7 texts give the triplets of one call; during the search both sides'
+    embeddings are memory-mapped ``.npy`` files of the run's scratch folder, which is
+    gone afterwards, also when the encoder fails on a later block."""
+    settings = MiningSettings(num_negatives=3, relative_margin=0.01)
+    whole, _ = mine(pairs, encoder, settings)
+    calls: list[int] = []
+    seen: dict[str, object] = {}
+    real_encode, real_search = encoder.encode, mining.search
+
+    def counting_encode(texts, **options):
+        calls.append(len(texts))
+        return real_encode(texts, **options)
+
+    def spying_search(queries, corpus, *args):
+        seen.update(queries=queries, corpus=corpus, folder=Path(corpus.filename).parent)
+        assert Path(queries.filename).parent == seen["folder"]
+        return real_search(queries, corpus, *args)
+
+    monkeypatch.setattr(mining, "ENCODE_BLOCK", 7)
+    monkeypatch.setattr(encoder, "encode", counting_encode)
+    monkeypatch.setattr(mining, "search", spying_search)
+    blocked, report = mine(pairs, encoder, settings)
+    assert triples(blocked) == triples(whole)
+    assert max(calls) == 7 and sum(calls) == report.anchors + report.corpus
+    assert all(isinstance(seen[side], np.memmap) for side in ("queries", "corpus"))
+    assert not seen["folder"].exists()  # type: ignore[attr-defined]
+
+    def failing_encode(texts, **options):
+        if len(calls) > 2:
+            raise RuntimeError("out of memory")
+        return counting_encode(texts, **options)
+
+    calls.clear()
+    folders = set(scratch_folder().glob("sts-mine-*"))
+    monkeypatch.setattr(encoder, "encode", failing_encode)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        mine(pairs, encoder, settings)
+    assert set(scratch_folder().glob("sts-mine-*")) == folders
+
+
+def test_pair_scores_are_each_pairs_inner_product_block_by_block(monkeypatch) -> None:
+    rng = np.random.default_rng(1)
+    anchors, corpus = rng.normal(size=(5, 4)), rng.normal(size=(9, 4))
+    pairs = [(a, c) for a in range(5) for c in range(9) if (a + c) % 3]
+    monkeypatch.setattr(mining, "ENCODE_BLOCK", 4)
+    expected = [float(anchors[a] @ corpus[c]) for a, c in pairs]
+    assert np.allclose(pair_scores(anchors, corpus, pairs), expected, atol=1e-6)
 
 
 def test_random_sampling_draws_among_the_candidates_left_and_keeps_them_best_first() -> None:

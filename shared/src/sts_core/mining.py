@@ -9,7 +9,9 @@ does, an int from ``random.Random(seed)``, the draws the peer makes after
 It runs with the project's encoder or a ``SentenceTransformer`` and bounds memory:
 
 1. The distinct anchors are the queries; the corpus is the extra ``corpus`` texts followed by
-   the positives, each distinct text once. Both are embedded once, L2-normalised.
+   the positives, each distinct text once. Both are embedded once, L2-normalised,
+   :data:`ENCODE_BLOCK` texts per ``encode`` call, into memory-mapped files of the
+   process's scratch folder, removed after the search (:func:`embed_to_file`).
 2. Each query's ``range_max + max_positives`` nearest corpus texts by cosine
    (``max_positives``: the most rows of one anchor, repeated rows counted, as the peer),
    searched in chunks of at most ``faiss_batch_size`` queries whose score block stays under
@@ -48,14 +50,17 @@ import inspect
 import logging
 import math
 import random
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sts_core.data.columns import column_array
+from sts_core.data.scratch import scratch_subfolder
 from sts_core.extras import require
 
 if TYPE_CHECKING:
@@ -420,6 +425,43 @@ class SearchSettings:
         check_search_settings(self.memory_mb, self.use_faiss)
 
 
+#: texts per ``encode`` call when mining: each block's embeddings go to the memory-mapped
+#: file before the next block is encoded
+ENCODE_BLOCK = 16_384
+
+
+def embed_to_file(model: Any, texts: list[str], batch_size: int, path: Path) -> np.ndarray:
+    """:func:`embed` of ``texts``, :data:`ENCODE_BLOCK` texts at a time, into a float32
+    ``.npy`` file at ``path``, returned memory-mapped: the process holds one block's
+    embeddings; the whole array is the file's pages (the system's cache, which it
+    reclaims), not the process's own memory. The caller removes the file."""
+    block = ENCODE_BLOCK
+    first = embed(model, texts[:block], batch_size)
+    vectors = np.lib.format.open_memmap(
+        path, mode="w+", dtype=np.float32, shape=(len(texts), first.shape[1])
+    )
+    vectors[: len(first)] = first
+    for start in range(block, len(texts), block):
+        vectors[start : start + block] = embed(model, texts[start : start + block], batch_size)
+    vectors.flush()
+    return vectors
+
+
+def pair_scores(
+    anchors: np.ndarray, corpus: np.ndarray, pairs: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """The inner product of each (anchor row, corpus row) of ``pairs``, float32,
+    :data:`ENCODE_BLOCK` pairs at a time."""
+    index = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    scores = np.empty(len(index), dtype=np.float32)
+    for start in range(0, len(index), ENCODE_BLOCK):
+        rows = index[start : start + ENCODE_BLOCK]
+        scores[start : start + len(rows)] = np.einsum(
+            "ij,ij->i", anchors[rows[:, 0]], corpus[rows[:, 1]]
+        )
+    return scores
+
+
 def embed(model: Any, texts: list[str], batch_size: int) -> np.ndarray:
     """L2-normalised float32 embeddings of ``texts`` by the project's encoder
     (``encode(..., normalize=True)``) or a sentence-transformers model
@@ -463,13 +505,37 @@ def mine(
     if len(pairs) == 0:
         raise ValueError("no pairs to mine hard negatives for")
     pairs = from_dataset(pairs, columns, name="pairs", reading=pairs_reading("columns"))
-    started = time.perf_counter()
     rows, positives = positive_rows(pairs, settings.positive_threshold)
     first, second = (_rows_of(list(pairs[name]), rows) for name in PAIR_COLUMNS)
     table = Pairs.build(first, second, list(corpus or []))  # not empty: positive_rows
+    folder = scratch_subfolder("sts-mine-")  # the embeddings' files, removed after the search
+    try:
+        report, mined, searched = _search(table, model, settings, search_settings, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    report.positives = positives
+    output, report.pairs_by_negatives = mined.columns(output_format, output_scores, names)
+    report.triplets = len(output[names[0]])
+    report.seconds["select"] = round(time.perf_counter() - searched, 3)
+    for line in report.lines():
+        logger.log(log_level, "mining: %s", line)
+    return _dataset(output), report
+
+
+def _search(
+    table: Pairs,
+    model: Any,
+    settings: MiningSettings,
+    search_settings: SearchSettings,
+    folder: Path,
+) -> tuple[MiningReport, Mined, float]:
+    """Embed ``table``'s anchors and corpus into memory-mapped files in ``folder``, search
+    each anchor's candidates, filter and choose its negatives; the report, the choice, and
+    when the search ended (``time.perf_counter``)."""
+    started = time.perf_counter()
     batch_size = search_settings.batch_size
-    anchor_vectors = embed(model, table.anchors, batch_size)
-    corpus_vectors = embed(model, table.corpus, batch_size)
+    anchor_vectors = embed_to_file(model, table.anchors, batch_size, folder / "anchors.npy")
+    corpus_vectors = embed_to_file(model, table.corpus, batch_size, folder / "corpus.npy")
     encoded = time.perf_counter()
     range_max = settings.window(table.max_rows)
     chunk = min(chunk_rows(len(table.corpus), search_settings.memory_mb),
@@ -478,9 +544,7 @@ def mine(
     found, indices = search(anchor_vectors, corpus_vectors, k, chunk, search_settings.use_faiss)
     searched = time.perf_counter()
     ordered = table.in_output_order()
-    positive_scores = np.array(
-        [float(anchor_vectors[a] @ corpus_vectors[p]) for a, p in ordered], dtype=np.float32
-    )
+    positive_scores = pair_scores(anchor_vectors, corpus_vectors, ordered)
     lowest = np.full(len(table.anchors), np.inf, dtype=np.float32)
     np.minimum.at(lowest, [a for a, _ in ordered], positive_scores)
     report = MiningReport(
@@ -492,21 +556,14 @@ def mine(
         candidates_per_anchor=int(found.shape[1]),
         search="faiss IndexFlatIP" if search_settings.use_faiss else "exact (numpy)",
         chunk_rows=chunk,
-        positives=positives,
     )
     report.removed = remove_candidates(found, indices, table, lowest, settings)
     negative_scores, negatives = choose_negatives(found, indices, settings, range_max)
-    mined = Mined(table, ordered, positive_scores, negatives, negative_scores)
-    output, report.pairs_by_negatives = mined.columns(output_format, output_scores, names)
-    report.triplets = len(output[names[0]])
     report.seconds = {
         "encode": round(encoded - started, 3),
         "search": round(searched - encoded, 3),
-        "select": round(time.perf_counter() - searched, 3),
     }
-    for line in report.lines():
-        logger.log(log_level, "mining: %s", line)
-    return _dataset(output), report
+    return report, Mined(table, ordered, positive_scores, negatives, negative_scores), searched
 
 
 def _dataset(columns: dict[str, list[Any]]) -> Any:
