@@ -10,7 +10,7 @@ import pytest
 
 from sts_core import launch
 from sts_core.losses import CosineMSELoss, EmbeddingLoss, InfoNCELoss, register_loss
-from sts_core.method import Method, QualityRow, method_table
+from sts_core.method import Method, QualityRow, import_trainer, method_table
 from sts_core.training import BaseConfig
 from sts_core.training.method_registry import CORE_METHOD, load_methods
 from sts_core.training.parser import ConfigParser
@@ -63,6 +63,38 @@ def test_a_default_the_method_does_not_declare_is_refused() -> None:
 
     with pytest.raises(ValueError, match="loss default 'pearson' is not one of its losses"):
         Method(name="test_wrong", title="t", config=WrongDefault, losses=(CosineMSELoss,))
+
+
+def test_a_trainer_named_module_colon_class_is_imported_by_trainer_for(tmp_path: Path) -> None:
+    """``trainer="module:Class"``: the declaration imports nothing; ``trainer_for`` imports
+    the class. Another form is refused by the declaration, a name that is not a class by
+    ``trainer_for``."""
+    from sts_core.training import BaseTrainer
+
+    @dataclass
+    class NamedTrainerConfig(BaseConfig):
+        pass
+
+    reference = "sts_core.training.trainer:BaseTrainer"
+    with pytest.raises(ValueError, match="trainer 'sts_core.training.trainer.BaseTrainer' is no"):
+        Method(
+            name="test_named_trainer",
+            title="t",
+            config=NamedTrainerConfig,
+            losses=(CosineMSELoss,),
+            trainer=reference.replace(":", "."),
+        )
+    named = Method(
+        name="test_named_trainer",
+        title="t",
+        config=NamedTrainerConfig,
+        losses=(CosineMSELoss,),
+        trainer=reference,
+    )
+    assert named.trainer_for(NamedTrainerConfig(output_dir=str(tmp_path))) is BaseTrainer
+    assert import_trainer(BaseTrainer) is BaseTrainer and import_trainer(None) is None
+    with pytest.raises(TypeError, match="'sts_core.training.trainer:logger' is not a class"):
+        import_trainer("sts_core.training.trainer:logger")
 
 
 def test_an_unregistered_loss_and_a_shared_config_are_refused() -> None:

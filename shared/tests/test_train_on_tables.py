@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -315,6 +317,39 @@ def test_a_bad_columns_option_is_one_line(tiny_bert_dir, tmp_path, capsys):
     assert sts_train([*argv, "--columns", '{"text": "a"}', "--check_only", "true"]) == 2
     line = one_line_error(capsys.readouterr().err)
     assert "columns: 'text' is not one of the project's columns" in line
+
+
+#: each method's check of a table of scored pairs (SIFTER's SimCSE reads their sentences)
+CHECKED_METHODS = [
+    ("cosent", []),
+    ("regression", []),
+    ("bsc", []),
+    ("pcctuning", []),
+    ("sifter", ["--loss", "simcse"]),
+]
+
+
+def test_check_only_imports_neither_the_trainer_nor_sklearn(tiny_bert_dir, tmp_path):
+    """``sts-train --check_only true`` of every method on a small table imports neither
+    ``transformers.Trainer`` (the run, the training package and the methods name their
+    Trainer lazily: it loads when a run builds one) nor scikit-learn (the metrics import
+    it where they use it): the check starts as fast as the config class allows."""
+    table = tmp_path / "pairs.csv"
+    pd.DataFrame(pairs()).to_csv(table, index=False)
+    common = ["--model_name_or_path", str(tiny_bert_dir), "--train_datasets", str(table)]
+    common += ["--eval_dataset", "none", "--check_only", "true"]
+    code = (
+        "import sys\n"
+        "from sts_core.training.run import main\n"
+        f"for method, extra in {CHECKED_METHODS!r}:\n"
+        f"    out = ['--output_dir', {str(tmp_path)!r} + '/' + method]\n"
+        f"    assert main(['--method', method, *{common!r}, *out, *extra]) == 0, method\n"
+        "print(sorted(m for m in ('transformers.trainer', 'sklearn') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("check_only: the inputs are usable") == len(CHECKED_METHODS)
+    assert result.stdout.splitlines()[-1] == "[]"
 
 
 @pytest.mark.usefixtures("no_model_loading")

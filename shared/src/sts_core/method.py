@@ -21,14 +21,18 @@ method.
 This module is a declaration: it imports nothing from :mod:`sts_core.training` (the run
 imports it, not the other way round), so the defaults that need the training code —
 the Trainer class and the model — are ``None`` here, meaning "the core's"
-(``BaseTrainer``; a ``SentenceEncoder`` built from the model arguments).
+(``BaseTrainer``; a ``SentenceEncoder`` built from the model arguments). A method names
+its Trainer as ``"module:Class"`` (:attr:`Method.trainer`), imported only when a run
+builds it: reading the declaration (``check_only``, ``--help``, the benchmarks' rows)
+imports no ``transformers.Trainer``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from sts_core.losses import EmbeddingLoss, check_labels
 from sts_core.losses.classification import DEFAULT_NUM_LABELS
@@ -73,8 +77,11 @@ class Method(Generic[ConfigT]):
         losses: the registered loss classes ``loss:`` may name; the default is the
             config's ``loss`` field's, or the first when the config has no such field.
         citation: BibTeX of the paper (default: the first loss's).
-        trainer: the Trainer class (default ``None``: the core's ``BaseTrainer``, the loss
-            alone is the method).
+        trainer: the Trainer class as ``"module:Class"`` (``"sts_bsc.trainer:BscTrainer"``),
+            imported by :meth:`trainer_for` only when a run builds its Trainer, so that
+            ``check_only`` and ``--help`` never import ``transformers.Trainer``; or the
+            class itself (a method declared beside its Trainer, e.g. in a test); default
+            ``None``: the core's ``BaseTrainer``, the loss alone is the method.
         description: the ``--help`` line of the training command.
         quality_rows: the method's rows in ``benchmarks/quality.py``.
         readme: the package README, relative to the repository (the method table links it).
@@ -85,7 +92,7 @@ class Method(Generic[ConfigT]):
     config: type[ConfigT]
     losses: tuple[type[EmbeddingLoss], ...]
     citation: str = ""
-    trainer: type[AnyModelTrainer] | None = None
+    trainer: str | type[AnyModelTrainer] | None = None
     description: str = ""
     quality_rows: tuple[QualityRow, ...] = ()
     readme: str = ""
@@ -93,6 +100,11 @@ class Method(Generic[ConfigT]):
     def __post_init__(self) -> None:
         if not self.losses:
             raise ValueError(f"method {self.name!r} declares no loss")
+        if isinstance(self.trainer, str) and not _is_reference(self.trainer):
+            raise ValueError(
+                f"method {self.name!r}: trainer {self.trainer!r} is not 'module:Class' "
+                "(e.g. 'sts_bsc.trainer:BscTrainer')"
+            )
         unregistered = [loss.__name__ for loss in self.losses if not loss.registered_name]
         if unregistered:
             raise ValueError(
@@ -151,9 +163,12 @@ class Method(Generic[ConfigT]):
 
     # ------------------------------------------------------------------ the steps of a run
     def trainer_for(self, config: ConfigT) -> type[AnyModelTrainer] | None:
-        """The Trainer class of a run under ``config`` (:attr:`trainer` by default; None:
-        the core's ``BaseTrainer``, :func:`sts_core.training.trainer_class`)."""
-        return self.trainer
+        """The Trainer class of a run under ``config``: :attr:`trainer` by default, imported
+        here when it is ``"module:Class"`` (None: the core's ``BaseTrainer``,
+        :func:`sts_core.training.trainer_class`). Called when the run builds its Trainer
+        (and by the checks of a mapping of training sets), not by the other checks; an
+        override imports the class it returns inside the method."""
+        return import_trainer(self.trainer)
 
     def build_model(self, model_args: ModelArguments, config: ConfigT) -> nn.Module | None:
         """The model to train; None (the default): the core's, a ``SentenceEncoder`` as
@@ -192,12 +207,33 @@ class Method(Generic[ConfigT]):
             self.loss_class(config),
             self.label_column(config),
             config,
-            getattr(self.trainer_for(config), "__name__", "BaseTrainer"),
+            f"method {self.name}",
         )
 
     def paper(self) -> dict[str, str]:
         """What the model card says of the method."""
         return {"name": self.title, "citation": self.citation}
+
+
+def _is_reference(text: str) -> bool:
+    """``text`` is ``"module:Class"``: a dotted module path, a colon, a name."""
+    module, colon, name = text.partition(":")
+    parts = module.split(".")
+    return bool(colon) and name.isidentifier() and all(part.isidentifier() for part in parts)
+
+
+def import_trainer(
+    trainer: str | type[AnyModelTrainer] | None,
+) -> type[AnyModelTrainer] | None:
+    """The class a :attr:`Method.trainer` names: ``"module:Class"`` imported (TypeError when
+    it is not a class), a class as it is, None as it is."""
+    if not isinstance(trainer, str):
+        return trainer
+    module, _, name = trainer.partition(":")
+    found = getattr(importlib.import_module(module), name)
+    if not isinstance(found, type):
+        raise TypeError(f"trainer {trainer!r} is not a class")
+    return cast("type[AnyModelTrainer]", found)
 
 
 def loss_label_column(config: BaseConfig, loss_type: type[EmbeddingLoss]) -> str:
@@ -216,7 +252,8 @@ def check_dataset_for_loss(
 ) -> None:
     """ValueError naming what is missing when ``dataset`` lacks a text column ``loss_type``
     reads (but ``hard_negative``, which is optional), or the label column ``label`` its
-    label kind needs, or holds labels of another kind."""
+    label kind needs, or holds labels of another kind. ``trainer_name``: what the message
+    says trains on sentence pairs (:meth:`Method.check_train_dataset`: the method)."""
     columns = set(dataset.column_names)
     needed = [c for c in loss_type.columns if c != "hard_negative"]
     texts = [c for c in needed if c not in columns]

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from sts_bsc.config import BscConfig
 from sts_bsc.loss import BSCLoss
 from sts_bsc.shuffling import check_shuffle_dependencies
-from sts_bsc.trainer import BscTrainer
 from sts_core.losses import CosineMSELoss
 from sts_core.method import Method, QualityRow
 from sts_core.training import command
@@ -29,7 +28,7 @@ METHOD = BscMethod(
     title="Batch-softmax contrastive loss (BSC)",
     config=BscConfig,
     losses=(BSCLoss, CosineMSELoss),
-    trainer=BscTrainer,
+    trainer="sts_bsc.trainer:BscTrainer",
     description=(
         "Train with the batch-softmax contrastive loss (BSC): in-batch softmax over both sides "
         "of the pairs, labeled negatives, the combo with MSE, and batches rebuilt every epoch "

@@ -1,5 +1,7 @@
 """sts_cosent: CoSENT (Huang et al., 2024), the consistent sentence-embedding ranking loss."""
 
+from typing import TYPE_CHECKING, Any
+
 from sts_cosent.config import CoSENTConfig
 from sts_cosent.loss import (
     contrastive_threshold_loss,
@@ -10,7 +12,9 @@ from sts_cosent.loss import (
     softmax_classifier_loss,
 )
 from sts_cosent.method import METHOD
-from sts_cosent.trainer import CoSENTCrossEncoderTrainer
+
+if TYPE_CHECKING:
+    from sts_cosent.trainer import CoSENTCrossEncoderTrainer
 
 __all__ = [
     "METHOD",
@@ -23,3 +27,13 @@ __all__ = [
     "pairwise_cosine",
     "softmax_classifier_loss",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``CoSENTCrossEncoderTrainer`` loads on first use: importing the package (the method's entry
+    point, ``check_only``, ``--help``) imports no ``transformers.Trainer``."""
+    if name == "CoSENTCrossEncoderTrainer":
+        from sts_cosent.trainer import CoSENTCrossEncoderTrainer
+
+        return CoSENTCrossEncoderTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

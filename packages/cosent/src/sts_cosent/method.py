@@ -13,7 +13,6 @@ from sts_core.training import command
 from sts_core.training.config import required_model
 from sts_cosent.config import CoSENTConfig
 from sts_cosent.loss import ContrastiveThresholdLoss, CoSENTRankingLoss
-from sts_cosent.trainer import CoSENTCrossEncoderTrainer
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -29,8 +28,13 @@ def _is_cross_encoder(config: CoSENTConfig) -> bool:
 
 class CoSENTMethod(Method[CoSENTConfig]):
     def trainer_for(self, config: CoSENTConfig) -> type[AnyModelTrainer] | None:
-        """The trainer the recipe's ``architecture`` asks for."""
-        return CoSENTCrossEncoderTrainer if _is_cross_encoder(config) else self.trainer
+        """The trainer the recipe's ``architecture`` asks for (imported here: the checks
+        before the run builds its Trainer import none)."""
+        if not _is_cross_encoder(config):
+            return super().trainer_for(config)
+        from sts_cosent.trainer import CoSENTCrossEncoderTrainer
+
+        return CoSENTCrossEncoderTrainer
 
     def build_model(self, model_args: ModelArguments, config: CoSENTConfig) -> nn.Module | None:
         """The cross-encoder: ``AutoModelForSequenceClassification`` with one output, its

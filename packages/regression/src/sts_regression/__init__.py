@@ -1,5 +1,7 @@
 """sts_regression: Siamese regression with Translated ReLU and Smooth K2 (Zhang and Li, 2024)."""
 
+from typing import TYPE_CHECKING, Any
+
 from sts_regression.config import RegressionConfig
 from sts_regression.loss import (
     L1RegressionLoss,
@@ -13,7 +15,9 @@ from sts_regression.loss import (
     translated_relu,
 )
 from sts_regression.method import METHOD
-from sts_regression.trainer import RegressionTrainer
+
+if TYPE_CHECKING:
+    from sts_regression.trainer import RegressionTrainer
 
 __all__ = [
     "METHOD",
@@ -29,3 +33,13 @@ __all__ = [
     "smooth_k2",
     "translated_relu",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``RegressionTrainer`` loads on first use: importing the package (the method's entry
+    point, ``check_only``, ``--help``) imports no ``transformers.Trainer``."""
+    if name == "RegressionTrainer":
+        from sts_regression.trainer import RegressionTrainer
+
+        return RegressionTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

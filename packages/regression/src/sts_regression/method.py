@@ -17,7 +17,6 @@ from sts_regression.loss import (
     TranslatedReLULoss,
     is_regression_loss,
 )
-from sts_regression.trainer import RegressionTrainer
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -89,7 +88,7 @@ METHOD = RegressionMethod(
         L1RegressionLoss,
         SoftmaxClassifierLoss,
     ),
-    trainer=RegressionTrainer,
+    trainer="sts_regression.trainer:RegressionTrainer",
     description=(
         "Train sentence embeddings through a Siamese regression head with Translated ReLU or "
         "Smooth K2 (or L1, MSE, SBERT's softmax classifier). --config <recipe>.yaml gives "

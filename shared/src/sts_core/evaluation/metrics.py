@@ -8,6 +8,9 @@ All functions take array-likes, validate them and return plain Python numbers.
   applied to test).
 * Ranking: :func:`ranking_metrics` (MRR, MAP, P@1, nDCG@k, has_positive@k) and
   :func:`group_by_query`.
+
+scipy and scikit-learn are imported by the functions that use them: importing the module
+(every evaluator, a method's declaration, ``check_only``) imports neither.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
-from sklearn.metrics import accuracy_score, average_precision_score, precision_recall_fscore_support
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     Raises:
         ValueError: on length mismatch, fewer than 2 items, non-finite or constant input.
     """
+    from scipy import stats
+
     xa, ya = _correlation_inputs(x, y)
     return float(stats.spearmanr(xa, ya).statistic)
 
@@ -115,6 +118,8 @@ def pearson(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     Raises:
         ValueError: on length mismatch, fewer than 2 items, non-finite or constant input.
     """
+    from scipy import stats
+
     xa, ya = _correlation_inputs(x, y)
     return float(stats.pearsonr(xa, ya).statistic)
 
@@ -240,6 +245,12 @@ def pair_classification_metrics(
         ValueError: for labels other than 0/1, length mismatch, empty or non-finite input, or
             no positive label in dev or test.
     """
+    from sklearn.metrics import (
+        accuracy_score,
+        average_precision_score,
+        precision_recall_fscore_support,
+    )
+
     test_s, test_y = _scores_and_labels(test_scores, test_labels, "test_")
     if test_y.sum() == 0:
         raise ValueError("test_labels has no positive: recall and average precision undefined")

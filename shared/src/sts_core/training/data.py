@@ -318,7 +318,7 @@ def build_train_sets(
     A problem is a ConfigError / DataError naming the set. Returns the sets (each carrying
     its loss class to the Trainer) and a summary (``datasets``: each set's path, loss,
     weight, prompts and rows); the run checks first that its Trainer can train them
-    (:func:`~sts_core.training.trainer.check_trainer_for_datasets`). ``loss_classes``: the
+    (:func:`~sts_core.training.run.check_trainer_for_datasets`). ``loss_classes``: the
     run's :func:`set_loss_classes` (resolved here when not given)."""
     specs = data_args.train_specs or ()
     if loss_classes is None:

@@ -50,7 +50,6 @@ from sts_core.training.config import BaseConfig, DataArguments, ModelArguments, 
 from sts_core.training.curves import CURVES_IMAGE, draw_learning_curves, learning_curve_series
 from sts_core.training.divergence import TrainingDiverged
 from sts_core.training.encoder_setup import build_encoder
-from sts_core.training.evaluating import EvaluateBeforeTraining, scores_before_training
 from sts_core.training.method_registry import CORE_METHOD, installed_method, installed_method_names
 from sts_core.training.multi_dataset import train_references
 from sts_core.training.output import (
@@ -67,7 +66,6 @@ from sts_core.training.resume_settings import (
     check_resume_settings,
     recipe_settings,
 )
-from sts_core.training.trainer import BaseTrainer, check_trainer_for_datasets, trainer_class
 
 if TYPE_CHECKING:
     from sts_core.losses import EmbeddingLoss
@@ -148,7 +146,6 @@ class TrainingRun:
     def __init__(self, argv: Sequence[str] | None = None, method: Method | None = None) -> None:
         self.method = method if method is not None else CORE_METHOD
         self.argv = None if argv is None else list(argv)
-        self.trainer_class: type[AnyModelTrainer] = self.method.trainer or BaseTrainer
         self.trainer: AnyModelTrainer | None = None
         self.given_train_dataset: Any = None
         self.given_eval_dataset: Any = None
@@ -180,9 +177,7 @@ class TrainingRun:
         set. Every check and step is the command line's."""
         run = cls(method=method)
         run.model_args, run.data_args, run.config = model_args, data_args, config
-        run.trainer_class = trainer_class(method, config)
-        run.given_train_dataset = train_dataset
-        run.given_eval_dataset = eval_dataset
+        run.given_train_dataset, run.given_eval_dataset = train_dataset, eval_dataset
         run.parsed = True
         return run
 
@@ -190,12 +185,18 @@ class TrainingRun:
     def parse(self) -> None:
         self.parser = ConfigParser.for_method(self.method)
         self.model_args, self.data_args, self.config = self.parser.parse(self.argv)
-        self.trainer_class = trainer_class(self.method, self.config)
         self.parsed = True
         logging.basicConfig(
             level=logging.INFO if self.config.should_log else logging.WARNING,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+
+    @functools.cached_property
+    def trainer_class(self) -> type[AnyModelTrainer]:
+        """The method's Trainer for the config, imported when first read (no check reads it)."""
+        from sts_core.training.trainer import trainer_class
+
+        return trainer_class(self.method, self.config)
 
     def check(self) -> Any:
         """The checks before the work; returns the output-folder plan (locked)."""
@@ -336,6 +337,8 @@ class TrainingRun:
         return []
 
     def build_trainer(self, model: Any) -> AnyModelTrainer:
+        from sts_core.training.evaluating import EvaluateBeforeTraining
+
         trainer = self.trainer_class(
             model=model,
             args=self.config,
@@ -362,6 +365,8 @@ class TrainingRun:
 
         A diverged run stops before the save; the previous model's result files are
         removed before the new model is published, and the new ones name its save."""
+        from sts_core.training.evaluating import scores_before_training
+
         trainer.check_finite()
         output_dir = Path(self.config.output_dir)
         if trainer.is_world_process_zero():
@@ -447,14 +452,15 @@ def checked_resume_settings(
     """The settings each checkpoint of the run will record (:mod:`.resume_settings`, with
     the content identities of its inputs), checked against ``resume_from_checkpoint``: a
     complete checkpoint whose pickled training state torch's safe loader reads, saved under
-    these settings from the same inputs."""
-    from sts_core.training.checkpoints import check_trusted_state_files
-
+    these settings from the same inputs. (Its module imports the Trainer: only a resume
+    imports it here.)"""
     settings = recipe_settings(config, model_args, data_args)
     settings[INPUTS_KEY] = input_identities(model_args, data_args, config)
     checkpoint = config.resume_from_checkpoint
     check_resume_checkpoint(checkpoint)
     if checkpoint:
+        from sts_core.training.checkpoints import check_trusted_state_files
+
         check_trusted_state_files(checkpoint)
     try:
         check_resume_settings(config, settings, model_args, data_args)
@@ -550,6 +556,40 @@ def prepare_inputs(
             sentence_edit=data_args.final_sts_sentence_edit,
         )
     return RunInputs(train_dataset, data_summary, evaluator, final_sts, final_pair_sets)
+
+
+def check_trainer_for_datasets(
+    method: Method, config: BaseConfig, data_args: DataArguments
+) -> None:
+    """The settings a mapping of training sets and ``no_duplicates`` need of the run
+    (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
+    each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
+    its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.) A list
+    with the default sampler has nothing to check, and imports no Trainer."""
+    sampler = getattr(config, "batch_sampler", "default")
+    specs = data_args.train_specs
+    if specs is None and sampler == "default":
+        return
+    from sts_core.training.trainer import BaseTrainer, builds_own_batches, trainer_class
+
+    trainer = trainer_class(method, config)
+    own_batches = builds_own_batches(method, config)
+    if sampler != "default" and own_batches:
+        raise ConfigError(
+            f"batch_sampler {sampler}: method {method.name} builds its own "
+            f"batches ({trainer.__name__}.build_epoch_batches); drop batch_sampler"
+        )
+    if specs is None:
+        return
+    own_loss = not issubclass(trainer, BaseTrainer) or (
+        trainer.compute_loss is not BaseTrainer.compute_loss
+    )
+    if own_loss or (own_batches and len(specs) > 1):
+        what = "computes its own loss" if own_loss else "builds its own batches"
+        raise ConfigError(
+            f"train_datasets as a mapping of training sets: method {method.name} trains with "
+            f"{trainer.__name__}, which {what}; give train_datasets as a list (one loss)"
+        )
 
 
 def prepare_train_list(

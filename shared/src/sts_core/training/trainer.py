@@ -52,12 +52,11 @@ from sts_core.training.multi_dataset import (
     training_prompts,
 )
 from sts_core.training.optimization import regroup_parameters
-from sts_core.training.parser import ConfigError
 
 if TYPE_CHECKING:
     from sts_core.encoder import SentenceEncoder
     from sts_core.method import Method
-    from sts_core.training.config import BaseConfig, DataArguments
+    from sts_core.training.config import BaseConfig
 
 logger = logging.getLogger(__name__)
 
@@ -581,31 +580,3 @@ def builds_own_batches(method: Method, config: BaseConfig) -> bool:
     :meth:`~sts_core.training.epoch_batches.EpochBatches.build_epoch_batches`)."""
     trainer = trainer_class(method, config)
     return trainer.build_epoch_batches is not EpochBatches.build_epoch_batches
-
-
-def check_trainer_for_datasets(
-    method: Method, config: BaseConfig, data_args: DataArguments
-) -> None:
-    """The settings a mapping of training sets and ``no_duplicates`` need of the run
-    (ConfigError): the method's Trainer computes the loss of ``BaseTrainer`` (which picks
-    each batch's loss) and, for several sets or ``no_duplicates``, builds no batches of
-    its own. (``teacher_model`` with a mapping: :func:`.distill.check_teacher`.)"""
-    trainer = trainer_class(method, config)
-    specs = data_args.train_specs
-    own_batches = builds_own_batches(method, config)
-    if getattr(config, "batch_sampler", "default") != "default" and own_batches:
-        raise ConfigError(
-            f"batch_sampler {config.batch_sampler}: method {method.name} builds its own "
-            f"batches ({trainer.__name__}.build_epoch_batches); drop batch_sampler"
-        )
-    if specs is None:
-        return
-    own_loss = not issubclass(trainer, BaseTrainer) or (
-        trainer.compute_loss is not BaseTrainer.compute_loss
-    )
-    if own_loss or (own_batches and len(specs) > 1):
-        what = "computes its own loss" if own_loss else "builds its own batches"
-        raise ConfigError(
-            f"train_datasets as a mapping of training sets: method {method.name} trains with "
-            f"{trainer.__name__}, which {what}; give train_datasets as a list (one loss)"
-        )
