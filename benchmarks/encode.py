@@ -17,7 +17,7 @@ Commands (from the repository root; STS_DATA_DIR and STS_MODELS_DIR must be set)
     uv run python benchmarks/encode.py --smoke --output-dir /tmp/bench   # seconds, for tests
     # on a GPU: a random-weight BERT-base with MiniLM's tokenizer, bf16, batch 128
     uv run python benchmarks/encode.py --device cuda --dtype bf16 --model-config bert-base \
-        --batch-size 128 [--token-budget 16384] [--compile]
+        --batch-size 128 [--max-batch-tokens 16384] [--compile]
 
 ``--compile`` puts our backbone under ``torch.compile(dynamic=True)`` (the warm-up pass
 compiles; its seconds are reported); the CPU ablation times it beside the library's path
@@ -72,6 +72,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "ours, eager attention instead of SDPA": {"library": True, "attention": "eager"},
     COMPILED_VARIANT: {"library": True, "attention": "compiled"},
     "ours, 1 thread": {"library": True, "threads": 1},
+    # by a token budget (max_batch_tokens = batch size × this): × 256, the CUDA default
+    "ours, batches of batch size × 32 tokens": {"library": True, "tokens_per_sentence": 32},
+    "ours, batches of batch size × 256 tokens (the CUDA default)": {
+        "library": True,
+        "tokens_per_sentence": 256,
+    },
 }
 
 
@@ -97,11 +103,13 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
     config = encoder.backbone.config
     if spec.get("compile"):
         encoder = compiled(encoder)
-    budget = spec.get("token_budget")
+    from sts_core.encoder.encoding import resolve_max_batch_tokens
+
+    budget = spec.get("max_batch_tokens")
 
     def encode(items: list[str]) -> np.ndarray:
         return encoder.encode(
-            items, batch_size=spec["batch_size"], show_progress_bar=False, token_budget=budget
+            items, batch_size=spec["batch_size"], show_progress_bar=False, max_batch_tokens=budget
         )
 
     info = {
@@ -109,7 +117,8 @@ def worker_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "max_length": encoder.max_length,
         "dtype": str(next(encoder.parameters()).dtype),
         "normalize": encoder.normalize,
-        "token_budget": budget,
+        # the budget encode() batched by: the option, else the device's default (None: by count)
+        "max_batch_tokens": resolve_max_batch_tokens(encoder, spec["batch_size"], budget),
         "compiled": bool(spec.get("compile")),
         "tokens": token_counts(encoder.tokenize, sentences, dedupe=True),
     }
@@ -250,7 +259,14 @@ def run_variant(
     common.set_threads(variant.get("threads", spec["threads"]))
     start = time.perf_counter()
     if variant.get("library"):
-        vectors = encoder.encode(sentences, batch_size=spec["batch_size"], show_progress_bar=False)
+        per_sentence = variant.get("tokens_per_sentence")
+        budget = per_sentence and spec["batch_size"] * per_sentence
+        vectors = encoder.encode(
+            sentences,
+            batch_size=spec["batch_size"],
+            show_progress_bar=False,
+            max_batch_tokens=budget,
+        )
     else:
         vectors = encode_variant(encoder, sentences, spec["batch_size"], **variant)
     seconds = time.perf_counter() - start
@@ -299,7 +315,7 @@ def benchmark_model(name: str, args: argparse.Namespace, scratch: Path) -> dict[
         "passes": args.passes,
         "device": args.device,
         "dtype": args.dtype,
-        "token_budget": args.token_budget,
+        "max_batch_tokens": args.max_batch_tokens,
         "compile": args.compile,
         "smoke": args.mode == "smoke",
     }
@@ -469,7 +485,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
         "",
         f"Mode `{args.mode}`: {args.fraction:.1%} of the distinct sentences of the seven STS "
         f"test sets (every occurrence kept); batch size {args.batch_size}"
-        f"{f' (ours: token budget {args.token_budget})' if args.token_budget else ''}"
+        f"{_budget_note(args)}"
         f"{' (ours: backbone under torch.compile)' if args.compile else ''}, "
         f"{args.threads} thread(s), {args.device} {args.dtype}{_model_note(args)}, "
         f"{_rounds_text(args)} in fresh processes, each "
@@ -485,6 +501,14 @@ def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> 
     return stem
 
 
+def _budget_note(args: argparse.Namespace) -> str:
+    if args.max_batch_tokens:
+        return f" (ours: batches of up to {args.max_batch_tokens} tokens)"
+    if args.device.startswith("cuda"):
+        return f" (ours: batches of up to {args.batch_size} × 256 tokens, the default on CUDA)"
+    return ""
+
+
 def _model_note(args: argparse.Namespace) -> str:
     if not args.model_config:
         return ""
@@ -493,7 +517,8 @@ def _model_note(args: argparse.Namespace) -> str:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("fraction", "batch_size", "threads", "repeats", "model_repeats", "passes", "models")
-    keys += ("ablation", "ablation_fraction", "device", "dtype", "model_config", "token_budget")
+    keys += ("ablation", "ablation_fraction", "device", "dtype", "model_config")
+    keys += ("max_batch_tokens",)
     keys += ("compile",)
     return {k: getattr(args, k) for k in keys}
 
@@ -570,9 +595,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     parser.add_argument(
-        "--token-budget",
+        "--max-batch-tokens",
+        "--token-budget",  # its earlier name
         type=common.COUNT,
-        help="ours: batches of up to N padded tokens (encode())",
+        metavar="N",
+        help="ours: batches of up to N tokens (encode()'s max_batch_tokens; default: the "
+        "device's, on CUDA batch size × 256, on a CPU none)",
     )
     common.add_runs_file_argument(parser)
     gpu.add_gpu_arguments(parser)

@@ -22,7 +22,7 @@ from transformers import (
 
 import sts_core.encoder.packing as packing_module
 from sts_core.encoder import SentenceEncoder
-from sts_core.encoder.encoding import batch_bounds, pad_rows
+from sts_core.encoder.encoding import pad_rows
 from sts_core.encoder.packing import (
     VARLEN_ATTENTION,
     VarlenPacking,
@@ -267,7 +267,7 @@ def test_auto_chooses_by_device_and_kernel(
     assert bert.packing_path()[0] == "block_mask"  # a CPU: packed rows
     path, reason = llama.packing_path()
     assert path == "padded" and reason.startswith("no varlen kernel on cpu, and model type")
-    assert bert.eval().packing_path() == ("padded", "evaluation pads")
+    assert bert.eval().packing_path() == ("padded", "evaluation pads: no varlen kernel on cpu")
     bert.train()
 
     cuda = property(lambda self: torch.device("cuda"))
@@ -442,14 +442,6 @@ def test_a_tiny_model_trains_through_each_path(
     assert encoder.backbone.config._attn_implementation == expected
 
 
-def test_batch_bounds_by_count_and_by_token_budget() -> None:
-    lengths = np.array([10, 6, 5, 5, 2, 2, 2, 1])
-    assert batch_bounds(lengths, 3) == [(0, 3), (3, 6), (6, 8)]
-    # budget 12: 1 × 10, then 2 × 6, then 2 × 5, then 6 × 2 (the last three)
-    assert batch_bounds(lengths, 3, token_budget=12) == [(0, 1), (1, 3), (3, 5), (5, 8)]
-    assert batch_bounds(np.array([40, 3]), 3, token_budget=12) == [(0, 1), (1, 2)]  # ≥ 1
-
-
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_pad_rows_matches_the_tokenizer(tiny_bert_dir: Path, side: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir, padding_side=side)
@@ -458,22 +450,6 @@ def test_pad_rows_matches_the_tokenizer(tiny_bert_dir: Path, side: str) -> None:
     for key in ("input_ids", "attention_mask", "token_type_ids"):
         fill = {"input_ids": tokenizer.pad_token_id}.get(key, 0)
         assert np.array_equal(pad_rows(encoded[key], fill, side == "left"), reference[key]), key
-
-
-@pytest.mark.parametrize("model", ["bert", "llama"])
-def test_encode_by_token_budget_gives_the_same_vectors(
-    tiny_bert_dir: Path, tiny_llama_dir: Path, model: str
-) -> None:
-    folder, pooling = (tiny_bert_dir, "mean") if model == "bert" else (tiny_llama_dir, "last_token")
-    encoder = SentenceEncoder.from_pretrained(folder, pooling=pooling)
-    sentences = [*SENTENCES, SENTENCES[1], "a dog"]
-    by_count = encoder.encode(sentences, batch_size=2, show_progress_bar=False)
-    one_by_one = np.stack([encoder.encode(s, show_progress_bar=False) for s in sentences])
-    by_budget = encoder.encode(sentences, token_budget=20, show_progress_bar=False)
-    np.testing.assert_allclose(by_budget, by_count, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(by_budget, one_by_one, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="token_budget must be an integer"):
-        encoder.encode(sentences, token_budget=0)
 
 
 def test_training_defaults_keep_the_host_off_the_critical_path(tmp_path: Path) -> None:

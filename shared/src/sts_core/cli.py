@@ -247,6 +247,15 @@ def make_eval_parser() -> argparse.ArgumentParser:
         "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"
     )
     parser.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        metavar="N",
+        default=None,
+        help="encode in batches of up to N tokens instead of --batch-size sentences (short "
+        "sentences in large batches; at least one sentence a batch). Default: on a CUDA "
+        "device --batch-size × 256 tokens, on a CPU --batch-size sentences",
+    )
+    parser.add_argument(
         "--output",
         default=None,
         help="write <output>.json and <output>.md (path with or without suffix)",
@@ -299,6 +308,9 @@ def load_encoder(args: argparse.Namespace, prog: str = "sts-eval") -> SentenceEn
     except LoRABaseModelError as error:
         raise error.for_option(f"--base-model PATH to {prog}") from None
     set_truncate_dim(encoder, getattr(args, "truncate_dim", None), prog)
+    # the token budget every encode() of the command batches by (the evaluators pass only
+    # the batch size): None keeps the device's default
+    encoder.max_batch_tokens = getattr(args, "max_batch_tokens", None)
     return encoder.to(device).eval()
 
 

@@ -80,6 +80,8 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         # encode()'s width (None: the whole embedding) and the widths a Matryoshka
         # training recorded (saved in sts_encoder_config.json)
         self.truncate_dim: int | None = None
+        # encode()'s token budget when a call gives none (None: the device's default)
+        self.max_batch_tokens: int | None = None
         self.matryoshka_dims: list[int] | None = None
         self._head_names: list[str] = []
         self._pair_scorer: str | None = None
@@ -247,7 +249,9 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         where a kernel applies the backbone's attention dropout (or it has none), else
         ``padded`` (a dense block mask keeps SDPA off its fast kernels). ``true``: ``varlen``
         where the backbone allows it and a fused kernel runs on the module's device and
-        dtype, else ``block_mask``. Evaluation always pads.
+        dtype, else ``block_mask``. Evaluation (``encode``): ``varlen`` where a fused
+        kernel runs on the device and dtype, else ``padded``
+        (:func:`~sts_core.encoder.packing.evaluation_path`).
         """
         return packing.choose_path(self)
 
@@ -257,10 +261,12 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         batch_size: int = 64,
         show_progress_bar: bool = True,
         normalize: bool | None = None,
-        token_budget: int | None = None,
+        max_batch_tokens: int | None = None,
         prompt_name: str | None = None,
         progress_desc: str = "Encoding",
         truncate_dim: int | None = None,
+        *,
+        token_budget: int | None = None,
     ) -> np.ndarray:
         """Embed sentences for evaluation: returns float32 ``(n, dim)`` in input order.
 
@@ -270,20 +276,21 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         :attr:`truncate_dim`, None: all), normalised again when the embeddings are (a
         Matryoshka model's smaller embedding).
 
-        Each distinct sentence is encoded once; sentences are tokenized once and sorted by
-        token length (longest first) so each batch is padded only to its own longest
-        member; runs under ``torch.no_grad`` on the module's device. ``token_budget``:
-        batches of up to that many padded tokens (sentences × longest) instead of
-        ``batch_size`` sentences, so short sentences go in large batches (a batch holds at
-        least one sentence). Padding is done with numpy, host memory is pinned on a GPU and
-        copied without blocking, and the vectors stay on the device until one copy at the
-        end, so the host prepares the next batch while the device computes.
+        Each distinct sentence is encoded once, the sentences sorted by token length
+        (longest first) so each batch pads only to its own longest member, under
+        ``torch.no_grad`` on the module's device. ``max_batch_tokens``: batches of up to
+        that many tokens instead of ``batch_size`` sentences (at least one sentence a
+        batch); default: :attr:`max_batch_tokens` if set, else on a CUDA device
+        ``batch_size`` × 256 (16,384 at batch size 64), on a CPU none. ``token_budget`` is
+        its earlier name. Padding-free where a varlen kernel applies (CUDA, fp16/bf16), and
+        on a GPU the next sentences are tokenized while the device computes:
+        :func:`~sts_core.encoder.encoding.encode` says how.
         """
         sentences = self.prompted(sentences, prompt_name)  # (NamedPrompts)
         width = truncate_dim if truncate_dim is not None else self.truncate_dim
         return encoding.encode(
-            self, sentences, batch_size, show_progress_bar, normalize, token_budget,
-            progress_desc, width,
+            self, sentences, batch_size, show_progress_bar, normalize, max_batch_tokens,
+            progress_desc, width, token_budget,
         )  # fmt: skip
 
     def save_pretrained(

@@ -21,9 +21,10 @@ package's ``flash_attn_varlen_func``, CUDA, attention dropout supported), ``torc
 (``torch.nn.attention.varlen.varlen_attn``, CUDA only, no attention dropout), else
 ``reference`` (one SDPA call per sentence: exact, slow; for CPU tests).
 
-:func:`packing_path` chooses the path of a :class:`~sts_core.encoder.SentenceEncoder`'s
-training forward; :func:`padding_free_mode` reads the ``padding_free`` setting (the
-training config checks it with that function too).
+:func:`choose_path` chooses the path of a :class:`~sts_core.encoder.SentenceEncoder`'s
+training forward, :func:`evaluation_path` that of its evaluation forward (``encode``);
+:func:`padding_free_mode` reads the ``padding_free`` setting (the training config checks
+it with that function too).
 """
 
 from __future__ import annotations
@@ -424,10 +425,10 @@ def choose_path(encoder: SentenceEncoder) -> tuple[str, str]:
     (one row and a varlen attention kernel where one exists — CUDA with ``flash-attn`` or
     torch's ``varlen_attn`` — else the block mask); ``false``, pad; ``varlen`` or
     ``block_mask``, that path (``varlen`` on a CPU runs the exact per-sentence reference,
-    for tests). Evaluation (``encode``) always pads.
+    for tests). Evaluation (``encode``): :func:`evaluation_path`.
     """
     if not encoder.training:
-        return "padded", "evaluation pads"
+        return evaluation_path(encoder)
     mode = encoder.padding_free
     if mode == "false":
         return "padded", "padding_free: false"
@@ -471,6 +472,36 @@ def choose_path(encoder: SentenceEncoder) -> tuple[str, str]:
             )
         return "padded", f"{reason}, and {block_obstacle}"
     return "padded", f"no padding-free path: {varlen_obstacle}"
+
+
+def evaluation_path(encoder: SentenceEncoder) -> tuple[str, str]:
+    """How ``encoder``'s forward runs in evaluation mode (``encode``), and why: ``varlen``
+    where a fused kernel runs on the device and dtype and the backbone allows the path
+    (``padding_free`` ``auto`` or ``true``: attention dropout is off in evaluation, so any
+    kernel will do) or where ``padding_free: varlen`` forces it (on a CPU the exact
+    per-sentence reference, for tests); else ``padded`` (``encode``'s batches are sorted by
+    length, so they pad little; the block mask is a training path, not measured for
+    ``encode``)."""
+    mode = encoder.padding_free
+    if mode == "false":
+        return "padded", "evaluation pads: padding_free: false"
+    if mode == "varlen":
+        kernel = varlen_kernel(encoder.device) if computes_in_half(encoder) else None
+        return "varlen", f"evaluation, padding_free: varlen ({kernel or 'reference'} varlen kernel)"
+    if mode == "block_mask":
+        return "padded", "evaluation pads: the block mask is a training path"
+    kernel = varlen_kernel(encoder.device)
+    if kernel is None:
+        return "padded", f"evaluation pads: no varlen kernel on {encoder.device.type}"
+    if not computes_in_half(encoder):
+        return (
+            "padded",
+            f"evaluation pads: the {kernel} varlen kernel computes in fp16 or bf16 only",
+        )
+    obstacle = packing_obstacle(encoder, "varlen")
+    if obstacle is not None:
+        return "padded", f"evaluation pads: {obstacle}"
+    return "varlen", f"evaluation, padding_free: {mode} ({kernel} varlen kernel)"
 
 
 def check_forced_path(encoder: SentenceEncoder) -> None:
