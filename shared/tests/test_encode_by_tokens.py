@@ -7,7 +7,9 @@ documented; bad budgets are refused naming the option; ``sts-eval --max-batch-to
 
 from __future__ import annotations
 
+import argparse
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from sts_core.encoder.encoding import (
     default_max_batch_tokens,
     resolve_max_batch_tokens,
 )
+from sts_core.mining_cli import main as mine_main
+from sts_core.mining_cli import make_parser as make_mine_parser
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -205,6 +209,46 @@ def test_the_evaluation_path_packs_only_where_a_fused_kernel_applies(
     assert llama.packing_path() == ("padded", "evaluation pads: no varlen kernel on cuda")
 
 
+@pytest.mark.parametrize("make_parser", [make_eval_parser, make_mine_parser])
+def test_the_encoder_commands_take_max_batch_tokens(
+    make_parser: Callable[[], argparse.ArgumentParser], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-batch-tokens`` is an encoder option (``add_encoder_arguments``): sts-eval
+    and sts-mine refuse a bad one naming it and parse a good one."""
+    parser = make_parser()
+    required = ["--model", "m", "--pairs", "p.csv", "--output", "o.csv"]
+    for bad in ("0", "-3", "x"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*required, "--max-batch-tokens", bad])
+        assert "--max-batch-tokens" in capsys.readouterr().err
+    assert parser.parse_args([*required, "--max-batch-tokens", "96"]).max_batch_tokens == 96
+
+
+def test_sts_mine_encodes_by_max_batch_tokens(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budgets = spy_on_budgets(monkeypatch)
+    source = tmp_path / "pairs.csv"
+    source.write_text("sentence1,sentence2\na cat sat,a cat sits\na dog ran,a dog runs\n")
+    argv = ["--model", str(tiny_bert_dir), "--pairs", str(source), "--device", "cpu"]
+    argv += ["--output", str(tmp_path / "mined.csv"), "--num-negatives", "1"]
+    assert mine_main([*argv, "--max-batch-tokens", "40"]) == 0
+    assert budgets and set(budgets) == {40}
+
+
+def spy_on_budgets(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The token budgets ``encode`` resolves from now on."""
+    budgets: list[int | None] = []
+    resolve = encoding.resolve_max_batch_tokens
+
+    def spy(encoder: SentenceEncoder, batch_size: int, value: int | None) -> int | None:
+        budgets.append(resolve(encoder, batch_size, value))
+        return budgets[-1]
+
+    monkeypatch.setattr(encoding, "resolve_max_batch_tokens", spy)
+    return budgets
+
+
 def test_sts_eval_encodes_by_max_batch_tokens(
     tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,14 +261,7 @@ def test_sts_eval_encodes_by_max_batch_tokens(
     assert load_encoder(args).max_batch_tokens == 96
     args = parser.parse_args(["--model", str(tiny_bert_dir)])
     assert load_encoder(args).max_batch_tokens is None  # the device's default
-    budgets: list[int | None] = []
-    resolve = encoding.resolve_max_batch_tokens
-
-    def spy(encoder: SentenceEncoder, batch_size: int, value: int | None) -> int | None:
-        budgets.append(resolve(encoder, batch_size, value))
-        return budgets[-1]
-
-    monkeypatch.setattr(encoding, "resolve_max_batch_tokens", spy)
+    budgets = spy_on_budgets(monkeypatch)
     argv = ["--model", str(tiny_bert_dir), "--data-dir", str(FIXTURES), "--quiet"]
     assert eval_main([*argv, "--tasks", "stsb", "--max-batch-tokens", "96"]) == 0
     assert budgets and set(budgets) == {96}

@@ -189,6 +189,15 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the modelling code the model ships (Jina Embeddings v2, Nomic Embed)",
     )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        metavar="N",
+        default=None,
+        help="encode in batches of up to N tokens instead of --batch-size sentences (short "
+        "sentences in large batches; at least one sentence a batch). Default: on a CUDA "
+        "device --batch-size × 256 tokens, on a CPU --batch-size sentences",
+    )
 
 
 def make_eval_parser() -> argparse.ArgumentParser:
@@ -245,15 +254,6 @@ def make_eval_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)"
-    )
-    parser.add_argument(
-        "--max-batch-tokens",
-        type=positive_int,
-        metavar="N",
-        default=None,
-        help="encode in batches of up to N tokens instead of --batch-size sentences (short "
-        "sentences in large batches; at least one sentence a batch). Default: on a CUDA "
-        "device --batch-size × 256 tokens, on a CPU --batch-size sentences",
     )
     parser.add_argument(
         "--output",
