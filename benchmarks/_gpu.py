@@ -2,12 +2,18 @@
 ``--model-config`` (a random-weight model built from a config: throughput does not depend
 on the weights, and nothing is downloaded), peak GPU memory and model FLOPs utilisation.
 
+A model config is a BERT shape (:data:`MODEL_CONFIGS`, with ``--model``'s tokenizer) or a
+decoder's own config and tokenizer, read from its folder under ``STS_MODELS_DIR``
+(:data:`DECODER_CONFIGS`: ``smollm2-135m``, SmolLM2-135M-Instruct's Llama shape; its
+weights are not read).
+
 MFU = achieved FLOP/s ÷ the GPU's dense bf16 peak. Achieved FLOP/s counts the matrix
 products of the transformer layers on the real (unpadded) tokens: per token and layer,
-``2 × (4h² + 2hi)`` for the projections and the feed-forward block plus ``4 × L × h`` for
-attention over a sentence of ``L`` tokens, times 3 when training (forward and backward);
-embeddings and pooling are left out. Padded tokens are not useful work, so a side that pads
-gets no credit for them.
+``2 × (2h² + 2hk + m·hi)`` for the projections (``k``: the key/value width, ``h`` without
+grouped-query attention) and the feed-forward block (``m`` = 2 matrices, 3 for a gated one
+as Llama's) plus ``4 × L × h`` for attention over a sentence of ``L`` tokens, times 3 when
+training (forward and backward); embeddings and pooling are left out. Padded tokens are
+not useful work, so a side that pads gets no credit for them.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ MODEL_CONFIGS: dict[str, dict[str, int]] = {
         "max_position_embeddings": 512,
     },
 }
+#: decoder configs by name: the model folder (under STS_MODELS_DIR) whose config.json and
+#: tokenizer a random-weight model is built from
+DECODER_CONFIGS: dict[str, str] = {"smollm2-135m": "SmolLM2-135M-Instruct"}
+#: model types whose feed-forward block is gated (three matrices: gate, up, down)
+GATED_MLP_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
 # dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity)
 PEAK_BF16_TFLOPS = {
     "H200": 989.4,
@@ -48,15 +59,24 @@ PEAK_BF16_TFLOPS = {
 }
 
 
-def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
+def add_gpu_arguments(parser: argparse.ArgumentParser, decoders: bool = False) -> None:
+    """``--device``, ``--dtype``, ``--model-config`` (``decoders``: the decoder configs
+    too) and ``--peak-tflops``."""
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast / bf16 weights"
     )
+    configs = [*MODEL_CONFIGS, *(DECODER_CONFIGS if decoders else ())]
     parser.add_argument(
         "--model-config",
-        choices=sorted(MODEL_CONFIGS),
-        help="a random-weight model of this shape with --model's tokenizer (no download)",
+        choices=sorted(configs),
+        help="a random-weight model of this shape with --model's tokenizer (no download)"
+        + (
+            "; smollm2-135m: SmolLM2-135M-Instruct's config and tokenizer from "
+            "STS_MODELS_DIR (its weights not read)"
+            if decoders
+            else ""
+        ),
     )
     parser.add_argument(
         "--peak-tflops",
@@ -75,16 +95,31 @@ def check_device(args: argparse.Namespace) -> None:
         raise SystemExit("error: --dtype bf16 is for --device cuda (CPU results are float32)")
 
 
-def build_random_model(config_name: str, tokenizer_from: Path, folder: Path) -> Path:
-    """A BERT of ``MODEL_CONFIGS[config_name]`` with random weights (seed 0) and the
-    tokenizer of ``tokenizer_from``, saved to ``folder`` (mean pooling on both sides)."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+def config_source(config_name: str | None, model: str) -> str:
+    """The model folder name whose tokenizer (and, for a decoder, config) a
+    ``--model-config`` reads: the decoder's own, else ``model``."""
+    return DECODER_CONFIGS.get(config_name or "", model)
 
+
+def build_random_model(config_name: str, tokenizer_from: Path, folder: Path) -> Path:
+    """A model of ``config_name`` with random weights (seed 0), saved to ``folder`` (mean
+    pooling on both sides): a BERT of ``MODEL_CONFIGS[config_name]`` with the tokenizer of
+    ``tokenizer_from``, or a decoder (:data:`DECODER_CONFIGS`) with its own folder's
+    config and tokenizer (``tokenizer_from`` unused), its base model without the
+    language-model head."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel
+
+    if config_name in DECODER_CONFIGS:
+        tokenizer_from = common.model_path(DECODER_CONFIGS[config_name], "--model-config")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
-    config = BertConfig(vocab_size=len(tokenizer), **MODEL_CONFIGS[config_name])
     torch.manual_seed(0)
-    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    if config_name in DECODER_CONFIGS:
+        config = AutoConfig.from_pretrained(tokenizer_from)
+        AutoModel.from_config(config).save_pretrained(folder)
+    else:
+        config = BertConfig(vocab_size=len(tokenizer), **MODEL_CONFIGS[config_name])
+        BertModel(config, add_pooling_layer=False).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -93,17 +128,24 @@ def model_shape(folder: str | Path) -> dict[str, int]:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(folder)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
     return {
         "hidden": config.hidden_size,
         "layers": config.num_hidden_layers,
         "intermediate": config.intermediate_size,
+        "kv_width": kv_heads * head_dim,
+        "mlp_matrices": 3 if config.model_type in GATED_MLP_TYPES else 2,
     }
 
 
 def flops_per_token(shape: dict[str, int], mean_length: float, training: bool) -> float:
-    """Matrix-product FLOPs per real token (see the module docstring)."""
+    """Matrix-product FLOPs per real token (see the module docstring); a shape without
+    ``kv_width`` or ``mlp_matrices`` is a BERT's (``h``, 2)."""
     h, i, layers = shape["hidden"], shape["intermediate"], shape["layers"]
-    forward = layers * (2 * (4 * h * h + 2 * h * i) + 4 * mean_length * h)
+    k, m = shape.get("kv_width", h), shape.get("mlp_matrices", 2)
+    forward = layers * (2 * (2 * h * h + 2 * h * k + m * h * i) + 4 * mean_length * h)
     return forward * (3 if training else 1)
 
 

@@ -11,7 +11,10 @@ ignores it):
   optional ones (bitsandbytes for the QLoRA step);
 - ``data.tar.gz``: the benchmark data the steps read (``senteval/`` of ``STS_DATA_DIR``);
 - ``models/all-MiniLM-L6-v2``: its tokenizer and config, without the weights (the GPU
-  steps train and encode a random-weight BERT-base with that tokenizer).
+  steps train and encode a random-weight BERT-base with that tokenizer);
+- ``models/SmolLM2-135M-Instruct``, when ``STS_MODELS_DIR`` has it: its config and
+  tokenizer, without the weights (the ``train-decoder`` row builds a random-weight decoder
+  of that config; without it the row is skipped there).
 
 The bundle is built beside ``--bundle`` and replaces it whole once complete; a folder there
 that this script did not write (its ledger, ``.sts-outputs.json``, lists each entry) is
@@ -55,6 +58,8 @@ LEFT_OUT = {
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64")  # fmt: skip
 MODEL = "all-MiniLM-L6-v2"
+#: carried without its weights when the models folder has it (the train-decoder row)
+DECODER_MODEL = "SmolLM2-135M-Instruct"
 PROJECT_WHEELS = "sts_*-py3-none-any.whl"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot")
 #: seconds the call may run there: the check's budget (510), the install (about 25 s on the
@@ -123,9 +128,9 @@ def pack_data(data_dir: Path, target: Path) -> None:
         archive.add(source, arcname="senteval")
 
 
-def copy_tokenizer(models_dir: Path, target: Path) -> None:
-    """The model folder without its weights: config and tokenizer files only."""
-    source = models_dir / MODEL
+def copy_tokenizer(models_dir: Path, target: Path, name: str = MODEL) -> None:
+    """The model folder ``name`` without its weights: config and tokenizer files only."""
+    source = models_dir / name
     shutil.copytree(source, target, ignore=lambda _, names: [
         n for n in names if n.endswith(WEIGHT_SUFFIXES) or n == ".gitattributes"
     ])  # fmt: skip
@@ -152,6 +157,8 @@ def check_files(args: argparse.Namespace) -> None:
     declared = common.ScriptFiles("gpu_call.py", data=False)
     declared.reads("--data-dir", args.data_dir / "senteval")
     declared.reads("--models-dir", args.models_dir / MODEL)
+    if has_decoder(args.models_dir):
+        declared.reads("--models-dir", args.models_dir / DECODER_MODEL)
     for wheel in sorted(args.dist.glob(PROJECT_WHEELS)) if args.dist else ():
         declared.reads("--dist", wheel)
     declared.writes("--bundle", args.bundle, kind="folder")
@@ -176,6 +183,10 @@ def staged_bundle(bundle: Path) -> Iterator[Path]:
         publish_folder(staging, bundle)
     finally:
         files.remove_path(staging)
+
+
+def has_decoder(models_dir: Path) -> bool:
+    return (models_dir / DECODER_MODEL / "config.json").is_file()
 
 
 def mib(size: int) -> str:
@@ -212,8 +223,12 @@ def build(args: argparse.Namespace, bundle: Path) -> tuple[int, list[str], dict[
     download([f"{n}=={v}" for n, v in needed.items()], wheels, args.python_version)
     pack_data(args.data_dir, bundle / "data.tar.gz")
     copy_tokenizer(args.models_dir, bundle / "models" / MODEL)
-    tree = tree_bytes()
     carried, left_out = [], dict(LEFT_OUT)
+    if has_decoder(args.models_dir):
+        copy_tokenizer(args.models_dir, bundle / "models" / DECODER_MODEL, DECODER_MODEL)
+    else:
+        left_out[DECODER_MODEL] = "not in the models folder: the train-decoder row is skipped"
+    tree = tree_bytes()
     for name, why in OPTIONAL.items():
         scratch = bundle / f".{name}"
         scratch.mkdir()
@@ -239,7 +254,8 @@ def report(
     for wheel in sorted(wheels.iterdir()):
         print(f"  wheels/{wheel.name} ({mib(wheel.stat().st_size)})")
     print(f"  data.tar.gz ({mib((staging / 'data.tar.gz').stat().st_size)}): senteval/")
-    print(f"  models/{MODEL}: tokenizer and config, no weights")
+    for model in sorted(path.name for path in (staging / "models").iterdir()):
+        print(f"  models/{model}: tokenizer and config, no weights")
     print("optional wheels carried: " + (", ".join(carried) or "none"))
     for name, why in left_out.items():
         print(f"left out: {name}: {why}")

@@ -16,7 +16,18 @@ not hide the others. The most valuable numbers come first:
 5. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
    faiss with GPU support: ``pip install 'sts-core[faiss-gpu]'``);
 6. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
-   e.g. torch's varlen attention against the reference), skipped on a CPU.
+   e.g. torch's varlen attention against the reference), skipped on a CPU;
+7. ``train-512``: ``train.py`` at batch 512 (ours ``auto`` against sentence-transformers,
+   one round), and
+8. ``train-decoder``: ``train.py`` on a random-weight decoder of SmolLM2-135M's config
+   beside the BERT-base rows (``--model-config smollm2-135m``, batch 64, one round): these
+   two rows are optional (:data:`OPTIONAL_STEPS`): each runs only when its whole limit is
+   left of the budget, else it is skipped saying so (``--only train-512 train-decoder``
+   runs them in a call of their own), and the CPU run-through skips them (its ``train``
+   step runs the same script).
+
+Every train row profiles its last steps in round 1 (``--profile-steps``: host and device
+time per step, scalar reads and CUDA syncs, the log line apart; see ``_profile.py``).
 
 It writes ``gpu_check.{json,md}`` after every step (a step that runs out of time keeps
 its output so far; the steps not reached are listed as such) and the train and encode
@@ -62,6 +73,9 @@ VARLEN_MARGIN = 1.05
 #: training) and one of encode.py about 21 s, so train (a parent and 3 sides × 2 rounds)
 #: needs about 220 s and encode (a parent and 2 sides × 2 rounds) about 100; in call 2 they
 #: ran past 200 and 85 s (call 1's train past 150; its encode was refused at once).
+#: The optional rows are estimates, not yet measured: about 22 s of a train.py process
+#: there is not training (call 3: 27–44 s processes for 8–22 s of training; the parent
+#: 22 s), so a row of two sides in one round is about 22 + 2 × (22 + its training).
 STEP_LIMITS = {
     "train": 260,
     "encode": 130,
@@ -69,7 +83,16 @@ STEP_LIMITS = {
     "qlora-4bit": 35,
     "faiss-gpu": 15,
     "cuda-tests": 35,
+    "train-512": 100,  # 12 steps of 512 (6,144 pairs, ~12 s at the batch-64 rate) a side
+    "train-decoder": 100,  # 40 steps of 64 on a 30-layer decoder, ~10 s a side
 }
+#: steps that run only when their whole limit is left of the budget (so they never cut the
+#: check short); skipped in the CPU run-through
+OPTIONAL_STEPS = ("train-512", "train-decoder")
+#: each train row's steps profiled at the end of round 1 (then one more with Python stacks),
+#: on a GPU and in the run-through, where a run takes 4 steps (2 timed) instead of 3
+PROFILE_STEPS = {"full": 5, "smoke": 1}
+SMOKE_TRAIN_STEPS = 4
 SMOKE_STEP_LIMIT = 600  # seconds a step may take in the CPU run-through (a loaded CI machine)
 BUDGET = {"full": 510, "smoke": 1800}  # seconds the whole check may take (--budget)
 #: a step is skipped when less than this is left of the budget
@@ -113,17 +136,47 @@ def cuda_tests_step(args: argparse.Namespace) -> dict[str, Any]:
     return merged
 
 
-#: the steps that run a speed benchmark, which writes its report beside the check's
-SPEED_STEPS = ("train", "encode")
+#: the steps that run a speed benchmark, which writes its report beside the check's, by
+#: the report's name before the device prefix and the mode
+SPEED_STEPS = {
+    "train": "train",
+    "encode": "encode",
+    "train-512": "train_b512",
+    "train-decoder": "train_smollm2",
+}
+#: the decoder whose config (and tokenizer) the train-decoder row builds its model from
+DECODER = gpu.DECODER_CONFIGS["smollm2-135m"]
 
 
 def train_step(args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, str(BENCHMARKS / "train.py"), "--packed"]
     # on a GPU ``auto`` pads until measured, so ours is the padded side: no separate one
     full = ["--batch-size", "64", "--max-steps", "100", "--repeats", "2", "--no-ablation"]
-    command += benchmark_size(args, full)
+    return train_row(args, "train", ["--packed", *benchmark_size(args, full)])
+
+
+def train_512_step(args: argparse.Namespace) -> dict[str, Any]:
+    full = ["--batch-size", "512", "--max-steps", "12", "--repeats", "1", "--no-ablation"]
+    return train_row(args, "train-512", [*benchmark_size(args, full), "--tag", "b512"])
+
+
+def train_decoder_step(args: argparse.Namespace) -> dict[str, Any]:
+    if not (common.models_dir() / DECODER / "config.json").is_file():
+        why = f"{DECODER} (its config and tokenizer) is not under STS_MODELS_DIR"
+        return {"status": "skipped", "reason": why, "seconds": 0.0}
+    full = ["--batch-size", "64", "--max-steps", "40", "--repeats", "1", "--no-ablation"]
+    size = benchmark_size(args, full, model_config="smollm2-135m")
+    return train_row(args, "train-decoder", [*size, "--tag", "smollm2"])
+
+
+def train_row(args: argparse.Namespace, step: str, options: list[str]) -> dict[str, Any]:
+    """A row of ``train.py`` with ``options``, its last steps of round 1 profiled: the
+    step's result with the report's summary."""
+    profile = ["--profile-steps", str(PROFILE_STEPS[args.mode])]
+    if args.smoke:
+        profile += ["--max-steps", str(SMOKE_TRAIN_STEPS)]
+    command = [sys.executable, str(BENCHMARKS / "train.py"), *options, *profile]
     result = run_keeping_runs(command, args)
-    report = args.out / (gpu.stem_name("train", args.device) + suffix(args))
+    report = args.out / (gpu.stem_name(SPEED_STEPS[step], args.device) + suffix(args))
     if result["status"] == "passed":
         result["summary"] = json.loads(report.with_suffix(".json").read_text())["summary"]
         result["report"] = report.name + ".md"
@@ -163,13 +216,15 @@ def faiss_step(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- helpers
-def benchmark_size(args: argparse.Namespace, full: list[str]) -> list[str]:
-    """A speed benchmark's size and device: a random-weight BERT-base in bf16 on a GPU;
-    the benchmark's own smoke mode on a CPU."""
+def benchmark_size(
+    args: argparse.Namespace, full: list[str], model_config: str = "bert-base"
+) -> list[str]:
+    """A speed benchmark's size and device: a random-weight model (BERT-base) in bf16 on a
+    GPU; the benchmark's own smoke mode on a CPU."""
     where = ["--device", args.device, "--output-dir", str(args.out)]
     if args.smoke:
         return [*where, "--smoke"]
-    return [*where, "--dtype", "bf16", "--model-config", "bert-base", *full]
+    return [*where, "--dtype", "bf16", "--model-config", model_config, *full]
 
 
 def suffix(args: argparse.Namespace) -> str:
@@ -416,9 +471,11 @@ def check_files(args: argparse.Namespace) -> Path:
     files, stem = common.result_files("gpu_check.py", "gpu_check", args, models=[common.MINILM])
     if args.decoder:
         files.model(args.decoder, "--decoder")
+    if (common.models_dir() / DECODER / "config.json").is_file():  # else its row is skipped
+        files.model(DECODER)
     args.out = stem.parent
-    for step in SPEED_STEPS:
-        report = args.out / (gpu.stem_name(step, args.device) + suffix(args))
+    for name in SPEED_STEPS.values():
+        report = args.out / (gpu.stem_name(name, args.device) + suffix(args))
         files.results(report, common.REPORT_AND_CHART)
     files.check()
     return stem
@@ -431,6 +488,8 @@ PLAN: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "qlora-4bit": lambda a: lora_step(a, four_bit=True),
     "faiss-gpu": lambda a: faiss_result(faiss_step(a)),
     "cuda-tests": cuda_tests_step,
+    "train-512": train_512_step,
+    "train-decoder": train_decoder_step,
 }
 
 
@@ -451,6 +510,12 @@ def run_steps(
         elif left < MIN_STEP_SECONDS:
             spent = f"the check's budget of {args.budget:g} s was spent"
             steps[name] = {"status": "skipped", "seconds": 0.0, "reason": spent}
+        elif name in OPTIONAL_STEPS and (args.smoke or left < STEP_LIMITS[name]):
+            steps[name] = {
+                "status": "skipped",
+                "seconds": 0.0,
+                "reason": optional_why(args, name, left),
+            }
         else:
             limit = SMOKE_STEP_LIMIT if args.smoke else STEP_LIMITS[name]
             args.limit = max(1, int(min(limit, left)))
@@ -459,6 +524,16 @@ def run_steps(
               f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
         written(steps)
     return steps
+
+
+def optional_why(args: argparse.Namespace, name: str, left: float) -> str:
+    """Why an optional step does not run: a run-through, or too little of the budget."""
+    if args.smoke:
+        return "a GPU row: the CPU run-through's train step runs the same script"
+    return (
+        f"an optional row: it needs {STEP_LIMITS[name]} s, {left:.0f} s of the budget was "
+        f"left (run it alone: --only {name})"
+    )
 
 
 def write_report(stem: Path, steps: dict[str, dict], info: dict) -> None:

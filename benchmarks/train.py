@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from typing import Any
 
 import _common as common
 import _gpu as gpu
+import _profile as profiling
 
 MODES = {
     "smoke": {"max_steps": 3, "repeats": 1, "ablation": True},  # the padded side: a check
@@ -132,14 +134,15 @@ def step_timer() -> Any:
 def build_ours(
     spec: dict[str, Any],
     output_dir: str,
-    callback: Any,
+    callbacks: list[Any],
     padding_free: str,
     token_rule: str | None = None,
 ) -> Any:
     """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
-    with the CoSENT method (``sts_cosent.METHOD``), the step timer as a callback, no dev
-    set and no final evaluation. ``run()`` trains (timed: ``trainer.train()`` alone, see
-    :func:`measure_training`), then saves the model, outside the timed window.
+    with the CoSENT method (``sts_cosent.METHOD``), the step timer (and profiler) as
+    callbacks, no dev set and no final evaluation. ``run()`` trains (timed:
+    ``trainer.train()`` alone, see :func:`measure_training`), then saves the model,
+    outside the timed window.
     ``token_rule``: in-batch InfoNCE under gradient caching by ``spec["cached"]`` tokens,
     mini-batches by this ``gradient_cache_token_rule``; None: the CoSENT method's loss."""
     from sts_core.training import DataArguments, ModelArguments, TrainingRun
@@ -151,9 +154,10 @@ def build_ours(
         measured: dict[str, Any]
 
         def build_callbacks(self) -> list[Any]:
-            return [*super().build_callbacks(), callback]
+            return [*super().build_callbacks(), *callbacks]
 
         def train(self, trainer: Any) -> Any:
+            profiling.mark_logging(trainer)
             output, self.measured = measure_training(trainer, partial(super().train, trainer), spec)
             return output
 
@@ -183,7 +187,8 @@ def measure_training(
     trainer: Any, train: Callable[[], Any], spec: dict[str, Any]
 ) -> tuple[Any, dict[str, Any]]:
     """``train()`` (a call of ``trainer.train()``) timed: its output, and its wall and CPU
-    seconds, the memory before and at the peak, and our encoder's training path."""
+    seconds, when it started (``started``, ``time.perf_counter``'s clock), the memory
+    before and at the peak, and our encoder's training path."""
     device = spec.get("device", "cpu")
     rss_before = common.current_rss_mb()
     gpu.reset_peak_memory(device)
@@ -193,6 +198,7 @@ def measure_training(
     cpu = common.cpu_seconds() - cpu_start
     return output, {
         "seconds": seconds,
+        "started": start,
         "cpu_seconds": round(cpu, 2),
         "rss_before_train_mb": round(rss_before, 1),
         # ours saves its model after training: the peak is taken here, as for the peer
@@ -216,7 +222,9 @@ def packing_path_of(trainer: Any) -> list[str] | None:
     return path
 
 
-def build_peer(spec: dict[str, Any], output_dir: str, callback: Any, cached: bool = False) -> Any:
+def build_peer(
+    spec: dict[str, Any], output_dir: str, callbacks: list[Any], cached: bool = False
+) -> Any:
     from sentence_transformers import (
         SentenceTransformer,
         SentenceTransformerTrainer,
@@ -242,8 +250,9 @@ def build_peer(spec: dict[str, Any], output_dir: str, callback: Any, cached: boo
         )
         if cached
         else CoSENTLoss(model, scale=20.0),
-        callbacks=[callback],
+        callbacks=callbacks,
     )
+    profiling.mark_logging(trainer)
     return trainer, {"max_length": model.max_seq_length}
 
 
@@ -305,14 +314,21 @@ def mini_batch_statistics(sizes_by_step: list[list[int]]) -> dict[str, Any]:
 def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     common.set_threads(spec["threads"])
     timer = step_timer()
+    profiled = spec.get("profile_steps") or 0
+    # the profiled steps and the one after them (with stacks) come last, untimed
+    timed_steps = spec["max_steps"] - (profiled + 1 if profiled else 0)
+    callbacks = [timer]
+    if profiled:
+        profiler = profiling.step_profiler(timed_steps + 1, profiled, spec.get("device", "cpu"))
+        callbacks.append(profiler)
     watched = watch_mini_batches(side) if side in CACHED_SIDES else None
     with tempfile.TemporaryDirectory(prefix="sts-bench-train-") as output_dir:
         if side.startswith("peer"):
-            trainer, info = build_peer(spec, output_dir, timer, side == "peer-cached")
+            trainer, info = build_peer(spec, output_dir, callbacks, side == "peer-cached")
             _, measured = measure_training(trainer, trainer.train, spec)
         else:
             padding_free = PADDING_FREE[side]
-            run = build_ours(spec, output_dir, timer, padding_free, TOKEN_RULE.get(side))
+            run = build_ours(spec, output_dir, callbacks, padding_free, TOKEN_RULE.get(side))
             run.run()
             trainer, measured = run.trainer, run.measured
             encoder = trainer.accelerator.unwrap_model(trainer.model)
@@ -320,28 +336,41 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     if watched is not None:
         steps = trainer.state.global_step
         info["mini_batches"] = mini_batch_statistics(by_step(watched, steps))
-    seconds = measured.pop("seconds")
+    seconds, started = measured.pop("seconds"), measured.pop("started")
+    step_times = timer.times
+    if profiled:  # timed: the steps before the profiled ones, up to the end of the last
+        step_times = timer.times[:timed_steps]
+        seconds = step_times[-1] - started
+        info["profile"] = profiler.summary
     return {
         **info,
         **measured,
-        **train_metrics(trainer, timer.times, seconds, spec),
+        **train_metrics(trainer, step_times, seconds, spec, timed_steps),
         "optimizer": str(trainer.args.optim),
         "weight_decay": trainer.args.weight_decay,
     }
 
 
 def train_metrics(
-    trainer: Any, step_times: list[float], seconds: float, spec: dict[str, Any]
+    trainer: Any,
+    step_times: list[float],
+    seconds: float,
+    spec: dict[str, Any],
+    timed_steps: int | None = None,
 ) -> dict[str, Any]:
+    """Throughput over the ``timed_steps`` first steps (default: all), the loss of every
+    step."""
     import torch
 
     steps = trainer.state.global_step
-    pairs = pairs_trained(steps, spec["batch_size"], len(trainer.train_dataset))
+    timed = steps if timed_steps is None else timed_steps
+    pairs = pairs_trained(timed, spec["batch_size"], len(trainer.train_dataset))
     gaps = [b - a for a, b in zip(step_times, step_times[1:], strict=False)]
     median_step = spec["batch_size"] / common.median(gaps) if gaps else float("nan")
     losses = [[e["step"], e["loss"]] for e in trainer.state.log_history if "loss" in e]
     return {
         "steps": steps,
+        "timed_steps": timed,
         "pairs": pairs,
         "seconds": round(seconds, 3),
         "throughput": round(pairs / seconds, 2),
@@ -368,13 +397,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
     sides += list(CACHED_SIDES) if args.cached else []
-    print(f"{args.model}: {' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)")
-    return common.alternate(
-        sides,
-        args.repeats,
-        lambda side, _: common.run_worker(__file__, side, spec),
-        runs_file=args.runs_file,
-    )
+    shown = f"{' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)"
+    print(f"{model_label(args)}: {shown}")
+
+    def run(side: str, round_index: int) -> dict:
+        profiled = args.profile_steps if round_index == 0 else 0  # round 1 alone
+        return common.run_worker(__file__, side, {**spec, "profile_steps": profiled})
+
+    return common.alternate(sides, args.repeats, run, runs_file=args.runs_file)
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
@@ -412,6 +442,9 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
                 "peer": {k: v for k, v in peer_sizes.items() if k != "texts_by_step"},
                 "same_as_peer": ours_sizes["texts_by_step"] == peer_sizes["texts_by_step"],
             }
+    profiles = {side: results[0].get("profile") for side, results in runs.items()}
+    if any(profiles.values()):
+        summary["profile"] = profiles
     summary["ours_path"] = runs["ours"][0].get("packing_path")
     summary["ours_vs_peer_max_loss_diff"] = max_loss_difference(
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
@@ -487,9 +520,18 @@ def max_loss_difference(first: list[list[float]], second: list[list[float]]) -> 
 
 
 def model_label(args: argparse.Namespace) -> str:
+    if args.model_config in gpu.DECODER_CONFIGS:
+        source = gpu.config_source(args.model_config, args.model)
+        return f"{args.model_config} with random weights (the config and tokenizer of {source})"
     if args.model_config:
         return f"{args.model_config} with random weights and the tokenizer of {args.model}"
     return args.model
+
+
+def report_name(args: argparse.Namespace) -> str:
+    """The reports' stem before the mode: ``[gpu_]train[_<tag>]``."""
+    name = gpu.stem_name("train", args.device)
+    return f"{name}_{args.tag}" if args.tag else name
 
 
 def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: dict) -> str:
@@ -569,7 +611,9 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         ):
             if f"{key}_throughput" in summary:
                 lines += ["", cached_table(side, key, summary)]
-    stem = common.output_stem(gpu.stem_name("train", args.device), args.output_dir, args.mode)
+    if "profile" in summary:
+        lines += ["", profile_markdown(summary["profile"], args)]
+    stem = common.output_stem(report_name(args), args.output_dir, args.mode)
     lines += [
         "",
         efficiency_markdown(summary["efficiency"]),
@@ -577,6 +621,53 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         f"![train chart]({stem.name}.png)",
     ]
     return "\n".join(lines)
+
+
+def profile_markdown(profiles: dict[str, dict | None], args: argparse.Namespace) -> str:
+    """The profiled steps of each side (round 1's last ``--profile-steps``): per step,
+    without the log line; the log/save/evaluate phases apart."""
+    sides = [side for side, found in profiles.items() if found]
+
+    def row(label: str, value: Callable[[dict], Any]) -> tuple:
+        return (label, *(value(profiles[side]) for side in sides))
+
+    def ms(value: float | None) -> str:
+        return common.fmt_or_na(value, 1)
+
+    rows = [
+        row("wall, ms", lambda p: ms(p["step"]["wall_ms"])),
+        row("host: operators, ms", lambda p: ms(p["step"]["host_ops_ms"])),
+        row("device: kernels and copies, ms", lambda p: ms(p["step"]["device_ms"])),
+        row("scalar reads (`.item()`, `bool(t)` …)", lambda p: p["step"]["scalar_reads"]),
+        row("CUDA syncs (wait, ms)", lambda p: sync_cell(p["step"])),
+        row("device-to-host copies", lambda p: common.fmt_or_na(p["step"]["copies_to_host"], 1)),
+        row("log/save/evaluate: scalar reads", lambda p: p["logging"]["scalar_reads"]),
+        row("log/save/evaluate: CUDA syncs (wait, ms)", lambda p: sync_cell(p["logging"])),
+    ]
+
+    def reads(side: str) -> str:
+        found = profiles[side]["scalar_reads_at"] or {}
+        return ", ".join(f"`{at}` × {n}" for at, n in found.items()) or "none"
+
+    return "\n".join(
+        [
+            f"Profiled steps (`torch.profiler`: {args.profile_steps} step(s) at the end of "
+            "round 1, then one with Python stacks, none in its throughput; per step, the "
+            "log/save/evaluate phase apart; host times include the profiler's overhead):",
+            "",
+            common.markdown_table(["per step", *(LABELS[side] for side in sides)], rows),
+            "",
+            "Scalar reads of the last step (outside its log line), by where they happen:",
+            "",
+            *(f"- {LABELS[side]}: {reads(side)}" for side in sides),
+        ]
+    )
+
+
+def sync_cell(part: dict[str, Any]) -> str:
+    if part["cuda_syncs"] is None:
+        return "n/a"
+    return f"{part['cuda_syncs']:g} ({part['sync_wait_ms']:g})"
 
 
 def cached_table(side: str, key: str, summary: dict[str, Any]) -> str:
@@ -638,6 +729,13 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- entry
+def file_tag(text: str) -> str:
+    """A ``--tag``: letters, digits and hyphens (it becomes part of file names)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits and hyphens only")
+    return text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = common.benchmark_parser(
         __doc__, quick="a few minutes: 30 steps, 2 rounds", smoke="seconds: 3 steps, 1 round"
@@ -677,9 +775,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "peer's CachedMultipleNegativesRankingLoss (mini_batch_num_tokens); the report "
         "counts each side's mini-batches",
     )
+    parser.add_argument(
+        "--profile-steps",
+        type=common.COUNT,
+        metavar="N",
+        default=0,
+        help="profile N steps at the end of each side's first round (torch.profiler: wall, "
+        "host and device time per step, scalar reads and CUDA syncs, the log line apart), "
+        "then one with Python stacks (where the scalar reads happen); that round's "
+        "throughput counts the steps before them",
+    )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     common.add_runs_file_argument(parser)
-    gpu.add_gpu_arguments(parser)
+    parser.add_argument(
+        "--tag",
+        type=file_tag,
+        help="reports named [gpu_]train_<TAG>[_mode] (another row beside the default one)",
+    )
+    gpu.add_gpu_arguments(parser, decoders=True)
     parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     return common.apply_mode(parser.parse_args(argv), MODES)
@@ -691,19 +804,27 @@ def main(argv: list[str] | None = None) -> int:
         common.emit_result(run_side(args.worker, json.loads(args.spec)))
         return 0
     gpu.check_device(args)
-    name = gpu.stem_name("train", args.device)
-    files, stem = common.result_files("train.py", name, args, common.REPORT_AND_CHART, [args.model])
+    source = gpu.config_source(args.model_config, args.model)
+    files, stem = common.result_files(
+        "train.py", report_name(args), args, common.REPORT_AND_CHART, [source]
+    )
     files.check()
+    args.train_pairs = len(load_train_pairs())
+    if args.max_steps is None:  # full mode: one epoch
+        args.max_steps = math.ceil(args.train_pairs / args.batch_size)
+    if args.profile_steps and args.profile_steps + 1 >= args.max_steps:
+        raise common.BenchmarkError(
+            f"--profile-steps {args.profile_steps} takes the last {args.profile_steps + 1} "
+            f"steps of a run ({args.profile_steps} profiled, then one with Python stacks): a "
+            f"run of {args.max_steps} steps needs at least one before them, warmed up and timed"
+        )
     scratch = tempfile.TemporaryDirectory(prefix="sts-bench-model-")
-    args.model_path = common.model_path(args.model)
+    args.model_path = common.model_path(source)
     if args.model_config:
         args.model_path = gpu.build_random_model(
             args.model_config, args.model_path, Path(scratch.name)
         )
     args.tokens = token_statistics(args.model_path, args.max_length)
-    args.train_pairs = len(load_train_pairs())
-    if args.max_steps is None:  # full mode: one epoch
-        args.max_steps = math.ceil(args.train_pairs / args.batch_size)
     info = {**common.machine_info(), **gpu.gpu_info()}
     start = time.perf_counter()
     runs = run_benchmark(args)

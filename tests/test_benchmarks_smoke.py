@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -168,7 +169,16 @@ def test_gpu_check_runs_each_step_and_says_why_one_is_skipped(request) -> None:
     report = json.loads((output_dir / "gpu_check_smoke.json").read_text(encoding="utf-8"))
     steps = report["steps"]
     # the most valuable numbers first (the GPU check's budget may cut the last ones)
-    assert list(steps) == ["train", "encode", "lora-bf16", "qlora-4bit", "faiss-gpu", "cuda-tests"]
+    assert list(steps) == [
+        "train",
+        "encode",
+        "lora-bf16",
+        "qlora-4bit",
+        "faiss-gpu",
+        "cuda-tests",
+        "train-512",
+        "train-decoder",
+    ]
     assert {name: step["status"] for name, step in steps.items()} == {
         "cuda-tests": "skipped",  # marked tests exist, and skip without a GPU
         "train": "passed",
@@ -176,7 +186,10 @@ def test_gpu_check_runs_each_step_and_says_why_one_is_skipped(request) -> None:
         "lora-bf16": "passed",  # on a CPU in float32: the script path, not bf16
         "qlora-4bit": "skipped",
         "faiss-gpu": "skipped",
+        "train-512": "skipped",  # the GPU rows: the train step runs the same script
+        "train-decoder": "skipped",
     }
+    assert "run-through" in steps["train-512"]["reason"]
     assert "test_attention_paths.py" in steps["cuda-tests"]["command"]
     assert "CUDA" in steps["qlora-4bit"]["reason"] and "faiss" in steps["faiss-gpu"]["reason"]
     assert math.isfinite(steps["lora-bf16"]["train_loss"])
@@ -268,15 +281,28 @@ def test_train_benchmark_runs(
     assert settings["train_pairs"] == size
     steps, batch = settings["max_steps"], settings["batch_size"]
     per_epoch = -(-size // batch)
-    pairs = (steps // per_epoch) * size + min((steps % per_epoch) * batch, size)
+
+    def pairs_of(count: int) -> int:
+        return (count // per_epoch) * size + min((count % per_epoch) * batch, size)
+
+    pairs = pairs_of(steps)
+    # round 1 profiles its last steps (the GPU check's run-through: 1, then 1 with stacks):
+    # its throughput counts the steps before them
+    profiled = settings["profile_steps"]
+    assert profiled == (1 if MODE == "smoke" else 0)
     for side, side_runs in runs.items():
-        for run in side_runs:
-            assert run["steps"] == steps and run["pairs"] == pairs, side
-            assert run["throughput"] == rate(pairs, run["seconds"]), side
+        for index, run in enumerate(side_runs):
+            timed = steps - (profiled + 1 if profiled and index == 0 else 0)
+            assert run["steps"] == steps and run["timed_steps"] == timed, side
+            assert run["pairs"] == pairs_of(timed), side
+            assert run["throughput"] == rate(pairs_of(timed), run["seconds"]), side
             assert [step for step, _ in run["losses"]] == list(range(1, steps + 1)), side
             assert all(math.isfinite(loss) for _, loss in run["losses"]), side
+            assert ("profile" in run) == (profiled > 0 and index == 0), side
     markdown = (tmp_path / f"train_{MODE}.md").read_text(encoding="utf-8")
     assert f"({size:,} pairs), {steps} steps of batch {batch} ({pairs:,} pairs)" in markdown
+    if profiled:
+        check_profiles(summary["profile"], runs, profiled, markdown)
     throughput = {side: [run["throughput"] for run in runs[side]] for side in runs}
     check_comparison(summary["throughput"], throughput["ours"], throughput["peer"])
     # without packing, our trainer takes the peer's steps: the same loss at every step
@@ -296,6 +322,54 @@ def test_train_benchmark_runs(
         )
 
 
+def check_profiles(profiles: dict, runs: dict, profiled: int, markdown: str) -> None:
+    """The profiled steps of each side on a CPU: times, no device numbers, the scalar reads
+    and where they happen: ours reads no loss on the host (transformers' NaN filter is
+    off), the peer reads it twice a step (isnan, isinf)."""
+    assert set(profiles) == set(runs)
+    for side, profile in profiles.items():
+        assert profile == runs[side][0]["profile"]
+        step = profile["step"]
+        assert profile["steps"] == profiled and len(profile["wall_ms_by_step"]) == profiled
+        assert step["wall_ms"] > 0 and step["host_ops_ms"] > 0, side
+        assert step["device_ms"] is None and step["cuda_syncs"] is None, side
+        assert profile["logging"]["phases"] == profiled - 1
+        at = profile["scalar_reads_at"]
+        assert all(isinstance(n, int) and n > 0 for n in at.values()), at
+        nan_filter = [where for where in at if "transformers/trainer.py" in where]
+        assert (at[nan_filter[0]] if nan_filter else 0) == (2 if side == "peer" else 0), at
+    assert "Profiled steps (`torch.profiler`: 1 step(s) at the end of round 1" in markdown
+    assert "| scalar reads (`.item()`, `bool(t)` …) |" in markdown
+
+
+def test_the_profile_summary_counts_scalar_reads_apart_from_the_log_line() -> None:
+    from torch.profiler import profile, record_function
+
+    profiling = load_benchmark_script("_profile")
+    values = torch.ones(3)
+
+    def check(t: torch.Tensor) -> bool:
+        return bool(t.sum() > 0)
+
+    def step(stacks: bool) -> Any:
+        with profile(with_stack=stacks) as profiled:
+            for _ in range(2):  # two steps of two reads, each followed by a log phase of one
+                check(values)
+                float(values.mean())
+                with record_function(profiling.LOG_RANGE):
+                    values.sum().item()
+        return profiled.events()
+
+    summary = profiling.summarize(step(False), 2, 0.5, "cpu")
+    assert summary["step"]["scalar_reads"] == 2 and summary["step"]["wall_ms"] == 250
+    assert summary["step"]["device_ms"] is None and summary["step"]["host_ops_ms"] > 0
+    assert summary["logging"]["phases"] == 2 and summary["logging"]["scalar_reads"] == 1
+    at = profiling.scalar_reads_at(step(True))  # the log phases' reads are not listed
+    assert sorted(at.values()) == [2, 2], at
+    by_operator = {where.rsplit(" [", 1)[-1]: where for where in at}
+    assert by_operator["aten::is_nonzero]"].split(" [")[0].endswith(": check")
+
+
 def test_gpu_options_flops_peak_and_refusals() -> None:
     gpu = load_benchmark_script("_gpu")
     minilm = {"hidden": 384, "layers": 6, "intermediate": 1536}
@@ -303,6 +377,11 @@ def test_gpu_options_flops_peak_and_refusals() -> None:
     per_layer = 2 * (4 * 384**2 + 2 * 384 * 1536) + 4 * 12 * 384
     assert gpu.flops_per_token(minilm, 12, training=False) == 6 * per_layer
     assert gpu.flops_per_token(minilm, 12, training=True) == 18 * per_layer
+    # a decoder: grouped-query attention (k, v of 3 heads × 64) and a gated feed-forward
+    smollm = {"hidden": 576, "layers": 30, "intermediate": 1536, "kv_width": 192}
+    smollm["mlp_matrices"] = 3
+    per_layer = 2 * (2 * 576**2 + 2 * 576 * 192 + 3 * 576 * 1536) + 4 * 12 * 576
+    assert gpu.flops_per_token(smollm, 12, training=False) == 30 * per_layer
     assert gpu.peak_tflops("NVIDIA H100 80GB HBM3", None) == 989.4
     assert gpu.peak_tflops("NVIDIA H100 PCIe", None) == 756.0
     assert gpu.peak_tflops("Some GPU", None) is None and gpu.peak_tflops(None, 500.0) == 500.0

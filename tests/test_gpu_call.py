@@ -142,6 +142,56 @@ def test_steps_run_in_order_within_their_limits_and_the_budget(check, monkeypatc
     assert seen == [("encode", 1)]  # its own limit, under the budget
 
 
+def test_an_optional_row_runs_only_when_its_whole_limit_is_left(check, monkeypatch) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def step(name: str):
+        return lambda args: seen.append((name, args.limit)) or {"status": "passed", "seconds": 0}
+
+    monkeypatch.setattr(
+        check, "PLAN", {n: step(n) for n in ("train", "train-512", "train-decoder")}
+    )
+    monkeypatch.setattr(check, "STEP_LIMITS", {"train": 5, "train-512": 30, "train-decoder": 60})
+    steps = check.run_steps(argparse.Namespace(budget=50, smoke=False), lambda done: None)
+    assert seen == [("train", 5), ("train-512", 30)]  # 50 s left: 30 fit, then 60 do not
+    why = steps["train-decoder"]["reason"]
+    assert steps["train-decoder"]["status"] == "skipped"
+    assert why.startswith("an optional row: it needs 60 s, 50 s of the budget was left")
+    assert why.endswith("(run it alone: --only train-decoder)")
+    seen.clear()
+    only = argparse.Namespace(budget=80, smoke=False, only=["train-decoder"])
+    assert check.run_steps(only, lambda done: None)["train-decoder"]["status"] == "passed"
+    assert seen == [("train-decoder", 60)]  # alone, within its limit
+    seen.clear()
+    steps = check.run_steps(argparse.Namespace(budget=900, smoke=True), lambda done: None)
+    assert seen == [("train", check.SMOKE_STEP_LIMIT)]  # the run-through skips the GPU rows
+    assert steps["train-512"]["reason"].startswith("a GPU row: the CPU run-through's train")
+
+
+def test_the_train_rows_profile_their_last_steps(check, monkeypatch, tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+
+    def keep(command: list[str], args: argparse.Namespace) -> dict:
+        commands.append(command)
+        return {"status": "failed", "seconds": 0.0, "command": "x"}
+
+    monkeypatch.setattr(check, "run_keeping_runs", keep)
+    monkeypatch.setenv("STS_MODELS_DIR", str(tmp_path))
+    (tmp_path / check.DECODER).mkdir()
+    args = argparse.Namespace(device="cuda", smoke=False, mode="full", out=tmp_path)
+    assert check.train_decoder_step(args)["status"] == "skipped"  # no config.json
+    (tmp_path / check.DECODER / "config.json").write_text("{}", encoding="utf-8")
+    for step in (check.train_step, check.train_512_step, check.train_decoder_step):
+        step(args)
+    train, b512, decoder = (" ".join(c[1:]) for c in commands)
+    for command in (train, b512, decoder):
+        assert command.endswith("--profile-steps 5") and "--dtype bf16" in command
+    assert "--batch-size 64 --max-steps 100 --repeats 2" in train and "--tag" not in train
+    assert "--model-config bert-base --batch-size 512" in b512 and "--tag b512" in b512
+    assert "--model-config smollm2-135m --batch-size 64" in decoder
+    assert "--tag smollm2" in decoder
+
+
 def test_the_report_lists_the_steps_not_reached_yet(check, tmp_path: Path) -> None:
     stem = tmp_path / "gpu_check"
     done = {"train": {"status": "failed", "seconds": 150.0, "command": "train.py"}}
@@ -158,7 +208,10 @@ def test_the_report_lists_the_steps_not_reached_yet(check, tmp_path: Path) -> No
 
 
 def test_the_gpu_steps_and_the_call_fit_the_device_window(check, call) -> None:
-    assert sum(check.STEP_LIMITS.values()) <= check.BUDGET["full"] == 510
+    required = {k: v for k, v in check.STEP_LIMITS.items() if k not in check.OPTIONAL_STEPS}
+    assert sum(required.values()) <= check.BUDGET["full"] == 510
+    # the optional rows come last and run only within what is left (see the test below)
+    assert list(check.PLAN)[-len(check.OPTIONAL_STEPS) :] == list(check.OPTIONAL_STEPS)
     # a start (up to 80 s) and the call leave the 4 minutes the tool needs for another start
     assert check.BUDGET["full"] < call.CALL_TIMEOUT <= 900 - 80 - 240
     assert list(check.STEP_LIMITS) == list(check.PLAN)

@@ -523,18 +523,13 @@ def _default(value: object, help_text: str) -> Any:  # a field of any type (as f
 class BaseConfig(TrainingArguments):
     """``TrainingArguments`` with this project's defaults.
 
-    Defaults that differ from ``TrainingArguments``: output_dir ``outputs/run``;
-    learning_rate 2e-5; weight_decay 0.01; warmup_steps 0.1 (a ratio: 10 % of the steps);
-    per_device_train_batch_size 16; per_device_eval_batch_size 64 (the dev evaluator's
-    encoding batch); num_train_epochs 1; logging_steps 10; eval_strategy and save_strategy
-    ``epoch``; save_total_limit 2; metric_for_best_model ``stsb_dev_spearman`` (greater is
-    better); remove_unused_columns false (the collator needs the text columns);
-    accelerator_config ``{"non_blocking": true}`` (pinned batches copied to the GPU without
-    blocking the host); the optimizer stays transformers' default, the fused AdamW kernel
-    (``adamw_torch_fused``) since torch 2.8;
-    use_cpu true on a machine without an accelerator unless DeepSpeed is configured (so a
-    multi-process CPU launch is really distributed, with gloo); for DeepSpeed on such a
-    machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off).
+    Defaults that differ from ``TrainingArguments`` (docs/options.md lists them): the
+    fields below that it has too, each with its help; accelerator_config
+    ``{"non_blocking": true}`` (pinned batches copied to the GPU without blocking the
+    host); use_cpu true on a machine without an accelerator unless DeepSpeed is configured
+    (so a multi-process CPU launch is really distributed, with gloo); for DeepSpeed on such
+    a machine, ddp_backend gloo instead (use_cpu would turn DeepSpeed off). The optimizer
+    stays transformers' default, the fused AdamW kernel (``adamw_torch_fused``).
 
     A DeepSpeed config (``--deepspeed`` or an accelerate DeepSpeed config) stops here with a
     ValueError when DeepSpeed is not installed, the JSON file is missing or use_cpu is set;
@@ -568,6 +563,11 @@ class BaseConfig(TrainingArguments):
     greater_is_better: bool | None = _default(True, "Whether a larger dev metric is better.")
     remove_unused_columns: bool = _default(
         False, "Must stay false: the collator reads text columns."
+    )
+    logging_nan_inf_filter: bool = _default(
+        False,
+        "Replace a non-finite step loss in the logged mean (true reads each step's loss on "
+        "the host: a GPU wait a step). Off: the divergence guard stops a run at its first.",
     )
     label_column: str = _default(
         "score",

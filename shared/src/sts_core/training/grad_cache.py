@@ -150,8 +150,9 @@ def mini_batches(rows: int, size: int) -> list[Tensor]:
 
 
 def row_tokens(features: Mapping[str, Tensor]) -> list[int]:
-    """Real tokens of each row of one text column: the ones of its attention mask."""
-    return [int(count) for count in features["attention_mask"].sum(dim=1).cpu()]
+    """Real tokens of each row of one text column: the ones of its attention mask (read on
+    the host in one transfer: the plan's shapes depend on them)."""
+    return [int(count) for count in features["attention_mask"].sum(dim=1).tolist()]
 
 
 def check_budget(budget: int) -> None:

@@ -42,6 +42,7 @@ from sts_core.training.divergence import DivergenceGuard
 from sts_core.training.epoch_batches import EpochBatches
 from sts_core.training.evaluating import Evaluating
 from sts_core.training.grad_cache import gradient_cache_option
+from sts_core.training.loss_parts import LossParts
 from sts_core.training.method_registry import CORE_METHOD
 from sts_core.training.model_card import render_model_card
 from sts_core.training.multi_dataset import (
@@ -182,7 +183,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         self._loss_sum_before_resume: float | None = None  # from a checkpoint
         self.evaluator = evaluator
         self.model_card_data: dict[str, Any] = {}
-        self._loss_parts: dict[str, list[float]] = defaultdict(list)
+        self._loss_parts = LossParts()  # on the device until a log line reads them
         self._batches_seen = 0
         self._degenerate_batches: dict[str, Any] = defaultdict(int)
         self._epoch_batches: tuple[int, Sequence[Any]] | None = None  # the current epoch's
@@ -219,9 +220,11 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
         return self.optimizer  # type: ignore[return-value]  # super() has set it
 
     def log_loss_parts(self, parts: dict[str, torch.Tensor]) -> None:
-        """Record named parts of a loss; they are averaged into the next log line."""
+        """Record named parts of a loss; they are averaged into the next log line. They stay
+        on their device until then (:class:`~sts_core.training.loss_parts.LossParts`): no
+        host sync per step."""
         for name, value in parts.items():
-            self._loss_parts[name].append(float(value.detach().float().item()))
+            self._loss_parts.add(name, value)
 
     def record_degenerate_batch(self, reason: str, happened: torch.Tensor | bool = True) -> None:
         """Count a training batch that gave the loss nothing to learn from (``reason``: e.g.
@@ -299,8 +302,7 @@ class AnyModelTrainer(Checkpoints, EpochBatches, Evaluating):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._loss_parts:
-            logs.update({name: sum(v) / len(v) for name, v in self._loss_parts.items()})
-            self._loss_parts.clear()
+            logs.update(self._loss_parts.means())
         super().log(logs, start_time)
 
     def model_card_text(self) -> str:
