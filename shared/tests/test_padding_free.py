@@ -139,3 +139,21 @@ def test_trainer_embeds_all_columns_in_one_packed_forward(
     assert (packed_calls, padded_calls) == (1, 2)  # packed: one backbone forward
     for column in ("sentence1", "sentence2"):
         torch.testing.assert_close(packed_out[column], padded_out[column], atol=2e-6, rtol=1e-5)
+
+
+def test_the_varlen_packing_reads_the_device_once_for_its_shapes() -> None:
+    """``VarlenPacking`` reads the lengths in one transfer and sizes ``nonzero`` and
+    ``repeat_interleave`` from them: no scalar read, no data-dependent ``nonzero`` (each a
+    wait for the GPU); the packing is the one ``nonzero`` would give."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from sts_core.encoder.packing import VarlenPacking
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        packing = VarlenPacking(mask, position_offset=2)
+    ops = {event.key for event in profiled.key_averages()}
+    assert not ops & {"aten::_local_scalar_dense", "aten::nonzero", "aten::item"}
+    assert packing.source.tolist() == mask.reshape(-1).nonzero().squeeze(1).tolist()
+    assert packing.cu_seq_lens.tolist() == [0, 3, 5, 9, 9] and packing.max_length == 4
+    assert packing.position_ids.tolist() == [[2, 3, 4, 2, 3, 2, 3, 4, 5]]

@@ -297,11 +297,15 @@ class VarlenPacking:
         self.batch, self.width = attention_mask.shape
         device = attention_mask.device
         lengths = attention_mask.bool().sum(dim=1)
-        self.source = attention_mask.reshape(-1).nonzero().squeeze(1)
+        host_lengths = lengths.tolist()  # the one read of the device: the packing's shapes
+        tokens = sum(host_lengths)
+        flat_mask = attention_mask.reshape(-1)
+        self.source = torch.nonzero_static(flat_mask, size=tokens).squeeze(1)
         self.cu_seq_lens = torch.zeros(self.batch + 1, dtype=torch.int32, device=device)
         self.cu_seq_lens[1:] = torch.cumsum(lengths, 0)
-        self.max_length = int(lengths.max()) if self.batch else 0
-        sentence = torch.repeat_interleave(torch.arange(self.batch, device=device), lengths)
+        self.max_length = max(host_lengths, default=0)
+        batch_rows = torch.arange(self.batch, device=device)
+        sentence = torch.repeat_interleave(batch_rows, lengths, output_size=tokens)
         first = self.cu_seq_lens[:-1].long()[sentence]
         offsets = torch.arange(self.source.numel(), device=device) - first
         self.position_ids = (offsets + position_offset).unsqueeze(0)
