@@ -336,6 +336,12 @@ def check_profiles(profiles: dict, runs: dict, profiled: int, markdown: str) -> 
         assert profile["logging"]["phases"] == profiled - 1
         at = profile["scalar_reads_at"]
         assert all(isinstance(n, int) and n > 0 for n in at.values()), at
+        if all(where.startswith("[") for where in at):
+            # no Python frame recorded (seen once in CI): by the operator that read, the
+            # peer's NaN filter and mask check are bool(t) reads, ours makes none
+            bool_reads = sum(n for where, n in at.items() if "aten::is_nonzero" in where)
+            assert bool_reads >= 2 if side == "peer" else bool_reads == 0, at
+            continue
         nan_filter = [where for where in at if "transformers/trainer.py" in where]
         assert (at[nan_filter[0]] if nan_filter else 0) == (2 if side == "peer" else 0), at
     assert "Profiled steps (`torch.profiler`: 1 step(s) at the end of round 1" in markdown

@@ -78,6 +78,7 @@ DEFAULT_MODULES = [
     "shared/src/sts_core/training/averaging.py",
     "shared/src/sts_core/training/distill.py",
     "shared/src/sts_core/training/grad_cache.py",
+    "shared/src/sts_core/training/loss_parts.py",
     "shared/src/sts_core/training/sampler.py",
     "shared/src/sts_core/training/batches.py",
     "shared/src/sts_core/training/optimization.py",
@@ -197,6 +198,10 @@ TESTS: list[tuple[str, list[str]]] = [
             "shared/tests/test_averaging.py",
             "shared/tests/test_checks_found_by_mutation.py",
         ],
+    ),
+    (
+        "shared/src/sts_core/training/loss_parts.py",
+        ["shared/tests/test_training_host_syncs.py"],
     ),
     (
         "shared/src/sts_core/mining.py",
