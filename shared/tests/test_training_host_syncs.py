@@ -252,10 +252,14 @@ def test_loss_parts_join_on_their_device_and_read_once(monkeypatch: pytest.Monke
     for value, tensor in zip(values, a, strict=True):
         parts.add("a", tensor)
         parts.add("b", torch.tensor([2 * value]))
+    for value in (5.0, 7.0):  # a third part, of another count: each mean from its own values
+        parts.add("c", torch.tensor(value))
     held = parts._values["a"]
     assert len(held) == 1 and held[0].shape == (10,)  # joined at 4 held: 4, 1 + 3, 1 + 3
-    assert parts.count("a") == parts.count("b") == 10 and len(parts) == 2
+    assert parts.count("a") == parts.count("b") == 10 and len(parts) == 3
+    assert parts.count("c") == 2 and parts.count("never added") == 0
     expected_a = [float(tensor.float()) for tensor in a]
     expected_b = [float(torch.tensor(2 * v).float()) for v in values]
-    assert parts.means() == {"a": sum(expected_a) / 10, "b": sum(expected_b) / 10}
+    expected = {"a": sum(expected_a) / 10, "b": sum(expected_b) / 10, "c": 6.0}
+    assert parts.means() == expected
     assert not parts and parts.means() == {}
