@@ -343,8 +343,11 @@ def check_profiles(profiles: dict, runs: dict, profiled: int, markdown: str) -> 
             continue
         nan_filter = [where for where in at if "transformers/trainer.py" in where]
         assert (at[nan_filter[0]] if nan_filter else 0) == (2 if side == "peer" else 0), at
-    if {"ours", "peer"} <= bool_reads.keys():  # the NaN filter: two bool(t) reads more
-        assert bool_reads["peer"] - bool_reads["ours"] == 2, bool_reads
+    # the peer pads as our padded side does (transformers' mask check, bool(t) reads) and
+    # adds its NaN filter's two; our packed sides read none
+    if {"peer", "ours-padded"} <= bool_reads.keys():
+        assert bool_reads["peer"] - bool_reads["ours-padded"] == 2, bool_reads
+    assert all(bool_reads[side] == 0 for side in ("ours", "ours-packed") if side in bool_reads)
     assert "Profiled steps (`torch.profiler`: 1 step(s) at the end of round 1" in markdown
     assert "| scalar reads (`.item()`, `bool(t)` …) |" in markdown
 
