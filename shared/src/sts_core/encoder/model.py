@@ -82,6 +82,8 @@ class SentenceEncoder(NamedPrompts, nn.Module):
         self.truncate_dim: int | None = None
         # encode()'s token budget when a call gives none (None: the device's default)
         self.max_batch_tokens: int | None = None
+        # the varlen path's packed row filled up to a multiple of this many tokens (0: not)
+        self.pack_to_multiple_of = 0
         self.matryoshka_dims: list[int] | None = None
         self._head_names: list[str] = []
         self._pair_scorer: str | None = None

@@ -122,6 +122,7 @@ def kernel_has_dropout(kernel: str | None) -> bool:
     return kernel != "torch"
 
 
+@torch.compiler.disable  # type: ignore[untyped-decorator]  # a registration: run eagerly
 @functools.cache
 def register_varlen_attention() -> None:
     """Register :data:`VARLEN_ATTENTION` with transformers (once): the attention function
@@ -290,33 +291,46 @@ class VarlenPacking:
 
     ``position_ids`` restart at ``position_offset`` with each sentence (RoBERTa-style
     embeddings count from ``pad_token_id + 1``); ``cu_seq_lens`` and ``max_length`` are the
-    kernel's metadata (:meth:`attention_kwargs`).
+    kernel's metadata (:meth:`attention_kwargs`). With ``multiple_of`` the row is filled up
+    to a multiple of that many tokens, so its shape repeats from batch to batch (what
+    ``torch.compile`` and CUDA graphs need): the filler is one more sequence of pad tokens,
+    all at the first position, that attends to itself only and that :meth:`unpack` drops.
     """
 
-    def __init__(self, attention_mask: torch.Tensor, position_offset: int = 0) -> None:
+    def __init__(
+        self, attention_mask: torch.Tensor, position_offset: int = 0, multiple_of: int = 0
+    ) -> None:
         self.batch, self.width = attention_mask.shape
         device = attention_mask.device
         lengths = attention_mask.bool().sum(dim=1)
         host_lengths = lengths.tolist()  # the one read of the device: the packing's shapes
-        tokens = sum(host_lengths)
+        self.tokens = tokens = sum(host_lengths)
+        self.filler = -tokens % multiple_of if multiple_of else 0
         flat_mask = attention_mask.reshape(-1)
         self.source = torch.nonzero_static(flat_mask, size=tokens).squeeze(1)
-        self.cu_seq_lens = torch.zeros(self.batch + 1, dtype=torch.int32, device=device)
-        self.cu_seq_lens[1:] = torch.cumsum(lengths, 0)
-        self.max_length = max(host_lengths, default=0)
+        bounds = self.batch + 1 + (1 if self.filler else 0)  # the filler: one more sequence
+        end = tokens + self.filler
+        self.cu_seq_lens = torch.full((bounds,), end, dtype=torch.int32, device=device)
+        self.cu_seq_lens[0] = 0
+        self.cu_seq_lens[1 : self.batch + 1] = torch.cumsum(lengths, 0)
+        self.max_length = max([*host_lengths, self.filler], default=0)
         batch_rows = torch.arange(self.batch, device=device)
         sentence = torch.repeat_interleave(batch_rows, lengths, output_size=tokens)
-        first = self.cu_seq_lens[:-1].long()[sentence]
-        offsets = torch.arange(self.source.numel(), device=device) - first
-        self.position_ids = (offsets + position_offset).unsqueeze(0)
+        first = self.cu_seq_lens[: self.batch].long()[sentence]
+        offsets = torch.arange(tokens, device=device) - first
+        filler = offsets.new_zeros(self.filler)
+        self.position_ids = (torch.cat([offsets, filler]) + position_offset).unsqueeze(0)
 
-    def pack(self, values: torch.Tensor) -> torch.Tensor:
-        """``(batch, width)`` per-token values → ``(1, tokens)``."""
-        return values.reshape(-1)[self.source].unsqueeze(0)
+    def pack(self, values: torch.Tensor, fill: int = 0) -> torch.Tensor:
+        """``(batch, width)`` per-token values → ``(1, tokens + filler)``, the filler ``fill``."""
+        real = values.reshape(-1)[self.source]
+        if self.filler:
+            real = torch.cat([real, real.new_full((self.filler,), fill)])
+        return real.unsqueeze(0)
 
     def unpack(self, states: torch.Tensor) -> torch.Tensor:
-        """``(1, tokens, dim)`` → ``(batch, width, dim)``, zeros at padding."""
-        flat = states.reshape(-1, states.shape[-1])
+        """``(1, tokens + filler, dim)`` → ``(batch, width, dim)``, zeros at padding."""
+        flat = states.reshape(-1, states.shape[-1])[: self.tokens]
         padded = flat.new_zeros(self.batch * self.width, flat.shape[-1])
         return padded.index_copy(0, self.source, flat).view(self.batch, self.width, -1)
 
@@ -611,9 +625,13 @@ def varlen_backbone(
     config = encoder.config
     if config._attn_implementation != VARLEN_ATTENTION:
         config._attn_implementation = VARLEN_ATTENTION
-    packing = VarlenPacking(inputs["attention_mask"], position_offset(config))
+    multiple_of = encoder.pack_to_multiple_of
+    packing = VarlenPacking(inputs["attention_mask"], position_offset(config), multiple_of)
+    pad_id = encoder.tokenizer.pad_token_id
     packed: dict[str, Any] = {
-        key: packing.pack(value) for key, value in inputs.items() if key != "attention_mask"
+        key: packing.pack(value, pad_id if key == "input_ids" else 0)
+        for key, value in inputs.items()
+        if key != "attention_mask"
     }
     if encoder._takes_use_cache:
         packed["use_cache"] = False

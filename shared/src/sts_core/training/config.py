@@ -89,6 +89,15 @@ class ModelArguments:
             "(that path). The run logs the path it takes and why."
         },
     )
+    pack_to_multiple_of: int = field(
+        default=0,
+        metadata={
+            "help": "On the varlen path, fill each batch's packed row of real tokens up to a "
+            "multiple of this many tokens (pad tokens in a sequence of their own, dropped "
+            "before pooling), so batch shapes repeat: what torch_compile and CUDA graphs "
+            "need to avoid recompiling. 0 (default): the exact token count."
+        },
+    )
     padding_side: str | None = field(
         default=None,
         metadata={"help": "Tokenizer padding side, left or right (default: the tokenizer's)."},
@@ -158,6 +167,7 @@ class ModelArguments:
             check_pooling_mode(self.pooling)
         resolve_prompt(self.prompt)
         require_at_least(1, max_seq_length=self.max_seq_length, lora_r=self.lora_r)
+        require_at_least(0, pack_to_multiple_of=self.pack_to_multiple_of)
         self._check_lora()
         check_number("backbone_dropout", self.backbone_dropout, **BELOW_ONE)
         self.padding_free = padding_free_mode(self.padding_free)

@@ -27,6 +27,7 @@ def build_encoder(model_args: ModelArguments) -> Any:
         trust_remote_code=model_args.trust_remote_code,
         **quantization_kwargs(model_args),
     )
+    encoder.pack_to_multiple_of = model_args.pack_to_multiple_of
     if model_args.backbone_dropout is not None:
         set_backbone_dropout(encoder.backbone, model_args.backbone_dropout)
     if model_args.use_lora or model_args.load_in_4bit:
