@@ -19,6 +19,7 @@ not useful work, so a side that pads gets no credit for them.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,11 @@ def add_gpu_arguments(parser: argparse.ArgumentParser, decoders: bool = False) -
         ),
     )
     parser.add_argument(
+        "--tag",
+        type=file_tag,
+        help="reports named [gpu_]<benchmark>_<TAG>[_mode] (another row beside the default one)",
+    )
+    parser.add_argument(
         "--peak-tflops",
         type=common.POSITIVE_NUMBER,
         help="the GPU's dense bf16 peak (default: from its name)",
@@ -106,7 +112,10 @@ def build_random_model(config_name: str, tokenizer_from: Path, folder: Path) -> 
     pooling on both sides): a BERT of ``MODEL_CONFIGS[config_name]`` with the tokenizer of
     ``tokenizer_from``, or a decoder (:data:`DECODER_CONFIGS`) with its own folder's
     config and tokenizer (``tokenizer_from`` unused), its base model without the
-    language-model head."""
+    language-model head. The tokenizer is saved without its chat template: with one,
+    sentence-transformers (6.x) wraps every sentence in the chat format (a system prompt
+    and the role markers, SmolLM2's 6 tokens become 32), and the sides would encode
+    different texts; ours never applies it."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel
 
@@ -120,6 +129,7 @@ def build_random_model(config_name: str, tokenizer_from: Path, folder: Path) -> 
     else:
         config = BertConfig(vocab_size=len(tokenizer), **MODEL_CONFIGS[config_name])
         BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.chat_template = None
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -191,6 +201,19 @@ def mfu(tokens_per_second: float, flops: float, peak: float | None) -> float | N
     if not peak:
         return None
     return round(100 * tokens_per_second * flops / (peak * 1e12), 2)
+
+
+def file_tag(text: str) -> str:
+    """A ``--tag``: letters, digits and hyphens (it becomes part of file names)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits and hyphens only")
+    return text
+
+
+def report_name(benchmark: str, args: argparse.Namespace) -> str:
+    """A speed benchmark's reports' stem before the mode: ``[gpu_]<benchmark>[_<tag>]``."""
+    name = stem_name(benchmark, args.device)
+    return f"{name}_{args.tag}" if args.tag else name
 
 
 def stem_name(name: str, device: str) -> str:

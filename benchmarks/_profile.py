@@ -62,6 +62,19 @@ def mark_logging(trainer: Any) -> None:
     trainer._maybe_log_save_evaluate = marked
 
 
+def with_stacks() -> dict[str, Any]:
+    """``torch.profiler.profile``'s options that record each operator's Python frames:
+    ``verbose`` fills ``event.stack`` (innermost first); torch 2.11 (the GPU machine's)
+    keeps no other record of them (2.15 also lists the Python tracer's frames as events,
+    each operator's ``cpu_parent``)."""
+    import torch
+
+    return {
+        "with_stack": True,
+        "experimental_config": torch.profiler._ExperimentalConfig(verbose=True),
+    }
+
+
 def step_profiler(first_step: int, steps: int, device: str) -> Any:
     """A ``TrainerCallback`` that profiles the optimizer steps ``first_step`` (1-based) to
     ``first_step + steps - 1``, then the next one with Python stacks; ``summary`` is
@@ -105,7 +118,7 @@ def step_profiler(first_step: int, steps: int, device: str) -> Any:
                 self.summary = summarize(self.profile.events(), steps, wall, device)
                 self.summary["wall_ms_by_step"] = [round(1e3 * s, 2) for s in walls]
                 # the next step, with Python stacks: where its scalar reads happen
-                self.profile = torch.profiler.profile(activities=activities, with_stack=True)
+                self.profile = torch.profiler.profile(activities=activities, **with_stacks())
                 self.profile.start()
             elif state.global_step == last_step + 1:
                 synchronize(device)
@@ -156,7 +169,7 @@ def where(event: Any) -> str:
         elif not any(skipped in parent.name for skipped in SKIPPED_FRAMES):
             return f"{parent.name} [{operator}]"
         parent = parent.cpu_parent
-    for frame in event.stack or []:  # a torch that records stacks on the operator
+    for frame in event.stack or []:  # innermost first (with_stack and verbose)
         if not any(skipped in frame for skipped in SKIPPED_FRAMES):
             return f"{frame} [{operator}]"
     return f"[{operator}]"

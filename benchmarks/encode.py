@@ -477,7 +477,7 @@ def _rounds_text(args: argparse.Namespace) -> str:
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace, info: dict) -> Path:
-    stem = common.output_stem(gpu.stem_name("encode", args.device), args.output_dir, args.mode)
+    stem = common.output_stem(gpu.report_name("encode", args), args.output_dir, args.mode)
     content = {"mode": args.mode, "settings": _settings(args), "machine": info, "models": results}
     common.write_json(stem, content)
     lines = [
@@ -603,7 +603,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "device's, on CUDA batch size × 256, on a CPU none)",
     )
     common.add_runs_file_argument(parser)
-    gpu.add_gpu_arguments(parser)
+    gpu.add_gpu_arguments(parser, decoders=True)
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -619,8 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu.check_device(args)
     if args.model_config:  # one random-weight model; the first named gives its tokenizer
-        args.models = args.models[:1]
-    name = gpu.stem_name("encode", args.device)
+        args.models = [gpu.config_source(args.model_config, args.models[0])]  # or a decoder's
+    name = gpu.report_name("encode", args)
     files, _ = common.result_files("encode.py", name, args, common.REPORT_AND_CHART, args.models)
     files.check()
     if args.device == "cuda" and args.ablation:

@@ -1,30 +1,40 @@
 """One call that measures the GPU paths: run it on a GPU machine and commit what it writes.
 
 Each step runs in its own process with its own time limit (``STEP_LIMITS``) inside the
-check's budget (``--budget``: 510 s on a GPU, so one call fits the 15-minute window) and is
-recorded as passed, failed or skipped (with the reason), so one broken or slow path does
-not hide the others. The most valuable numbers come first:
+check's budget (``--budget``: 360 s on a GPU, so the call and a rerun fit the 15-minute
+window) and is recorded as passed, failed or skipped (with the reason), so one broken or
+slow path does not hide the others. The four checks of a path come first and run at the
+same time (:data:`CONCURRENT_STEPS`: about 30 s together, none of them timed); then the
+speed rows, which keep every run they finished when the budget cuts them:
 
-1. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto and packed (varlen
-   where the backbone allows) side by side with sentence-transformers (on a GPU ``auto``
-   pads, so ours is the padded side; the CPU run-through adds a separate padded side);
-2. ``encode``: ``benchmarks/encode.py``, ours against sentence-transformers;
-3. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
+1. ``lora-bf16``: two steps of a LoRA adapter on a Llama-architecture decoder (a tiny one
    built from a config, or ``--decoder`` under ``STS_MODELS_DIR``), bf16 on a GPU, through a
    package's ``train.py``;
-4. ``qlora-4bit``: the same with ``load_in_4bit`` (needs CUDA and bitsandbytes);
-5. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
+2. ``qlora-4bit``: the same with ``load_in_4bit`` (needs CUDA and bitsandbytes);
+3. ``faiss-gpu``: an exact inner-product k-NN on the GPU against faiss on the CPU (needs a
    faiss with GPU support: ``pip install 'sts-core[faiss-gpu]'``);
-6. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
+4. ``cuda-tests``: the tests marked ``cuda`` (``pytest -m cuda``: the CUDA-only kernels,
    e.g. torch's varlen attention against the reference), skipped on a CPU;
+5. ``train``: ``benchmarks/train.py`` — ours with ``padding_free`` auto and packed (varlen
+   where the backbone allows) side by side with sentence-transformers (on a GPU ``auto``
+   pads this BERT: torch's varlen kernel has no attention dropout, so ours is the padded
+   side; the CPU run-through adds a separate padded side);
+6. ``encode``: ``benchmarks/encode.py``, ours (its default token budget) against
+   sentence-transformers;
 7. ``train-512``: ``train.py`` at batch 512 (ours ``auto`` against sentence-transformers,
-   one round), and
+   one round);
 8. ``train-decoder``: ``train.py`` on a random-weight decoder of SmolLM2-135M's config
-   beside the BERT-base rows (``--model-config smollm2-135m``, batch 64, one round): these
-   two rows are optional (:data:`OPTIONAL_STEPS`): each runs only when its whole limit is
-   left of the budget, else it is skipped saying so (``--only train-512 train-decoder``
-   runs them in a call of their own), and the CPU run-through skips them (its ``train``
-   step runs the same script).
+   beside the BERT-base rows (``--model-config smollm2-135m``, batch 64, one round);
+9. ``encode-decoder``: ``encode.py`` on that decoder, one round;
+10. ``train-compiled``: ``train.py`` with a fourth side, ours packed under
+    ``torch_compile`` with rows filled to 512 tokens (``--compiled``), beside the packed
+    side without them (compilation on and off), one round.
+
+Steps 7–10 are optional (:data:`OPTIONAL_STEPS`): each runs only when its whole limit is
+left of the budget, else it is skipped saying so, which in the default check they always
+are: ``--only train-512 train-decoder encode-decoder`` (270 s) and ``--only
+train-compiled`` run them in calls of their own. The CPU run-through skips them (its
+``train`` and ``encode`` steps run the same scripts).
 
 Every train row profiles its last steps in round 1 (``--profile-steps``: host and device
 time per step, scalar reads and CUDA syncs, the log line apart; see ``_profile.py``).
@@ -56,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -67,34 +78,37 @@ BENCHMARKS = REPO / "benchmarks"
 #: how much faster the packed (varlen) run must train than the padded one for ``auto``
 #: to take it
 VARLEN_MARGIN = 1.05
-#: seconds each step may take on a GPU, in the order the steps run (510 in all). Sized from
-#: the H200 calls of 2026-11-27: lora-bf16 took 26.5 s, qlora-4bit 24.0, cuda-tests 21.9;
-#: a fresh process of train.py took about 33 s there (imports, CUDA, data; 8–23 s of it
-#: training) and one of encode.py about 21 s, so train (a parent and 3 sides × 2 rounds)
-#: needs about 220 s and encode (a parent and 2 sides × 2 rounds) about 100; in call 2 they
-#: ran past 200 and 85 s (call 1's train past 150; its encode was refused at once).
-#: The optional rows are estimates, not yet measured: about 22 s of a train.py process
-#: there is not training (call 3: 27–44 s processes for 8–22 s of training; the parent
-#: 22 s), so a row of two sides in one round is about 22 + 2 × (22 + its training).
+#: seconds each step may take on a GPU, in the order the steps run. Sized from the H200
+#: calls of 2026-11-27: lora-bf16 took 26.5–28.1 s, qlora-4bit 24.0–29.9, cuda-tests
+#: 21.9–24.7 (run at once, the four take their longest); train (a parent and 3 sides × 2
+#: rounds of 100 steps) took 225.0 s, of which about 22 s a process is not training
+#: (imports, CUDA, data), and its sides trained 8–23 s: at 60 steps about 190 s; encode (a
+#: parent and 2 sides × 2 rounds) took 117.9 s. The required steps: 35 + 200 + 125 = 360.
+#: The optional rows are estimates, not yet measured: a row of n sides in one round is
+#: about 22 + n × (22 + its training), plus compiling for the compiled side.
 STEP_LIMITS = {
-    "train": 260,
-    "encode": 130,
     "lora-bf16": 35,
     "qlora-4bit": 35,
     "faiss-gpu": 15,
     "cuda-tests": 35,
+    "train": 200,
+    "encode": 125,
     "train-512": 100,  # 12 steps of 512 (6,144 pairs, ~12 s at the batch-64 rate) a side
     "train-decoder": 100,  # 40 steps of 64 on a 30-layer decoder, ~10 s a side
+    "encode-decoder": 70,  # a parent and 2 sides, one round
+    "train-compiled": 190,  # 4 sides of 40 steps, one round, and ~50 s of compiling
 }
+#: the checks that run at the same time (each its own process, within its own limit)
+CONCURRENT_STEPS = ("lora-bf16", "qlora-4bit", "faiss-gpu", "cuda-tests")
 #: steps that run only when their whole limit is left of the budget (so they never cut the
 #: check short); skipped in the CPU run-through
-OPTIONAL_STEPS = ("train-512", "train-decoder")
+OPTIONAL_STEPS = ("train-512", "train-decoder", "encode-decoder", "train-compiled")
 #: each train row's steps profiled at the end of round 1 (then one more with Python stacks),
 #: on a GPU and in the run-through, where a run takes 4 steps (2 timed) instead of 3
 PROFILE_STEPS = {"full": 5, "smoke": 1}
 SMOKE_TRAIN_STEPS = 4
 SMOKE_STEP_LIMIT = 600  # seconds a step may take in the CPU run-through (a loaded CI machine)
-BUDGET = {"full": 510, "smoke": 1800}  # seconds the whole check may take (--budget)
+BUDGET = {"full": 360, "smoke": 1800}  # seconds the whole check may take (--budget)
 #: a step is skipped when less than this is left of the budget
 MIN_STEP_SECONDS = 5
 # the line a run logs once: which training forward it took, and why
@@ -143,15 +157,20 @@ SPEED_STEPS = {
     "encode": "encode",
     "train-512": "train_b512",
     "train-decoder": "train_smollm2",
+    "encode-decoder": "encode_smollm2",
+    "train-compiled": "train_compiled",
 }
 #: the decoder whose config (and tokenizer) the train-decoder row builds its model from
 DECODER = gpu.DECODER_CONFIGS["smollm2-135m"]
 
 
 def train_step(args: argparse.Namespace) -> dict[str, Any]:
-    # on a GPU ``auto`` pads until measured, so ours is the padded side: no separate one
-    full = ["--batch-size", "64", "--max-steps", "100", "--repeats", "2", "--no-ablation"]
-    return train_row(args, "train", ["--packed", *benchmark_size(args, full)])
+    # on a GPU ``auto`` pads this BERT, so ours is the padded side: no separate one
+    full = ["--batch-size", "64", "--max-steps", "60", "--repeats", "2", "--no-ablation"]
+    # the run-through also goes through the compiled side (the train-compiled row's), with
+    # dynamo's aot_eager backend: inductor's C++ compiling would take minutes on a CPU
+    compiled = ["--compiled", "--compile-backend", "aot_eager"] if args.smoke else []
+    return train_row(args, "train", ["--packed", *compiled, *benchmark_size(args, full)])
 
 
 def train_512_step(args: argparse.Namespace) -> dict[str, Any]:
@@ -160,12 +179,27 @@ def train_512_step(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def train_decoder_step(args: argparse.Namespace) -> dict[str, Any]:
-    if not (common.models_dir() / DECODER / "config.json").is_file():
-        why = f"{DECODER} (its config and tokenizer) is not under STS_MODELS_DIR"
-        return {"status": "skipped", "reason": why, "seconds": 0.0}
+    missing = decoder_missing()
+    if missing:
+        return missing
     full = ["--batch-size", "64", "--max-steps", "40", "--repeats", "1", "--no-ablation"]
     size = benchmark_size(args, full, model_config="smollm2-135m")
     return train_row(args, "train-decoder", [*size, "--tag", "smollm2"])
+
+
+def train_compiled_step(args: argparse.Namespace) -> dict[str, Any]:
+    full = ["--batch-size", "64", "--max-steps", "40", "--repeats", "1", "--no-ablation"]
+    options = ["--packed", "--compiled", "--pack-multiple", "512"]
+    size = benchmark_size(args, full)
+    return train_row(args, "train-compiled", [*options, *size, "--tag", "compiled"])
+
+
+def decoder_missing() -> dict[str, Any] | None:
+    """The skipped result of a decoder row when SmolLM2's folder is not there, else None."""
+    if (common.models_dir() / DECODER / "config.json").is_file():
+        return None
+    why = f"{DECODER} (its config and tokenizer) is not under STS_MODELS_DIR"
+    return {"status": "skipped", "reason": why, "seconds": 0.0}
 
 
 def train_row(args: argparse.Namespace, step: str, options: list[str]) -> dict[str, Any]:
@@ -184,11 +218,24 @@ def train_row(args: argparse.Namespace, step: str, options: list[str]) -> dict[s
 
 
 def encode_step(args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, str(BENCHMARKS / "encode.py")]
-    command += benchmark_size(args, ["--batch-size", "128", "--repeats", "2"])
-    result = run_keeping_runs(command, args)
+    size = benchmark_size(args, ["--batch-size", "128", "--repeats", "2"])
+    return encode_row(args, "encode", size)
+
+
+def encode_decoder_step(args: argparse.Namespace) -> dict[str, Any]:
+    missing = decoder_missing()
+    if missing:
+        return missing
+    full = ["--batch-size", "128", "--repeats", "1"]
+    size = benchmark_size(args, full, model_config="smollm2-135m")
+    return encode_row(args, "encode-decoder", [*size, "--tag", "smollm2"])
+
+
+def encode_row(args: argparse.Namespace, step: str, options: list[str]) -> dict[str, Any]:
+    """A row of ``encode.py`` with ``options``: the step's result, naming its report."""
+    result = run_keeping_runs([sys.executable, str(BENCHMARKS / "encode.py"), *options], args)
     if result["status"] == "passed":
-        result["report"] = gpu.stem_name("encode", args.device) + suffix(args) + ".md"
+        result["report"] = gpu.stem_name(SPEED_STEPS[step], args.device) + suffix(args) + ".md"
     return result
 
 
@@ -432,7 +479,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--budget",
         type=common.POSITIVE_NUMBER,
-        help="seconds the whole check may take (510; --smoke 1800)",
+        help="seconds the whole check may take (360; --smoke 1800)",
     )
     parser.add_argument(
         "--only",
@@ -482,54 +529,84 @@ def check_files(args: argparse.Namespace) -> Path:
 
 
 PLAN: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "train": train_step,
-    "encode": encode_step,
     "lora-bf16": lora_step,
     "qlora-4bit": lambda a: lora_step(a, four_bit=True),
     "faiss-gpu": lambda a: faiss_result(faiss_step(a)),
     "cuda-tests": cuda_tests_step,
+    "train": train_step,
+    "encode": encode_step,
     "train-512": train_512_step,
     "train-decoder": train_decoder_step,
+    "encode-decoder": encode_decoder_step,
+    "train-compiled": train_compiled_step,
 }
 
 
 def run_steps(
     args: argparse.Namespace, written: Callable[[dict[str, dict]], None]
 ) -> dict[str, dict]:
-    """Each step of ``PLAN`` in order, each within its limit and what is left of the
-    budget (a step is skipped once less than ``MIN_STEP_SECONDS`` is left); ``written``
-    gets the steps so far after each one, so a cut-off check keeps what it measured."""
+    """Each step of ``PLAN`` in order (the :data:`CONCURRENT_STEPS` at the same time), each
+    within its limit and what is left of the budget (a step is skipped once less than
+    ``MIN_STEP_SECONDS`` is left); ``written`` gets the steps so far after each step, so a
+    cut-off check keeps what it measured."""
     deadline = time.monotonic() + args.budget
     steps: dict[str, dict] = {}
-    for name, step in PLAN.items():
+    for name in PLAN:
+        if name in steps:  # ran with its group
+            continue
+        together = [member for member in CONCURRENT_STEPS if member in PLAN]
+        group = together if name in together else [name]
         left = deadline - time.monotonic()
-        print(f"::: {name} …", flush=True)
-        if getattr(args, "only", None) and name not in args.only:
-            only = " ".join(args.only)
-            steps[name] = {"status": "skipped", "seconds": 0.0, "reason": f"--only {only}"}
-        elif left < MIN_STEP_SECONDS:
-            spent = f"the check's budget of {args.budget:g} s was spent"
-            steps[name] = {"status": "skipped", "seconds": 0.0, "reason": spent}
-        elif name in OPTIONAL_STEPS and (args.smoke or left < STEP_LIMITS[name]):
-            steps[name] = {
-                "status": "skipped",
-                "seconds": 0.0,
-                "reason": optional_why(args, name, left),
-            }
-        else:
-            limit = SMOKE_STEP_LIMIT if args.smoke else STEP_LIMITS[name]
-            args.limit = max(1, int(min(limit, left)))
-            steps[name] = step(args)
-        print(f"    {steps[name]['status']} ({steps[name].get('seconds', 0)} s) "
-              f"{steps[name].get('reason', '')}", flush=True)  # fmt: skip
-        written(steps)
+        print(f"::: {' + '.join(group)} …", flush=True)
+        skipped = {member: skip_reason(args, member, left) for member in group}
+        runnable = [member for member in group if skipped[member] is None]
+        results = run_at_once(runnable, args, left)
+        for member in group:
+            reason = skipped[member]
+            steps[member] = (
+                results[member]
+                if reason is None
+                else {"status": "skipped", "seconds": 0.0, "reason": reason}
+            )
+            print(f"    {member}: {steps[member]['status']} ({steps[member].get('seconds', 0)} s) "
+                  f"{steps[member].get('reason', '')}", flush=True)  # fmt: skip
+            written(steps)
     return steps
+
+
+def skip_reason(args: argparse.Namespace, name: str, left: float) -> str | None:
+    """Why step ``name`` does not run with ``left`` seconds of the budget, or None."""
+    if getattr(args, "only", None) and name not in args.only:
+        return f"--only {' '.join(args.only)}"
+    if left < MIN_STEP_SECONDS:
+        return f"the check's budget of {args.budget:g} s was spent"
+    if name in OPTIONAL_STEPS and (args.smoke or left < STEP_LIMITS[name]):
+        return optional_why(args, name, left)
+    return None
+
+
+def run_at_once(
+    names: list[str], args: argparse.Namespace, left: float
+) -> dict[str, dict[str, Any]]:
+    """The steps ``names`` run at the same time (one thread each, waiting on its own
+    process), each with its own limit (``args.limit``) under ``left`` seconds."""
+
+    def one(name: str) -> dict[str, Any]:
+        limit = SMOKE_STEP_LIMIT if args.smoke else STEP_LIMITS[name]
+        return PLAN[name](
+            argparse.Namespace(**{**vars(args), "limit": max(1, int(min(limit, left)))})
+        )
+
+    if len(names) == 1:
+        return {names[0]: one(names[0])}
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def optional_why(args: argparse.Namespace, name: str, left: float) -> str:
     """Why an optional step does not run: a run-through, or too little of the budget."""
     if args.smoke:
-        return "a GPU row: the CPU run-through's train step runs the same script"
+        return "a GPU row: the CPU run-through's train and encode steps run the same scripts"
     return (
         f"an optional row: it needs {STEP_LIMITS[name]} s, {left:.0f} s of the budget was "
         f"left (run it alone: --only {name})"
@@ -538,10 +615,8 @@ def optional_why(args: argparse.Namespace, name: str, left: float) -> str:
 
 def write_report(stem: Path, steps: dict[str, dict], info: dict) -> None:
     """``gpu_check.{json,md}`` with the steps run so far; the others listed as not run."""
-    waiting = {
-        name: {"status": "not run yet", "seconds": 0.0} for name in PLAN if name not in steps
-    }
-    shown = {**steps, **waiting}
+    waiting = {"status": "not run yet", "seconds": 0.0}
+    shown = {name: steps.get(name, waiting) for name in PLAN}  # in the order they run
     auto = auto_path(steps.get("train", {}))
     common.write_json(stem, {"machine": info, "steps": shown, "auto": auto})
     common.write_markdown(stem, report_markdown(shown, auto, info))

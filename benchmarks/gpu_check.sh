@@ -3,7 +3,7 @@
 # there). It installs the carried wheels (.gpu-call/wheels: the project wheels and the
 # third-party ones the image lacks) with --no-index --no-deps, so the test support, the
 # methods' entry points and the package metadata exist; unpacks the carried data; runs
-# benchmarks/gpu_check.py (8.5 minutes on a GPU, each step within its own limit) and
+# benchmarks/gpu_check.py (6 minutes on a GPU, each step within its own limit) and
 # copies its reports into $OUT (what the device tool brings back), else benchmarks/results.
 #   here:  uv run python benchmarks/gpu_call.py prepare    # builds .gpu-call, prints the call
 #   there: bash benchmarks/gpu_check.sh [gpu_check.py options]   (carry .gpu-call)

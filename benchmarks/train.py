@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -56,6 +55,7 @@ LABELS = {
     "peer": "sentence-transformers (CoSENTLoss)",
     "ours-padded": "ours, padding_free=False",
     "ours-packed": "ours, padding_free=True",
+    "ours-compiled": "ours, torch_compile + pack_to_multiple_of",
     "ours-cached": "ours, infonce + gradient_cache_tokens",
     "ours-cached-per-column": "ours, infonce + gradient_cache_tokens, per_column rule",
     "peer-cached": "sentence-transformers (CachedMultipleNegativesRankingLoss, "
@@ -67,6 +67,7 @@ PADDING_FREE = {
     "ours": "auto",
     "ours-padded": "false",
     "ours-packed": "true",
+    "ours-compiled": "true",  # beside ours-packed: compilation on and off
     "ours-cached": "auto",
     "ours-cached-per-column": "auto",
 }
@@ -137,6 +138,7 @@ def build_ours(
     callbacks: list[Any],
     padding_free: str,
     token_rule: str | None = None,
+    compiled: bool = False,
 ) -> Any:
     """Our side through the command line's own path: :meth:`TrainingRun.from_arguments`
     with the CoSENT method (``sts_cosent.METHOD``), the step timer (and profiler) as
@@ -144,7 +146,9 @@ def build_ours(
     ``trainer.train()`` alone, see :func:`measure_training`), then saves the model,
     outside the timed window.
     ``token_rule``: in-batch InfoNCE under gradient caching by ``spec["cached"]`` tokens,
-    mini-batches by this ``gradient_cache_token_rule``; None: the CoSENT method's loss."""
+    mini-batches by this ``gradient_cache_token_rule``; None: the CoSENT method's loss.
+    ``compiled``: ``torch_compile`` on (``spec["compile_backend"]``) and the varlen rows
+    filled to ``spec["pack_multiple"]`` tokens (``pack_to_multiple_of``)."""
     from sts_core.training import DataArguments, ModelArguments, TrainingRun
     from sts_cosent import METHOD
 
@@ -171,13 +175,22 @@ def build_ours(
         if token_rule is not None
         else {}
     )
+    compile_settings = (
+        {"torch_compile": True, "torch_compile_backend": spec["compile_backend"]}
+        if compiled
+        else {}
+    )
     config = METHOD.config(
-        **training_arguments(spec, output_dir), load_best_model_at_end=False, **loss
+        **training_arguments(spec, output_dir),
+        load_best_model_at_end=False,
+        **loss,
+        **compile_settings,
     )
     model_args = ModelArguments(
         model_name_or_path=spec["model"],
         max_seq_length=spec["max_length"],
         padding_free=padding_free,
+        pack_to_multiple_of=spec.get("pack_multiple", 0) if compiled else 0,
     )
     data_args = DataArguments(data_dir=str(common.data_dir()), eval_dataset="none")
     return TimedRun.from_arguments(METHOD, model_args, data_args, config, load_train_pairs())
@@ -328,7 +341,10 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
             _, measured = measure_training(trainer, trainer.train, spec)
         else:
             padding_free = PADDING_FREE[side]
-            run = build_ours(spec, output_dir, callbacks, padding_free, TOKEN_RULE.get(side))
+            compiled = side == "ours-compiled"
+            run = build_ours(
+                spec, output_dir, callbacks, padding_free, TOKEN_RULE.get(side), compiled
+            )
             run.run()
             trainer, measured = run.trainer, run.measured
             encoder = trainer.accelerator.unwrap_model(trainer.model)
@@ -393,9 +409,12 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
         "max_length": args.max_length,
         "threads": args.threads,
         "cached": args.cached,
+        "pack_multiple": args.pack_multiple,
+        "compile_backend": args.compile_backend,
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
+    sides += ["ours-compiled"] if args.compiled else []
     sides += list(CACHED_SIDES) if args.cached else []
     shown = f"{' vs '.join(sides)}, {args.max_steps} steps, {args.repeats} round(s)"
     print(f"{model_label(args)}: {shown}")
@@ -424,6 +443,8 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
     if "ours-packed" in runs:
         summary["packed_throughput"] = metric("throughput", "ours-packed").to_dict()
         summary["packed_path"] = runs["ours-packed"][0]["packing_path"]
+    if "ours-compiled" in runs:
+        summary["compiled"] = compiled_summary(runs, metric)
     for side, key in (("ours-cached", "cached"), ("ours-cached-per-column", "cached_per_column")):
         if side in runs:
             summary[f"{key}_throughput"] = common.Comparison(
@@ -450,6 +471,26 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, Any]:
         runs["ours"][0]["losses"], runs["peer"][0]["losses"]
     )
     return summary
+
+
+def compiled_summary(
+    runs: dict[str, list[dict]], metric: Callable[[str, str], common.Comparison]
+) -> dict[str, Any]:
+    """The compiled side against the peer, and against the same side without compiling
+    (``off``: ours packed when it ran, else ours): throughput over whole runs and at the
+    median step, and the largest difference between their loss curves (round 1)."""
+    off = "ours-packed" if "ours-packed" in runs else "ours"
+    return {
+        "off": off,
+        "throughput": metric("throughput", "ours-compiled").to_dict(),
+        "median_step_throughput": metric("median_step_throughput", "ours-compiled").to_dict(),
+        "off_throughput": metric("throughput", off).to_dict(),
+        "off_median_step_throughput": metric("median_step_throughput", off).to_dict(),
+        "path": runs["ours-compiled"][0]["packing_path"],
+        "max_loss_diff_vs_off": max_loss_difference(
+            runs["ours-compiled"][0]["losses"], runs[off][0]["losses"]
+        ),
+    }
 
 
 def token_statistics(model: str | Path, max_length: int | None) -> dict[str, float]:
@@ -528,12 +569,6 @@ def model_label(args: argparse.Namespace) -> str:
     return args.model
 
 
-def report_name(args: argparse.Namespace) -> str:
-    """The reports' stem before the mode: ``[gpu_]train[_<tag>]``."""
-    name = gpu.stem_name("train", args.device)
-    return f"{name}_{args.tag}" if args.tag else name
-
-
 def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: dict) -> str:
     speed, steady, memory = (
         summary["throughput"],
@@ -592,6 +627,8 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
             f"{common.fmt(packed['ours_median'])} pairs/s ({packed['ratio_median']:.2f}× the "
             "peer).",
         ]
+    if "compiled" in summary:
+        lines += ["", compiled_markdown(summary, args)]
     if "cached_throughput" in summary:
         lines += [
             "",
@@ -613,7 +650,7 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
                 lines += ["", cached_table(side, key, summary)]
     if "profile" in summary:
         lines += ["", profile_markdown(summary["profile"], args)]
-    stem = common.output_stem(report_name(args), args.output_dir, args.mode)
+    stem = common.output_stem(gpu.report_name("train", args), args.output_dir, args.mode)
     lines += [
         "",
         efficiency_markdown(summary["efficiency"]),
@@ -621,6 +658,24 @@ def report_markdown(runs: dict, summary: dict, args: argparse.Namespace, info: d
         f"![train chart]({stem.name}.png)",
     ]
     return "\n".join(lines)
+
+
+def compiled_markdown(summary: dict[str, Any], args: argparse.Namespace) -> str:
+    """The compiled side against the same side without compiling and the peer: whole runs
+    (compiling included) and the median step (after it)."""
+    compiled = summary["compiled"]
+    whole, step = compiled["throughput"], compiled["median_step_throughput"]
+    off_whole, off_step = compiled["off_throughput"], compiled["off_median_step_throughput"]
+    return (
+        f"Ours with `torch_compile: true` ({args.compile_backend}) and `pack_to_multiple_of: "
+        f"{args.pack_multiple}` (rows filled on the varlen path; path: {compiled['path'][0]}): "
+        f"{common.fmt(whole['ours_median'])} pairs/s over the whole run, compiling included "
+        f"({whole['ratio_median']:.2f}× the peer), {common.fmt(step['ours_median'])} at the "
+        f"median step ({step['ratio_median']:.2f}× the peer); without compiling "
+        f"({LABELS[compiled['off']]}): {common.fmt(off_whole['ours_median'])} and "
+        f"{common.fmt(off_step['ours_median'])}. The two loss curves differ by at most "
+        f"{compiled['max_loss_diff_vs_off']:.3g}."
+    )
 
 
 def profile_markdown(profiles: dict[str, dict | None], args: argparse.Namespace) -> str:
@@ -729,13 +784,6 @@ def draw_chart(runs: dict[str, list[dict]], summary: dict, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- entry
-def file_tag(text: str) -> str:
-    """A ``--tag``: letters, digits and hyphens (it becomes part of file names)."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", text):
-        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits and hyphens only")
-    return text
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = common.benchmark_parser(
         __doc__, quick="a few minutes: 30 steps, 2 rounds", smoke="seconds: 3 steps, 1 round"
@@ -766,6 +814,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run ours with padding_free=True (varlen on a GPU where the backbone allows)",
     )
     parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also run ours with torch_compile: true and pack_to_multiple_of (--pack-multiple)",
+    )
+    parser.add_argument(
+        "--pack-multiple",
+        type=common.COUNT,
+        default=512,
+        metavar="TOKENS",
+        help="the compiled side's pack_to_multiple_of (default 512; the varlen path only)",
+    )
+    parser.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="the compiled side's torch_compile_backend (default inductor; aot_eager traces "
+        "without compiling, for a quick run-through)",
+    )
+    parser.add_argument(
         "--cached",
         type=common.COUNT,
         metavar="TOKENS",
@@ -787,11 +853,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--output-dir", help="default: benchmarks/results")
     common.add_runs_file_argument(parser)
-    parser.add_argument(
-        "--tag",
-        type=file_tag,
-        help="reports named [gpu_]train_<TAG>[_mode] (another row beside the default one)",
-    )
     gpu.add_gpu_arguments(parser, decoders=True)
     parser.add_argument("--worker", choices=sorted(LABELS), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
@@ -806,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu.check_device(args)
     source = gpu.config_source(args.model_config, args.model)
     files, stem = common.result_files(
-        "train.py", report_name(args), args, common.REPORT_AND_CHART, [source]
+        "train.py", gpu.report_name("train", args), args, common.REPORT_AND_CHART, [source]
     )
     files.check()
     args.train_pairs = len(load_train_pairs())
