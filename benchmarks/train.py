@@ -674,7 +674,8 @@ def compiled_markdown(summary: dict[str, Any], args: argparse.Namespace) -> str:
         f"median step ({step['ratio_median']:.2f}× the peer); without compiling "
         f"({LABELS[compiled['off']]}): {common.fmt(off_whole['ours_median'])} and "
         f"{common.fmt(off_step['ours_median'])}. The two loss curves differ by at most "
-        f"{compiled['max_loss_diff_vs_off']:.3g}."
+        f"{compiled['max_loss_diff_vs_off']:.3g} (with dropout on, a compiled graph may draw "
+        "other masks)."
     )
 
 
