@@ -168,17 +168,27 @@ def test_an_optional_row_runs_only_when_its_whole_limit_is_left(check, monkeypat
     assert steps["train-512"]["reason"].startswith("a GPU row: the CPU run-through's train")
 
 
-def test_the_train_rows_profile_their_last_steps(check, monkeypatch, tmp_path: Path) -> None:
+def recorded_rows(check, monkeypatch, models: Path, status: str) -> list[list[str]]:
+    """The commands the speed rows will run (not run: each ends with ``status``), with
+    ``models`` as STS_MODELS_DIR."""
     commands: list[list[str]] = []
 
     def keep(command: list[str], args: argparse.Namespace) -> dict:
         commands.append(command)
-        return {"status": "failed", "seconds": 0.0, "command": "x"}
+        return {"status": status, "seconds": 0.0, "command": "x"}
 
     monkeypatch.setattr(check, "run_keeping_runs", keep)
-    monkeypatch.setenv("STS_MODELS_DIR", str(tmp_path))
+    monkeypatch.setenv("STS_MODELS_DIR", str(models))
+    return commands
+
+
+GPU_ROW_ARGS = {"device": "cuda", "smoke": False, "mode": "full"}
+
+
+def test_the_train_rows_profile_their_last_steps(check, monkeypatch, tmp_path: Path) -> None:
+    commands = recorded_rows(check, monkeypatch, tmp_path, "failed")
     (tmp_path / check.DECODER).mkdir()
-    args = argparse.Namespace(device="cuda", smoke=False, mode="full", out=tmp_path)
+    args = argparse.Namespace(**GPU_ROW_ARGS, out=tmp_path)
     assert check.train_decoder_step(args)["status"] == "skipped"  # no config.json
     (tmp_path / check.DECODER / "config.json").write_text("{}", encoding="utf-8")
     steps = (check.train_step, check.train_512_step, check.train_decoder_step)
@@ -197,15 +207,8 @@ def test_the_train_rows_profile_their_last_steps(check, monkeypatch, tmp_path: P
 
 
 def test_the_decoder_encode_row_tags_its_report(check, monkeypatch, tmp_path: Path) -> None:
-    commands: list[list[str]] = []
-
-    def keep(command: list[str], args: argparse.Namespace) -> dict:
-        commands.append(command)
-        return {"status": "passed", "seconds": 0.0, "command": "x"}
-
-    monkeypatch.setattr(check, "run_keeping_runs", keep)
-    monkeypatch.setenv("STS_MODELS_DIR", str(tmp_path))
-    args = argparse.Namespace(device="cuda", smoke=False, mode="full", out=tmp_path)
+    commands = recorded_rows(check, monkeypatch, tmp_path, "passed")
+    args = argparse.Namespace(**GPU_ROW_ARGS, out=tmp_path)
     assert check.encode_decoder_step(args)["status"] == "skipped"  # no SmolLM2 folder
     (tmp_path / check.DECODER).mkdir()
     (tmp_path / check.DECODER / "config.json").write_text("{}", encoding="utf-8")

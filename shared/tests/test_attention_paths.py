@@ -31,20 +31,13 @@ from sts_core.encoder.packing import (
     varlen_attention,
     varlen_kernel,
 )
-from sts_core.testing import quick_training_args
+from sts_core.testing import UNEVEN_SENTENCES, quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.config import ModelArguments
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-SENTENCES = [
-    "a man is playing a guitar",
-    "two dogs run",
-    "a woman is slicing an onion on the board in the kitchen",
-    "the cat",
-    "a man plays the guitar loudly on the street",
-    "dogs",
-]
+SENTENCES = UNEVEN_SENTENCES
 PATHS = ("varlen", "block_mask")
 
 

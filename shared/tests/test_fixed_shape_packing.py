@@ -15,21 +15,14 @@ from datasets import Dataset
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.encoder.packing import VarlenPacking
-from sts_core.testing import quick_training_args
+from sts_core.testing import UNEVEN_SENTENCES, quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.config import ModelArguments
 from sts_core.training.encoder_setup import build_encoder
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-SENTENCES = [
-    "a man is playing a guitar",
-    "two dogs run",
-    "a woman is slicing an onion on the board in the kitchen",
-    "the cat",
-    "a man plays the guitar loudly on the street",
-    "dogs",
-]
+SENTENCES = UNEVEN_SENTENCES
 ROWS = {
     "sentence1": SENTENCES[:3] * 4,
     "sentence2": SENTENCES[3:] * 4,

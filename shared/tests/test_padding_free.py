@@ -10,7 +10,7 @@ import torch
 
 from sts_core.encoder import SentenceEncoder
 from sts_core.encoder.packing import TokenPacking, _first_fit_decreasing, concat_features
-from sts_core.testing import quick_training_args
+from sts_core.testing import UNEVEN_SENTENCES, quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training.collator import SentenceCollator, split_features
 from sts_core.training.config import ModelArguments
@@ -18,14 +18,7 @@ from sts_core.training.encoder_setup import build_encoder
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-SENTENCES = [
-    "a man is playing a guitar",
-    "two dogs run",
-    "a woman is slicing an onion on the board in the kitchen",
-    "the cat",
-    "a man plays the guitar loudly on the street",
-    "dogs",
-]
+SENTENCES = UNEVEN_SENTENCES
 
 
 def encoders(folder: Path, attention: str, pooling: str) -> tuple[SentenceEncoder, ...]:

@@ -37,6 +37,7 @@ import pytest
 from sts_core.testing.models import (
     TOY_PROBES,
     TOY_STS_PAIRS,
+    UNEVEN_SENTENCES,
     WORDS,
     first_layers_copy,
     make_tiny_bert,
@@ -115,6 +116,7 @@ __all__ = [
     "ScriptedEvaluator",
     "TOY_PROBES",
     "TOY_STS_PAIRS",
+    "UNEVEN_SENTENCES",
     "ValueCheck",
     "WORDS",
     "assert_best_checkpoint_selected",

@@ -229,6 +229,17 @@ TOY_STS_PAIRS: list[tuple[str, str, float]] = [
 #: sentences to embed before and after a save
 TOY_PROBES = ["a man plays the guitar", "a dog is running in the park", "children playing soccer"]
 
+#: sentences of uneven lengths (2 to 12 words): a padded batch of them is mostly padding,
+#: what the packed forwards are tested on
+UNEVEN_SENTENCES = [
+    "a man is playing a guitar",
+    "two dogs run",
+    "a woman is slicing an onion on the board in the kitchen",
+    "the cat",
+    "a man plays the guitar loudly on the street",
+    "dogs",
+]
+
 
 def mean_pooled(model: Any, tokenizer: Any, texts: list[str]) -> Any:
     """Mean pooling by hand: the average of the last hidden states under the attention
