@@ -147,8 +147,8 @@ def build_ours(
     outside the timed window.
     ``token_rule``: in-batch InfoNCE under gradient caching by ``spec["cached"]`` tokens,
     mini-batches by this ``gradient_cache_token_rule``; None: the CoSENT method's loss.
-    ``compiled``: ``torch_compile`` on (``spec["compile_backend"]``) and the varlen rows
-    filled to ``spec["pack_multiple"]`` tokens (``pack_to_multiple_of``)."""
+    ``compiled``: ``torch_compile`` on (``spec["compile_backend"]``, ``compile_mode``) and
+    the varlen rows filled to ``spec["pack_multiple"]`` tokens (``pack_to_multiple_of``)."""
     from sts_core.training import DataArguments, ModelArguments, TrainingRun
     from sts_cosent import METHOD
 
@@ -176,7 +176,11 @@ def build_ours(
         else {}
     )
     compile_settings = (
-        {"torch_compile": True, "torch_compile_backend": spec["compile_backend"]}
+        {
+            "torch_compile": True,
+            "torch_compile_backend": spec["compile_backend"],
+            "torch_compile_mode": spec.get("compile_mode"),
+        }
         if compiled
         else {}
     )
@@ -411,6 +415,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
         "cached": args.cached,
         "pack_multiple": args.pack_multiple,
         "compile_backend": args.compile_backend,
+        "compile_mode": args.compile_mode,
     }
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
@@ -667,7 +672,8 @@ def compiled_markdown(summary: dict[str, Any], args: argparse.Namespace) -> str:
     whole, step = compiled["throughput"], compiled["median_step_throughput"]
     off_whole, off_step = compiled["off_throughput"], compiled["off_median_step_throughput"]
     return (
-        f"Ours with `torch_compile: true` ({args.compile_backend}) and `pack_to_multiple_of: "
+        f"Ours with `torch_compile: true` ({args.compile_backend}, mode "
+        f"{args.compile_mode or 'default'}) and `pack_to_multiple_of: "
         f"{args.pack_multiple}` (rows filled on the varlen path; path: {compiled['path'][0]}): "
         f"{common.fmt(whole['ours_median'])} pairs/s over the whole run, compiling included "
         f"({whole['ratio_median']:.2f}× the peer), {common.fmt(step['ours_median'])} at the "
@@ -831,6 +837,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="inductor",
         help="the compiled side's torch_compile_backend (default inductor; aot_eager traces "
         "without compiling, for a quick run-through)",
+    )
+    parser.add_argument(
+        "--compile-mode",
+        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+        help="the compiled side's torch_compile_mode (default: torch's; reduce-overhead "
+        "records CUDA graphs, one per shape, where the filled rows matter)",
     )
     parser.add_argument(
         "--cached",

@@ -320,9 +320,8 @@ def test_train_benchmark_runs(
     if "ours-compiled" in runs:
         assert settings["compile_backend"] == "aot_eager" and settings["pack_multiple"] == 512
         assert summary["compiled"]["path"][0] == "block_mask"  # a CPU: filling is varlen's
-        assert "Ours with `torch_compile: true` (aot_eager) and `pack_to_multiple_of: 512`" in (
-            markdown
-        )
+        shown = "Ours with `torch_compile: true` (aot_eager, mode default) and `pack_to_"
+        assert shown + "multiple_of: 512`" in markdown
     # the path each side of ours took, as the encoder reports it (a CPU: packed rows)
     sides = summary["efficiency"]["sides"]
     assert sides["ours"]["packing_path"][0] == "block_mask"

@@ -94,8 +94,9 @@ class ModelArguments:
         metadata={
             "help": "On the varlen path, fill each batch's packed row of real tokens up to a "
             "multiple of this many tokens (pad tokens in a sequence of their own, dropped "
-            "before pooling), so batch shapes repeat: what torch_compile and CUDA graphs "
-            "need to avoid recompiling. 0 (default): the exact token count."
+            "before pooling), so batch shapes repeat: for CUDA graphs "
+            "(torch_compile_mode: reduce-overhead) and other per-shape compiling. 0 "
+            "(default): the exact token count."
         },
     )
     padding_side: str | None = field(
