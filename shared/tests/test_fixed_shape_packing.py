@@ -6,6 +6,7 @@ multiple of N. The varlen path runs here on the exact per-sentence reference ker
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,43 @@ def test_torch_compile_trains_the_filled_rows_to_the_same_curve(
     )
     assert compiled == pytest.approx(exact, rel=1e-5, abs=1e-6)
     assert widths and all(width % 64 == 0 for width in widths)
+
+
+def test_encode_does_not_fill_its_rows(tiny_bert_nodropout_dir: Path) -> None:
+    """``encode`` (evaluation) packs exact rows: its background tokenizing thread may hold
+    the tokenizer, whose pad id the filler would ask for; the vectors are the same."""
+    encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir, padding_free="varlen")
+    exact = encoder.encode(SENTENCES, show_progress_bar=False)
+    encoder.pack_to_multiple_of = 100  # the sentences hold 64 tokens
+    widths: list[int] = []
+    encoder.backbone.embeddings.register_forward_hook(
+        lambda module, inputs, output: widths.append(int(output.shape[1]))
+    )
+    assert encoder.packing_path()[0] == "varlen"  # in evaluation mode, forced
+    vectors = encoder.encode(SENTENCES, show_progress_bar=False)
+    assert widths == [
+        sum(len(ids) for ids in encoder.tokenize(SENTENCES, padding=False)["input_ids"])
+    ]
+    assert (vectors == exact).all()
+
+
+def test_the_logged_path_says_whether_its_rows_are_filled(
+    tiny_bert_nodropout_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = []
+    for mode in ("varlen", "false"):
+        encoder = SentenceEncoder.from_pretrained(tiny_bert_nodropout_dir, padding_free=mode)
+        encoder.pack_to_multiple_of = 16
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="sts_core.encoder"):
+            encoder.train()(**encoder.tokenize(SENTENCES))
+        lines += [r.getMessage() for r in caplog.records if "training forward" in r.getMessage()]
+    assert lines == [
+        "training forward: varlen (padding_free: varlen (reference varlen kernel); rows "
+        "filled to a multiple of 16 tokens)",
+        "training forward: padded (padding_free: false; pack_to_multiple_of 16 not applied: "
+        "it fills the varlen path only)",
+    ]
 
 
 def test_a_negative_multiple_is_refused() -> None:

@@ -292,8 +292,8 @@ class VarlenPacking:
     ``position_ids`` restart at ``position_offset`` with each sentence (RoBERTa-style
     embeddings count from ``pad_token_id + 1``); ``cu_seq_lens`` and ``max_length`` are the
     kernel's metadata (:meth:`attention_kwargs`). With ``multiple_of`` the row is filled up
-    to a multiple of that many tokens, so its shape repeats from batch to batch (what
-    ``torch.compile`` and CUDA graphs need): the filler is one more sequence of pad tokens,
+    to a multiple of that many tokens, so its shape repeats from batch to batch (for CUDA
+    graphs and other per-shape compiling): the filler is one more sequence of pad tokens,
     all at the first position, that attends to itself only and that :meth:`unpack` drops.
     """
 
@@ -584,8 +584,15 @@ def packing_obstacle(encoder: SentenceEncoder, path: str) -> str | None:
 
 def training_path(encoder: SentenceEncoder) -> str:
     """:meth:`SentenceEncoder.packing_path`, logged the first time each path and reason is
-    taken."""
+    taken (with what ``pack_to_multiple_of`` does on it)."""
     path, reason = encoder.packing_path()
+    if encoder.pack_to_multiple_of:
+        multiple = encoder.pack_to_multiple_of
+        reason += (
+            f"; rows filled to a multiple of {multiple} tokens"
+            if path == "varlen"
+            else f"; pack_to_multiple_of {multiple} not applied: it fills the varlen path only"
+        )
     if encoder.training and (path, reason) not in encoder.training_paths:
         encoder.training_paths[(path, reason)] = None
         logger.info("training forward: %s (%s)", path, reason)
@@ -625,9 +632,11 @@ def varlen_backbone(
     config = encoder.config
     if config._attn_implementation != VARLEN_ATTENTION:
         config._attn_implementation = VARLEN_ATTENTION
-    multiple_of = encoder.pack_to_multiple_of
+    # training forwards only: in ``encode`` another thread may be using the tokenizer (the
+    # next chunk), which the pad id would ask (:func:`.encoding.tokenized_chunks`)
+    multiple_of = encoder.pack_to_multiple_of if encoder.training else 0
     packing = VarlenPacking(inputs["attention_mask"], position_offset(config), multiple_of)
-    pad_id = encoder.tokenizer.pad_token_id
+    pad_id = encoder.tokenizer.pad_token_id if packing.filler else 0
     packed: dict[str, Any] = {
         key: packing.pack(value, pad_id if key == "input_ids" else 0)
         for key, value in inputs.items()
