@@ -175,15 +175,7 @@ def build_ours(
         if token_rule is not None
         else {}
     )
-    compile_settings = (
-        {
-            "torch_compile": True,
-            "torch_compile_backend": spec["compile_backend"],
-            "torch_compile_mode": spec.get("compile_mode"),
-        }
-        if compiled
-        else {}
-    )
+    compile_settings, filling = compile_options(spec, compiled)
     config = METHOD.config(
         **training_arguments(spec, output_dir),
         load_best_model_at_end=False,
@@ -194,10 +186,23 @@ def build_ours(
         model_name_or_path=spec["model"],
         max_seq_length=spec["max_length"],
         padding_free=padding_free,
-        pack_to_multiple_of=spec.get("pack_multiple", 0) if compiled else 0,
+        **filling,
     )
     data_args = DataArguments(data_dir=str(common.data_dir()), eval_dataset="none")
     return TimedRun.from_arguments(METHOD, model_args, data_args, config, load_train_pairs())
+
+
+def compile_options(spec: dict[str, Any], compiled: bool) -> tuple[dict[str, Any], dict[str, int]]:
+    """The compiled side's ``TrainingArguments`` (``torch_compile`` with the spec's backend
+    and mode) and ``ModelArguments`` (``pack_to_multiple_of``); nothing for another side."""
+    if not compiled:
+        return {}, {}
+    training = {
+        "torch_compile": True,
+        "torch_compile_backend": spec["compile_backend"],
+        "torch_compile_mode": spec.get("compile_mode"),
+    }
+    return training, {"pack_to_multiple_of": spec["pack_multiple"]}
 
 
 def measure_training(
@@ -401,8 +406,9 @@ def train_metrics(
 
 
 # ----------------------------------------------------------------------------- parent
-def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
-    spec = {
+def worker_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """What every side's worker process is given (as JSON)."""
+    return {
         "model": str(args.model_path),
         "device": args.device,
         "dtype": args.dtype,
@@ -417,6 +423,10 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
         "compile_backend": args.compile_backend,
         "compile_mode": args.compile_mode,
     }
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, list[dict]]:
+    spec = worker_spec(args)
     sides = ["ours", "peer", "ours-padded"] if args.ablation else ["ours", "peer"]
     sides += ["ours-packed"] if args.packed else []
     sides += ["ours-compiled"] if args.compiled else []

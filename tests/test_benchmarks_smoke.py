@@ -93,6 +93,23 @@ def test_train_benchmark_counts_the_last_partial_batch(steps: int, expected: int
     assert load_benchmark_script("train").pairs_trained(steps, 16, 5398) == expected
 
 
+def test_the_compiled_side_takes_its_backend_mode_and_multiple(tmp_path: Path) -> None:
+    from sts_core.training import BaseConfig
+    from sts_core.training.config import ModelArguments
+
+    train = load_benchmark_script("train")
+    options = ["--compiled", "--pack-multiple", "64", "--compile-backend", "aot_eager"]
+    args = train.parse_args([*options, "--compile-mode", "reduce-overhead"])
+    args.model_path = tmp_path
+    spec = json.loads(json.dumps(train.worker_spec(args)))  # as a worker reads it
+    training, model = train.compile_options(spec, compiled=True)
+    config = BaseConfig(output_dir=str(tmp_path), use_cpu=True, **training)
+    assert config.torch_compile and config.torch_compile_backend == "aot_eager"
+    assert config.torch_compile_mode == "reduce-overhead"
+    assert ModelArguments(model_name_or_path="m", **model).pack_to_multiple_of == 64
+    assert train.compile_options(spec, compiled=False) == ({}, {})  # the other sides
+
+
 @pytest.fixture
 def benchmark_env(
     sts_data_dir: Path, benchmark_minilm_dir: Path, monkeypatch: pytest.MonkeyPatch

@@ -219,6 +219,29 @@ def test_the_decoder_encode_row_tags_its_report(check, monkeypatch, tmp_path: Pa
     assert "--model-config bert-base --batch-size 128 --repeats 2" in bert
 
 
+def test_each_gpu_row_reads_the_report_its_script_writes(check, monkeypatch, tmp_path) -> None:
+    """The check names each speed row's report as the script names it from the row's own
+    options (``--tag``, ``--device``): ``gpu.report_name``."""
+    gpu = load_benchmark_script("_gpu")
+    scripts = {
+        "train.py": load_benchmark_script("train"),
+        "encode.py": load_benchmark_script("encode"),
+    }
+    commands = recorded_rows(check, monkeypatch, tmp_path, "failed")
+    (tmp_path / check.DECODER).mkdir()
+    (tmp_path / check.DECODER / "config.json").write_text("{}", encoding="utf-8")
+    args = argparse.Namespace(**GPU_ROW_ARGS, out=tmp_path)
+    for name in check.SPEED_STEPS:
+        check.PLAN[name](args)
+    assert len(commands) == len(check.SPEED_STEPS)
+    for name, command in zip(check.SPEED_STEPS, commands, strict=True):
+        script = Path(command[1]).name
+        parsed = scripts[script].parse_args(command[2:])
+        benchmark = script.removesuffix(".py")
+        expected = gpu.stem_name(check.SPEED_STEPS[name], "cuda")
+        assert gpu.report_name(benchmark, parsed) == expected, name
+
+
 def test_the_checks_run_at_the_same_time_each_within_its_limit(check, monkeypatch) -> None:
     seen: dict[str, int] = {}
 
