@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import TrainerCallback
 
 from sts_core.encoder import SentenceEncoder
-from sts_core.testing import quick_training_args
+from sts_core.testing import TOY_STS_PAIRS, quick_training_args
 from sts_core.training import BaseConfig, BaseTrainer
 from sts_core.training import loss_parts as loss_parts_module
 from sts_core.training.divergence import TrainingDiverged
@@ -24,16 +24,7 @@ from sts_core.training.loss_parts import LossParts
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
-PAIRS = [
-    ("a man is playing the guitar", "a man plays the guitar", 0.95),
-    ("a dog runs in the park", "a girl is eating food", 0.1),
-    ("two boys play soccer", "two children are playing soccer", 0.8),
-    ("a woman is riding a horse", "the man is swimming in the water", 0.15),
-    ("a small white cat", "a small black cat", 0.6),
-    ("the child plays piano", "a big car on the street", 0.0),
-    ("three men are sitting", "three people sit", 0.7),
-    ("a person rides a bike", "a man is riding a bike", 0.85),
-]
+PAIRS = [(first, second, score / 5) for first, second, score in TOY_STS_PAIRS]  # 0–1
 #: a loss with parts (each logged as loss_<name>), through the real apply_loss path
 WEIGHTS = {"cosine_mse": 1.0, "infonce": 0.5}
 
